@@ -1,0 +1,107 @@
+//! The five algorithms of SPEC section 3 as exact state machines.
+//!
+//! Each algorithm is a small state value implementing [`AlgorithmState`]:
+//! [`evaluate`](AlgorithmState::evaluate) is a pure function of the state,
+//! the effective time and the cost, returning the decision and, when the
+//! request is admitted, the write to [`apply`](AlgorithmState::apply).
+//! [`AlgorithmState::acquire`] and [`AlgorithmState::peek`] wrap that with
+//! the rules every algorithm shares (cost checks, ticks, `t_eff`).
+
+mod fixed_window;
+mod key_state;
+mod leaky_bucket;
+mod sliding_counter;
+mod sliding_log;
+mod token_bucket;
+
+pub use self::{
+    fixed_window::FixedWindow,
+    key_state::KeyState,
+    leaky_bucket::LeakyBucket,
+    sliding_counter::SlidingCounter,
+    sliding_log::{LogUpdate, SlidingLog},
+    token_bucket::TokenBucket,
+};
+
+use std::fmt;
+
+use crate::decision::{Decision, TickDecision};
+use crate::error::Error;
+use crate::policy::{Policy, EXACT_LIMIT};
+
+/// One algorithm's per-key state.
+///
+/// All quantities are in ticks (see [`Policy::tick_us`]).
+pub trait AlgorithmState: Clone + fmt::Debug + Send + Sync + 'static {
+    /// The write an admitted request commits.
+    type Update;
+
+    /// The state of a key that has seen nothing (or whose state expired).
+    fn fresh(policy: &Policy) -> Self;
+
+    /// `T_s`: the stamp before which time may not run inside this key (SPEC rule 3).
+    fn stamp(&self) -> u64;
+
+    /// Decides a request of `cost` units at effective time `t_eff` (ticks,
+    /// already `>= stamp()`), without writing. The returned decision's
+    /// `t_eff` is filled in by the caller. The update is `Some` iff allowed.
+    fn evaluate(
+        &self,
+        policy: &Policy,
+        t_eff: u64,
+        cost: u64,
+    ) -> (TickDecision, Option<Self::Update>);
+
+    /// Commits an admitted request's update.
+    fn apply(&mut self, update: Self::Update);
+
+    /// Decides a request at `now_us` and commits it if admitted.
+    fn acquire(&mut self, policy: &Policy, now_us: u64, cost: u64) -> Result<Decision, Error> {
+        let t_eff = effective_time(policy, self.stamp(), now_us, cost)?;
+        let (mut decision, update) = self.evaluate(policy, t_eff, cost);
+        if let Some(update) = update {
+            self.apply(update);
+        }
+        decision.t_eff = t_eff;
+        Ok(decision.into_decision(policy, now_us))
+    }
+
+    /// Decides a request at `now_us` exactly as [`acquire`](Self::acquire)
+    /// would, but writes nothing (SPEC rule 6).
+    fn peek(&self, policy: &Policy, now_us: u64, cost: u64) -> Result<Decision, Error> {
+        let t_eff = effective_time(policy, self.stamp(), now_us, cost)?;
+        let (mut decision, _) = self.evaluate(policy, t_eff, cost);
+        decision.t_eff = t_eff;
+        Ok(decision.into_decision(policy, now_us))
+    }
+}
+
+/// Checks the cost and time (SPEC rules 2 and 4) and returns
+/// `t_eff = max(now_us div tick, stamp)` in ticks (SPEC rule 3).
+pub fn effective_time(policy: &Policy, stamp: u64, now_us: u64, cost: u64) -> Result<u64, Error> {
+    check_request(policy, now_us, cost)?;
+    Ok((now_us / policy.tick_us()).max(stamp))
+}
+
+/// Checks a request's cost and time against the policy, before any state is
+/// read: cost 0, cost above the maximum and time beyond 2^53 µs are errors.
+pub fn check_request(policy: &Policy, now_us: u64, cost: u64) -> Result<(), Error> {
+    if cost == 0 {
+        return Err(Error::ZeroCost);
+    }
+    if cost > policy.max_cost() {
+        return Err(Error::CostExceedsCapacity {
+            cost,
+            max: policy.max_cost(),
+        });
+    }
+    if now_us > EXACT_LIMIT {
+        return Err(Error::TimeOutOfRange { time_us: now_us });
+    }
+    Ok(())
+}
+
+/// `ceil(a / b)` for `b > 0`.
+fn div_ceil(a: u64, b: u64) -> u64 {
+    a.div_ceil(b)
+}

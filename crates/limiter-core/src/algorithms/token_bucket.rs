@@ -1,0 +1,67 @@
+//! Token bucket: bursts up to a capacity, then a steady refill.
+
+use super::{div_ceil, AlgorithmState};
+use crate::decision::TickDecision;
+use crate::policy::Policy;
+
+/// State `(s, last)`: tokens scaled by `W` (so refill by `L` per tick is
+/// exact) and the time of the last admission (`T_s`). A fresh key is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenBucket {
+    /// Tokens times the window in ticks.
+    pub scaled_tokens: u64,
+    /// Tick of the last admission.
+    pub last: u64,
+}
+
+impl AlgorithmState for TokenBucket {
+    type Update = Self;
+
+    fn fresh(policy: &Policy) -> Self {
+        Self {
+            scaled_tokens: policy.max_cost() * policy.window_ticks(),
+            last: 0,
+        }
+    }
+
+    fn stamp(&self) -> u64 {
+        self.last
+    }
+
+    fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<Self>) {
+        let (w, rate) = (policy.window_ticks(), policy.limit());
+        let full = policy.max_cost() * w;
+        // Past the time to refill from empty, more elapsed time changes
+        // nothing; the cap keeps `elapsed * rate` in range.
+        let elapsed = (t - self.last).min(div_ceil(full, rate));
+        let s = full.min(self.scaled_tokens + elapsed * rate);
+        let need = n * w;
+        if s >= need {
+            let s = s - need;
+            let decision = TickDecision {
+                allowed: true,
+                remaining: s / w,
+                reset_after: div_ceil(full - s, rate),
+                ..TickDecision::default()
+            };
+            let next = Self {
+                scaled_tokens: s,
+                last: t,
+            };
+            (decision, Some(next))
+        } else {
+            let decision = TickDecision {
+                allowed: false,
+                remaining: s / w,
+                retry_after: div_ceil(need - s, rate),
+                reset_after: div_ceil(full - s, rate),
+                ..TickDecision::default()
+            };
+            (decision, None)
+        }
+    }
+
+    fn apply(&mut self, update: Self) {
+        *self = update;
+    }
+}

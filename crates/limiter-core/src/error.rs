@@ -1,0 +1,168 @@
+//! Errors: what cannot succeed (a bad policy, a cost that can never fit) or
+//! what broke (a backend). A denial is not an error: it is a [`Decision`](crate::Decision).
+
+use std::fmt;
+
+use crate::policy::Algorithm;
+
+/// Why a [`Policy`](crate::Policy), a rate string or a duration was rejected.
+///
+/// Each variant names the field at fault, so a user can fix the input
+/// without reading the source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// `limit` was 0: nothing could ever be admitted.
+    ZeroLimit,
+    /// `window` was 0 µs.
+    ZeroWindow,
+    /// The window is not a whole number of microseconds (the unit of time).
+    WindowNotWholeMicros {
+        /// The window as given, in nanoseconds.
+        nanos: u128,
+    },
+    /// A token bucket's `capacity` was 0.
+    ZeroCapacity,
+    /// A leaky bucket's `queue` was 0.
+    ZeroQueue,
+    /// An option was given to an algorithm that has no such option
+    /// (`capacity` is for the token bucket, `queue` for the leaky bucket).
+    NotApplicable {
+        /// The option, e.g. `"capacity"`.
+        option: &'static str,
+        /// The policy's algorithm.
+        algorithm: Algorithm,
+    },
+    /// No tick exists that keeps every intermediate value exact (SPEC
+    /// section 5): the window is not a multiple of a power of ten large
+    /// enough, or the largest of limit, capacity and queue is too large.
+    OutOfRange {
+        /// The largest of limit, capacity and queue.
+        units: u64,
+        /// The window in microseconds.
+        window_us: u64,
+    },
+    /// A backend cannot serve this policy (e.g. a Redis sliding log above
+    /// the configured maximum limit).
+    Unsupported {
+        /// What the backend refused and why.
+        reason: String,
+    },
+    /// An algorithm name that is not one of the five.
+    UnknownAlgorithm {
+        /// The name as given.
+        input: String,
+    },
+    /// A duration string such as `10s` that could not be parsed.
+    InvalidDuration {
+        /// The string as given.
+        input: String,
+        /// What was wrong with it.
+        reason: &'static str,
+    },
+    /// A rate string such as `100/10s` that could not be parsed.
+    InvalidRate {
+        /// The string as given.
+        input: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ZeroLimit => f.write_str("limit must be at least 1, got 0"),
+            Self::ZeroWindow => f.write_str("window must be at least 1µs, got 0"),
+            Self::WindowNotWholeMicros { nanos } => write!(
+                f,
+                "window must be a whole number of microseconds, got {nanos}ns"
+            ),
+            Self::ZeroCapacity => f.write_str("capacity must be at least 1, got 0"),
+            Self::ZeroQueue => f.write_str("queue must be at least 1, got 0"),
+            Self::NotApplicable { option, algorithm } => write!(
+                f,
+                "{option} does not apply to {algorithm} (capacity is for token-bucket, queue for leaky-bucket)"
+            ),
+            Self::OutOfRange { units, window_us } => write!(
+                f,
+                "policy out of exact range: {units} units per {window_us}µs window needs \
+                 4 * units * (window / tick) <= 2^53 for a tick that is a power of ten dividing the window; \
+                 use a smaller limit or a window that is a multiple of a larger power of ten"
+            ),
+            Self::Unsupported { reason } => write!(f, "policy not supported by this backend: {reason}"),
+            Self::UnknownAlgorithm { input } => write!(
+                f,
+                "unknown algorithm {input:?}; expected one of: {}",
+                Algorithm::ALL.map(|a| a.name()).join(", ")
+            ),
+            Self::InvalidDuration { input, reason } => {
+                write!(f, "invalid duration {input:?}: {reason} (examples: 500ms, 10s, 1m, 1h, 1d)")
+            }
+            Self::InvalidRate { input, reason } => {
+                write!(f, "invalid rate {input:?}: {reason} (examples: 100/10s, 10/minute, 1000/1d)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+/// The error of every limiter operation.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The policy is invalid (see [`PolicyError`]).
+    InvalidPolicy(PolicyError),
+    /// A request's cost was 0; every request costs at least one unit.
+    ZeroCost,
+    /// The cost is above the policy's maximum (limit, capacity or queue):
+    /// the request could never be admitted, so it is an error rather than a
+    /// denial with a `retry_after` (SPEC rule 2).
+    CostExceedsCapacity {
+        /// The cost asked for.
+        cost: u64,
+        /// The most one request may cost under this policy.
+        max: u64,
+    },
+    /// The request time is beyond 2^53 µs, the exact range of every backend.
+    TimeOutOfRange {
+        /// The time given, in µs since the Unix epoch.
+        time_us: u64,
+    },
+    /// A backend failed (connection, timeout, protocol); the source says how.
+    Backend(Box<dyn std::error::Error + Send + Sync + 'static>),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::InvalidPolicy(e) => write!(f, "invalid policy: {e}"),
+            Self::ZeroCost => f.write_str("cost must be at least 1, got 0"),
+            Self::CostExceedsCapacity { cost, max } => write!(
+                f,
+                "cost {cost} exceeds the policy's maximum of {max}: such a request can never be admitted"
+            ),
+            Self::TimeOutOfRange { time_us } => {
+                write!(f, "time {time_us}µs is beyond the supported range of 2^53µs")
+            }
+            Self::Backend(e) => write!(f, "backend error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::InvalidPolicy(e) => Some(e),
+            Self::Backend(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+impl From<PolicyError> for Error {
+    fn from(e: PolicyError) -> Self {
+        Self::InvalidPolicy(e)
+    }
+}
