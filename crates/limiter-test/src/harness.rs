@@ -1,0 +1,17 @@
+//! [`Harness`]: how the conformance suite gets a limiter from a backend.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use limiter_core::{Limiter, ManualClock, Policy};
+
+/// A backend under test.
+#[async_trait]
+pub trait Harness: Send + Sync {
+    /// A fresh limiter for `policy` that reads its time from `clock`.
+    ///
+    /// Its keys must not collide with those of any other limiter this
+    /// harness made (Redis: a fresh key prefix per call), so cases can run in
+    /// parallel against one server.
+    async fn limiter(&self, policy: Policy, clock: ManualClock) -> Arc<dyn Limiter>;
+}
