@@ -1,0 +1,106 @@
+//! [`MemoryLimiterBuilder`]: the knobs of a [`MemoryLimiter`] and their defaults.
+
+use std::time::Duration;
+
+use limiter_core::{Clock, Policy, SystemClock};
+
+use crate::limiter::MemoryLimiter;
+
+/// How long past its reset a key's state is kept before it may be evicted,
+/// unless [`MemoryLimiterBuilder::eviction_delay`] says otherwise: one second.
+pub const DEFAULT_EVICTION_DELAY: Duration = Duration::from_secs(1);
+
+/// Builds a [`MemoryLimiter`]; every option has a default, so
+/// `MemoryLimiter::builder(policy).build()` equals `MemoryLimiter::new(policy)`.
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_core::{ManualClock, Policy, Rate};
+/// use limiter_memory::MemoryLimiter;
+///
+/// let clock = ManualClock::new(0);
+/// let limiter = MemoryLimiter::builder(Policy::sliding_log(Rate::per_minute(10))?)
+///     .clock(clock.clone())
+///     .max_keys(100_000)
+///     .eviction_delay(Duration::ZERO)
+///     .build();
+/// assert!(limiter.try_acquire("sms:+8613800000000", 1)?.allowed);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct MemoryLimiterBuilder {
+    pub(crate) policy: Policy,
+    pub(crate) clock: Box<dyn Clock>,
+    pub(crate) max_keys: Option<usize>,
+    pub(crate) eviction_delay_us: u64,
+}
+
+impl MemoryLimiterBuilder {
+    pub(crate) fn new(policy: Policy) -> Self {
+        Self {
+            policy,
+            clock: Box::new(SystemClock),
+            max_keys: None,
+            eviction_delay_us: duration_us(DEFAULT_EVICTION_DELAY),
+        }
+    }
+
+    /// Where the limiter reads the time of each request. Defaults to
+    /// [`SystemClock`] (wall-clock µs since the epoch, so fixed windows align
+    /// to the minute); give a [`ManualClock`](limiter_core::ManualClock) in
+    /// tests and replays.
+    ///
+    /// Eviction reads the same clock: a key is dropped once this clock has
+    /// passed its reset time (plus the [eviction delay](Self::eviction_delay)).
+    #[must_use]
+    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.clock = Box::new(clock);
+        self
+    }
+
+    /// The most keys held at once. Defaults to no cap: memory is then bounded
+    /// by the keys active within their reset time (see the crate docs).
+    ///
+    /// When the cap is reached, a request on a key not held first sweeps the
+    /// keys whose state has expired (at most once per `max_keys / 16` such
+    /// requests, so a flood of new keys cannot turn every request into a
+    /// full scan). If that frees no room, the request fails with
+    /// [`Error::Backend`](limiter_core::Error::Backend) wrapping
+    /// [`KeyLimitReached`](crate::KeyLimitReached) — the same failure path as
+    /// an unreachable Redis, so the caller's fail-open or fail-closed choice
+    /// covers both. Keys already held are still decided exactly.
+    ///
+    /// A live key is never evicted to make room: that would hand it a fresh
+    /// quota and admit more than the policy allows (SPEC rule 5).
+    #[must_use]
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = Some(max_keys);
+        self
+    }
+
+    /// How long past its reset time (the admitting decision's
+    /// `time_us + reset_after`) a key is kept before it may be evicted.
+    /// Defaults to [`DEFAULT_EVICTION_DELAY`] (one second); sub-microsecond
+    /// parts are ignored.
+    ///
+    /// Evicting exactly at the reset time never changes a decision while
+    /// time moves forward (SPEC rule 5), but a request is stamped before it
+    /// reaches its key, so under contention a request stamped a little
+    /// earlier can arrive after a sweep; the delay keeps such stragglers,
+    /// and a clock stepping back by less than the delay, exact. It costs
+    /// only memory: keys live that much longer.
+    #[must_use]
+    pub fn eviction_delay(mut self, delay: Duration) -> Self {
+        self.eviction_delay_us = duration_us(delay);
+        self
+    }
+
+    /// The limiter.
+    pub fn build(self) -> MemoryLimiter {
+        MemoryLimiter::from_builder(self)
+    }
+}
+
+fn duration_us(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}
