@@ -1,0 +1,68 @@
+-- Fixed window (SPEC section 3): one counter per aligned window.
+--
+-- KEYS[1]  hash {w = start of the window of the last admission (ticks),
+--                c = units admitted in it}
+-- ARGV[1]  "acquire" (commit when admitted) or "peek" (write nothing)
+-- ARGV[2]  cost n, 1 <= n <= L (checked by the caller)
+-- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
+-- ARGV[4]  tick q in µs (SPEC section 5)
+-- ARGV[5]  window W in ticks
+-- ARGV[6]  limit L
+-- ARGV[7]  max cost (L here; unused)
+-- ARGV[8]  TTL floor in ms (0 with Redis TIME)
+--
+-- Returns {allowed (1/0), remaining, retry_after, reset_after, wait,
+--          t_eff, time_us}: durations in ticks; t_eff = max(t div q, T_s)
+-- in ticks; time_us is the request time used (ARGV[3] or Redis TIME).
+--
+-- Every value stays below 2^53, exact in Lua's doubles. A denied request
+-- writes nothing; an admitted one sets the key's TTL to its reset_after
+-- (at least the floor).
+
+local function idiv(a, b) return math.floor(a / b) end
+local function num(x) return string.format('%.0f', x) end
+
+local key = KEYS[1]
+local acquire = ARGV[1] == 'acquire'
+local n = tonumber(ARGV[2])
+local time_us = tonumber(ARGV[3])
+local tick = tonumber(ARGV[4])
+local W = tonumber(ARGV[5])
+local L = tonumber(ARGV[6])
+local ttl_floor = tonumber(ARGV[8])
+
+if not time_us then
+  if redis.replicate_commands then redis.replicate_commands() end
+  local now = redis.call('TIME')
+  time_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+end
+local t = idiv(time_us, tick)
+
+local function expire(t_eff, reset_after)
+  local ms = math.ceil((t_eff - t + reset_after) * tick / 1000) + 1
+  if ms < ttl_floor then ms = ttl_floor end
+  redis.call('PEXPIRE', key, num(ms))
+end
+
+local state = redis.call('HMGET', key, 'w', 'c')
+local start_s = tonumber(state[1]) or 0
+local count_s = tonumber(state[2]) or 0
+
+local t_eff = math.max(t, start_s)
+local e = t_eff - idiv(t_eff, W) * W
+local start = t_eff - e
+local count = 0
+if start == start_s then count = count_s end
+local until_next = W - e
+
+if count + n <= L then
+  count = count + n
+  if acquire then
+    redis.call('HSET', key, 'w', num(start), 'c', num(count))
+    expire(t_eff, until_next)
+  end
+  return {1, L - count, 0, until_next, 0, t_eff, time_us}
+end
+local reset_after = 0
+if count > 0 then reset_after = until_next end
+return {0, L - count, until_next, reset_after, 0, t_eff, time_us}

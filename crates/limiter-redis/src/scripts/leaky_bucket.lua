@@ -1,0 +1,78 @@
+-- Leaky bucket (SPEC section 3): a queue of at most Q units that drains L
+-- units per window W. A fresh key is empty.
+--
+-- KEYS[1]  hash {s = queued units scaled by W (so draining L per tick is
+--                exact), l = tick of the last admission}
+-- ARGV[1]  "acquire" (commit when admitted) or "peek" (write nothing)
+-- ARGV[2]  cost n, 1 <= n <= Q (checked by the caller)
+-- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
+-- ARGV[4]  tick q in µs (SPEC section 5)
+-- ARGV[5]  window W in ticks
+-- ARGV[6]  drain rate L (units per window)
+-- ARGV[7]  queue Q
+-- ARGV[8]  TTL floor in ms (0 with Redis TIME)
+--
+-- Returns {allowed (1/0), remaining, retry_after, reset_after, wait,
+--          t_eff, time_us}: durations in ticks, wait = how long an admitted
+-- request waits for the units ahead of it to drain; t_eff = max(t div q, T_s)
+-- in ticks; time_us is the request time used (ARGV[3] or Redis TIME).
+--
+-- Every value stays below 2^53 (4*Q*W <= 2^53 by the choice of tick; the
+-- drain is capped at the time to drain from full), exact in Lua's doubles.
+-- A denied request writes nothing; an admitted one sets the key's TTL to
+-- its reset_after, the time to drain (at least the floor).
+
+local function idiv(a, b) return math.floor(a / b) end
+local function ceil_div(a, b)
+  local q = idiv(a, b)
+  if q * b < a then q = q + 1 end
+  return q
+end
+local function num(x) return string.format('%.0f', x) end
+
+local key = KEYS[1]
+local acquire = ARGV[1] == 'acquire'
+local n = tonumber(ARGV[2])
+local time_us = tonumber(ARGV[3])
+local tick = tonumber(ARGV[4])
+local W = tonumber(ARGV[5])
+local L = tonumber(ARGV[6])
+local Q = tonumber(ARGV[7])
+local ttl_floor = tonumber(ARGV[8])
+
+if not time_us then
+  if redis.replicate_commands then redis.replicate_commands() end
+  local now = redis.call('TIME')
+  time_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+end
+local t = idiv(time_us, tick)
+
+local function expire(t_eff, reset_after)
+  local ms = math.ceil((t_eff - t + reset_after) * tick / 1000) + 1
+  if ms < ttl_floor then ms = ttl_floor end
+  redis.call('PEXPIRE', key, num(ms))
+end
+
+local full = Q * W
+local state = redis.call('HMGET', key, 's', 'l')
+local s = tonumber(state[1]) or 0
+local last = tonumber(state[2]) or 0
+
+local t_eff = math.max(t, last)
+-- Past the time to drain from full, more elapsed time changes nothing;
+-- the cap keeps elapsed * L in range.
+local elapsed = math.min(t_eff - last, ceil_div(full, L))
+s = math.max(0, s - elapsed * L)
+local need = n * W
+
+if s + need <= full then
+  local wait = ceil_div(s, L)
+  s = s + need
+  local reset_after = ceil_div(s, L)
+  if acquire then
+    redis.call('HSET', key, 's', num(s), 'l', num(t_eff))
+    expire(t_eff, reset_after)
+  end
+  return {1, idiv(full - s, W), 0, reset_after, wait, t_eff, time_us}
+end
+return {0, idiv(full - s, W), ceil_div(s + need - full, L), ceil_div(s, L), 0, t_eff, time_us}

@@ -1,0 +1,101 @@
+-- Sliding log (SPEC section 3): every admission in the trailing window
+-- (t_eff - W, t_eff], exactly.
+--
+-- KEYS[1]  sorted set of admissions: score = tick of the admission,
+--          member = running total of units admitted by the key up to and
+--          including it (so members are unique even within one tick, and
+--          counting a window is a subtraction, not a walk). Admissions at
+--          the same tick share one entry. When admitting, entries before the
+--          window are dropped except the newest of them, which keeps the
+--          total at the window's edge.
+-- ARGV[1]  "acquire" (commit when admitted) or "peek" (write nothing)
+-- ARGV[2]  cost n, 1 <= n <= L (checked by the caller)
+-- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
+-- ARGV[4]  tick q in µs (SPEC section 5)
+-- ARGV[5]  window W in ticks
+-- ARGV[6]  limit L
+-- ARGV[7]  max cost (L here; unused)
+-- ARGV[8]  TTL floor in ms (0 with Redis TIME)
+--
+-- Returns {allowed (1/0), remaining, retry_after, reset_after, wait,
+--          t_eff, time_us}: durations in ticks; t_eff = max(t div q, T_s)
+-- in ticks, T_s = the newest admission; time_us is the request time used.
+--
+-- Every value stays below 2^53, exact in Lua's doubles. A denied request
+-- writes nothing (not even the dropping of old entries); an admitted one
+-- sets the key's TTL to its reset_after, W (at least the floor).
+
+local function idiv(a, b) return math.floor(a / b) end
+local function num(x) return string.format('%.0f', x) end
+
+local key = KEYS[1]
+local acquire = ARGV[1] == 'acquire'
+local n = tonumber(ARGV[2])
+local time_us = tonumber(ARGV[3])
+local tick = tonumber(ARGV[4])
+local W = tonumber(ARGV[5])
+local L = tonumber(ARGV[6])
+local ttl_floor = tonumber(ARGV[8])
+
+if not time_us then
+  if redis.replicate_commands then redis.replicate_commands() end
+  local now = redis.call('TIME')
+  time_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+end
+local t = idiv(time_us, tick)
+
+local function expire(t_eff, reset_after)
+  local ms = math.ceil((t_eff - t + reset_after) * tick / 1000) + 1
+  if ms < ttl_floor then ms = ttl_floor end
+  redis.call('PEXPIRE', key, num(ms))
+end
+
+-- The newest entry: T_s and the running total.
+local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+local newest_total, newest_ts = 0, 0
+if newest[1] then
+  newest_total = tonumber(newest[1])
+  newest_ts = tonumber(newest[2])
+end
+local t_eff = math.max(t, newest_ts)
+
+-- The total at the window's edge: that of the newest entry at or before
+-- t_eff - W, or 0 when every entry is inside the window (then the oldest
+-- entry is the key's first: no entry was ever dropped).
+local edge = t_eff - W
+local base, base_ts = 0, nil
+if edge >= 0 then
+  local before = redis.call('ZREVRANGEBYSCORE', key, num(edge), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if before[1] then
+    base = tonumber(before[1])
+    base_ts = tonumber(before[2])
+  end
+end
+local count = newest_total - base
+
+if count + n <= L then
+  if acquire then
+    if base_ts then
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. num(base_ts))
+    end
+    if newest[1] and newest_ts == t_eff then
+      redis.call('ZREM', key, newest[1])
+    end
+    redis.call('ZADD', key, num(t_eff), num(newest_total + n))
+    expire(t_eff, W)
+  end
+  return {1, L - count - n, 0, W, 0, t_eff, time_us}
+end
+
+-- Denied: the oldest entries leave first. Find the first entry whose total
+-- reaches base + need (totals grow with rank: a binary search by rank).
+local target = base + count + n - L
+local lo, hi = 0, redis.call('ZCARD', key) - 1
+while lo < hi do
+  local mid = idiv(lo + hi, 2)
+  local entry = redis.call('ZRANGE', key, mid, mid)
+  if tonumber(entry[1]) < target then lo = mid + 1 else hi = mid end
+end
+local leaving = redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')
+local retry_after = tonumber(leaving[2]) + W - t_eff
+return {0, L - count, retry_after, newest_ts + W - t_eff, 0, t_eff, time_us}

@@ -1,0 +1,76 @@
+-- Token bucket (SPEC section 3): bursts up to a capacity C, refilled at L
+-- tokens per window W. A fresh key is full.
+--
+-- KEYS[1]  hash {s = tokens scaled by W (so refilling L per tick is exact),
+--                l = tick of the last admission}
+-- ARGV[1]  "acquire" (commit when admitted) or "peek" (write nothing)
+-- ARGV[2]  cost n, 1 <= n <= C (checked by the caller)
+-- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
+-- ARGV[4]  tick q in µs (SPEC section 5)
+-- ARGV[5]  window W in ticks
+-- ARGV[6]  refill rate L (tokens per window)
+-- ARGV[7]  capacity C
+-- ARGV[8]  TTL floor in ms (0 with Redis TIME)
+--
+-- Returns {allowed (1/0), remaining, retry_after, reset_after, wait,
+--          t_eff, time_us}: durations in ticks; t_eff = max(t div q, T_s)
+-- in ticks; time_us is the request time used (ARGV[3] or Redis TIME).
+--
+-- Every value stays below 2^53 (4*C*W <= 2^53 by the choice of tick; the
+-- refill is capped at the time to fill from empty), exact in Lua's doubles.
+-- A denied request writes nothing; an admitted one sets the key's TTL to
+-- its reset_after, the time to refill (at least the floor).
+
+local function idiv(a, b) return math.floor(a / b) end
+local function ceil_div(a, b)
+  local q = idiv(a, b)
+  if q * b < a then q = q + 1 end
+  return q
+end
+local function num(x) return string.format('%.0f', x) end
+
+local key = KEYS[1]
+local acquire = ARGV[1] == 'acquire'
+local n = tonumber(ARGV[2])
+local time_us = tonumber(ARGV[3])
+local tick = tonumber(ARGV[4])
+local W = tonumber(ARGV[5])
+local L = tonumber(ARGV[6])
+local C = tonumber(ARGV[7])
+local ttl_floor = tonumber(ARGV[8])
+
+if not time_us then
+  if redis.replicate_commands then redis.replicate_commands() end
+  local now = redis.call('TIME')
+  time_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+end
+local t = idiv(time_us, tick)
+
+local function expire(t_eff, reset_after)
+  local ms = math.ceil((t_eff - t + reset_after) * tick / 1000) + 1
+  if ms < ttl_floor then ms = ttl_floor end
+  redis.call('PEXPIRE', key, num(ms))
+end
+
+local full = C * W
+local state = redis.call('HMGET', key, 's', 'l')
+local s = tonumber(state[1]) or full
+local last = tonumber(state[2]) or 0
+
+local t_eff = math.max(t, last)
+-- Past the time to refill from empty, more elapsed time changes nothing;
+-- the cap keeps elapsed * L in range.
+local elapsed = math.min(t_eff - last, ceil_div(full, L))
+s = math.min(full, s + elapsed * L)
+local need = n * W
+
+if s >= need then
+  s = s - need
+  local reset_after = ceil_div(full - s, L)
+  if acquire then
+    redis.call('HSET', key, 's', num(s), 'l', num(t_eff))
+    expire(t_eff, reset_after)
+  end
+  return {1, idiv(s, W), 0, reset_after, 0, t_eff, time_us}
+end
+return {0, idiv(s, W), ceil_div(need - s, L), ceil_div(full - s, L), 0, t_eff, time_us}
