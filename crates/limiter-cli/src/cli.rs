@@ -1,0 +1,315 @@
+//! The command line: every subcommand, flag and default, as clap parses it.
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::{PossibleValue, TypedValueParser};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use limiter_core::{parse_duration, Algorithm};
+
+use crate::compare::ScenarioName;
+
+/// The default Redis URL of `--redis-url`.
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+
+const MAIN_AFTER_HELP: &str = "\
+Examples:
+  limiter replay --algorithm sliding-log --limit 100 --window 10s trace.csv
+  limiter replay --algorithm token-bucket --limit 10 --window 1s --capacity 50 \\
+                 --backend redis --redis-url redis://127.0.0.1:6379 trace.csv
+  limiter compare
+  limiter compare --scenario boundary-burst --plot burst.svg
+  limiter compare --trace prod.csv --limit 600 --window 1m --format json
+
+Exit status: 0 on success, 1 when the run fails (unreadable or malformed
+trace, backend failure), 2 on a usage error (unknown flag or algorithm,
+invalid policy).";
+
+const REPLAY_AFTER_HELP: &str = "\
+Input: a CSV with the header `t_us,key,cost` (or `t_us,key`: every cost is 1);
+t_us is the request time in microseconds since the Unix epoch. `-` reads the
+trace from standard input. The trace is streamed: any length, bounded memory
+(apart from the backend's per-key state).
+
+Output (stdout): one CSV row per request, after the header
+  t_us,key,cost,outcome,limit,remaining,retry_after_us,reset_after_us,wait_us
+where outcome is `allowed`, `denied` or `error`. A request that can never be
+decided (cost 0, cost above the limit/capacity/queue, time beyond 2^53 us) is
+an `error` row whose last five fields are empty; a backend failure stops the
+replay with a message on stderr and exit status 1.
+
+Time: the limiter's clock is set to each row's t_us before it is decided (on
+Redis too: the trace's times are passed to the scripts), so a replay gives
+the same decisions on every backend and at any speed. Each Redis replay uses
+a fresh key prefix, limiter-replay-<pid>-<nanos>.
+
+Progress is shown on stderr when stderr is a terminal, never on stdout.
+
+Examples:
+  limiter replay --algorithm sliding-log --limit 100 --window 10s trace.csv
+  limiter replay --algorithm leaky-bucket --limit 10 --window 250ms --queue 20 trace.csv
+  cat trace.csv | limiter replay --algorithm fixed-window --limit 5 --window 1m -
+  limiter replay --algorithm token-bucket --limit 5 --window 10s \\
+                 --backend redis --redis-url redis://127.0.0.1:6379 trace.csv > decisions.csv";
+
+const COMPARE_AFTER_HELP: &str = "\
+Built-in scenarios (all run when neither --scenario nor --trace is given):
+  boundary-burst     100 per 10s; 100 requests at 9 s and 100 at 11 s (the
+                     article's case: fixed window admits 200, sliding log 100)
+  steady-over-limit  100 per 10s; one request every 50 ms for 60 s (twice the rate)
+  on-off-bursts      100 per 10s; 150 requests within 1 s, every 13 s, 6 times
+  many-keys          10 per 1s on each of 1000 keys; 40 requests per key at
+                     random times within 2 s (fixed seed)
+
+Columns, per algorithm:
+  admitted, denied   requests (and `errors`, shown when any: requests that can
+                     never be admitted, e.g. cost above the limit)
+  max/W              the most units that proceed within any W microseconds on
+                     one key (W = the window), found exactly over every admitted
+                     request; a request proceeds at t + wait (wait is 0 except
+                     for the leaky bucket, whose admitted requests queue)
+  mean/worst retry   mean and largest retry_after of the denials
+  decisions/s        requests decided per second of wall time on this backend
+                     (includes the clock update and, on Redis, the round trip)
+  bytes/key          estimated in-memory state per key at the end of the run:
+                     the algorithm's state struct (std::mem::size_of, e.g. 16
+                     bytes for a fixed window) plus 16 bytes per sliding-log
+                     entry, averaged over keys; excludes the key string and
+                     map overhead. Shown for the memory backend only.
+
+Every algorithm gets the same limit and window; the token bucket's capacity
+and the leaky bucket's queue default to the limit. Time is simulated (a
+manual clock set to each request's time), so a scenario of minutes runs in
+milliseconds.
+
+--plot writes ONE SVG file with a section per scenario; each section has five
+lanes (one per algorithm) showing admitted units over time (at t + wait),
+with the window boundaries dashed.
+
+Examples:
+  limiter compare
+  limiter compare --scenario boundary-burst --plot burst.svg
+  limiter compare --format json > compare.json
+  limiter compare --trace prod.csv --limit 600 --window 1m --capacity 1200
+  limiter compare --backend redis --redis-url redis://127.0.0.1:6379";
+
+/// `limiter`: replay request traces through any rate-limiting algorithm and
+/// backend, and compare the five algorithms side by side.
+#[derive(Debug, Parser)]
+#[command(
+    name = "limiter",
+    version,
+    about = "Replay request traces through a rate limiter, or compare the five algorithms side by side.",
+    long_about = "Replay request traces through a rate limiter (fixed window, sliding log, \
+sliding window counter, token bucket, leaky bucket) on the in-memory or the Redis \
+backend, printing every decision; or compare the five algorithms side by side on \
+built-in scenarios or your own trace.",
+    after_help = MAIN_AFTER_HELP,
+    propagate_version = true
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Replay a trace through one algorithm and print every decision as CSV (SPEC section 6).
+    #[command(after_help = REPLAY_AFTER_HELP)]
+    Replay(ReplayArgs),
+    /// Run all five algorithms on the same requests and compare what they admit.
+    #[command(after_help = COMPARE_AFTER_HELP)]
+    Compare(CompareArgs),
+}
+
+/// Which limiter backend decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendKind {
+    /// In-process state (limiter-memory).
+    Memory,
+    /// A Redis server, one Lua script per decision (limiter-redis).
+    Redis,
+}
+
+impl BackendKind {
+    /// The name used on the command line and in output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::Redis => "redis",
+        }
+    }
+}
+
+/// Where decisions are made.
+#[derive(Debug, Clone, Args)]
+pub struct BackendArgs {
+    /// The backend that decides.
+    #[arg(long, value_enum, default_value_t = BackendKind::Memory)]
+    pub backend: BackendKind,
+    /// The Redis server, for `--backend redis`.
+    #[arg(long, value_name = "URL", default_value = DEFAULT_REDIS_URL)]
+    pub redis_url: String,
+}
+
+/// `limiter replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The algorithm.
+    #[arg(long, value_name = "ALG", value_parser = AlgorithmParser)]
+    pub algorithm: Algorithm,
+    /// Units admitted per window (for the buckets: the refill or drain rate per window).
+    #[arg(long, value_name = "L")]
+    pub limit: u64,
+    /// The window: an integer with a unit, us, ms, s, m, h or d (e.g. 250ms, 10s, 1m).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub window: Duration,
+    /// Token bucket only: the largest burst [default: the limit].
+    #[arg(long, value_name = "C")]
+    pub capacity: Option<u64>,
+    /// Leaky bucket only: how many units may wait in the queue [default: the limit].
+    #[arg(long, value_name = "Q")]
+    pub queue: Option<u64>,
+    /// Where decisions are made.
+    #[command(flatten)]
+    pub backend: BackendArgs,
+    /// The trace: a CSV file with the header `t_us,key,cost`, or `-` for standard input.
+    #[arg(value_name = "TRACE.csv")]
+    pub trace: PathBuf,
+}
+
+/// How `limiter compare` prints its results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// One aligned table per scenario.
+    Table,
+    /// One JSON document with every scenario and figure.
+    Json,
+}
+
+/// `limiter compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// A built-in scenario to run (repeatable) [default: all of them].
+    #[arg(long, value_enum, value_name = "NAME", conflicts_with = "trace")]
+    pub scenario: Vec<ScenarioName>,
+    /// Compare on this trace (CSV `t_us,key,cost`, or `-` for standard input)
+    /// instead of the built-in scenarios.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// With --trace: units admitted per window.
+    #[arg(long, value_name = "L", default_value_t = 100, requires = "trace")]
+    pub limit: u64,
+    /// With --trace: the window (e.g. 250ms, 10s, 1m).
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_duration, requires = "trace")]
+    pub window: Duration,
+    /// With --trace: the token bucket's capacity [default: the limit].
+    #[arg(long, value_name = "C", requires = "trace")]
+    pub capacity: Option<u64>,
+    /// With --trace: the leaky bucket's queue [default: the limit].
+    #[arg(long, value_name = "Q", requires = "trace")]
+    pub queue: Option<u64>,
+    /// Where decisions are made.
+    #[command(flatten)]
+    pub backend: BackendArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Also write an SVG plot of admitted units over time, one lane per
+    /// algorithm and one section per scenario, to this file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
+
+/// Parses an algorithm with the core's parser (whose error lists the five
+/// names) and tells clap the possible values for `--help`.
+#[derive(Debug, Clone, Copy)]
+struct AlgorithmParser;
+
+impl TypedValueParser for AlgorithmParser {
+    type Value = Algorithm;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<Algorithm, clap::Error> {
+        let invalid = |message: String| {
+            let arg = arg.map_or_else(|| "--algorithm".to_owned(), ToString::to_string);
+            clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                format!("invalid value for '{arg}': {message}\n"),
+            )
+            .with_cmd(cmd)
+        };
+        let text = value
+            .to_str()
+            .ok_or_else(|| invalid("not valid UTF-8".to_owned()))?;
+        text.parse()
+            .map_err(|e: limiter_core::PolicyError| invalid(e.to_string()))
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            Algorithm::ALL
+                .into_iter()
+                .map(|a| PossibleValue::new(a.name())),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn algorithm_names_use_the_core_parser() {
+        let cli = Cli::try_parse_from([
+            "limiter",
+            "replay",
+            "--algorithm",
+            "Sliding_Log",
+            "--limit",
+            "1",
+            "--window",
+            "1s",
+            "-",
+        ])
+        .unwrap();
+        let Command::Replay(args) = cli.command else {
+            panic!("expected replay");
+        };
+        assert_eq!(args.algorithm, Algorithm::SlidingLog);
+        assert_eq!(args.backend.backend, BackendKind::Memory);
+    }
+
+    #[test]
+    fn an_unknown_algorithm_lists_the_five() {
+        let error = Cli::try_parse_from([
+            "limiter",
+            "replay",
+            "--algorithm",
+            "bogus",
+            "--limit",
+            "1",
+            "--window",
+            "1s",
+            "-",
+        ])
+        .unwrap_err()
+        .to_string();
+        for algorithm in Algorithm::ALL {
+            assert!(error.contains(algorithm.name()), "{error}");
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! The comparison as one JSON document, written by hand (no dependency).
+
+use std::fmt::Write as _;
+
+use super::ScenarioReport;
+use crate::cli::BackendKind;
+
+/// The document:
+///
+/// ```text
+/// {"backend": "memory", "scenarios": [{"name", "description", "limit",
+///   "window_us", "capacity", "queue", "requests", "keys", "results": [
+///   {"algorithm", "admitted", "admitted_units", "denied", "errors",
+///    "max_units_in_window", "retry_after_mean_us", "retry_after_max_us",
+///    "wall_time_us", "decisions_per_second", "bytes_per_key"}]}]}
+/// ```
+///
+/// `capacity` and `queue` are the token bucket's and leaky bucket's (the
+/// limit unless set); figures that do not apply are `null`.
+pub(crate) fn render(reports: &[ScenarioReport], backend: BackendKind) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "{{\n  \"backend\": {},\n  \"scenarios\": [",
+        string(backend.name())
+    );
+    for (i, report) in reports.iter().enumerate() {
+        let s = &report.scenario;
+        out.push_str(if i == 0 { "\n" } else { ",\n" });
+        let _ = write!(
+            out,
+            "    {{\n      \"name\": {},\n      \"description\": {},\n      \"limit\": {},\n      \
+             \"window_us\": {},\n      \"capacity\": {},\n      \"queue\": {},\n      \
+             \"requests\": {},\n      \"keys\": {},\n      \"results\": [",
+            string(&s.name),
+            string(&s.description),
+            s.rate.limit,
+            s.rate.window.as_micros(),
+            s.capacity.unwrap_or(s.rate.limit),
+            s.queue.unwrap_or(s.rate.limit),
+            s.requests.requests.len(),
+            s.requests.keys.len(),
+        );
+        for (j, r) in report.results.iter().enumerate() {
+            out.push_str(if j == 0 { "\n" } else { ",\n" });
+            let _ = write!(
+                out,
+                "        {{\"algorithm\": {}, \"admitted\": {}, \"admitted_units\": {}, \
+                 \"denied\": {}, \"errors\": {}, \"max_units_in_window\": {}, \
+                 \"retry_after_mean_us\": {}, \"retry_after_max_us\": {}, \
+                 \"wall_time_us\": {}, \"decisions_per_second\": {}, \"bytes_per_key\": {}}}",
+                string(r.algorithm.name()),
+                r.admitted,
+                r.admitted_units,
+                r.denied,
+                r.errors,
+                r.max_units_in_window,
+                number(r.retry_after_mean_us),
+                r.retry_after_max_us
+                    .map_or_else(|| "null".to_owned(), |v| v.to_string()),
+                r.wall_time.as_micros(),
+                number(Some(r.decisions_per_second)),
+                number(r.bytes_per_key),
+            );
+        }
+        out.push_str("\n      ]\n    }");
+    }
+    out.push_str(if reports.is_empty() {
+        "]\n}\n"
+    } else {
+        "\n  ]\n}\n"
+    });
+    out
+}
+
+/// A JSON string literal.
+fn string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A JSON number with at most one decimal, or `null` (also for infinities
+/// and NaN, which JSON cannot hold).
+fn number(value: Option<f64>) -> String {
+    match value {
+        Some(v) if v.is_finite() => {
+            let rounded = (v * 10.0).round() / 10.0;
+            if rounded.fract() == 0.0 {
+                format!("{rounded:.0}")
+            } else {
+                format!("{rounded:.1}")
+            }
+        }
+        _ => "null".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_and_numbers_are_valid_json() {
+        assert_eq!(string("a\"b\\c\nd\u{1}é"), r#""a\"b\\c\nd\u0001é""#);
+        assert_eq!(number(Some(2.0)), "2");
+        assert_eq!(number(Some(2.25)), "2.3");
+        assert_eq!(number(Some(f64::INFINITY)), "null");
+        assert_eq!(number(None), "null");
+    }
+}

@@ -1,0 +1,184 @@
+//! `limiter compare`: the five algorithms on the same requests, side by side.
+//!
+//! Each scenario is replayed once per algorithm on the chosen backend (a
+//! fresh limiter, and on Redis a fresh key prefix, each time) with a manual
+//! clock set to each request's time; [`stats`] turns the decisions into
+//! figures, which [`table`], [`json`] and [`svg`] present.
+
+mod json;
+mod scenarios;
+mod stats;
+mod svg;
+mod table;
+
+pub use self::scenarios::ScenarioName;
+
+use std::fs;
+use std::io::{self, Write};
+use std::time::Instant;
+
+use limiter_core::{Algorithm, Error, ManualClock, Rate};
+
+use self::scenarios::Scenario;
+use self::stats::{AlgorithmResult, Recorder};
+use crate::backend;
+use crate::cli::{BackendArgs, BackendKind, CompareArgs, Format};
+use crate::failure::Failure;
+use crate::progress::Progress;
+
+/// One scenario's results, one per algorithm in [`Algorithm::ALL`] order.
+#[derive(Debug)]
+pub(crate) struct ScenarioReport {
+    pub(crate) scenario: Scenario,
+    pub(crate) results: Vec<AlgorithmResult>,
+}
+
+/// Runs the comparison and prints it (table or JSON) on stdout; writes the
+/// plot if asked.
+pub async fn run(args: &CompareArgs) -> Result<(), Failure> {
+    let scenarios = match &args.trace {
+        Some(path) => vec![Scenario::from_trace(
+            path,
+            Rate::new(args.limit, args.window),
+            args.capacity,
+            args.queue,
+        )?],
+        None if args.scenario.is_empty() => ScenarioName::ALL
+            .into_iter()
+            .map(Scenario::builtin)
+            .collect(),
+        None => args
+            .scenario
+            .iter()
+            .copied()
+            .map(Scenario::builtin)
+            .collect(),
+    };
+    // Every policy is checked before anything runs.
+    for scenario in &scenarios {
+        for algorithm in Algorithm::ALL {
+            scenario
+                .policy(algorithm)
+                .map_err(|e| Failure::usage(format!("invalid policy for {algorithm}: {e}")))?;
+        }
+    }
+    let mut reports = Vec::with_capacity(scenarios.len());
+    for scenario in scenarios {
+        reports.push(run_scenario(scenario, &args.backend).await?);
+    }
+
+    let text = match args.format {
+        Format::Table => table::render(&reports, args.backend.backend),
+        Format::Json => json::render(&reports, args.backend.backend),
+    };
+    let mut stdout = io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            return Err(Failure::runtime(format!(
+                "cannot write the comparison: {e}"
+            )));
+        }
+        _ => {}
+    }
+    if let Some(path) = &args.plot {
+        fs::write(path, svg::render(&reports)).map_err(|e| {
+            Failure::runtime(format!("cannot write the plot {}: {e}", path.display()))
+        })?;
+    }
+    Ok(())
+}
+
+/// Runs every algorithm on `scenario`.
+async fn run_scenario(
+    scenario: Scenario,
+    backend: &BackendArgs,
+) -> Result<ScenarioReport, Failure> {
+    let mut results = Vec::with_capacity(Algorithm::ALL.len());
+    for algorithm in Algorithm::ALL {
+        let policy = scenario
+            .policy(algorithm)
+            .map_err(|e| Failure::usage(format!("invalid policy for {algorithm}: {e}")))?;
+        let clock = ManualClock::new(0);
+        let limiter = backend::connect(backend, policy.clone(), clock.clone(), "compare").await?;
+        let requests = &scenario.requests;
+        let mut recorder = Recorder::new(requests.keys.len());
+        let mut progress = Progress::new(format!("{} / {algorithm}", scenario.name));
+        let started = Instant::now();
+        for request in &requests.requests {
+            clock.set(request.time_us);
+            let key = &requests.keys[request.key as usize];
+            match limiter.acquire(key, request.cost).await {
+                Ok(decision) => {
+                    recorder.decided(request.key, request.time_us, request.cost, &decision)
+                }
+                Err(
+                    Error::ZeroCost
+                    | Error::CostExceedsCapacity { .. }
+                    | Error::TimeOutOfRange { .. },
+                ) => recorder.error(),
+                Err(e) => {
+                    let what = format!(
+                        "{} / {algorithm} (t_us={}, key={key})",
+                        scenario.name, request.time_us
+                    );
+                    return Err(backend::backend_failure(backend, &what, &e));
+                }
+            }
+            progress.tick();
+        }
+        let elapsed = started.elapsed();
+        progress.finish();
+        let bytes_per_key = (backend.backend == BackendKind::Memory)
+            .then(|| stats::state_bytes_per_key(&policy, requests));
+        results.push(recorder.finish(algorithm, &policy, elapsed, bytes_per_key));
+    }
+    Ok(ScenarioReport { scenario, results })
+}
+
+/// `10s`, `1m`, `250ms`: a duration in microseconds in its largest exact unit.
+pub(crate) fn compact_duration(micros: u64) -> String {
+    const UNITS: [(u64, &str); 5] = [
+        (86_400_000_000, "d"),
+        (3_600_000_000, "h"),
+        (60_000_000, "m"),
+        (1_000_000, "s"),
+        (1_000, "ms"),
+    ];
+    for (size, unit) in UNITS {
+        if micros >= size && micros % size == 0 {
+            return format!("{}{unit}", micros / size);
+        }
+    }
+    format!("{micros}us")
+}
+
+/// A duration for people: `850us`, `12.5ms`, `8.000s`.
+pub(crate) fn human_duration(micros: f64) -> String {
+    if micros >= 1_000_000.0 {
+        format!("{:.3}s", micros / 1_000_000.0)
+    } else if micros >= 1_000.0 {
+        format!("{:.1}ms", micros / 1_000.0)
+    } else {
+        format!("{micros:.0}us")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(compact_duration(10_000_000), "10s");
+        assert_eq!(compact_duration(60_000_000), "1m");
+        assert_eq!(compact_duration(250_000), "250ms");
+        assert_eq!(compact_duration(1_500_000), "1500ms");
+        assert_eq!(compact_duration(7), "7us");
+        assert_eq!(human_duration(8_000_000.0), "8.000s");
+        assert_eq!(human_duration(12_500.0), "12.5ms");
+        assert_eq!(human_duration(850.0), "850us");
+    }
+}

@@ -1,0 +1,262 @@
+//! The requests a comparison runs on: four built-in scenarios, or a user's
+//! trace read into memory (each algorithm replays it once).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use limiter_core::trace::TraceReader;
+use limiter_core::{Algorithm, Policy, PolicyError, Rate};
+
+use crate::failure::Failure;
+use crate::input::{open_trace, trace_name};
+
+/// The built-in scenarios of `limiter compare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScenarioName {
+    /// The article's case: 100 per 10 s; 100 requests at 9 s, 100 at 11 s.
+    BoundaryBurst,
+    /// 100 per 10 s; one request every 50 ms for 60 s (twice the rate).
+    SteadyOverLimit,
+    /// 100 per 10 s; 150 requests within 1 s, every 13 s, six times.
+    OnOffBursts,
+    /// 10 per 1 s on each of 1000 keys, 40 requests per key within 2 s.
+    ManyKeys,
+}
+
+impl ScenarioName {
+    /// Every built-in scenario, in the order they are run.
+    pub const ALL: [ScenarioName; 4] = [
+        Self::BoundaryBurst,
+        Self::SteadyOverLimit,
+        Self::OnOffBursts,
+        Self::ManyKeys,
+    ];
+}
+
+/// One request, its key interned as an index into [`Requests::keys`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Request {
+    pub(crate) time_us: u64,
+    pub(crate) key: u32,
+    pub(crate) cost: u64,
+}
+
+/// A trace held in memory, keys interned.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Requests {
+    pub(crate) keys: Vec<String>,
+    pub(crate) requests: Vec<Request>,
+    index: HashMap<String, u32>,
+}
+
+impl Requests {
+    fn push(&mut self, time_us: u64, key: &str, cost: u64) {
+        let key = match self.index.get(key) {
+            Some(&id) => id,
+            None => {
+                let id = u32::try_from(self.keys.len()).expect("fewer than 2^32 keys");
+                self.keys.push(key.to_owned());
+                self.index.insert(key.to_owned(), id);
+                id
+            }
+        };
+        self.requests.push(Request { time_us, key, cost });
+    }
+}
+
+/// What a comparison runs: the requests and the numbers every algorithm
+/// shares.
+#[derive(Debug, Clone)]
+pub(crate) struct Scenario {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) rate: Rate,
+    /// The token bucket's capacity (`None`: the limit).
+    pub(crate) capacity: Option<u64>,
+    /// The leaky bucket's queue (`None`: the limit).
+    pub(crate) queue: Option<u64>,
+    pub(crate) requests: Requests,
+}
+
+impl Scenario {
+    /// The policy `algorithm` runs under: the shared rate, plus the capacity
+    /// for the token bucket and the queue for the leaky bucket.
+    pub(crate) fn policy(&self, algorithm: Algorithm) -> Result<Policy, PolicyError> {
+        let capacity = self
+            .capacity
+            .filter(|_| algorithm == Algorithm::TokenBucket);
+        let queue = self.queue.filter(|_| algorithm == Algorithm::LeakyBucket);
+        Policy::from_options(algorithm, self.rate, capacity, queue)
+    }
+
+    /// The built-in scenario `name`.
+    pub(crate) fn builtin(name: ScenarioName) -> Self {
+        let per_10s = Rate::new(100, Duration::from_secs(10));
+        let mut requests = Requests::default();
+        let (rate, description) = match name {
+            ScenarioName::BoundaryBurst => {
+                // As trace 000 of the shared vectors: 1 µs apart.
+                for start in [9_000_000, 11_000_000] {
+                    for i in 0..100 {
+                        requests.push(start + i, "sms:13800000000", 1);
+                    }
+                }
+                (
+                    per_10s,
+                    "the article's case: 100 requests at 9 s and 100 at 11 s, one key",
+                )
+            }
+            ScenarioName::SteadyOverLimit => {
+                for i in 0..1200 {
+                    requests.push(i * 50_000, "client", 1);
+                }
+                (
+                    per_10s,
+                    "one request every 50 ms for 60 s (twice the rate), one key",
+                )
+            }
+            ScenarioName::OnOffBursts => {
+                for burst in 0..6u64 {
+                    let start = 2_000_000 + burst * 13_000_000;
+                    for i in 0..150u64 {
+                        requests.push(start + i * 1_000_000 / 150, "client", 1);
+                    }
+                }
+                (
+                    per_10s,
+                    "150 requests within 1 s, every 13 s, six times, one key",
+                )
+            }
+            ScenarioName::ManyKeys => {
+                let mut random = SplitMix64(0x5eed_1234_abcd_0001);
+                let mut all = Vec::with_capacity(40_000);
+                for key in 0..1000u32 {
+                    for _ in 0..40 {
+                        all.push((random.next() % 2_000_000, key));
+                    }
+                }
+                all.sort_unstable();
+                let names: Vec<String> = (0..1000).map(|k| format!("user:{k}")).collect();
+                for (time_us, key) in all {
+                    requests.push(time_us, &names[key as usize], 1);
+                }
+                (
+                    Rate::new(10, Duration::from_secs(1)),
+                    "1000 keys, each sending 40 requests at random times within 2 s (twice the rate)",
+                )
+            }
+        };
+        Self {
+            name: name
+                .to_possible_value()
+                .map_or_else(String::new, |v| v.get_name().to_owned()),
+            description: description.to_owned(),
+            rate,
+            capacity: None,
+            queue: None,
+            requests,
+        }
+    }
+
+    /// A scenario from the trace at `path` (`-`: standard input).
+    pub(crate) fn from_trace(
+        path: &Path,
+        rate: Rate,
+        capacity: Option<u64>,
+        queue: Option<u64>,
+    ) -> Result<Self, Failure> {
+        let name = trace_name(path);
+        let mut requests = Requests::default();
+        for request in TraceReader::new(open_trace(path)?) {
+            let request = request.map_err(|e| Failure::runtime(format!("{name}: {e}")))?;
+            requests.push(request.time_us, &request.key, request.cost);
+        }
+        let description = format!(
+            "{} requests on {} keys from {name}",
+            requests.requests.len(),
+            requests.keys.len()
+        );
+        Ok(Self {
+            name,
+            description,
+            rate,
+            capacity,
+            queue,
+            requests,
+        })
+    }
+}
+
+/// A small, fixed-seed generator (SplitMix64), so scenarios are the same on
+/// every run and machine.
+#[derive(Debug)]
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_boundary_burst_is_the_shared_vector_trace() {
+        let scenario = Scenario::builtin(ScenarioName::BoundaryBurst);
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/vectors/traces");
+        let text = std::fs::read_to_string(format!("{dir}/trace-000.csv")).unwrap();
+        let vector: Vec<_> = TraceReader::new(text.as_bytes())
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(vector.len(), scenario.requests.requests.len());
+        for (v, s) in vector.iter().zip(&scenario.requests.requests) {
+            assert_eq!(
+                (v.time_us, v.key.as_str(), v.cost),
+                (
+                    s.time_us,
+                    scenario.requests.keys[s.key as usize].as_str(),
+                    s.cost
+                )
+            );
+        }
+        assert_eq!(scenario.name, "boundary-burst");
+    }
+
+    #[test]
+    fn capacity_and_queue_go_to_their_own_algorithm_only() {
+        let mut scenario = Scenario::builtin(ScenarioName::SteadyOverLimit);
+        scenario.capacity = Some(300);
+        scenario.queue = Some(7);
+        for algorithm in Algorithm::ALL {
+            let policy = scenario.policy(algorithm).unwrap();
+            assert_eq!(
+                policy.max_cost(),
+                match algorithm {
+                    Algorithm::TokenBucket => 300,
+                    Algorithm::LeakyBucket => 7,
+                    _ => 100,
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn many_keys_is_sorted_by_time_and_has_a_thousand_keys() {
+        let scenario = Scenario::builtin(ScenarioName::ManyKeys);
+        assert_eq!(scenario.requests.keys.len(), 1000);
+        assert_eq!(scenario.requests.requests.len(), 40_000);
+        assert!(scenario
+            .requests
+            .requests
+            .windows(2)
+            .all(|w| w[0].time_us <= w[1].time_us));
+    }
+}

@@ -1,0 +1,217 @@
+//! What one algorithm did on one scenario: counts, the largest burst, the
+//! denials' retry times, speed and state size.
+
+use std::mem::size_of;
+use std::time::Duration;
+
+use limiter_core::{
+    Algorithm, Decision, FixedWindow, KeyState, LeakyBucket, Policy, SlidingCounter, SlidingLog,
+    TokenBucket,
+};
+
+use super::scenarios::Requests;
+
+/// Bytes counted per sliding-log entry (a timestamp and a running total).
+pub(crate) const LOG_ENTRY_BYTES: usize = 16;
+
+/// One admitted request: when it proceeds (`t + wait`) and its units.
+pub(crate) type Admission = (u64, u64);
+
+/// Collects the outcome of every request of one run.
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    /// Admissions per key, in the order decided.
+    admissions: Vec<Vec<Admission>>,
+    admitted: u64,
+    admitted_units: u64,
+    denied: u64,
+    errors: u64,
+    retry_sum_us: u128,
+    retry_max_us: u64,
+}
+
+impl Recorder {
+    /// A recorder for a trace with `keys` keys.
+    pub(crate) fn new(keys: usize) -> Self {
+        Self {
+            admissions: vec![Vec::new(); keys],
+            admitted: 0,
+            admitted_units: 0,
+            denied: 0,
+            errors: 0,
+            retry_sum_us: 0,
+            retry_max_us: 0,
+        }
+    }
+
+    /// Records a decision on `key` for a request of `cost` made at `time_us`.
+    pub(crate) fn decided(&mut self, key: u32, time_us: u64, cost: u64, decision: &Decision) {
+        if decision.allowed {
+            self.admitted += 1;
+            self.admitted_units += cost;
+            let proceeds = time_us.saturating_add(micros(decision.wait));
+            self.admissions[key as usize].push((proceeds, cost));
+        } else {
+            self.denied += 1;
+            let retry = micros(decision.retry_after);
+            self.retry_sum_us += u128::from(retry);
+            self.retry_max_us = self.retry_max_us.max(retry);
+        }
+    }
+
+    /// Records a request that could not be decided (e.g. cost above the limit).
+    pub(crate) fn error(&mut self) {
+        self.errors += 1;
+    }
+
+    /// The figures of the run, which decided every request in `elapsed`.
+    pub(crate) fn finish(
+        mut self,
+        algorithm: Algorithm,
+        policy: &Policy,
+        elapsed: Duration,
+        bytes_per_key: Option<f64>,
+    ) -> AlgorithmResult {
+        for admissions in &mut self.admissions {
+            if !admissions.is_sorted_by_key(|a| a.0) {
+                admissions.sort_by_key(|a| a.0);
+            }
+        }
+        let window_us = policy.window_us();
+        let max_units_in_window = self
+            .admissions
+            .iter()
+            .map(|a| max_units_within(a, window_us))
+            .max()
+            .unwrap_or(0);
+        let decisions = self.admitted + self.denied + self.errors;
+        let seconds = elapsed.as_secs_f64();
+        AlgorithmResult {
+            algorithm,
+            admitted: self.admitted,
+            admitted_units: self.admitted_units,
+            denied: self.denied,
+            errors: self.errors,
+            max_units_in_window,
+            retry_after_mean_us: (self.denied > 0)
+                .then(|| self.retry_sum_us as f64 / self.denied as f64),
+            retry_after_max_us: (self.denied > 0).then_some(self.retry_max_us),
+            wall_time: elapsed,
+            decisions_per_second: if seconds > 0.0 {
+                decisions as f64 / seconds
+            } else {
+                f64::INFINITY
+            },
+            bytes_per_key,
+            admissions: self.admissions,
+        }
+    }
+}
+
+/// The figures of one algorithm on one scenario.
+#[derive(Debug, Clone)]
+pub(crate) struct AlgorithmResult {
+    pub(crate) algorithm: Algorithm,
+    /// Requests admitted.
+    pub(crate) admitted: u64,
+    /// Units admitted (the sum of the admitted requests' costs).
+    pub(crate) admitted_units: u64,
+    /// Requests denied.
+    pub(crate) denied: u64,
+    /// Requests that could not be decided (cost 0 or above the maximum,
+    /// time out of range).
+    pub(crate) errors: u64,
+    /// The most units proceeding within any window-long interval on one key.
+    pub(crate) max_units_in_window: u64,
+    pub(crate) retry_after_mean_us: Option<f64>,
+    pub(crate) retry_after_max_us: Option<u64>,
+    pub(crate) wall_time: Duration,
+    pub(crate) decisions_per_second: f64,
+    /// Estimated state per key (memory backend only).
+    pub(crate) bytes_per_key: Option<f64>,
+    /// Admissions per key, sorted by the time they proceed.
+    pub(crate) admissions: Vec<Vec<Admission>>,
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The most units in `admissions` (sorted by time) that fall within any
+/// `window_us` consecutive microseconds `[a, a + window_us - 1]`: a sliding
+/// two-pointer, exact.
+pub(crate) fn max_units_within(admissions: &[Admission], window_us: u64) -> u64 {
+    let mut best = 0;
+    let mut sum = 0u64;
+    let mut first = 0;
+    for &(time, units) in admissions {
+        sum += units;
+        while time - admissions[first].0 >= window_us {
+            sum -= admissions[first].1;
+            first += 1;
+        }
+        best = best.max(sum);
+    }
+    best
+}
+
+/// Replays `requests` through the core algorithm, as the memory backend
+/// does, and returns the estimated state per key at the end: the size of
+/// the algorithm's state struct, plus [`LOG_ENTRY_BYTES`] per sliding-log
+/// entry, averaged over the keys seen.
+pub(crate) fn state_bytes_per_key(policy: &Policy, requests: &Requests) -> f64 {
+    let mut states: Vec<Option<KeyState>> = vec![None; requests.keys.len()];
+    for request in &requests.requests {
+        let state = states[request.key as usize].get_or_insert_with(|| KeyState::fresh(policy));
+        // Errors (cost above the maximum) change nothing, as on a backend.
+        let _ = state.acquire(policy, request.time_us, request.cost);
+    }
+    let (keys, bytes) = states
+        .iter()
+        .flatten()
+        .fold((0usize, 0usize), |(keys, bytes), state| {
+            (keys + 1, bytes + state_bytes(state))
+        });
+    if keys == 0 {
+        0.0
+    } else {
+        bytes as f64 / keys as f64
+    }
+}
+
+/// Estimated bytes of one key's state.
+pub(crate) fn state_bytes(state: &KeyState) -> usize {
+    match state {
+        KeyState::FixedWindow(_) => size_of::<FixedWindow>(),
+        KeyState::SlidingLog(log) => size_of::<SlidingLog>() + LOG_ENTRY_BYTES * log.len(),
+        KeyState::SlidingCounter(_) => size_of::<SlidingCounter>(),
+        KeyState::TokenBucket(_) => size_of::<TokenBucket>(),
+        KeyState::LeakyBucket(_) => size_of::<LeakyBucket>(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_largest_window_sum_is_exact_at_the_edges() {
+        // 10 at 0, 5 at 9, 7 at 10: a window of 10 µs holds 0..=9 or 1..=10.
+        let admissions = [(0, 10), (9, 5), (10, 7)];
+        assert_eq!(max_units_within(&admissions, 10), 15);
+        assert_eq!(max_units_within(&admissions, 11), 22);
+        assert_eq!(max_units_within(&admissions, 1), 10);
+        assert_eq!(max_units_within(&[], 10), 0);
+    }
+
+    #[test]
+    fn the_articles_fixed_window_burst_is_two_hundred() {
+        let admissions: Vec<Admission> = (0..100)
+            .map(|i| (9_000_000 + i, 1))
+            .chain((0..100).map(|i| (11_000_000 + i, 1)))
+            .collect();
+        assert_eq!(max_units_within(&admissions, 10_000_000), 200);
+        assert_eq!(max_units_within(&admissions, 2_000_000), 100);
+        assert_eq!(max_units_within(&admissions, 2_000_001), 101);
+    }
+}

@@ -1,0 +1,262 @@
+//! The comparison as one hand-written SVG: a section per scenario, and in
+//! each a lane per algorithm showing the units admitted over time, with the
+//! window boundaries dashed.
+
+use std::fmt::Write as _;
+
+use limiter_core::Algorithm;
+
+use super::{compact_duration, ScenarioReport};
+
+const WIDTH: f64 = 1100.0;
+const PLOT_LEFT: f64 = 200.0;
+const PLOT_RIGHT: f64 = 1040.0;
+const LANE_HEIGHT: f64 = 64.0;
+const LANE_GAP: f64 = 16.0;
+const SECTION_HEADER: f64 = 76.0;
+const AXIS_SPACE: f64 = 58.0;
+const SECTION_GAP: f64 = 20.0;
+/// About this many bars per lane.
+const BINS: u64 = 200;
+/// Window boundaries are drawn only when there are at most this many.
+const MAX_BOUNDARIES: u64 = 120;
+
+fn section_height() -> f64 {
+    SECTION_HEADER + Algorithm::ALL.len() as f64 * (LANE_HEIGHT + LANE_GAP) + AXIS_SPACE
+}
+
+/// The colour of an algorithm's lane.
+fn colour(algorithm: Algorithm) -> &'static str {
+    match algorithm {
+        Algorithm::FixedWindow => "#d62728",
+        Algorithm::SlidingLog => "#1f77b4",
+        Algorithm::SlidingCounter => "#2ca02c",
+        Algorithm::TokenBucket => "#ff7f0e",
+        Algorithm::LeakyBucket => "#9467bd",
+    }
+}
+
+/// The whole document, sections stacked vertically in scenario order.
+pub(crate) fn render(reports: &[ScenarioReport]) -> String {
+    let height = SECTION_GAP + reports.len() as f64 * (section_height() + SECTION_GAP);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="Helvetica, Arial, sans-serif">
+<title>limiter compare: admitted units over time per algorithm</title>
+<rect width="100%" height="100%" fill="white"/>"#
+    );
+    for (i, report) in reports.iter().enumerate() {
+        let top = SECTION_GAP + i as f64 * (section_height() + SECTION_GAP);
+        render_section(&mut out, report, top);
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
+    let scenario = &report.scenario;
+    let window_us = (scenario.rate.window.as_micros() as u64).max(1);
+    let window = compact_duration(window_us);
+
+    // The time range: every request and every admission, snapped to windows.
+    let times = scenario.requests.requests.iter().map(|r| r.time_us).chain(
+        report
+            .results
+            .iter()
+            .flat_map(|r| r.admissions.iter().flatten().map(|a| a.0)),
+    );
+    let (min, max) = times.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
+    let (min, max) = if min > max { (0, 0) } else { (min, max) };
+    let start = min / window_us * window_us;
+    let end = (max / window_us + 1)
+        .saturating_mul(window_us)
+        .max(start + window_us);
+    let span = end - start;
+    let bin = nice_step(span.div_ceil(BINS));
+    let bins = span.div_ceil(bin) as usize;
+
+    let counts: Vec<Vec<u64>> = report
+        .results
+        .iter()
+        .map(|r| {
+            let mut counts = vec![0u64; bins];
+            for &(t, units) in r.admissions.iter().flatten() {
+                counts[((t - start) / bin) as usize] += units;
+            }
+            counts
+        })
+        .collect();
+    let tallest = counts.iter().flatten().copied().max().unwrap_or(0).max(1);
+    let x = |t: u64| PLOT_LEFT + (t - start) as f64 / span as f64 * (PLOT_RIGHT - PLOT_LEFT);
+    let lanes_bottom =
+        SECTION_HEADER + report.results.len() as f64 * (LANE_HEIGHT + LANE_GAP) - LANE_GAP;
+
+    let _ = writeln!(
+        out,
+        r##"<g class="scenario" data-scenario="{name}" transform="translate(0,{top})">
+<text x="20" y="18" font-size="17" font-weight="bold">{name}: {limit} per {window}</text>
+<text x="20" y="38" font-size="12" fill="#444">{description}</text>
+<text x="20" y="58" font-size="11" fill="#444">Bars: units admitted per {bin_label}, plotted when they proceed (t + wait; the leaky bucket queues), same scale in every lane (tallest bar: {tallest}).</text>
+<line x1="{legend_x}" y1="54" x2="{legend_x2}" y2="54" stroke="#333" stroke-dasharray="4 3"/>
+<text x="{legend_text}" y="58" font-size="11" fill="#444">window boundary ({window})</text>"##,
+        name = escape(&scenario.name),
+        limit = scenario.rate.limit,
+        description = escape(&scenario.description),
+        bin_label = compact_duration(bin),
+        legend_x = PLOT_RIGHT - 150.0,
+        legend_x2 = PLOT_RIGHT - 126.0,
+        legend_text = PLOT_RIGHT - 120.0,
+    );
+
+    for (lane, (result, counts)) in report.results.iter().zip(&counts).enumerate() {
+        let lane_top = SECTION_HEADER + lane as f64 * (LANE_HEIGHT + LANE_GAP);
+        let fill = colour(result.algorithm);
+        let _ = writeln!(
+            out,
+            r##"<g class="lane" data-algorithm="{alg}" transform="translate(0,{lane_top})">
+<rect class="lane-background" x="{PLOT_LEFT}" y="0" width="{plot_width}" height="{LANE_HEIGHT}" fill="#f3f3f3"/>
+<text x="{title_x}" y="{title_y}" text-anchor="end" font-size="14" font-weight="bold" fill="{fill}">{alg}</text>
+<text x="{title_x}" y="{subtitle_y}" text-anchor="end" font-size="11" fill="#555">admitted {admitted}, max/{window} {burst}</text>
+<text x="{tick_x}" y="9" font-size="10" fill="#777">{tallest}</text>
+<text x="{tick_x}" y="{LANE_HEIGHT}" font-size="10" fill="#777">0</text>"##,
+            alg = result.algorithm.name(),
+            plot_width = PLOT_RIGHT - PLOT_LEFT,
+            title_x = PLOT_LEFT - 12.0,
+            title_y = LANE_HEIGHT / 2.0 - 2.0,
+            subtitle_y = LANE_HEIGHT / 2.0 + 13.0,
+            admitted = result.admitted,
+            burst = result.max_units_in_window,
+            tick_x = PLOT_RIGHT + 5.0,
+        );
+        let bar_width = bin as f64 / span as f64 * (PLOT_RIGHT - PLOT_LEFT);
+        for (i, &count) in counts.iter().enumerate() {
+            if count == 0 {
+                continue;
+            }
+            // At least a pixel, so a smooth trickle stays visible.
+            let height = (count as f64 / tallest as f64 * LANE_HEIGHT).max(1.0);
+            let _ = writeln!(
+                out,
+                r#"<rect x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}" fill="{fill}"/>"#,
+                x(start + i as u64 * bin),
+                LANE_HEIGHT - height,
+                (bar_width - 0.3).max(0.6),
+                height
+            );
+        }
+        let _ = writeln!(
+            out,
+            r##"<line x1="{PLOT_LEFT}" y1="{LANE_HEIGHT}" x2="{PLOT_RIGHT}" y2="{LANE_HEIGHT}" stroke="#999"/>
+</g>"##
+        );
+    }
+
+    // Window boundaries across every lane.
+    let boundaries = span / window_us + 1;
+    if boundaries <= MAX_BOUNDARIES {
+        out.push_str(
+            "<g class=\"window-boundaries\" stroke=\"#333\" stroke-dasharray=\"4 3\" stroke-width=\"1\">\n",
+        );
+        for k in 0..boundaries {
+            let bx = x(start + k * window_us);
+            let _ = writeln!(
+                out,
+                r#"<line x1="{bx:.2}" y1="{}" x2="{bx:.2}" y2="{}"/>"#,
+                SECTION_HEADER - 6.0,
+                lanes_bottom + 4.0
+            );
+        }
+        out.push_str("</g>\n");
+    }
+
+    // The time axis.
+    let axis_y = lanes_bottom + 6.0;
+    let _ = writeln!(
+        out,
+        r##"<g class="x-axis" font-size="11" fill="#333">
+<line x1="{PLOT_LEFT}" y1="{axis_y}" x2="{PLOT_RIGHT}" y2="{axis_y}" stroke="#333"/>"##
+    );
+    let step = nice_step(span.div_ceil(10).max(1));
+    let mut t = start.div_ceil(step) * step;
+    while t <= end {
+        let tx = x(t);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{tx:.2}" y1="{axis_y}" x2="{tx:.2}" y2="{}" stroke="#333"/>
+<text x="{tx:.2}" y="{}" text-anchor="middle">{}</text>"##,
+            axis_y + 5.0,
+            axis_y + 18.0,
+            seconds(t - start)
+        );
+        t += step;
+    }
+    let axis_title = if start == 0 {
+        "time (s)".to_owned()
+    } else {
+        format!("time (s) since t = {start} us")
+    };
+    let _ = writeln!(
+        out,
+        r##"<text x="{}" y="{}" text-anchor="middle" font-size="12">{axis_title}</text>
+</g>
+<text transform="translate(16,{}) rotate(-90)" text-anchor="middle" font-size="12" fill="#333">units admitted per {}</text>
+</g>"##,
+        (PLOT_LEFT + PLOT_RIGHT) / 2.0,
+        axis_y + 38.0,
+        (SECTION_HEADER + lanes_bottom) / 2.0,
+        compact_duration(bin),
+    );
+}
+
+/// The smallest of 1, 2, 5 × 10^k that is at least `at_least` (and at least 1).
+fn nice_step(at_least: u64) -> u64 {
+    let mut base = 1u64;
+    loop {
+        for m in [1, 2, 5] {
+            let step = base.saturating_mul(m);
+            if step >= at_least || step == u64::MAX {
+                return step;
+            }
+        }
+        base = base.saturating_mul(10);
+    }
+}
+
+/// Microseconds as seconds, without trailing zeros: `9`, `0.25`.
+fn seconds(micros: u64) -> String {
+    let whole = micros / 1_000_000;
+    let fraction = micros % 1_000_000;
+    if fraction == 0 {
+        whole.to_string()
+    } else {
+        let digits = format!("{fraction:06}");
+        format!("{whole}.{}", digits.trim_end_matches('0'))
+    }
+}
+
+/// Text and attribute escaping.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&apos;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_and_labels_are_round() {
+        assert_eq!(nice_step(0), 1);
+        assert_eq!(nice_step(3), 5);
+        assert_eq!(nice_step(100_000), 100_000);
+        assert_eq!(nice_step(100_001), 200_000);
+        assert_eq!(seconds(9_000_000), "9");
+        assert_eq!(seconds(250_000), "0.25");
+        assert_eq!(escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+    }
+}

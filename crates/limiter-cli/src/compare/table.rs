@@ -1,0 +1,119 @@
+//! The comparison as aligned plain-text tables, one per scenario.
+
+use std::fmt::Write as _;
+
+use super::{compact_duration, human_duration, ScenarioReport};
+use crate::cli::BackendKind;
+
+/// One table per scenario, then a legend.
+pub(crate) fn render(reports: &[ScenarioReport], backend: BackendKind) -> String {
+    let mut out = String::new();
+    for report in reports {
+        render_scenario(&mut out, report);
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
+        "backend: {}. max/W: the most units that proceed (at t + wait) within any window W on one key.\n\
+         retry: retry_after of the denials. bytes/key: estimated state per key (see `limiter compare --help`).",
+        backend.name()
+    );
+    out
+}
+
+fn render_scenario(out: &mut String, report: &ScenarioReport) {
+    let scenario = &report.scenario;
+    let window = compact_duration(scenario.rate.window.as_micros() as u64);
+    let mut policy = format!("{} per {window}", scenario.rate.limit);
+    if let Some(capacity) = scenario.capacity {
+        let _ = write!(policy, ", capacity {capacity}");
+    }
+    if let Some(queue) = scenario.queue {
+        let _ = write!(policy, ", queue {queue}");
+    }
+    let _ = writeln!(
+        out,
+        "{} ({policy}): {}",
+        scenario.name, scenario.description
+    );
+
+    let with_errors = report.results.iter().any(|r| r.errors > 0);
+    let mut header = vec!["algorithm".to_owned(), "admitted".into(), "denied".into()];
+    if with_errors {
+        header.push("errors".into());
+    }
+    header.extend([
+        format!("max/{window}"),
+        "mean retry".into(),
+        "worst retry".into(),
+        "decisions/s".into(),
+        "bytes/key".into(),
+    ]);
+    let mut rows = vec![header];
+    for result in &report.results {
+        let mut row = vec![
+            result.algorithm.name().to_owned(),
+            result.admitted.to_string(),
+            result.denied.to_string(),
+        ];
+        if with_errors {
+            row.push(result.errors.to_string());
+        }
+        row.extend([
+            result.max_units_in_window.to_string(),
+            result
+                .retry_after_mean_us
+                .map_or_else(|| "-".to_owned(), human_duration),
+            result
+                .retry_after_max_us
+                .map_or_else(|| "-".to_owned(), |us| human_duration(us as f64)),
+            rate(result.decisions_per_second),
+            result
+                .bytes_per_key
+                .map_or_else(|| "-".to_owned(), |b| format!("{b:.0}")),
+        ]);
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for row in &rows {
+        let mut line = String::from(" ");
+        for (c, cell) in row.iter().enumerate() {
+            line.push(' ');
+            if c == 0 {
+                let _ = write!(line, "{cell:<width$}", width = widths[c]);
+            } else {
+                let _ = write!(line, " {cell:>width$}", width = widths[c]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+}
+
+/// `2.31M`, `845k`, `950`.
+fn rate(per_second: f64) -> String {
+    if !per_second.is_finite() {
+        "-".to_owned()
+    } else if per_second >= 1e6 {
+        format!("{:.2}M", per_second / 1e6)
+    } else if per_second >= 1e3 {
+        format!("{:.0}k", per_second / 1e3)
+    } else {
+        format!("{per_second:.0}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_are_short() {
+        assert_eq!(rate(2_312_000.0), "2.31M");
+        assert_eq!(rate(845_300.0), "845k");
+        assert_eq!(rate(950.2), "950");
+        assert_eq!(rate(f64::INFINITY), "-");
+    }
+}

@@ -1,0 +1,41 @@
+//! The `limiter` command: `limiter replay` prints every decision of one
+//! algorithm on a trace (SPEC section 6), `limiter compare` runs all five
+//! algorithms on built-in scenarios or a trace and tabulates, plots or
+//! exports what each admitted.
+//!
+//! The binary is a thin wrapper over [`run`]; the pieces are public so the
+//! tests can reach them.
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]
+#![forbid(unsafe_code)]
+
+mod backend;
+pub mod cli;
+pub mod compare;
+mod failure;
+mod input;
+mod progress;
+pub mod replay;
+
+pub use self::failure::Failure;
+
+use self::cli::{Cli, Command};
+
+/// Runs a parsed command line to completion on a single-threaded runtime
+/// (every request is decided in order, one after the other).
+pub fn run(cli: Cli) -> Result<(), Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::runtime(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(async {
+        match cli.command {
+            Command::Replay(args) => replay::run(&args).await,
+            Command::Compare(args) => compare::run(&args).await,
+        }
+    })
+}

@@ -1,0 +1,95 @@
+//! `limiter replay`: every request of a trace through one algorithm on one
+//! backend, every decision printed as CSV (SPEC section 6).
+
+use std::io::{self, BufWriter, Write};
+
+use limiter_core::trace::{decision_row, TraceReader, DECISION_HEADER};
+use limiter_core::{Error, ManualClock, Policy, Rate};
+
+use crate::backend;
+use crate::cli::ReplayArgs;
+use crate::failure::Failure;
+use crate::input::{open_trace, trace_name};
+use crate::progress::Progress;
+
+/// Replays `args.trace` and writes the decisions to stdout.
+///
+/// A broken pipe on stdout (`limiter replay … | head`) ends the replay
+/// quietly and successfully.
+pub async fn run(args: &ReplayArgs) -> Result<(), Failure> {
+    let stdout = io::stdout().lock();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout);
+    match replay(args, &mut out).await {
+        Err(Stop::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(Stop::Output(e)) => Err(Failure::runtime(format!("cannot write decisions: {e}"))),
+        Err(Stop::Failure(failure)) => {
+            // Keep the rows decided so far: they show where it stopped.
+            let _ = out.flush();
+            Err(failure)
+        }
+        Ok(()) => match out.flush() {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+            Err(e) => Err(Failure::runtime(format!("cannot write decisions: {e}"))),
+            Ok(()) => Ok(()),
+        },
+    }
+}
+
+enum Stop {
+    Failure(Failure),
+    Output(io::Error),
+}
+
+impl From<Failure> for Stop {
+    fn from(failure: Failure) -> Self {
+        Self::Failure(failure)
+    }
+}
+
+impl From<io::Error> for Stop {
+    fn from(e: io::Error) -> Self {
+        Self::Output(e)
+    }
+}
+
+async fn replay(args: &ReplayArgs, out: &mut impl Write) -> Result<(), Stop> {
+    let policy = Policy::from_options(
+        args.algorithm,
+        Rate::new(args.limit, args.window),
+        args.capacity,
+        args.queue,
+    )
+    .map_err(|e| Failure::usage(format!("invalid policy: {e}")))?;
+    let name = trace_name(&args.trace);
+    let input = open_trace(&args.trace)?;
+    let clock = ManualClock::new(0);
+    let limiter = backend::connect(&args.backend, policy, clock.clone(), "replay").await?;
+
+    writeln!(out, "{DECISION_HEADER}")?;
+    let mut progress = Progress::new(format!("replaying {name}"));
+    for (index, request) in TraceReader::new(input).enumerate() {
+        let request = request.map_err(|e| Failure::runtime(format!("{name}: {e}")))?;
+        clock.set(request.time_us);
+        let decision = match limiter.acquire(&request.key, request.cost).await {
+            Ok(decision) => Some(decision),
+            Err(
+                Error::ZeroCost | Error::CostExceedsCapacity { .. } | Error::TimeOutOfRange { .. },
+            ) => None,
+            Err(e) => {
+                // Line numbers count the header as line 1; blank lines are
+                // skipped by the reader, so this is the request's ordinal.
+                let what = format!(
+                    "request {} of {name} (t_us={}, key={})",
+                    index + 1,
+                    request.time_us,
+                    request.key
+                );
+                return Err(backend::backend_failure(&args.backend, &what, &e).into());
+            }
+        };
+        writeln!(out, "{}", decision_row(&request, decision.as_ref()))?;
+        progress.tick();
+    }
+    progress.finish();
+    Ok(())
+}

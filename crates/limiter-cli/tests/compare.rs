@@ -1,0 +1,318 @@
+//! `limiter compare` through the real binary: the article's case in the
+//! table and in JSON, a user trace, the plot's structure.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use support::json::{self, Json};
+use support::{limiter, run, stderr, stdout, vectors_dir};
+
+const ALGORITHMS: [&str; 5] = [
+    "fixed-window",
+    "sliding-log",
+    "sliding-counter",
+    "token-bucket",
+    "leaky-bucket",
+];
+
+fn compare(args: &[&str]) -> String {
+    let output = limiter().arg("compare").args(args).output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stderr(&output), "");
+    stdout(&output)
+}
+
+fn compare_json(args: &[&str]) -> Json {
+    let mut all = args.to_vec();
+    all.extend(["--format", "json"]);
+    let text = compare(&all);
+    json::parse(&text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"))
+}
+
+/// `{algorithm: result}` of the scenario named `name`.
+fn results<'a>(doc: &'a Json, name: &str) -> BTreeMap<&'a str, &'a Json> {
+    let scenario = doc
+        .get("scenarios")
+        .array()
+        .iter()
+        .find(|s| s.get("name").str() == name)
+        .unwrap_or_else(|| panic!("no scenario {name}"));
+    let results: BTreeMap<_, _> = scenario
+        .get("results")
+        .array()
+        .iter()
+        .map(|r| (r.get("algorithm").str(), r))
+        .collect();
+    assert_eq!(results.len(), 5);
+    results
+}
+
+#[test]
+fn the_default_table_shows_the_articles_case() {
+    let table = compare(&[]);
+    let section: Vec<&str> = table
+        .split("\n\n")
+        .find(|s| s.starts_with("boundary-burst"))
+        .expect("a boundary-burst table")
+        .lines()
+        .collect();
+    assert_eq!(
+        section[1].split_whitespace().collect::<Vec<_>>(),
+        [
+            "algorithm",
+            "admitted",
+            "denied",
+            "max/10s",
+            "mean",
+            "retry",
+            "worst",
+            "retry",
+            "decisions/s",
+            "bytes/key"
+        ]
+    );
+    let row = |algorithm: &str| -> Vec<&str> {
+        section
+            .iter()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|cells| cells[0] == algorithm)
+            .unwrap_or_else(|| panic!("no row for {algorithm}"))
+    };
+    // admitted, denied, max/10s
+    assert_eq!(row("fixed-window")[1..4], ["200", "0", "200"]);
+    assert_eq!(row("sliding-log")[1..4], ["100", "100", "100"]);
+    for scenario in ["steady-over-limit", "on-off-bursts", "many-keys"] {
+        assert!(table.contains(&format!("\n{scenario} (")), "{table}");
+    }
+}
+
+#[test]
+fn json_holds_every_scenario_and_the_articles_figures() {
+    let doc = compare_json(&[]);
+    assert_eq!(doc.get("backend").str(), "memory");
+    let names: Vec<&str> = doc
+        .get("scenarios")
+        .array()
+        .iter()
+        .map(|s| s.get("name").str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "boundary-burst",
+            "steady-over-limit",
+            "on-off-bursts",
+            "many-keys"
+        ]
+    );
+    for scenario in doc.get("scenarios").array() {
+        let order: Vec<&str> = scenario
+            .get("results")
+            .array()
+            .iter()
+            .map(|r| r.get("algorithm").str())
+            .collect();
+        assert_eq!(order, ALGORITHMS);
+        let requests = scenario.get("requests").num();
+        for result in scenario.get("results").array() {
+            let decided = result.get("admitted").num()
+                + result.get("denied").num()
+                + result.get("errors").num();
+            assert_eq!(decided, requests);
+            assert!(result.get("bytes_per_key").num() >= 16.0);
+            assert!(result.get("decisions_per_second").num() > 0.0);
+        }
+    }
+
+    let burst = results(&doc, "boundary-burst");
+    let figure = |algorithm: &str, field: &str| burst[algorithm].get(field).num();
+    assert_eq!(figure("fixed-window", "admitted"), 200.0);
+    assert_eq!(figure("fixed-window", "max_units_in_window"), 200.0);
+    assert_eq!(
+        burst["fixed-window"].get("retry_after_mean_us"),
+        &Json::Null
+    );
+    assert_eq!(figure("sliding-log", "admitted"), 100.0);
+    assert_eq!(figure("sliding-log", "denied"), 100.0);
+    assert_eq!(figure("sliding-log", "max_units_in_window"), 100.0);
+    // Denied at 11 s + i µs, the slot of request i (at 9 s + i µs) frees 8 s later.
+    assert_eq!(figure("sliding-log", "retry_after_max_us"), 8_000_000.0);
+    // A sliding log stores an entry per admission tick.
+    assert_eq!(
+        figure("sliding-log", "bytes_per_key") - figure("fixed-window", "bytes_per_key"),
+        24.0 + 100.0 * 16.0
+    );
+    // The leaky bucket admits a burst into its queue, but they leave smoothly.
+    assert!(figure("leaky-bucket", "max_units_in_window") <= 101.0);
+}
+
+#[test]
+fn a_scenario_can_be_chosen() {
+    let doc = compare_json(&["--scenario", "many-keys"]);
+    let scenarios = doc.get("scenarios").array();
+    assert_eq!(scenarios.len(), 1);
+    assert_eq!(scenarios[0].get("keys").num(), 1000.0);
+    // Per key, a sliding log never lets more than the limit through a window.
+    assert_eq!(
+        results(&doc, "many-keys")["sliding-log"]
+            .get("max_units_in_window")
+            .num(),
+        10.0
+    );
+}
+
+#[test]
+fn a_user_trace_is_compared_with_its_own_policy() {
+    let trace = vectors_dir().join("traces/trace-000.csv");
+    let trace = trace.to_str().unwrap();
+    let doc = compare_json(&["--trace", trace, "--limit", "100", "--window", "10s"]);
+    let burst = results(&doc, trace);
+    assert_eq!(burst["fixed-window"].get("admitted").num(), 200.0);
+    assert_eq!(burst["sliding-log"].get("admitted").num(), 100.0);
+
+    // From stdin, with a capacity for the token bucket only.
+    let text = std::fs::read_to_string(trace).unwrap();
+    let output = run(
+        &[
+            "compare",
+            "--trace",
+            "-",
+            "--limit",
+            "100",
+            "--window",
+            "10s",
+            "--capacity",
+            "150",
+            "--format",
+            "json",
+        ],
+        &text,
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let doc = json::parse(&stdout(&output)).unwrap();
+    let scenario = &doc.get("scenarios").array()[0];
+    assert_eq!(scenario.get("name").str(), "<stdin>");
+    assert_eq!(scenario.get("capacity").num(), 150.0);
+    let results = results(&doc, "<stdin>");
+    assert_eq!(results["token-bucket"].get("admitted").num(), 170.0);
+    assert_eq!(results["sliding-log"].get("admitted").num(), 100.0);
+}
+
+#[test]
+fn the_plot_has_five_lanes_per_scenario() {
+    let dir = std::env::temp_dir().join(format!("limiter-cli-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plot.svg");
+    let table = compare(&["--plot", path.to_str().unwrap()]);
+    assert!(table.starts_with("boundary-burst"));
+    let svg = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    check_well_formed(&svg);
+    assert!(svg.contains("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert_eq!(svg.matches("<g class=\"scenario\"").count(), 4);
+    assert_eq!(svg.matches("<g class=\"lane\"").count(), 4 * 5);
+    for algorithm in ALGORITHMS {
+        assert_eq!(
+            svg.matches(&format!("<g class=\"lane\" data-algorithm=\"{algorithm}\""))
+                .count(),
+            4
+        );
+        assert!(svg.contains(&format!(">{algorithm}</text>")), "lane title");
+    }
+    // The article's section: windows from 0 to 30 s (the leaky bucket's
+    // queued requests proceed until about 21 s), so boundaries at 0, 10, 20
+    // and 30 s.
+    let burst = section(&svg, "boundary-burst");
+    assert_eq!(burst.matches("stroke-dasharray=\"4 3\"").count(), 2);
+    let boundaries = burst
+        .split("<g class=\"window-boundaries\"")
+        .nth(1)
+        .unwrap()
+        .split("</g>")
+        .next()
+        .unwrap();
+    assert_eq!(boundaries.matches("<line").count(), 4);
+    assert!(burst.contains(">time (s)</text>"), "x axis label");
+    assert!(burst.contains("units admitted per 200ms"), "y axis label");
+    assert!(burst.contains(">admitted 200, max/10s 200</text>"));
+    assert!(burst.contains(">admitted 100, max/10s 100</text>"));
+}
+
+/// The text of one scenario's section.
+fn section<'a>(svg: &'a str, name: &str) -> &'a str {
+    let start = svg
+        .find(&format!("<g class=\"scenario\" data-scenario=\"{name}\""))
+        .unwrap();
+    let rest = &svg[start..];
+    let end = rest[1..]
+        .find("<g class=\"scenario\"")
+        .map_or(rest.len(), |i| i + 1);
+    &rest[..end]
+}
+
+/// Every tag closes in order, attributes are quoted, and `&` starts an entity.
+fn check_well_formed(xml: &str) {
+    let mut open: Vec<&str> = Vec::new();
+    let mut rest = xml;
+    let mut roots = 0;
+    while let Some(lt) = rest.find('<') {
+        let text = &rest[..lt];
+        for (i, _) in text.match_indices('&') {
+            let entity = &text[i..];
+            assert!(
+                ["&amp;", "&lt;", "&gt;", "&quot;", "&apos;"]
+                    .iter()
+                    .any(|e| entity.starts_with(e)),
+                "bare & in {text:?}"
+            );
+        }
+        let gt = rest[lt..].find('>').expect("unclosed tag") + lt;
+        let tag = &rest[lt + 1..gt];
+        rest = &rest[gt + 1..];
+        assert_eq!(
+            tag.matches('"').count() % 2,
+            0,
+            "unbalanced quotes in <{tag}>"
+        );
+        assert!(!tag.contains('<'), "< inside <{tag}>");
+        if tag.starts_with('?') {
+            assert!(tag.ends_with('?'));
+        } else if let Some(name) = tag.strip_prefix('/') {
+            assert_eq!(open.pop(), Some(name.trim()), "mismatched </{name}>");
+        } else {
+            let name = tag.split_whitespace().next().unwrap().trim_end_matches('/');
+            if open.is_empty() {
+                roots += 1;
+            }
+            if !tag.ends_with('/') {
+                open.push(name);
+            }
+        }
+    }
+    assert!(open.is_empty(), "unclosed: {open:?}");
+    assert_eq!(roots, 1, "one root element");
+    assert!(rest.trim().is_empty());
+}
+
+#[test]
+fn the_json_reader_accepts_json_and_rejects_the_rest() {
+    let doc = json::parse(r#" {"a": [1, -2.5e3, true, null], "b": "x\"\u00e9"} "#).unwrap();
+    assert_eq!(doc.get("a").array()[1].num(), -2500.0);
+    assert_eq!(doc.get("b").str(), "x\"é");
+    for bad in [
+        "{",
+        "[1,]",
+        "{\"a\" 1}",
+        "01",
+        "1.",
+        "\"a",
+        "{\"a\":1,\"a\":2}",
+        "[1] x",
+        "nul",
+        "NaN",
+    ] {
+        assert!(json::parse(bad).is_err(), "{bad}");
+    }
+}

@@ -1,0 +1,214 @@
+//! Bad input through the real binary: each error is clear, names what is
+//! wrong, prints nothing on stdout but the rows decided before it, and
+//! exits non-zero.
+
+mod support;
+
+use std::net::TcpListener;
+
+use support::{run, stderr, stdout};
+
+const REPLAY: [&str; 7] = [
+    "replay",
+    "--algorithm",
+    "sliding-log",
+    "--limit",
+    "10",
+    "--window",
+    "1s",
+];
+
+fn replay_with(extra: &[&str], stdin: &str) -> std::process::Output {
+    let args: Vec<&str> = REPLAY.iter().chain(extra).copied().collect();
+    run(&args, stdin)
+}
+
+#[test]
+fn a_malformed_row_names_its_line_and_field() {
+    let output = replay_with(&["-"], "t_us,key,cost\n1,a,1\n2,a,1\nsoon,a,1\n4,a,1\n");
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.starts_with("error: <stdin>: line 4, field t_us: \"soon\" is not a whole number"),
+        "{message}"
+    );
+    // The rows before the bad line were decided and printed.
+    assert_eq!(stdout(&output).lines().count(), 3);
+
+    let output = replay_with(&["-"], "t_us,key,cost\n1,a,many\n");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("line 2, field cost"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_bad_header_is_reported() {
+    let output = replay_with(&["-"], "time,key\n1,a\n");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("line 1: expected the header `t_us,key,cost`"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn an_unknown_algorithm_lists_the_valid_ones() {
+    let output = run(
+        &[
+            "replay",
+            "--algorithm",
+            "gcra",
+            "--limit",
+            "1",
+            "--window",
+            "1s",
+            "-",
+        ],
+        "",
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(message.contains("unknown algorithm \"gcra\""), "{message}");
+    assert!(
+        message.contains(
+            "expected one of: fixed-window, sliding-log, sliding-counter, token-bucket, leaky-bucket"
+        ),
+        "{message}"
+    );
+    assert_eq!(stdout(&output), "");
+}
+
+#[test]
+fn an_invalid_policy_gives_the_cores_message() {
+    let output = run(
+        &[
+            "replay",
+            "--algorithm",
+            "fixed-window",
+            "--limit",
+            "0",
+            "--window",
+            "10s",
+            "-",
+        ],
+        "t_us,key,cost\n1,a,1\n",
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        stderr(&output),
+        "error: invalid policy: limit must be at least 1, got 0\n"
+    );
+    assert_eq!(stdout(&output), "");
+
+    let output = replay_with(&["--capacity", "5", "-"], "t_us,key,cost\n");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("capacity does not apply to sliding-log"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_bad_window_names_the_unit_problem() {
+    let output = run(
+        &[
+            "replay",
+            "--algorithm",
+            "fixed-window",
+            "--limit",
+            "1",
+            "--window",
+            "10",
+            "-",
+        ],
+        "",
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("invalid duration \"10\": missing unit"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_missing_trace_file_is_named() {
+    let output = replay_with(&["/nonexistent/trace.csv"], "");
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.starts_with("error: cannot open trace /nonexistent/trace.csv: No such file"),
+        "{message}"
+    );
+    assert_eq!(stdout(&output), "");
+}
+
+#[test]
+fn an_unreachable_redis_fails_fast_with_a_clear_message() {
+    // A port that was free a moment ago: nothing listens there.
+    let port = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let url = format!("redis://127.0.0.1:{port}");
+    let output = replay_with(
+        &["--backend", "redis", "--redis-url", &url, "-"],
+        "t_us,key,cost\n1,a,1\n",
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.starts_with(&format!("error: cannot connect to Redis at {url}")),
+        "{message}"
+    );
+    assert_eq!(stdout(&output), "");
+
+    let output = run(
+        &[
+            "compare",
+            "--scenario",
+            "boundary-burst",
+            "--backend",
+            "redis",
+            "--redis-url",
+            &url,
+        ],
+        "",
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).starts_with(&format!("error: cannot connect to Redis at {url}")),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn compare_rejects_a_bad_trace_and_a_bad_policy() {
+    let output = run(&["compare", "--trace", "-"], "t_us,key,cost\n1,a\n");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("<stdin>: line 2, field row"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = run(
+        &["compare", "--trace", "-", "--limit", "0"],
+        "t_us,key,cost\n",
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("limit must be at least 1, got 0"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = run(&["compare", "--limit", "5"], "");
+    assert_eq!(output.status.code(), Some(2), "--limit needs --trace");
+}

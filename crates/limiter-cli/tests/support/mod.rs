@@ -1,0 +1,132 @@
+//! Shared by the integration tests: running the real binary, the shared
+//! vectors, and a small JSON reader (so the tests need no JSON crate).
+#![allow(dead_code, unreachable_pub)] // each test file uses a part
+
+pub mod json;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+/// The `limiter` binary built by cargo for these tests.
+pub fn limiter() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_limiter"))
+}
+
+/// Runs `limiter ARGS…` with `stdin` as standard input.
+pub fn run(args: &[&str], stdin: &str) -> Output {
+    let mut child = limiter()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the limiter binary runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).expect("stdout is UTF-8")
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
+}
+
+pub fn vectors_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vectors")
+}
+
+/// One row of `cases.csv`.
+#[derive(Debug)]
+pub struct Case {
+    pub name: String,
+    pub trace: PathBuf,
+    pub flags: Vec<String>,
+    pub expected: PathBuf,
+}
+
+/// Every shared conformance case, as `limiter replay` flags.
+pub fn cases() -> Vec<Case> {
+    let dir = vectors_dir();
+    let text = std::fs::read_to_string(dir.join("cases.csv")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("case,trace,algorithm,limit,window,capacity,queue,expected")
+    );
+    lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let f: Vec<&str> = line.split(',').collect();
+            assert_eq!(f.len(), 8, "{line}");
+            let mut flags = vec![
+                "--algorithm".to_owned(),
+                f[2].to_owned(),
+                "--limit".into(),
+                f[3].into(),
+                "--window".into(),
+                f[4].into(),
+            ];
+            if !f[5].is_empty() {
+                flags.extend(["--capacity".to_owned(), f[5].to_owned()]);
+            }
+            if !f[6].is_empty() {
+                flags.extend(["--queue".to_owned(), f[6].to_owned()]);
+            }
+            Case {
+                name: f[0].to_owned(),
+                trace: dir.join(f[1]),
+                flags,
+                expected: dir.join(f[7]),
+            }
+        })
+        .collect()
+}
+
+/// Replays every case with `extra` flags and asserts each prints exactly
+/// its expected file; returns how many were checked.
+pub fn replay_every_vector(extra: &[&str]) -> usize {
+    let cases = cases();
+    for case in &cases {
+        let output = limiter()
+            .arg("replay")
+            .args(&case.flags)
+            .args(extra)
+            .arg(&case.trace)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "case {} failed: {}",
+            case.name,
+            stderr(&output)
+        );
+        let expected = std::fs::read(&case.expected).unwrap();
+        if output.stdout != expected {
+            let actual = stdout(&output);
+            let expected = String::from_utf8(expected).unwrap();
+            let first = actual
+                .lines()
+                .zip(expected.lines())
+                .enumerate()
+                .find(|(_, (a, e))| a != e)
+                .map(|(i, (a, e))| format!("line {}:\n  got      {a}\n  expected {e}", i + 1))
+                .unwrap_or_else(|| {
+                    format!(
+                        "{} lines, expected {}",
+                        actual.lines().count(),
+                        expected.lines().count()
+                    )
+                });
+            panic!("case {} differs: {first}", case.name);
+        }
+    }
+    cases.len()
+}
