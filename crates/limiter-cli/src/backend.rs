@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use limiter_core::{Error, Limiter, ManualClock, Policy};
 use limiter_memory::MemoryLimiter;
+use limiter_redis::RedisLimiter;
 
 use crate::cli::{BackendArgs, BackendKind};
 use crate::failure::Failure;
@@ -15,6 +16,10 @@ use crate::failure::Failure;
 /// replays exactly (SPEC rule 5), and memory stays bounded by the keys
 /// active within the last hour of the trace.
 pub(crate) const MEMORY_EVICTION_DELAY: Duration = Duration::from_secs(3600);
+
+/// How long connecting to Redis may take in all before the command gives
+/// up (the Redis builder's own connection timeout, 1 s, bounds each try).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A limiter for `policy` on the chosen backend that reads its time from
 /// `clock`. On Redis its keys live under a fresh prefix,
@@ -33,11 +38,30 @@ pub(crate) async fn connect(
                 .build(),
         )),
         BackendKind::Redis => {
-            let _ = fresh_prefix(purpose);
-            Err(Failure::runtime(format!(
-                "cannot connect to Redis at {}: the Redis backend is not wired in yet",
-                backend.redis_url
-            )))
+            let url = &backend.redis_url;
+            let build = RedisLimiter::builder(url.as_str(), policy)
+                .key_prefix(fresh_prefix(purpose))
+                .clock(clock)
+                .build();
+            match tokio::time::timeout(CONNECT_TIMEOUT, build).await {
+                Ok(Ok(limiter)) => Ok(Arc::new(limiter)),
+                Ok(Err(Error::InvalidPolicy(e))) => {
+                    Err(Failure::usage(format!("invalid policy: {e}")))
+                }
+                Ok(Err(e)) => {
+                    let reason = reason(&e);
+                    // The Redis backend's messages name the server already.
+                    Err(Failure::runtime(if reason.contains("Redis") {
+                        reason
+                    } else {
+                        format!("cannot connect to Redis at {url}: {reason}")
+                    }))
+                }
+                Err(_) => Err(Failure::runtime(format!(
+                    "cannot connect to Redis at {url}: no answer within {}s",
+                    CONNECT_TIMEOUT.as_secs()
+                ))),
+            }
         }
     }
 }
@@ -50,11 +74,22 @@ fn fresh_prefix(purpose: &str) -> String {
     format!("limiter-{purpose}-{}-{nanos}", std::process::id())
 }
 
-/// How a backend failure is reported: which request, on which backend.
+/// How a backend failure is reported: which backend, on which request.
 pub(crate) fn backend_failure(backend: &BackendArgs, what: &str, error: &Error) -> Failure {
-    let at = match backend.backend {
-        BackendKind::Memory => "memory backend".to_owned(),
-        BackendKind::Redis => format!("Redis at {}", backend.redis_url),
+    let backend = match backend.backend {
+        BackendKind::Memory => "memory",
+        BackendKind::Redis => "Redis",
     };
-    Failure::runtime(format!("{at} failed on {what}: {error}"))
+    Failure::runtime(format!(
+        "{backend} backend failed on {what}: {}",
+        reason(error)
+    ))
+}
+
+/// An error's message without the core's `backend error: ` wrapper.
+fn reason(error: &Error) -> String {
+    match error {
+        Error::Backend(inner) => inner.to_string(),
+        other => other.to_string(),
+    }
 }

@@ -76,8 +76,6 @@ async fn replay(args: &ReplayArgs, out: &mut impl Write) -> Result<(), Stop> {
                 Error::ZeroCost | Error::CostExceedsCapacity { .. } | Error::TimeOutOfRange { .. },
             ) => None,
             Err(e) => {
-                // Line numbers count the header as line 1; blank lines are
-                // skipped by the reader, so this is the request's ordinal.
                 let what = format!(
                     "request {} of {name} (t_us={}, key={})",
                     index + 1,

@@ -5,6 +5,7 @@ mod support;
 
 use std::collections::BTreeMap;
 
+use limiter_test::redis_server::RedisServer;
 use support::json::{self, Json};
 use support::{limiter, run, stderr, stdout, vectors_dir};
 
@@ -197,6 +198,48 @@ fn a_user_trace_is_compared_with_its_own_policy() {
     let results = results(&doc, "<stdin>");
     assert_eq!(results["token-bucket"].get("admitted").num(), 170.0);
     assert_eq!(results["sliding-log"].get("admitted").num(), 100.0);
+}
+
+#[test]
+fn compare_gives_the_same_decisions_on_redis() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let on_redis = compare_json(&[
+        "--scenario",
+        "boundary-burst",
+        "--scenario",
+        "on-off-bursts",
+        "--backend",
+        "redis",
+        "--redis-url",
+        url.as_ref(),
+    ]);
+    let on_memory = compare_json(&[
+        "--scenario",
+        "boundary-burst",
+        "--scenario",
+        "on-off-bursts",
+    ]);
+    assert_eq!(on_redis.get("backend").str(), "redis");
+    for name in ["boundary-burst", "on-off-bursts"] {
+        let (redis, memory) = (results(&on_redis, name), results(&on_memory, name));
+        for algorithm in ALGORITHMS {
+            for field in [
+                "admitted",
+                "denied",
+                "max_units_in_window",
+                "retry_after_mean_us",
+                "retry_after_max_us",
+            ] {
+                assert_eq!(
+                    redis[algorithm].get(field),
+                    memory[algorithm].get(field),
+                    "{name} {algorithm} {field}"
+                );
+            }
+            assert_eq!(redis[algorithm].get("bytes_per_key"), &Json::Null);
+        }
+    }
 }
 
 #[test]

@@ -3,13 +3,35 @@
 
 mod support;
 
-use support::{replay_every_vector, run, stderr, stdout, vectors_dir};
+use std::io::Write;
+use std::process::Stdio;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use limiter_test::redis_server::RedisServer;
+use support::{limiter, replay_every_vector, run, stderr, stdout, vectors_dir};
 
 #[test]
 fn replay_matches_every_shared_vector_on_memory() {
     assert_eq!(replay_every_vector(&[]), 32);
     // Memory is the default; naming it changes nothing.
     assert_eq!(replay_every_vector(&["--backend", "memory"]), 32);
+}
+
+#[test]
+fn replay_matches_every_shared_vector_on_redis() {
+    let server = RedisServer::start();
+    let url = server.url();
+    assert_eq!(
+        replay_every_vector(&["--backend", "redis", "--redis-url", url.as_ref()]),
+        32
+    );
+    // Each run has a fresh key prefix: replaying again on the same server
+    // starts from empty keys and gives the same bytes.
+    assert_eq!(
+        replay_every_vector(&["--backend", "redis", "--redis-url", url.as_ref()]),
+        32
+    );
 }
 
 #[test]
@@ -90,5 +112,62 @@ fn replay_accepts_a_trace_without_a_cost_column() {
             "0,a,1,allowed,1,0,0,1000000,0",
             "1,a,1,denied,1,0,999999,999999,0"
         ]
+    );
+}
+
+#[test]
+fn a_redis_failure_mid_replay_stops_with_a_clear_message() {
+    let mut server = RedisServer::start();
+    let url = server.url();
+    let mut child = limiter()
+        .args([
+            "replay",
+            "--algorithm",
+            "fixed-window",
+            "--limit",
+            "5",
+            "--window",
+            "1s",
+            "--backend",
+            "redis",
+            "--redis-url",
+            url.as_str(),
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"t_us,key,cost\n1,a,1\n").unwrap();
+    stdin.flush().unwrap();
+    // Wait until the first request has been decided (its key exists), then
+    // take the server away before the second.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.command("DBSIZE") == ":0" {
+        assert!(
+            Instant::now() < deadline,
+            "the first request never reached Redis"
+        );
+        sleep(Duration::from_millis(10));
+    }
+    server.stop();
+    stdin.write_all(b"2,a,1\n3,a,1\n").unwrap();
+    drop(stdin);
+
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message
+            .starts_with("error: Redis backend failed on request 2 of <stdin> (t_us=2, key=a): "),
+        "{message}"
+    );
+    // The decision made before the failure was printed; nothing after it.
+    assert_eq!(
+        stdout(&output),
+        "t_us,key,cost,outcome,limit,remaining,retry_after_us,reset_after_us,wait_us\n\
+         1,a,1,allowed,5,4,0,999999,0\n"
     );
 }
