@@ -189,7 +189,7 @@ impl Pool {
                     return Err(BackendError::new(
                         BackendErrorKind::Connect,
                         format!(
-                            "Redis unreachable: the last connection attempt, {}ms ago, failed: {why}",
+                            "unreachable: the last connection attempt, {}ms ago, failed: {why}",
                             ago.as_millis()
                         ),
                     ));
@@ -204,10 +204,7 @@ impl Pool {
             };
             BackendError::new(
                 BackendErrorKind::Connect,
-                format!(
-                    "no Redis connection within {:?}: {why}",
-                    self.connection_timeout
-                ),
+                format!("no connection within {:?}: {why}", self.connection_timeout),
             )
         })
     }

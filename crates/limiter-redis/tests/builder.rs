@@ -1,0 +1,134 @@
+//! What `build()` refuses, before any round trip: a sliding log above the
+//! guard, bad options; and what every decision refuses before its round
+//! trip: bad costs and times.
+
+mod common;
+
+use std::time::Duration;
+
+use limiter_core::{Algorithm, Error, Limiter, ManualClock, Policy, PolicyError, Rate};
+use limiter_redis::{BackendError, BackendErrorKind, RedisLimiter};
+
+/// Nothing listens here: any round trip would fail as a connection error.
+const NOWHERE: &str = "redis://127.0.0.1:1/";
+
+fn config_error(error: Error) -> String {
+    match error {
+        Error::Backend(e) => {
+            let e = e.downcast::<BackendError>().expect("a BackendError");
+            assert_eq!(e.kind(), BackendErrorKind::Config, "{e}");
+            e.to_string()
+        }
+        other => panic!("expected a configuration error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_sliding_log_above_the_guard_is_refused_as_unsupported() {
+    let policy = Policy::sliding_log(Rate::per_hour(10_001)).unwrap();
+    let error = RedisLimiter::builder(NOWHERE, policy.clone())
+        .build()
+        .await
+        .unwrap_err();
+    match error {
+        Error::InvalidPolicy(PolicyError::Unsupported { reason }) => {
+            assert!(
+                reason.contains("10001") && reason.contains("10000"),
+                "{reason}"
+            );
+            assert!(reason.contains("max_sliding_log_limit"), "{reason}");
+        }
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+    // Raising the guard lets it through (to the real server).
+    let limiter = common::builder(policy)
+        .max_sliding_log_limit(20_000)
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(limiter.acquire("k", 10_001).await.unwrap().remaining, 0);
+    // At the guard itself, and for the other algorithms, no limit applies.
+    let at_guard = Policy::sliding_log(Rate::per_hour(10_000)).unwrap();
+    common::builder(at_guard).build().await.unwrap();
+    for algorithm in Algorithm::ALL
+        .into_iter()
+        .filter(|a| *a != Algorithm::SlidingLog)
+    {
+        let policy = Policy::new(algorithm, Rate::per_day(1_000_000)).unwrap();
+        common::builder(policy).build().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn bad_options_are_refused_before_connecting() {
+    let policy = Policy::token_bucket(Rate::per_second(5)).unwrap();
+    let build =
+        |builder: limiter_redis::RedisLimiterBuilder| async { builder.build().await.unwrap_err() };
+    let message =
+        config_error(build(RedisLimiter::builder(NOWHERE, policy.clone()).pool_size(0)).await);
+    assert!(message.contains("pool size"), "{message}");
+    let message = config_error(
+        build(RedisLimiter::builder(NOWHERE, policy.clone()).command_timeout(Duration::ZERO)).await,
+    );
+    assert!(message.contains("timeouts"), "{message}");
+    let message = config_error(
+        build(RedisLimiter::builder(NOWHERE, policy.clone()).connection_timeout(Duration::ZERO))
+            .await,
+    );
+    assert!(message.contains("timeouts"), "{message}");
+    let message = config_error(
+        build(RedisLimiter::builder(NOWHERE, policy.clone()).key_prefix("a{b}")).await,
+    );
+    assert!(message.contains("brace"), "{message}");
+    let message = config_error(build(RedisLimiter::builder("http://example", policy)).await);
+    assert!(message.contains("invalid Redis URL"), "{message}");
+}
+
+#[tokio::test]
+async fn bad_requests_are_errors_before_any_round_trip() {
+    let policy = Policy::leaky_bucket(Rate::per_second(5))
+        .unwrap()
+        .with_queue(8)
+        .unwrap();
+    let clock = ManualClock::new(0);
+    // Fail-open would admit anything that reached the backend.
+    let limiter = RedisLimiter::builder(NOWHERE, policy)
+        .clock(clock.clone())
+        .on_failure(limiter_redis::FailurePolicy::FailOpen)
+        .connection_timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .unwrap();
+    assert!(matches!(
+        limiter.acquire("k", 0).await,
+        Err(Error::ZeroCost)
+    ));
+    assert!(matches!(limiter.peek("k", 0).await, Err(Error::ZeroCost)));
+    assert!(matches!(
+        limiter.acquire("k", 9).await,
+        Err(Error::CostExceedsCapacity { cost: 9, max: 8 })
+    ));
+    clock.set(limiter_core::MAX_TIME_US + 1);
+    assert!(matches!(
+        limiter.acquire("k", 1).await,
+        Err(Error::TimeOutOfRange { .. })
+    ));
+}
+
+#[tokio::test]
+async fn the_defaults_are_as_documented() {
+    use limiter_redis::RedisLimiterBuilder as B;
+    assert_eq!(B::DEFAULT_KEY_PREFIX, "limiter");
+    assert_eq!(B::DEFAULT_POOL_SIZE, 10);
+    assert_eq!(B::DEFAULT_MAX_SLIDING_LOG_LIMIT, 10_000);
+    assert_eq!(B::DEFAULT_TTL_FLOOR, Duration::from_secs(60));
+    let policy = Policy::fixed_window(Rate::per_second(5)).unwrap();
+    let limiter = RedisLimiter::builder(common::server().url(), policy)
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(limiter.key_prefix(), "limiter");
+    assert_eq!(limiter.redis_key("u"), "limiter:{u}:fw");
+    assert_eq!(limiter.policy().limit(), 5);
+    limiter.ping().await.unwrap();
+}

@@ -1,0 +1,89 @@
+//! Shared by the Redis tests: one `redis-server` per test binary, fresh key
+//! prefixes, and [`RedisHarness`] for the conformance suite.
+#![allow(dead_code, unreachable_pub)] // each test binary uses a part
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use limiter_core::{Limiter, ManualClock, Policy};
+use limiter_redis::{RedisLimiter, RedisLimiterBuilder};
+use limiter_test::redis_server::RedisServer;
+use limiter_test::Harness;
+
+/// The test binary's server, started on first use and stopped when the
+/// process exits (see `RedisServer`).
+pub fn server() -> &'static RedisServer {
+    static SERVER: OnceLock<RedisServer> = OnceLock::new();
+    SERVER.get_or_init(RedisServer::start)
+}
+
+/// A key prefix no other limiter in this process uses.
+pub fn fresh_prefix(name: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "test-{name}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A builder on the shared server under a fresh prefix, with timeouts
+/// generous enough for a loaded machine.
+pub fn builder(policy: Policy) -> RedisLimiterBuilder {
+    builder_at(&server().url(), policy)
+}
+
+/// A builder on `url` under a fresh prefix, with generous timeouts.
+pub fn builder_at(url: &str, policy: Policy) -> RedisLimiterBuilder {
+    RedisLimiter::builder(url, policy)
+        .key_prefix(fresh_prefix("t"))
+        .connection_timeout(Duration::from_secs(5))
+        .command_timeout(Duration::from_secs(5))
+}
+
+/// A connection to the shared server, for inspecting keys.
+pub async fn connection() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server().url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// Every key under `prefix`, by `SCAN`.
+pub async fn keys_under(prefix: &str) -> Vec<String> {
+    let mut conn = connection().await;
+    let mut cursor = 0u64;
+    let mut keys = Vec::new();
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}:*"))
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        keys.extend(batch);
+        if next == 0 {
+            return keys;
+        }
+        cursor = next;
+    }
+}
+
+/// The conformance suite's view of Redis: a limiter on the shared server
+/// under a fresh key prefix per call, with time from the suite's clock.
+#[derive(Debug, Default)]
+pub struct RedisHarness;
+
+#[async_trait]
+impl Harness for RedisHarness {
+    async fn limiter(&self, policy: Policy, clock: ManualClock) -> Arc<dyn Limiter> {
+        let limiter = builder(policy).clock(clock).build().await.unwrap();
+        Arc::new(limiter)
+    }
+}

@@ -1,0 +1,157 @@
+//! Model test: random traces through the pure core ([`KeyState`]) and
+//! through Redis (caller time) give identical answers, for all five
+//! algorithms, including peeks, resets, costs above the maximum, time
+//! stepping backwards, ticks above 1 µs and times near 2^53.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use limiter_core::{Algorithm, Decision, Error, KeyState, Limiter, ManualClock, Policy, Rate};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Acquire { key: usize, cost: u64 },
+    Peek { key: usize, cost: u64 },
+    Reset { key: usize },
+}
+
+#[derive(Debug, Clone)]
+struct Step {
+    /// Microseconds to move the clock by (negative: backwards).
+    dt: i64,
+    op: Op,
+}
+
+fn policy() -> impl Strategy<Value = Policy> {
+    let algorithm = prop::sample::select(Algorithm::ALL.to_vec());
+    let window = prop_oneof![
+        Just(Duration::from_micros(7)),
+        Just(Duration::from_millis(1)),
+        Just(Duration::from_millis(250)),
+        Just(Duration::from_secs(1)),
+        Just(Duration::from_secs(10)),
+        Just(Duration::from_secs(86_400)),
+    ];
+    let limit = prop_oneof![1..=12u64, Just(1_000_000u64)];
+    (algorithm, limit, window, 1..=15u64).prop_filter_map(
+        "policy out of range",
+        |(algorithm, limit, window, extra)| {
+            // Keep sliding logs small (one entry per admission); let the
+            // buckets differ from their rate.
+            let limit = if algorithm == Algorithm::SlidingLog {
+                limit.min(50)
+            } else {
+                limit
+            };
+            let extra = (limit > 100).then_some(limit).unwrap_or(extra);
+            let (capacity, queue) = match algorithm {
+                Algorithm::TokenBucket => (Some(extra), None),
+                Algorithm::LeakyBucket => (None, Some(extra)),
+                _ => (None, None),
+            };
+            Policy::from_options(algorithm, Rate::new(limit, window), capacity, queue).ok()
+        },
+    )
+}
+
+fn steps(max_cost: u64, window_us: u64) -> impl Strategy<Value = Vec<Step>> {
+    let window = i64::try_from(window_us).unwrap_or(i64::MAX);
+    let dt = prop_oneof![
+        6 => 0..=window / 3 + 1,
+        2 => 0..=2 * window + 1,
+        1 => -(window / 2 + 1)..=0,
+        1 => Just(0i64),
+    ];
+    let cost = prop_oneof![8 => 1..=max_cost.min(4), 2 => 1..=max_cost, 1 => Just(max_cost + 1), 1 => Just(0u64)];
+    let key = 0..3usize;
+    let op = prop_oneof![
+        8 => (key.clone(), cost.clone()).prop_map(|(key, cost)| Op::Acquire { key, cost }),
+        2 => (key.clone(), cost).prop_map(|(key, cost)| Op::Peek { key, cost }),
+        1 => key.prop_map(|key| Op::Reset { key }),
+    ];
+    prop::collection::vec((dt, op).prop_map(|(dt, op)| Step { dt, op }), 1..60)
+}
+
+fn case() -> impl Strategy<Value = (Policy, u64, Vec<Step>)> {
+    let start = prop_oneof![
+        Just(0u64),
+        0..1_000_000u64,
+        1_700_000_000_000_000..1_800_000_000_000_000u64,
+        Just(limiter_core::MAX_TIME_US - 3 * 86_400_000_000),
+    ];
+    (policy(), start).prop_flat_map(|(policy, start)| {
+        let steps = steps(policy.max_cost(), policy.window_us());
+        (Just(policy), Just(start), steps)
+    })
+}
+
+/// An answer reduced to what must agree: the decision, or the error's kind.
+fn outcome(result: Result<Decision, Error>) -> Result<Decision, String> {
+    result.map_err(|e| match e {
+        Error::Backend(e) => panic!("Redis failed: {e}"),
+        e => format!("{e}"),
+    })
+}
+
+async fn differ(policy: Policy, start: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
+    let clock = ManualClock::new(start);
+    let redis = common::builder(policy.clone())
+        .clock(clock.clone())
+        .build()
+        .await
+        .unwrap();
+    let mut model: HashMap<usize, KeyState> = HashMap::new();
+    let mut now = start;
+    for (i, step) in steps.iter().enumerate() {
+        now = now
+            .saturating_add_signed(step.dt)
+            .min(limiter_core::MAX_TIME_US);
+        clock.set(now);
+        let name = |key: usize| format!("k{key}");
+        let (expected, actual) = match step.op {
+            Op::Acquire { key, cost } => {
+                let state = model.entry(key).or_insert_with(|| KeyState::fresh(&policy));
+                (
+                    outcome(state.acquire(&policy, now, cost)),
+                    outcome(redis.acquire(&name(key), cost).await),
+                )
+            }
+            Op::Peek { key, cost } => {
+                let state = model.entry(key).or_insert_with(|| KeyState::fresh(&policy));
+                (
+                    outcome(state.peek(&policy, now, cost)),
+                    outcome(redis.peek(&name(key), cost).await),
+                )
+            }
+            Op::Reset { key } => {
+                model.remove(&key);
+                redis.reset(&name(key)).await.unwrap();
+                continue;
+            }
+        };
+        prop_assert_eq!(
+            actual,
+            expected,
+            "step {} ({:?}) at t={} under {}",
+            i,
+            step,
+            now,
+            policy
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    // Real I/O: a modest number of cases, each a trace of up to 60 requests.
+    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+
+    #[test]
+    fn redis_decides_exactly_as_the_core((policy, start, steps) in case()) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(differ(policy, start, steps))?;
+    }
+}

@@ -1,0 +1,161 @@
+//! With Redis `TIME` (no caller clock): concurrent acquires on one key admit
+//! exactly the quota, and every key written carries a TTL.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use limiter_core::{Algorithm, Decision, Limiter, ManualClock, Policy, Rate};
+use limiter_redis::RedisLimiter;
+
+/// Fires `requests` concurrent acquires of one unit on one key.
+async fn burst(limiter: RedisLimiter, requests: usize) -> Vec<Decision> {
+    let limiter = Arc::new(limiter);
+    let tasks: Vec<_> = (0..requests)
+        .map(|_| {
+            let limiter = Arc::clone(&limiter);
+            tokio::spawn(async move { limiter.acquire("hot-key", 1).await.unwrap() })
+        })
+        .collect();
+    let mut decisions = Vec::with_capacity(requests);
+    for task in tasks {
+        decisions.push(task.await.unwrap());
+    }
+    decisions
+}
+
+fn admitted(decisions: &[Decision]) -> usize {
+    decisions.iter().filter(|d| d.allowed).count()
+}
+
+/// The article's load test: 500 concurrent requests against 100 per 10 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn five_hundred_concurrent_acquires_admit_exactly_one_hundred() {
+    let policy = Policy::sliding_log(Rate::new(100, Duration::from_secs(10))).unwrap();
+    let limiter = common::builder(policy).pool_size(16).build().await.unwrap();
+    let decisions = burst(limiter, 500).await;
+    assert_eq!(admitted(&decisions), 100);
+    for denied in decisions.iter().filter(|d| !d.allowed) {
+        assert_eq!(denied.remaining, 0);
+        assert!(denied.retry_after > Duration::ZERO);
+        assert!(denied.retry_after <= Duration::from_secs(10));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_concurrent_acquires_admit_exactly_five() {
+    let policy = Policy::sliding_log(Rate::new(5, Duration::from_secs(10))).unwrap();
+    let limiter = common::builder(policy).build().await.unwrap();
+    assert_eq!(admitted(&burst(limiter, 20).await), 5);
+}
+
+/// Every algorithm admits exactly its quota from a burst when the window is
+/// long enough that nothing refills meanwhile (a day: one unit per 864 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_algorithm_admits_exactly_its_quota_from_a_burst() {
+    for algorithm in Algorithm::ALL {
+        let policy = Policy::new(algorithm, Rate::per_day(100)).unwrap();
+        let limiter = common::builder(policy).pool_size(16).build().await.unwrap();
+        let decisions = burst(limiter, 300).await;
+        let windows = |d: &Decision| d.time_us / 86_400_000_000;
+        let first = decisions.iter().map(windows).min().unwrap();
+        let last = decisions.iter().map(windows).max().unwrap();
+        let admitted = admitted(&decisions);
+        match algorithm {
+            // Window-based algorithms see a fresh quota past midnight UTC:
+            // exact only if the burst did not straddle it.
+            Algorithm::FixedWindow | Algorithm::SlidingCounter if first != last => {
+                assert!((100..=200).contains(&admitted), "{algorithm}: {admitted}")
+            }
+            _ => assert_eq!(admitted, 100, "{algorithm}"),
+        }
+    }
+}
+
+/// After traffic with Redis time, every key under the prefix has a TTL, no
+/// longer than the state's reset_after (plus a millisecond of rounding).
+#[tokio::test]
+async fn every_key_written_with_redis_time_has_a_ttl_of_its_reset_after() {
+    for algorithm in Algorithm::ALL {
+        let window = Duration::from_secs(30);
+        let policy = Policy::new(algorithm, Rate::new(3, window)).unwrap();
+        let limiter = common::builder(policy).build().await.unwrap();
+        for i in 0..10 {
+            limiter
+                .acquire(&format!("user:{}", i % 4), 1)
+                .await
+                .unwrap();
+            limiter.peek(&format!("peeked:{i}"), 1).await.unwrap();
+        }
+        let keys = common::keys_under(limiter.key_prefix()).await;
+        assert_eq!(keys.len(), 4, "{algorithm}: peeks write nothing: {keys:?}");
+        let mut conn = common::connection().await;
+        for key in keys {
+            let ttl: i64 = redis::cmd("PTTL")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            // The sliding counter may keep a key up to two windows.
+            let most = 2 * window.as_millis() as i64 + 1;
+            assert!(ttl > 0 && ttl <= most, "{algorithm}: {key} has PTTL {ttl}");
+        }
+    }
+}
+
+/// With a caller clock, keys live at least the TTL floor, whatever the
+/// trace's times say (even far in the past or future).
+#[tokio::test]
+async fn every_key_written_with_caller_time_has_at_least_the_floor() {
+    for algorithm in Algorithm::ALL {
+        let policy = Policy::new(algorithm, Rate::new(2, Duration::from_millis(5))).unwrap();
+        let clock = ManualClock::new(1_000);
+        let limiter = common::builder(policy)
+            .clock(clock.clone())
+            .ttl_floor(Duration::from_secs(90))
+            .build()
+            .await
+            .unwrap();
+        for i in 0..12u64 {
+            clock.set(1_000 + i * 700);
+            limiter.acquire(&format!("k{}", i % 3), 1).await.unwrap();
+        }
+        let keys = common::keys_under(limiter.key_prefix()).await;
+        assert_eq!(keys.len(), 3, "{algorithm}: {keys:?}");
+        let mut conn = common::connection().await;
+        for key in keys {
+            let ttl: i64 = redis::cmd("PTTL")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert!(
+                ttl > 60_000 && ttl <= 90_000,
+                "{algorithm}: {key} has PTTL {ttl}"
+            );
+        }
+    }
+}
+
+/// Keys are laid out as documented: `{prefix}:{user key}:{algorithm}`.
+#[tokio::test]
+async fn keys_are_prefixed_and_hash_tagged_by_user_key() {
+    let policy = Policy::sliding_log(Rate::per_second(5)).unwrap();
+    let limiter = common::builder(policy).build().await.unwrap();
+    limiter.acquire("user:42", 1).await.unwrap();
+    let prefix = limiter.key_prefix().to_owned();
+    assert_eq!(
+        common::keys_under(&prefix).await,
+        vec![format!("{prefix}:{{user:42}}:sl")]
+    );
+    assert_eq!(
+        limiter.redis_key("user:42"),
+        format!("{prefix}:{{user:42}}:sl")
+    );
+    limiter.reset("user:42").await.unwrap();
+    assert!(
+        common::keys_under(&prefix).await.is_empty(),
+        "reset deletes the key"
+    );
+}
