@@ -42,7 +42,12 @@ replay with a message on stderr and exit status 1.
 Time: the limiter's clock is set to each row's t_us before it is decided (on
 Redis too: the trace's times are passed to the scripts), so a replay gives
 the same decisions on every backend and at any speed. Each Redis replay uses
-a fresh key prefix, limiter-replay-<pid>-<nanos>.
+a fresh key prefix, limiter-replay-<pid>-<nanos>. The memory backend keeps a
+key for an hour of trace time past its reset before it may drop it, so a
+trace whose clock steps back by less than that still replays exactly.
+
+Backends may refuse a policy: Redis refuses a sliding log above 10000 per
+window (one sorted-set entry per admission; use sliding-counter).
 
 Progress is shown on stderr when stderr is a terminal, never on stdout.
 
@@ -117,7 +122,7 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Replay a trace through one algorithm and print every decision as CSV (SPEC section 6).
+    /// Replay a trace through one algorithm and print every decision as CSV.
     #[command(after_help = REPLAY_AFTER_HELP)]
     Replay(ReplayArgs),
     /// Run all five algorithms on the same requests and compare what they admit.
@@ -197,7 +202,8 @@ pub struct CompareArgs {
     #[arg(long, value_enum, value_name = "NAME", conflicts_with = "trace")]
     pub scenario: Vec<ScenarioName>,
     /// Compare on this trace (CSV `t_us,key,cost`, or `-` for standard input)
-    /// instead of the built-in scenarios.
+    /// instead of the built-in scenarios; it is read into memory, since each
+    /// algorithm replays it.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
     /// With --trace: units admitted per window.

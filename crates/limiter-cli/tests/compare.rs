@@ -359,3 +359,19 @@ fn the_json_reader_accepts_json_and_rejects_the_rest() {
         assert!(json::parse(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn an_empty_trace_gives_zeros_and_valid_json() {
+    let output = run(
+        &["compare", "--trace", "-", "--format", "json"],
+        "t_us,key,cost\n",
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let doc = json::parse(&stdout(&output)).unwrap();
+    for (_, result) in results(&doc, "<stdin>") {
+        assert_eq!(result.get("admitted").num(), 0.0);
+        assert_eq!(result.get("max_units_in_window").num(), 0.0);
+        assert_eq!(result.get("retry_after_mean_us"), &Json::Null);
+        assert_eq!(result.get("decisions_per_second"), &Json::Null);
+    }
+}

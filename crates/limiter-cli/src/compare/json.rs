@@ -59,7 +59,7 @@ pub(crate) fn render(reports: &[ScenarioReport], backend: BackendKind) -> String
                 r.retry_after_max_us
                     .map_or_else(|| "null".to_owned(), |v| v.to_string()),
                 r.wall_time.as_micros(),
-                number(Some(r.decisions_per_second)),
+                number(r.decisions_per_second),
                 number(r.bytes_per_key),
             );
         }

@@ -174,7 +174,7 @@ impl Scenario {
             requests.push(request.time_us, &request.key, request.cost);
         }
         let description = format!(
-            "{} requests on {} keys from {name}",
+            "{} requests on {} keys",
             requests.requests.len(),
             requests.keys.len()
         );

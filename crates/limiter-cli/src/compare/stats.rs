@@ -97,11 +97,8 @@ impl Recorder {
                 .then(|| self.retry_sum_us as f64 / self.denied as f64),
             retry_after_max_us: (self.denied > 0).then_some(self.retry_max_us),
             wall_time: elapsed,
-            decisions_per_second: if seconds > 0.0 {
-                decisions as f64 / seconds
-            } else {
-                f64::INFINITY
-            },
+            decisions_per_second: (decisions > 0 && seconds > 0.0)
+                .then(|| decisions as f64 / seconds),
             bytes_per_key,
             admissions: self.admissions,
         }
@@ -126,7 +123,8 @@ pub(crate) struct AlgorithmResult {
     pub(crate) retry_after_mean_us: Option<f64>,
     pub(crate) retry_after_max_us: Option<u64>,
     pub(crate) wall_time: Duration,
-    pub(crate) decisions_per_second: f64,
+    /// `None` when nothing was decided (or too fast to time).
+    pub(crate) decisions_per_second: Option<f64>,
     /// Estimated state per key (memory backend only).
     pub(crate) bytes_per_key: Option<f64>,
     /// Admissions per key, sorted by the time they proceed.
