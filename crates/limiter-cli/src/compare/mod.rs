@@ -2,8 +2,8 @@
 //!
 //! Each scenario is replayed once per algorithm on the chosen backend (a
 //! fresh limiter, and on Redis a fresh key prefix, each time) with a manual
-//! clock set to each request's time; [`stats`] turns the decisions into
-//! figures, which [`table`], [`json`] and [`svg`] present.
+//! clock set to each request's time; `stats` turns the decisions into
+//! figures, which `table`, `json` and `svg` present.
 
 mod json;
 mod scenarios;
