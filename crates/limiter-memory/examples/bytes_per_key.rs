@@ -62,8 +62,16 @@ fn parent(keys: u64) {
             .env("MALLOC_ARENA_MAX", "1")
             .output()
             .expect("run the measuring child");
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-        let held: u64 = String::from_utf8(output.stdout).unwrap().trim().parse().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let held: u64 = String::from_utf8(output.stdout)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         println!("{name:<16} {held:>13} {:>10.1}", held as f64 / keys as f64);
     }
 }
@@ -80,7 +88,10 @@ fn child(variant: usize, keys: u64) {
         for i in 0..keys {
             key.clear();
             write!(key, "user:{i:07}").unwrap();
-            assert!(limiter.try_acquire(&key, 1).unwrap().allowed, "{tick} {key}");
+            assert!(
+                limiter.try_acquire(&key, 1).unwrap().allowed,
+                "{tick} {key}"
+            );
         }
     }
     let after = resident_bytes().unwrap();

@@ -488,17 +488,26 @@ mod tests {
             .clock(clock.clone())
             .eviction_delay(Duration::ZERO)
             .build();
-        assert_eq!(limiter.sweep.earliest_evict_at.load(Ordering::SeqCst), u64::MAX);
+        assert_eq!(
+            limiter.sweep.earliest_evict_at.load(Ordering::SeqCst),
+            u64::MAX
+        );
         limiter.try_acquire("a", 1).unwrap();
         clock.set(500_000);
         limiter.try_acquire("b", 1).unwrap();
         // "a" resets at 1 s, "b" at 1.5 s.
-        assert_eq!(limiter.sweep.earliest_evict_at.load(Ordering::SeqCst), 1_000_000);
+        assert_eq!(
+            limiter.sweep.earliest_evict_at.load(Ordering::SeqCst),
+            1_000_000
+        );
         clock.set(999_999);
         assert_eq!(limiter.sweep_expired(), 0);
         clock.set(1_000_000);
         assert_eq!(limiter.sweep_expired(), 1);
-        assert_eq!(limiter.sweep.earliest_evict_at.load(Ordering::SeqCst), 1_500_000);
+        assert_eq!(
+            limiter.sweep.earliest_evict_at.load(Ordering::SeqCst),
+            1_500_000
+        );
         assert!(format!("{limiter:?}").contains("keys_held: 1"));
     }
 }

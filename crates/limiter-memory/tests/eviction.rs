@@ -85,7 +85,10 @@ fn evicted_keys_decide_exactly_as_kept_ones() {
                 expected,
                 "{policy} at {now} on {key}"
             );
-            assert_eq!(evicting.try_peek(&key, 1).unwrap(), kept[&key].peek(&policy, now, 1).unwrap());
+            assert_eq!(
+                evicting.try_peek(&key, 1).unwrap(),
+                kept[&key].peek(&policy, now, 1).unwrap()
+            );
             evictions += evicting.sweep_expired();
             requests += 1;
         }
@@ -94,7 +97,11 @@ fn evicted_keys_decide_exactly_as_kept_ones() {
         // Long after every reset, nothing is held.
         clock.set(now + policy.window_us() * 3);
         evicting.sweep_expired();
-        assert!(evicting.is_empty(), "{policy}: {} keys left", evicting.len());
+        assert!(
+            evicting.is_empty(),
+            "{policy}: {} keys left",
+            evicting.len()
+        );
     }
 }
 
@@ -241,8 +248,14 @@ fn spraying_distinct_keys_keeps_the_map_bounded() {
             most_held = most_held.max(limiter.len());
         }
         let bound = live + live.max(1_024);
-        assert!(most_held <= bound, "{algorithm}: {most_held} keys held, bound {bound}");
-        assert!(most_held >= live - 1, "{algorithm}: sweeping dropped live keys?");
+        assert!(
+            most_held <= bound,
+            "{algorithm}: {most_held} keys held, bound {bound}"
+        );
+        assert!(
+            most_held >= live - 1,
+            "{algorithm}: sweeping dropped live keys?"
+        );
     }
 }
 
@@ -268,5 +281,8 @@ fn spraying_distinct_keys_never_exceeds_max_keys() {
     // 1,000 keys a second are live but only 300 fit: most are refused, and
     // sweeps keep making room as keys reset.
     assert!(refused > 10_000, "{refused} refused");
-    assert!(refused < 20_000 - 300, "{refused} refused: no room was ever made");
+    assert!(
+        refused < 20_000 - 300,
+        "{refused} refused: no room was ever made"
+    );
 }

@@ -2,7 +2,32 @@
 //! backend runs unchanged, and a real `redis-server` harness.
 //!
 //! A backend's `tests/` implements [`Harness`] and expands
-//! [`conformance_suite!`] into one `#[tokio::test]` per case.
+//! [`conformance_suite!`] into one `#[tokio::test]` per case:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use async_trait::async_trait;
+//! use limiter_core::{Limiter, ManualClock, Policy};
+//! use limiter_test::{Harness, ModelLimiter};
+//!
+//! struct MyHarness;
+//!
+//! #[async_trait]
+//! impl Harness for MyHarness {
+//!     async fn limiter(&self, policy: Policy, clock: ManualClock) -> Arc<dyn Limiter> {
+//!         // A backend builds its own limiter here, reading time from `clock`.
+//!         Arc::new(ModelLimiter::new(policy, clock))
+//!     }
+//! }
+//!
+//! limiter_test::conformance_suite!(MyHarness);
+//! # fn main() {}
+//! ```
+//!
+//! The cases themselves are in [`cases`], each written once as a generic
+//! async function over a [`Harness`]. [`ModelHarness`] runs them against
+//! the core alone, which is how this crate tests its own cases.
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -11,7 +36,11 @@
 )]
 #![forbid(unsafe_code)]
 
+pub mod cases;
 mod harness;
+mod model;
 pub mod redis_server;
+mod suite;
 
 pub use self::harness::Harness;
+pub use self::model::{ModelHarness, ModelLimiter};

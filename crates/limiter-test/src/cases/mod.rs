@@ -1,0 +1,219 @@
+//! The conformance cases, each written once as a generic async function over
+//! a [`Harness`], so every backend runs the same checks.
+//!
+//! A backend does not call these one by one: its `tests/` expands
+//! [`conformance_suite!`](crate::conformance_suite), which generates one
+//! `#[tokio::test]` per case. Each case makes its own limiters (and so its
+//! own key prefixes) through the harness, and drives time through the
+//! [`ManualClock`] it hands them.
+//!
+//! Grouped by theme: the rules every algorithm shares (SPEC section 2), each
+//! algorithm's behaviour (section 3), the shared vectors (section 6a),
+//! concurrency, and random traces against the core's model.
+
+mod algorithms;
+mod concurrency;
+mod random;
+mod rules;
+mod vectors;
+
+use std::sync::Arc;
+
+use limiter_core::{Decision, Error, Limiter, ManualClock, Policy, Rate};
+
+pub use self::{
+    algorithms::{
+        article_boundary_case, fixed_window_counts_per_aligned_window,
+        leaky_bucket_queues_and_reports_the_wait, sliding_counter_weighs_the_previous_window,
+        sliding_log_counts_the_trailing_window, token_bucket_bursts_then_refills,
+    },
+    concurrency::{
+        concurrent_acquires_on_one_key_admit_exactly_the_limit, concurrent_keys_are_isolated,
+    },
+    random::{random_traces_match_the_core_model, times_up_to_2_pow_53_match_the_core_model},
+    rules::{
+        cost_above_the_maximum_is_an_error, decisions_report_the_policy_limit,
+        denied_request_changes_nothing, keys_are_independent, peek_answers_what_acquire_would,
+        peek_writes_nothing, reset_after_is_exact, reset_restores_the_full_quota,
+        retry_after_is_exact, time_beyond_2_pow_53_is_an_error,
+        time_never_runs_backwards_inside_a_key, zero_cost_is_an_error,
+    },
+    vectors::shared_vectors_replay_byte_for_byte,
+};
+use crate::Harness;
+
+/// The time most cases start at: 2023-11-14T22:13:20Z in µs, a multiple of
+/// ten seconds, so windows of 1 s and 10 s start on it.
+pub(crate) const T0: u64 = 1_700_000_000_000_000;
+
+/// One of each algorithm with small numbers, the buckets with a capacity or
+/// queue apart from the limit, and policies whose tick is above 1 µs
+/// (SPEC section 5).
+pub(crate) fn policies() -> Vec<Policy> {
+    let policy = |result: Result<Policy, limiter_core::PolicyError>| result.expect("valid policy");
+    vec![
+        policy(Policy::fixed_window(Rate::new(3, secs(10)))),
+        policy(Policy::sliding_log(Rate::new(3, secs(10)))),
+        policy(Policy::sliding_counter(Rate::new(10, secs(10)))),
+        policy(Policy::token_bucket(Rate::new(2, secs(1))).and_then(|p| p.with_capacity(5))),
+        policy(Policy::leaky_bucket(Rate::new(2, secs(1))).and_then(|p| p.with_queue(3))),
+        policy(Policy::fixed_window(Rate::per_day(1_000_000))),
+        policy(Policy::sliding_counter(Rate::per_day(1_000_000))),
+        policy(Policy::token_bucket(Rate::per_day(5_000_000))),
+        policy(Policy::leaky_bucket(Rate::per_day(1_000_000))),
+    ]
+}
+
+pub(crate) fn secs(secs: u64) -> std::time::Duration {
+    std::time::Duration::from_secs(secs)
+}
+
+/// A duration in whole µs.
+pub(crate) fn micros(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_micros()).expect("durations fit in u64 µs")
+}
+
+/// A limiter under test, the clock it reads and its policy.
+pub(crate) struct Subject {
+    pub(crate) limiter: Arc<dyn Limiter>,
+    pub(crate) clock: ManualClock,
+    pub(crate) policy: Policy,
+}
+
+impl Subject {
+    pub(crate) async fn new<H: Harness>(harness: &H, policy: &Policy) -> Self {
+        let clock = ManualClock::new(T0);
+        let limiter = harness.limiter(policy.clone(), clock.clone()).await;
+        assert_eq!(
+            limiter.policy(),
+            policy,
+            "the harness must build a limiter for the policy it is given"
+        );
+        Self {
+            limiter,
+            clock,
+            policy: policy.clone(),
+        }
+    }
+
+    /// `acquire` with the clock set to `t_us`.
+    pub(crate) async fn try_acquire(
+        &self,
+        t_us: u64,
+        key: &str,
+        cost: u64,
+    ) -> Result<Decision, Error> {
+        self.clock.set(t_us);
+        self.limiter.acquire(key, cost).await
+    }
+
+    /// `peek` with the clock set to `t_us`.
+    pub(crate) async fn try_peek(
+        &self,
+        t_us: u64,
+        key: &str,
+        cost: u64,
+    ) -> Result<Decision, Error> {
+        self.clock.set(t_us);
+        self.limiter.peek(key, cost).await
+    }
+
+    /// `acquire` at `t_us`, which must not fail.
+    pub(crate) async fn acquire(&self, t_us: u64, key: &str, cost: u64) -> Decision {
+        let result = self.try_acquire(t_us, key, cost).await;
+        self.decided(result, "acquire", t_us, key, cost)
+    }
+
+    /// `peek` at `t_us`, which must not fail.
+    pub(crate) async fn peek(&self, t_us: u64, key: &str, cost: u64) -> Decision {
+        let result = self.try_peek(t_us, key, cost).await;
+        self.decided(result, "peek", t_us, key, cost)
+    }
+
+    pub(crate) async fn reset(&self, key: &str) {
+        if let Err(e) = self.limiter.reset(key).await {
+            panic!("{}: reset({key:?}) failed: {e}", self.policy);
+        }
+    }
+
+    fn decided(
+        &self,
+        result: Result<Decision, Error>,
+        op: &str,
+        t_us: u64,
+        key: &str,
+        cost: u64,
+    ) -> Decision {
+        let decision = result.unwrap_or_else(|e| {
+            panic!(
+                "{}: {op}({key:?}, {cost}) at {t_us}µs failed: {e}",
+                self.policy
+            )
+        });
+        assert_eq!(
+            decision.time_us, t_us,
+            "{}: a decision reports the time it was made at",
+            self.policy
+        );
+        decision
+    }
+}
+
+/// What a request came to, comparable across backends: a decision, or the
+/// kind of error that SPEC names. A backend failure is no answer at all, so
+/// it fails the case on the spot.
+pub(crate) type Outcome = Result<Decision, &'static str>;
+
+pub(crate) fn outcome(result: Result<Decision, Error>) -> Outcome {
+    result.map_err(|e| match e {
+        Error::ZeroCost => "ZeroCost",
+        Error::CostExceedsCapacity { .. } => "CostExceedsCapacity",
+        Error::TimeOutOfRange { .. } => "TimeOutOfRange",
+        Error::InvalidPolicy(e) => panic!("invalid policy where a decision was expected: {e}"),
+        e => panic!("backend failure where a decision was expected: {e}"),
+    })
+}
+
+/// Asserts a decision field by field, durations in µs:
+/// `(allowed, remaining, retry_after, reset_after, wait)`.
+#[track_caller]
+pub(crate) fn assert_decision(
+    decision: &Decision,
+    expected: (bool, u64, u64, u64, u64),
+    context: &str,
+) {
+    let actual = (
+        decision.allowed,
+        decision.remaining,
+        micros(decision.retry_after),
+        micros(decision.reset_after),
+        micros(decision.wait),
+    );
+    assert_eq!(
+        actual, expected,
+        "{context}: (allowed, remaining, retry_after µs, reset_after µs, wait µs)"
+    );
+}
+
+/// SplitMix64: a small deterministic generator, so a failing trace
+/// reproduces exactly.
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform-ish in `0..n` (`n > 0`).
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
