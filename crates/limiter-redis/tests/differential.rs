@@ -81,6 +81,8 @@ fn case() -> impl Strategy<Value = (Policy, u64, Vec<Step>)> {
         0..1_000_000u64,
         1_700_000_000_000_000..1_800_000_000_000_000u64,
         Just(limiter_core::MAX_TIME_US - 3 * 86_400_000_000),
+        // Within a window of the end of the range, where ts + W > 2^53.
+        (limiter_core::MAX_TIME_US - 20_000_000)..=limiter_core::MAX_TIME_US,
     ];
     (policy(), start).prop_flat_map(|(policy, start)| {
         let steps = steps(policy.max_cost(), policy.window_us());

@@ -58,7 +58,7 @@ local start = t_eff - e
 local prev, curr = 0, 0
 if start == start_s then
   prev, curr = prev_s, curr_s
-elseif start == start_s + W then
+elseif start - start_s == W then -- (start_s + W may exceed 2^53)
   prev, curr = curr_s, 0
 end
 

@@ -97,5 +97,8 @@ while lo < hi do
   if tonumber(entry[1]) < target then lo = mid + 1 else hi = mid end
 end
 local leaving = redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')
-local retry_after = tonumber(leaving[2]) + W - t_eff
-return {0, L - count, retry_after, newest_ts + W - t_eff, 0, t_eff, time_us}
+-- ts + W - t_eff, written so that no intermediate exceeds 2^53 (ts + W
+-- may, near the end of the range): t_eff >= every ts.
+local retry_after = W - (t_eff - tonumber(leaving[2]))
+local reset_after = W - (t_eff - newest_ts)
+return {0, L - count, retry_after, reset_after, 0, t_eff, time_us}
