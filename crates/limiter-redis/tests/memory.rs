@@ -24,7 +24,11 @@ async fn memory_usage(key: &str) -> u64 {
 async fn key_after(algorithm: Algorithm, limit: u64, admissions: u64) -> (String, u64) {
     let policy = Policy::new(algorithm, Rate::new(limit, Duration::from_secs(3600))).unwrap();
     let clock = ManualClock::new(1_750_000_000_123_456);
-    let limiter = common::builder(policy).clock(clock.clone()).build().await.unwrap();
+    let limiter = common::builder(policy)
+        .clock(clock.clone())
+        .build()
+        .await
+        .unwrap();
     for _ in 0..admissions {
         assert!(limiter.acquire("user:1234567", 1).await.unwrap().allowed);
         clock.advance(Duration::from_millis(1));
