@@ -63,7 +63,8 @@ Built-in scenarios (all run when neither --scenario nor --trace is given):
   boundary-burst     100 per 10s; 100 requests at 9 s and 100 at 11 s (the
                      article's case: fixed window admits 200, sliding log 100)
   steady-over-limit  100 per 10s; one request every 50 ms for 60 s (twice the rate)
-  on-off-bursts      100 per 10s; 150 requests within 1 s, every 13 s, 6 times
+  on-off-bursts      100 per 10s; 150 requests within 1 s, every 13 s from
+                     9.5 s (the first straddles a window boundary), 6 times
   many-keys          10 per 1s on each of 1000 keys; 40 requests per key at
                      random times within 2 s (fixed seed)
 

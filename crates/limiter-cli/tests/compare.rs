@@ -146,6 +146,18 @@ fn json_holds_every_scenario_and_the_articles_figures() {
     );
     // The leaky bucket admits a burst into its queue, but they leave smoothly.
     assert!(figure("leaky-bucket", "max_units_in_window") <= 101.0);
+
+    // A burst straddling a boundary: the fixed window lets 150 through
+    // within one second, the sliding log never more than the limit.
+    let bursts = results(&doc, "on-off-bursts");
+    assert_eq!(
+        bursts["fixed-window"].get("max_units_in_window").num(),
+        150.0
+    );
+    assert_eq!(
+        bursts["sliding-log"].get("max_units_in_window").num(),
+        100.0
+    );
 }
 
 #[test]

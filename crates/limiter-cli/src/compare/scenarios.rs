@@ -19,7 +19,7 @@ pub enum ScenarioName {
     BoundaryBurst,
     /// 100 per 10 s; one request every 50 ms for 60 s (twice the rate).
     SteadyOverLimit,
-    /// 100 per 10 s; 150 requests within 1 s, every 13 s, six times.
+    /// 100 per 10 s; 150 requests within 1 s, every 13 s from 9.5 s, six times.
     OnOffBursts,
     /// 10 per 1 s on each of 1000 keys, 40 requests per key within 2 s.
     ManyKeys,
@@ -119,14 +119,15 @@ impl Scenario {
             }
             ScenarioName::OnOffBursts => {
                 for burst in 0..6u64 {
-                    let start = 2_000_000 + burst * 13_000_000;
+                    // From 9.5 s: the first burst straddles a window boundary.
+                    let start = 9_500_000 + burst * 13_000_000;
                     for i in 0..150u64 {
                         requests.push(start + i * 1_000_000 / 150, "client", 1);
                     }
                 }
                 (
                     per_10s,
-                    "150 requests within 1 s, every 13 s, six times, one key",
+                    "150 requests within 1 s, every 13 s from 9.5 s, six times, one key",
                 )
             }
             ScenarioName::ManyKeys => {
