@@ -46,7 +46,7 @@ fn policy() -> impl Strategy<Value = Policy> {
             } else {
                 limit
             };
-            let extra = (limit > 100).then_some(limit).unwrap_or(extra);
+            let extra = if limit > 100 { limit } else { extra };
             let (capacity, queue) = match algorithm {
                 Algorithm::TokenBucket => (Some(extra), None),
                 Algorithm::LeakyBucket => (None, Some(extra)),

@@ -35,14 +35,17 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a stopping server has to exit before it is sent `SIGKILL`.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The wrapper: starts the server with the arguments given, prints its pid,
-/// then waits for standard input to close (this process stopped it or
-/// exited) and stops the server.
+/// The wrapper, run in the server's directory: starts the server with the
+/// arguments given, prints its pid, then waits for standard input to close
+/// (this process stopped it or exited), stops the server and removes the
+/// directory (named by `$LIMITER_REDIS_DIR`; `Drop` never runs for a
+/// server held in a `static`).
 const WRAPPER: &str = r#"redis-server "$@" >redis.out 2>&1 & pid=$!
 echo "$pid"
 read -r _ignored
 kill "$pid" 2>/dev/null
-wait "$pid""#;
+wait "$pid"
+rm -rf "$LIMITER_REDIS_DIR""#;
 
 /// A running `redis-server` on `127.0.0.1`, stopped on drop.
 pub struct RedisServer {
@@ -70,12 +73,9 @@ impl RedisServer {
     /// its log).
     pub fn start() -> Self {
         ensure_installed();
-        let dir = unique_dir();
-        std::fs::create_dir_all(&dir)
-            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
         let mut server = Self {
             port: free_port(),
-            dir,
+            dir: unique_dir(),
             process: None,
         };
         server.launch();
@@ -92,7 +92,8 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
-    /// The server's working directory (its log is `redis.log` there).
+    /// The server's working directory (its log is `redis.log` there),
+    /// removed when the server stops.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -130,6 +131,8 @@ impl RedisServer {
     }
 
     fn launch(&mut self) {
+        std::fs::create_dir_all(&self.dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", self.dir.display()));
         let log = self.dir.join("redis.log");
         let port = self.port.to_string();
         let dir = self.dir.to_string_lossy().into_owned();
@@ -143,6 +146,7 @@ impl RedisServer {
             .args(["--dir", &dir, "--logfile", &log_path])
             .args(["--daemonize", "no"])
             .current_dir(&self.dir)
+            .env("LIMITER_REDIS_DIR", &self.dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -170,9 +174,9 @@ impl RedisServer {
                 return;
             }
             if Instant::now() > deadline || !process_alive(server_pid) {
-                running.stop();
                 let log = std::fs::read_to_string(&log).unwrap_or_default();
                 let out = std::fs::read_to_string(self.dir.join("redis.out")).unwrap_or_default();
+                running.stop();
                 panic!(
                     "redis-server on port {} did not answer PING within {START_TIMEOUT:?}; \
                      output:\n{out}\nlog:\n{log}",
@@ -314,6 +318,9 @@ mod tests {
             "stopped means unreachable"
         );
         drop(server);
-        assert!(!dir.exists(), "the directory is removed on drop");
+        assert!(
+            !dir.exists(),
+            "the directory is removed when the server stops"
+        );
     }
 }
