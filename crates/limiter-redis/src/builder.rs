@@ -23,12 +23,13 @@ pub enum FailurePolicy {
     /// Return [`Error::Backend`]: the caller decides. The default.
     #[default]
     ReturnError,
-    /// Admit the request (with `remaining` 0) and log a `tracing` warning:
-    /// an outage of the limiter does not become an outage of the service.
+    /// Admit the request (with `remaining` 0) and log a `tracing` warning
+    /// (at most one per second): an outage of the limiter does not become
+    /// an outage of the service.
     FailOpen,
     /// Deny the request (with `remaining` 0 and a `retry_after` of one
-    /// second, or the window if shorter) and log a `tracing` warning:
-    /// nothing passes unlimited.
+    /// second, or the window if shorter) and log a `tracing` warning (at
+    /// most one per second): nothing passes unlimited.
     FailClosed,
 }
 

@@ -1,8 +1,8 @@
 //! [`RedisLimiter`]: the [`Limiter`] on Redis.
 
 use std::fmt;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use limiter_core::{
@@ -30,6 +30,7 @@ pub struct RedisLimiter {
     on_failure: FailurePolicy,
     ttl_floor_ms: u64,
     url: String,
+    warnings: WarningThrottle,
 }
 
 impl RedisLimiter {
@@ -54,6 +55,7 @@ impl RedisLimiter {
             on_failure: builder.on_failure,
             ttl_floor_ms,
             url,
+            warnings: WarningThrottle::default(),
         }
     }
 
@@ -157,13 +159,20 @@ impl RedisLimiter {
             FailurePolicy::FailOpen => true,
             FailurePolicy::FailClosed => false,
         };
-        tracing::warn!(
-            error = %error,
-            key,
-            on_failure = ?self.on_failure,
-            "rate limiter backend failed; {} the request",
-            if allowed { "admitting" } else { "denying" }
-        );
+        // One warning per second at most, counting the failures in between:
+        // an outage must not flood the logs at the request rate.
+        if let Some(suppressed) = self.warnings.admit() {
+            tracing::warn!(
+                error = %error,
+                key,
+                on_failure = ?self.on_failure,
+                suppressed,
+                "rate limiter backend failed; {} the request ({suppressed} more failures since the last warning)",
+                if allowed { "admitting" } else { "denying" }
+            );
+        } else {
+            tracing::debug!(error = %error, key, "rate limiter backend failed");
+        }
         let policy = &self.policy;
         let time_us = time_us
             .unwrap_or_else(|| SystemClock.now_us())
@@ -183,6 +192,33 @@ impl RedisLimiter {
             t_eff: time_us / tick,
         };
         Ok(decision.into_decision(policy, time_us))
+    }
+}
+
+/// Lets through one warning per [`WarningThrottle::PERIOD`].
+#[derive(Debug, Default)]
+struct WarningThrottle {
+    state: Mutex<Option<(Instant, u64)>>,
+}
+
+impl WarningThrottle {
+    const PERIOD: Duration = Duration::from_secs(1);
+
+    /// `Some(failures suppressed since the last warning)` if a warning may
+    /// be logged now, else `None` (and the failure is counted).
+    fn admit(&self) -> Option<u64> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match &mut *state {
+            Some((last, suppressed)) if last.elapsed() < Self::PERIOD => {
+                *suppressed += 1;
+                None
+            }
+            _ => {
+                let suppressed = state.map_or(0, |(_, n)| n);
+                *state = Some((Instant::now(), 0));
+                Some(suppressed)
+            }
+        }
     }
 }
 
@@ -247,5 +283,24 @@ impl fmt::Debug for RedisLimiter {
             )
             .field("on_failure", &self.on_failure)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warnings_are_throttled_and_counted() {
+        let throttle = WarningThrottle::default();
+        assert_eq!(throttle.admit(), Some(0));
+        assert_eq!(throttle.admit(), None);
+        assert_eq!(throttle.admit(), None);
+        let mut state = throttle.state.lock().unwrap();
+        let (last, _) = state.as_mut().unwrap();
+        *last -= WarningThrottle::PERIOD;
+        drop(state);
+        assert_eq!(throttle.admit(), Some(2));
+        assert_eq!(throttle.admit(), None);
     }
 }
