@@ -9,8 +9,9 @@ use limiter_core::Algorithm;
 /// a script touches for one user key hashes to one slot (today each script
 /// touches one key; companion keys must use this function with another
 /// suffix). The prefix may not contain braces (checked when building), so
-/// the tag is always the user key, and distinct user keys or algorithms
-/// never share a Redis key.
+/// the tag is the user key (up to its first `}`, if it has one: such keys
+/// still get their own Redis key, only a coarser slot), and distinct user
+/// keys or algorithms never share a Redis key.
 pub(crate) fn state_key(prefix: &str, algorithm: Algorithm, user_key: &str) -> String {
     let suffix = match algorithm {
         Algorithm::FixedWindow => "fw",
