@@ -43,7 +43,10 @@ impl RedisLimiter {
 
     pub(crate) fn new(builder: RedisLimiterBuilder, pool: Pool, url: String) -> Self {
         let ttl_floor_ms = match builder.clock {
-            Some(_) => u64::try_from(builder.ttl_floor.as_millis()).unwrap_or(u64::MAX),
+            // Capped where Lua's doubles and PEXPIRE stay exact (285 years).
+            Some(_) => u64::try_from(builder.ttl_floor.as_millis())
+                .unwrap_or(u64::MAX)
+                .min(limiter_core::MAX_TIME_US / 1000),
             None => 0,
         };
         Self {

@@ -132,3 +132,22 @@ async fn the_defaults_are_as_documented() {
     assert_eq!(limiter.policy().limit(), 5);
     limiter.ping().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_huge_ttl_floor_is_capped_not_an_error() {
+    let policy = Policy::fixed_window(Rate::per_second(5)).unwrap();
+    let limiter = common::builder(policy)
+        .clock(ManualClock::new(1_000))
+        .ttl_floor(Duration::MAX)
+        .build()
+        .await
+        .unwrap();
+    assert!(limiter.acquire("k", 1).await.unwrap().allowed);
+    let mut conn = common::connection().await;
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(limiter.redis_key("k"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(ttl > 1_000_000_000, "PTTL {ttl}");
+}
