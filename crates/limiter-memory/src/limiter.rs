@@ -8,7 +8,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
-use limiter_core::{check_request, Clock, Decision, Error, KeyState, Limiter, Policy};
+use limiter_core::{
+    check_request, Algorithm, AlgorithmState, Clock, Decision, Error, FixedWindow, LeakyBucket,
+    Limiter, Policy, SlidingCounter, SlidingLog, TokenBucket,
+};
 
 use crate::builder::MemoryLimiterBuilder;
 use crate::error::KeyLimitReached;
@@ -21,9 +24,9 @@ pub(crate) const MIN_SWEEP_INTERVAL: usize = 1024;
 /// most once per `held / FULL_SWEEP_DIVISOR` new-key requests.
 const FULL_SWEEP_DIVISOR: usize = 16;
 
-/// A keyed in-process rate limiter: one [`KeyState`] per key in a sharded
-/// [`DashMap`], every decision made by `limiter-core` under the key's shard
-/// lock, so concurrent requests on one key never over-admit.
+/// A keyed in-process rate limiter: one algorithm state per key in a
+/// sharded [`DashMap`], every decision made by `limiter-core` under the
+/// key's shard lock, so concurrent requests on one key never over-admit.
 ///
 /// Build one with [`MemoryLimiter::new`] or [`MemoryLimiter::builder`]; use
 /// it through the [`Limiter`] trait (`Arc<dyn Limiter>`) or through the
@@ -42,7 +45,7 @@ const FULL_SWEEP_DIVISOR: usize = 16;
 pub struct MemoryLimiter {
     policy: Policy,
     clock: Box<dyn Clock>,
-    keys: DashMap<Box<str>, Slot>,
+    keys: Keys,
     max_keys: Option<usize>,
     eviction_delay_us: u64,
     /// Keys held, counted when a slot is reserved (just before its insert).
@@ -50,16 +53,55 @@ pub struct MemoryLimiter {
     sweep: Sweep,
 }
 
+/// The keys, in one map typed by the policy's algorithm, so each key holds
+/// only its own algorithm's state (16 bytes for a bucket, not the 40 of
+/// [`KeyState`](limiter_core::KeyState), which must fit a sliding log).
+#[derive(Debug)]
+enum Keys {
+    FixedWindow(Map<FixedWindow>),
+    SlidingLog(Map<SlidingLog>),
+    SlidingCounter(Map<SlidingCounter>),
+    TokenBucket(Map<TokenBucket>),
+    LeakyBucket(Map<LeakyBucket>),
+}
+
+type Map<S> = DashMap<Box<str>, Slot<S>>;
+
+/// Runs `$body` with `$map` bound to the typed map, whatever the algorithm.
+macro_rules! with_map {
+    ($keys:expr, $map:ident => $body:expr) => {
+        match $keys {
+            Keys::FixedWindow($map) => $body,
+            Keys::SlidingLog($map) => $body,
+            Keys::SlidingCounter($map) => $body,
+            Keys::TokenBucket($map) => $body,
+            Keys::LeakyBucket($map) => $body,
+        }
+    };
+}
+
+impl Keys {
+    fn new(algorithm: Algorithm) -> Self {
+        match algorithm {
+            Algorithm::FixedWindow => Self::FixedWindow(DashMap::new()),
+            Algorithm::SlidingLog => Self::SlidingLog(DashMap::new()),
+            Algorithm::SlidingCounter => Self::SlidingCounter(DashMap::new()),
+            Algorithm::TokenBucket => Self::TokenBucket(DashMap::new()),
+            Algorithm::LeakyBucket => Self::LeakyBucket(DashMap::new()),
+        }
+    }
+}
+
 /// What is stored per key.
 #[derive(Debug)]
-struct Slot {
-    state: KeyState,
+struct Slot<S> {
+    state: S,
     /// µs since the epoch from which the key may be dropped: the last
     /// admission's `time_us + reset_after`, plus the eviction delay.
     evict_at: u64,
 }
 
-impl Slot {
+impl<S: AlgorithmState> Slot<S> {
     #[inline]
     fn acquire(
         &mut self,
@@ -122,9 +164,9 @@ impl MemoryLimiter {
             eviction_delay_us,
         } = builder;
         Self {
+            keys: Keys::new(policy.algorithm()),
             policy,
             clock,
-            keys: DashMap::new(),
             max_keys,
             eviction_delay_us,
             held: AtomicUsize::new(0),
@@ -170,10 +212,7 @@ impl MemoryLimiter {
     #[inline]
     pub fn try_acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
         let now_us = self.clock.now_us();
-        if let Some(mut slot) = self.keys.get_mut(key) {
-            return slot.acquire(&self.policy, now_us, cost, self.eviction_delay_us);
-        }
-        self.acquire_new_key(key, now_us, cost)
+        with_map!(&self.keys, map => self.acquire_in(map, key, now_us, cost))
     }
 
     /// Answers what [`try_acquire`](Self::try_acquire) would, now, without
@@ -186,16 +225,13 @@ impl MemoryLimiter {
     /// error: a peek stores nothing.
     pub fn try_peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
         let now_us = self.clock.now_us();
-        match self.keys.get(key) {
-            Some(slot) => slot.state.peek(&self.policy, now_us, cost),
-            None => KeyState::fresh(&self.policy).peek(&self.policy, now_us, cost),
-        }
+        with_map!(&self.keys, map => self.peek_in(map, key, now_us, cost))
     }
 
     /// Drops `key`'s state, so it starts again with a full quota; returns
     /// whether it was held. The synchronous form of [`Limiter::reset`].
     pub fn remove(&self, key: &str) -> bool {
-        let removed = self.keys.remove(key).is_some();
+        let removed = with_map!(&self.keys, map => map.remove(key).is_some());
         if removed {
             self.held.fetch_sub(1, Ordering::AcqRel);
         }
@@ -205,10 +241,10 @@ impl MemoryLimiter {
     /// Drops every key's state.
     pub fn clear(&self) {
         let mut removed = 0;
-        self.keys.retain(|_, _| {
+        with_map!(&self.keys, map => map.retain(|_, _| {
             removed += 1;
             false
-        });
+        }));
         self.held.fetch_sub(removed, Ordering::AcqRel);
     }
 
@@ -236,10 +272,45 @@ impl MemoryLimiter {
         removed
     }
 
+    /// [`try_peek`](Self::try_peek) in the algorithm's map.
+    fn peek_in<S: AlgorithmState>(
+        &self,
+        map: &Map<S>,
+        key: &str,
+        now_us: u64,
+        cost: u64,
+    ) -> Result<Decision, Error> {
+        match map.get(key) {
+            Some(slot) => slot.state.peek(&self.policy, now_us, cost),
+            None => S::fresh(&self.policy).peek(&self.policy, now_us, cost),
+        }
+    }
+
+    /// [`try_acquire`](Self::try_acquire) in the algorithm's map.
+    #[inline]
+    fn acquire_in<S: AlgorithmState>(
+        &self,
+        map: &Map<S>,
+        key: &str,
+        now_us: u64,
+        cost: u64,
+    ) -> Result<Decision, Error> {
+        if let Some(mut slot) = map.get_mut(key) {
+            return slot.acquire(&self.policy, now_us, cost, self.eviction_delay_us);
+        }
+        self.acquire_new_key(map, key, now_us, cost)
+    }
+
     /// The slow path of [`try_acquire`](Self::try_acquire): `key` was not held.
     #[cold]
     #[inline(never)]
-    fn acquire_new_key(&self, key: &str, now_us: u64, cost: u64) -> Result<Decision, Error> {
+    fn acquire_new_key<S: AlgorithmState>(
+        &self,
+        map: &Map<S>,
+        key: &str,
+        now_us: u64,
+        cost: u64,
+    ) -> Result<Decision, Error> {
         // Requests that can never succeed neither allocate nor reserve.
         check_request(&self.policy, now_us, cost)?;
         let requests = self.sweep.new_key_requests.fetch_add(1, Ordering::Relaxed) + 1;
@@ -247,7 +318,7 @@ impl MemoryLimiter {
             self.scheduled_sweep(now_us);
         }
         self.reserve_key(now_us)?;
-        let decision = match self.keys.entry(Box::from(key)) {
+        let decision = match map.entry(Box::from(key)) {
             Entry::Occupied(mut held) => {
                 // Another request inserted the key since our lookup.
                 self.release_keys(1);
@@ -257,7 +328,7 @@ impl MemoryLimiter {
             }
             Entry::Vacant(vacant) => {
                 let mut slot = Slot {
-                    state: KeyState::fresh(&self.policy),
+                    state: S::fresh(&self.policy),
                     evict_at: 0,
                 };
                 let decision = slot.acquire(&self.policy, now_us, cost, self.eviction_delay_us);
@@ -369,7 +440,7 @@ impl MemoryLimiter {
         earliest.store(u64::MAX, Ordering::SeqCst);
         let mut removed = 0;
         let mut earliest_kept = u64::MAX;
-        self.keys.retain(|_, slot| {
+        with_map!(&self.keys, map => map.retain(|_, slot| {
             if slot.evict_at <= now_us {
                 removed += 1;
                 false
@@ -377,16 +448,18 @@ impl MemoryLimiter {
                 earliest_kept = earliest_kept.min(slot.evict_at);
                 true
             }
-        });
+        }));
         earliest.fetch_min(earliest_kept, Ordering::SeqCst);
         if removed > 0 {
             self.release_keys(removed);
             // Give memory back after a burst of one-off keys, with enough
             // slack that a steady population does not shrink and regrow.
             let held = self.len();
-            if self.keys.capacity() > 4 * held.max(MIN_SWEEP_INTERVAL) {
-                self.keys.shrink_to_fit();
-            }
+            with_map!(&self.keys, map => {
+                if map.capacity() > 4 * held.max(MIN_SWEEP_INTERVAL) {
+                    map.shrink_to_fit();
+                }
+            });
         }
         removed
     }
@@ -434,12 +507,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_entry_is_one_cache_line_before_the_key_bytes() {
-        // A boxed key (16 bytes) and the slot: the largest state is the
-        // sliding log's deque plus a total, then the eviction time.
+    fn entries_are_small() {
+        // A boxed key (16 bytes), the algorithm's state, the eviction time.
         assert_eq!(size_of::<Box<str>>(), 16);
-        assert!(size_of::<Slot>() <= 48, "{}", size_of::<Slot>());
-        assert!(size_of::<(Box<str>, Slot)>() <= 64);
+        assert_eq!(size_of::<(Box<str>, Slot<FixedWindow>)>(), 40);
+        assert_eq!(size_of::<(Box<str>, Slot<TokenBucket>)>(), 40);
+        assert_eq!(size_of::<(Box<str>, Slot<LeakyBucket>)>(), 40);
+        assert_eq!(size_of::<(Box<str>, Slot<SlidingCounter>)>(), 48);
+        // The log's deque and running total: one cache line with the key.
+        assert_eq!(size_of::<(Box<str>, Slot<SlidingLog>)>(), 64);
     }
 
     #[test]
@@ -473,11 +549,12 @@ mod tests {
         for thread in threads {
             thread.join().unwrap();
         }
-        assert_eq!(limiter.len(), limiter.keys.len());
+        let map_len = || with_map!(&limiter.keys, map => map.len());
+        assert_eq!(limiter.len(), map_len());
         clock.advance(Duration::from_secs(2));
         limiter.sweep_expired();
         assert_eq!(limiter.len(), 0);
-        assert_eq!(limiter.keys.len(), 0);
+        assert_eq!(map_len(), 0);
     }
 
     #[test]
