@@ -18,7 +18,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let decision = sms.acquire(phone, 1).await?;
         if decision.allowed {
             sent += 1;
-            println!("attempt {attempt:>2}: sent, {} left this minute", decision.remaining);
+            println!(
+                "attempt {attempt:>2}: sent, {} left this minute",
+                decision.remaining
+            );
         } else {
             println!(
                 "attempt {attempt:>2}: refused, retry in {:?} (RateLimit-Reset in {:?})",

@@ -68,7 +68,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         for (offset, user, cost) in REQUESTS {
             clock.set(start + offset);
             let (status, decision) = api.handle(user, cost).await?;
-            let state = if user == "alice" { &mut alice } else { &mut bob };
+            let state = if user == "alice" {
+                &mut alice
+            } else {
+                &mut bob
+            };
             let expected = state.acquire(&policy, start + offset, cost)?;
             assert_eq!(decision, expected, "{policy}: {user} at +{offset}µs");
             println!(
