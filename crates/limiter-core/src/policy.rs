@@ -203,6 +203,11 @@ pub struct Policy {
     capacity: u64,
     queue: u64,
     tick_us: u64,
+    /// Derived once by `with_tick`, read on every decision.
+    window_ticks: u64,
+    max_cost: u64,
+    /// Ticks for a bucket to go from empty to full: `ceil(max_cost * W / L)`.
+    fill_ticks: u64,
 }
 
 impl Policy {
@@ -230,6 +235,9 @@ impl Policy {
             capacity: rate.limit,
             queue: rate.limit,
             tick_us: 1,
+            window_ticks: window_us,
+            max_cost: rate.limit,
+            fill_ticks: window_us,
         }
         .with_tick()
     }
@@ -321,6 +329,13 @@ impl Policy {
             let need = 4 * u128::from(units) * u128::from(self.window_us / tick);
             if need <= u128::from(EXACT_LIMIT) {
                 self.tick_us = tick;
+                self.window_ticks = self.window_us / tick;
+                self.max_cost = match self.algorithm {
+                    Algorithm::TokenBucket => self.capacity,
+                    Algorithm::LeakyBucket => self.queue,
+                    _ => self.limit,
+                };
+                self.fill_ticks = (self.max_cost * self.window_ticks).div_ceil(self.limit);
                 return Ok(self);
             }
             tick = tick.checked_mul(10).ok_or(out_of_range.clone())?;
@@ -355,11 +370,7 @@ impl Policy {
     /// decision: the capacity for a token bucket, the queue for a leaky
     /// bucket, the limit otherwise.
     pub fn max_cost(&self) -> u64 {
-        match self.algorithm {
-            Algorithm::TokenBucket => self.capacity,
-            Algorithm::LeakyBucket => self.queue,
-            _ => self.limit,
-        }
+        self.max_cost
     }
     /// The tick in microseconds: 1 for everyday policies, larger when the
     /// numbers would otherwise leave the exact range (SPEC section 5).
@@ -368,7 +379,14 @@ impl Policy {
     }
     /// The window in ticks.
     pub fn window_ticks(&self) -> u64 {
-        self.window_us / self.tick_us
+        self.window_ticks
+    }
+
+    /// Ticks for a bucket to fill (token bucket) or drain (leaky bucket)
+    /// completely: `ceil(max_cost * W / L)`. Past it, more elapsed time
+    /// changes nothing, which keeps `elapsed * L` in range.
+    pub fn fill_ticks(&self) -> u64 {
+        self.fill_ticks
     }
 }
 

@@ -31,7 +31,7 @@ impl AlgorithmState for LeakyBucket {
     fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<Self>) {
         let (w, rate) = (policy.window_ticks(), policy.limit());
         let full = policy.max_cost() * w;
-        let elapsed = (t - self.last).min(div_ceil(full, rate));
+        let elapsed = (t - self.last).min(policy.fill_ticks());
         let s = self.scaled_queued.saturating_sub(elapsed * rate);
         let need = n * w;
         if s + need <= full {

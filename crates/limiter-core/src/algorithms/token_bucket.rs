@@ -31,9 +31,7 @@ impl AlgorithmState for TokenBucket {
     fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<Self>) {
         let (w, rate) = (policy.window_ticks(), policy.limit());
         let full = policy.max_cost() * w;
-        // Past the time to refill from empty, more elapsed time changes
-        // nothing; the cap keeps `elapsed * rate` in range.
-        let elapsed = (t - self.last).min(div_ceil(full, rate));
+        let elapsed = (t - self.last).min(policy.fill_ticks());
         let s = full.min(self.scaled_tokens + elapsed * rate);
         let need = n * w;
         if s >= need {
