@@ -4,7 +4,11 @@
 //!   algorithm, allowed and denied, on one key and on 10,000 keys;
 //! - `peers/token-bucket`: limiter's memory token bucket against governor's
 //!   keyed limiter on the same 10,000 `String` keys;
-//! - `scaling/*`: one and two threads, distinct keys and one hot key.
+//! - `scaling/*`: one and two threads, distinct keys and one hot key;
+//! - `redis/*`: decisions per second of each algorithm at concurrency 1, 16
+//!   and 64 through the pool, beside the ceiling measured in the same run:
+//!   a trivial script (`return 1`) by EVALSHA through a bb8 pool of the same
+//!   size, and a PING through the limiter's own pool.
 #![allow(missing_docs)]
 
 use std::hint::black_box;
@@ -15,8 +19,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use governor::{Quota, RateLimiter};
+use limiter_core::Limiter;
 use limiter_core::{Algorithm, ManualClock, Policy, Rate};
 use limiter_memory::MemoryLimiter;
+use limiter_redis::RedisLimiter;
 
 const KEYS: usize = 10_000;
 
@@ -151,5 +157,108 @@ fn scaling(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, algorithms, peers, scaling);
+/// Connections in every Redis pool of the bench.
+const REDIS_POOL_SIZE: u32 = 16;
+
+/// Runs `total` operations from `concurrency` tasks at once and returns the
+/// wall time.
+async fn run_concurrently<F, Fut>(concurrency: u64, total: u64, op: F) -> Duration
+where
+    F: Fn(u64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let per_task = total.div_ceil(concurrency);
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|task| {
+            let op = op.clone();
+            tokio::spawn(async move {
+                for i in 0..per_task {
+                    op(task * per_task + i).await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    start.elapsed()
+}
+
+fn redis(c: &mut Criterion) {
+    let server = limiter_test::redis_server::RedisServer::start();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let keys = Arc::new(keys(KEYS));
+    let trivial = redis::Script::new("return 1");
+    let ceiling_pool = runtime.block_on(async {
+        let manager = bb8_redis::RedisConnectionManager::new(server.url()).unwrap();
+        bb8::Pool::builder()
+            .max_size(REDIS_POOL_SIZE)
+            .test_on_check_out(false)
+            .build(manager)
+            .await
+            .unwrap()
+    });
+    for concurrency in [1u64, 16, 64] {
+        let mut group = c.benchmark_group(format!("redis/concurrency-{concurrency}"));
+        group.throughput(Throughput::Elements(1));
+        group.sample_size(20);
+        group.measurement_time(Duration::from_secs(4));
+
+        let (pool, script) = (ceiling_pool.clone(), trivial.clone());
+        group.bench_function(BenchmarkId::new("ceiling-evalsha-return-1", "redis"), |b| {
+            b.to_async(&runtime).iter_custom(|iters| {
+                let (pool, script) = (pool.clone(), script.clone());
+                run_concurrently(concurrency, iters, move |_| {
+                    let (pool, script) = (pool.clone(), script.clone());
+                    async move {
+                        let mut conn = pool.get().await.unwrap();
+                        let one: i64 = script.invoke_async(&mut *conn).await.unwrap();
+                        black_box(one);
+                    }
+                })
+            })
+        });
+
+        for algorithm in Algorithm::ALL {
+            let limiter = runtime.block_on(async {
+                let limiter = RedisLimiter::builder(server.url(), generous(algorithm))
+                    .key_prefix(format!("bench-{concurrency}"))
+                    .pool_size(REDIS_POOL_SIZE)
+                    .build()
+                    .await
+                    .unwrap();
+                Arc::new(limiter)
+            });
+            if algorithm == Algorithm::TokenBucket {
+                let limiter = Arc::clone(&limiter);
+                group.bench_function(BenchmarkId::new("ceiling-ping", "limiter-pool"), |b| {
+                    b.to_async(&runtime).iter_custom(|iters| {
+                        let limiter = Arc::clone(&limiter);
+                        run_concurrently(concurrency, iters, move |_| {
+                            let limiter = Arc::clone(&limiter);
+                            async move { limiter.ping().await.unwrap() }
+                        })
+                    })
+                });
+            }
+            group.bench_function(BenchmarkId::new(algorithm.name(), "redis"), |b| {
+                b.to_async(&runtime).iter_custom(|iters| {
+                    let (limiter, keys) = (Arc::clone(&limiter), Arc::clone(&keys));
+                    run_concurrently(concurrency, iters, move |i| {
+                        let (limiter, keys) = (Arc::clone(&limiter), Arc::clone(&keys));
+                        async move {
+                            // A spread of keys, different for every task.
+                            let key = &keys[(i.wrapping_mul(7919) % KEYS as u64) as usize];
+                            black_box(limiter.acquire(key, 1).await.unwrap());
+                        }
+                    })
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, algorithms, peers, scaling, redis);
 criterion_main!(benches);
