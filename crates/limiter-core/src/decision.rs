@@ -75,6 +75,7 @@ pub struct TickDecision {
 impl TickDecision {
     /// Converts to a [`Decision`] for a request made at `time_us`: a duration
     /// of `D` ticks becomes `(t_eff + D) * tick - time_us` µs, and 0 stays 0.
+    #[inline]
     pub fn into_decision(self, policy: &Policy, time_us: u64) -> Decision {
         let tick = policy.tick_us();
         let to_micros = |ticks: u64| {

@@ -28,6 +28,7 @@
 mod algorithms;
 mod clock;
 mod decision;
+mod divisor;
 mod error;
 mod limiter;
 mod policy;

@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::divisor::Divisor;
 use crate::error::PolicyError;
 
 /// The five rate-limiting algorithms. See `docs/algorithms.md` for when to
@@ -208,6 +209,9 @@ pub struct Policy {
     max_cost: u64,
     /// Ticks for a bucket to go from empty to full: `ceil(max_cost * W / L)`.
     fill_ticks: u64,
+    /// `W` (ticks) and `L` as reciprocals: every decision divides by them.
+    window_divisor: Divisor,
+    limit_divisor: Divisor,
 }
 
 impl Policy {
@@ -238,6 +242,8 @@ impl Policy {
             window_ticks: window_us,
             max_cost: rate.limit,
             fill_ticks: window_us,
+            window_divisor: Divisor::new(window_us),
+            limit_divisor: Divisor::new(rate.limit),
         }
         .with_tick()
     }
@@ -336,6 +342,7 @@ impl Policy {
                     _ => self.limit,
                 };
                 self.fill_ticks = (self.max_cost * self.window_ticks).div_ceil(self.limit);
+                self.window_divisor = Divisor::new(self.window_ticks);
                 return Ok(self);
             }
             tick = tick.checked_mul(10).ok_or(out_of_range.clone())?;
@@ -343,10 +350,12 @@ impl Policy {
     }
 
     /// The algorithm.
+    #[inline]
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm
     }
     /// Units admitted per window (for the buckets: the refill or drain rate).
+    #[inline]
     pub fn limit(&self) -> u64 {
         self.limit
     }
@@ -355,6 +364,7 @@ impl Policy {
         Duration::from_micros(self.window_us)
     }
     /// The window in microseconds.
+    #[inline]
     pub fn window_us(&self) -> u64 {
         self.window_us
     }
@@ -369,22 +379,38 @@ impl Policy {
     /// The most one request may cost, and the `limit` reported in every
     /// decision: the capacity for a token bucket, the queue for a leaky
     /// bucket, the limit otherwise.
+    #[inline]
     pub fn max_cost(&self) -> u64 {
         self.max_cost
     }
     /// The tick in microseconds: 1 for everyday policies, larger when the
     /// numbers would otherwise leave the exact range (SPEC section 5).
+    #[inline]
     pub fn tick_us(&self) -> u64 {
         self.tick_us
     }
     /// The window in ticks.
+    #[inline]
     pub fn window_ticks(&self) -> u64 {
         self.window_ticks
+    }
+
+    /// Divides by the window in ticks (numerators up to 2^53).
+    #[inline]
+    pub(crate) fn window_divisor(&self) -> Divisor {
+        self.window_divisor
+    }
+
+    /// Divides by the limit (numerators up to 2^53).
+    #[inline]
+    pub(crate) fn limit_divisor(&self) -> Divisor {
+        self.limit_divisor
     }
 
     /// Ticks for a bucket to fill (token bucket) or drain (leaky bucket)
     /// completely: `ceil(max_cost * W / L)`. Past it, more elapsed time
     /// changes nothing, which keeps `elapsed * L` in range.
+    #[inline]
     pub fn fill_ticks(&self) -> u64 {
         self.fill_ticks
     }

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use limiter_core::{Clock, Policy, SystemClock};
+use limiter_core::{Clock, Policy};
+
+use crate::clock::{AnchoredClock, ClockSource};
 
 use crate::limiter::MemoryLimiter;
 
@@ -30,7 +32,7 @@ pub const DEFAULT_EVICTION_DELAY: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct MemoryLimiterBuilder {
     pub(crate) policy: Policy,
-    pub(crate) clock: Box<dyn Clock>,
+    pub(crate) clock: ClockSource,
     pub(crate) max_keys: Option<usize>,
     pub(crate) eviction_delay_us: u64,
 }
@@ -39,22 +41,24 @@ impl MemoryLimiterBuilder {
     pub(crate) fn new(policy: Policy) -> Self {
         Self {
             policy,
-            clock: Box::new(SystemClock),
+            clock: ClockSource::Anchored(AnchoredClock::new()),
             max_keys: None,
             eviction_delay_us: duration_us(DEFAULT_EVICTION_DELAY),
         }
     }
 
     /// Where the limiter reads the time of each request. Defaults to
-    /// [`SystemClock`] (wall-clock µs since the epoch, so fixed windows align
-    /// to the minute); give a [`ManualClock`](limiter_core::ManualClock) in
-    /// tests and replays.
+    /// [`AnchoredClock`] (wall-clock µs since the epoch, read once and then
+    /// advanced by the CPU's counter: a few ns a read); give
+    /// [`SystemClock`](limiter_core::SystemClock) to follow every wall-clock
+    /// adjustment, or a [`ManualClock`](limiter_core::ManualClock) in tests
+    /// and replays.
     ///
     /// Eviction reads the same clock: a key is dropped once this clock has
     /// passed its reset time (plus the [eviction delay](Self::eviction_delay)).
     #[must_use]
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
-        self.clock = Box::new(clock);
+        self.clock = ClockSource::Custom(Box::new(clock));
         self
     }
 

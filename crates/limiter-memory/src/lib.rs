@@ -69,11 +69,13 @@
 #![forbid(unsafe_code)]
 
 mod builder;
+mod clock;
 mod error;
 mod limiter;
 
 pub use self::{
     builder::{MemoryLimiterBuilder, DEFAULT_EVICTION_DELAY},
+    clock::AnchoredClock,
     error::KeyLimitReached,
     limiter::MemoryLimiter,
 };

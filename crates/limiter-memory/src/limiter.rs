@@ -9,11 +9,12 @@ use async_trait::async_trait;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use limiter_core::{
-    check_request, Algorithm, AlgorithmState, Clock, Decision, Error, FixedWindow, LeakyBucket,
-    Limiter, Policy, SlidingCounter, SlidingLog, TokenBucket,
+    check_request, Algorithm, AlgorithmState, Decision, Error, FixedWindow, LeakyBucket, Limiter,
+    Policy, SlidingCounter, SlidingLog, TokenBucket,
 };
 
 use crate::builder::MemoryLimiterBuilder;
+use crate::clock::ClockSource;
 use crate::error::KeyLimitReached;
 
 /// Without a cap, a sweep runs after this many new keys at the least (more
@@ -44,7 +45,7 @@ const FULL_SWEEP_DIVISOR: usize = 16;
 /// ```
 pub struct MemoryLimiter {
     policy: Policy,
-    clock: Box<dyn Clock>,
+    clock: ClockSource,
     keys: Keys,
     max_keys: Option<usize>,
     eviction_delay_us: u64,
@@ -123,7 +124,12 @@ impl<S: AlgorithmState> Slot<S> {
 /// state if nothing else arrives.
 #[inline]
 fn reset_time_us(decision: &Decision) -> u64 {
-    let reset_after = u64::try_from(decision.reset_after.as_micros()).unwrap_or(u64::MAX);
+    // u64 arithmetic: `as_micros` works in u128, slow on the hot path.
+    let reset_after = decision
+        .reset_after
+        .as_secs()
+        .saturating_mul(1_000_000)
+        .saturating_add(u64::from(decision.reset_after.subsec_micros()));
     decision.time_us.saturating_add(reset_after)
 }
 
@@ -144,7 +150,7 @@ struct Sweep {
 }
 
 impl MemoryLimiter {
-    /// A limiter for `policy` on the system clock, with no cap on keys and
+    /// A limiter for `policy` on the [`AnchoredClock`](crate::AnchoredClock), with no cap on keys and
     /// the default eviction delay (see [`MemoryLimiterBuilder`]).
     pub fn new(policy: Policy) -> Self {
         Self::builder(policy).build()

@@ -23,13 +23,15 @@ impl AlgorithmState for FixedWindow {
         Self::default()
     }
 
+    #[inline]
     fn stamp(&self) -> u64 {
         self.window_start
     }
 
+    #[inline]
     fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<Self>) {
         let (w, limit) = (policy.window_ticks(), policy.limit());
-        let window_start = t - t % w;
+        let window_start = t - policy.window_divisor().rem(t);
         let until_next_window = window_start + w - t;
         let count = if window_start == self.window_start {
             self.count
@@ -60,6 +62,7 @@ impl AlgorithmState for FixedWindow {
         }
     }
 
+    #[inline]
     fn apply(&mut self, update: Self) {
         *self = update;
     }

@@ -1,6 +1,6 @@
 //! Leaky bucket: a queue that drains at a constant rate.
 
-use super::{div_ceil, AlgorithmState};
+use super::AlgorithmState;
 use crate::decision::TickDecision;
 use crate::policy::Policy;
 
@@ -24,23 +24,26 @@ impl AlgorithmState for LeakyBucket {
         Self::default()
     }
 
+    #[inline]
     fn stamp(&self) -> u64 {
         self.last
     }
 
+    #[inline]
     fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<Self>) {
-        let (w, rate) = (policy.window_ticks(), policy.limit());
+        let w = policy.window_ticks();
+        let (per_window, per_rate) = (policy.window_divisor(), policy.limit_divisor());
         let full = policy.max_cost() * w;
         let elapsed = (t - self.last).min(policy.fill_ticks());
-        let s = self.scaled_queued.saturating_sub(elapsed * rate);
+        let s = self.scaled_queued.saturating_sub(elapsed * policy.limit());
         let need = n * w;
         if s + need <= full {
-            let wait = div_ceil(s, rate);
+            let wait = per_rate.div_ceil(s);
             let s = s + need;
             let decision = TickDecision {
                 allowed: true,
-                remaining: (full - s) / w,
-                reset_after: div_ceil(s, rate),
+                remaining: per_window.div(full - s),
+                reset_after: per_rate.div_ceil(s),
                 wait,
                 ..TickDecision::default()
             };
@@ -52,15 +55,16 @@ impl AlgorithmState for LeakyBucket {
         } else {
             let decision = TickDecision {
                 allowed: false,
-                remaining: (full - s) / w,
-                retry_after: div_ceil(s + need - full, rate),
-                reset_after: div_ceil(s, rate),
+                remaining: per_window.div(full - s),
+                retry_after: per_rate.div_ceil(s + need - full),
+                reset_after: per_rate.div_ceil(s),
                 ..TickDecision::default()
             };
             (decision, None)
         }
     }
 
+    #[inline]
     fn apply(&mut self, update: Self) {
         *self = update;
     }

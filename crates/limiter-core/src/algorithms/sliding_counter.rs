@@ -25,13 +25,15 @@ impl AlgorithmState for SlidingCounter {
         Self::default()
     }
 
+    #[inline]
     fn stamp(&self) -> u64 {
         self.window_start
     }
 
+    #[inline]
     fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<Self>) {
         let (w, limit) = (policy.window_ticks(), policy.limit());
-        let e = t % w;
+        let e = policy.window_divisor().rem(t);
         let window_start = t - e;
         let (prev, curr) = if window_start == self.window_start {
             (self.previous, self.current)
@@ -41,7 +43,12 @@ impl AlgorithmState for SlidingCounter {
             (0, 0)
         };
         let weighted_prev = prev * (w - e);
-        let remaining = |curr: u64| ((limit * w - weighted_prev) / w).saturating_sub(curr);
+        let per_window = policy.window_divisor();
+        let remaining = |curr: u64| {
+            per_window
+                .div(limit * w - weighted_prev)
+                .saturating_sub(curr)
+        };
         let reset_after = |curr: u64| match (curr, prev) {
             (0, 0) => 0,
             (0, _) => w - e,
@@ -80,6 +87,7 @@ impl AlgorithmState for SlidingCounter {
         }
     }
 
+    #[inline]
     fn apply(&mut self, update: Self) {
         *self = update;
     }

@@ -59,10 +59,12 @@ impl AlgorithmState for SlidingLog {
         Self::default()
     }
 
+    #[inline]
     fn stamp(&self) -> u64 {
         self.entries.back().map_or(0, |e| e.ts)
     }
 
+    #[inline]
     fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<LogUpdate>) {
         let (w, limit) = (policy.window_ticks(), policy.limit());
         // The window is (t - W, t]: entries at or before t - W are out.
@@ -104,6 +106,7 @@ impl AlgorithmState for SlidingLog {
         }
     }
 
+    #[inline]
     fn apply(&mut self, update: LogUpdate) {
         if update.expired > 0 {
             self.dropped_total = self.entries[update.expired - 1].total;

@@ -1,6 +1,6 @@
 //! Token bucket: bursts up to a capacity, then a steady refill.
 
-use super::{div_ceil, AlgorithmState};
+use super::AlgorithmState;
 use crate::decision::TickDecision;
 use crate::policy::Policy;
 
@@ -24,22 +24,25 @@ impl AlgorithmState for TokenBucket {
         }
     }
 
+    #[inline]
     fn stamp(&self) -> u64 {
         self.last
     }
 
+    #[inline]
     fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<Self>) {
-        let (w, rate) = (policy.window_ticks(), policy.limit());
+        let w = policy.window_ticks();
+        let (per_window, per_rate) = (policy.window_divisor(), policy.limit_divisor());
         let full = policy.max_cost() * w;
         let elapsed = (t - self.last).min(policy.fill_ticks());
-        let s = full.min(self.scaled_tokens + elapsed * rate);
+        let s = full.min(self.scaled_tokens + elapsed * policy.limit());
         let need = n * w;
         if s >= need {
             let s = s - need;
             let decision = TickDecision {
                 allowed: true,
-                remaining: s / w,
-                reset_after: div_ceil(full - s, rate),
+                remaining: per_window.div(s),
+                reset_after: per_rate.div_ceil(full - s),
                 ..TickDecision::default()
             };
             let next = Self {
@@ -50,15 +53,16 @@ impl AlgorithmState for TokenBucket {
         } else {
             let decision = TickDecision {
                 allowed: false,
-                remaining: s / w,
-                retry_after: div_ceil(need - s, rate),
-                reset_after: div_ceil(full - s, rate),
+                remaining: per_window.div(s),
+                retry_after: per_rate.div_ceil(need - s),
+                reset_after: per_rate.div_ceil(full - s),
                 ..TickDecision::default()
             };
             (decision, None)
         }
     }
 
+    #[inline]
     fn apply(&mut self, update: Self) {
         *self = update;
     }
