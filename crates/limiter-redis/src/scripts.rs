@@ -12,16 +12,27 @@ use std::sync::LazyLock;
 use limiter_core::{Algorithm, Decision, Policy, TickDecision};
 use redis::Script;
 
+/// One algorithm's script: the shared prelude (argument parsing, time,
+/// expiry), then the algorithm's own file.
+macro_rules! with_prelude {
+    ($file:literal) => {
+        concat!(
+            include_str!("scripts/prelude.lua"),
+            include_str!(concat!("scripts/", $file))
+        )
+    };
+}
+
 static FIXED_WINDOW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/fixed_window.lua")));
+    LazyLock::new(|| Script::new(with_prelude!("fixed_window.lua")));
 static SLIDING_LOG: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/sliding_log.lua")));
+    LazyLock::new(|| Script::new(with_prelude!("sliding_log.lua")));
 static SLIDING_COUNTER: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/sliding_counter.lua")));
+    LazyLock::new(|| Script::new(with_prelude!("sliding_counter.lua")));
 static TOKEN_BUCKET: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/token_bucket.lua")));
+    LazyLock::new(|| Script::new(with_prelude!("token_bucket.lua")));
 static LEAKY_BUCKET: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/leaky_bucket.lua")));
+    LazyLock::new(|| Script::new(with_prelude!("leaky_bucket.lua")));
 
 /// The script deciding `algorithm`.
 pub(crate) fn script(algorithm: Algorithm) -> &'static Script {

@@ -21,36 +21,9 @@
 -- A denied request writes nothing; an admitted one sets the key's TTL to
 -- its reset_after, the time to refill (at least the floor).
 
-local function idiv(a, b) return math.floor(a / b) end
-local function ceil_div(a, b)
-  local q = idiv(a, b)
-  if q * b < a then q = q + 1 end
-  return q
-end
-local function num(x) return string.format('%.0f', x) end
-
-local key = KEYS[1]
-local acquire = ARGV[1] == 'acquire'
-local n = tonumber(ARGV[2])
-local time_us = tonumber(ARGV[3])
-local tick = tonumber(ARGV[4])
-local W = tonumber(ARGV[5])
-local L = tonumber(ARGV[6])
-local C = tonumber(ARGV[7])
-local ttl_floor = tonumber(ARGV[8])
-
-if not time_us then
-  if redis.replicate_commands then redis.replicate_commands() end
-  local now = redis.call('TIME')
-  time_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
-end
-local t = idiv(time_us, tick)
-
-local function expire(t_eff, reset_after)
-  local ms = math.ceil((t_eff - t + reset_after) * tick / 1000) + 1
-  if ms < ttl_floor then ms = ttl_floor end
-  redis.call('PEXPIRE', key, num(ms))
-end
+-- key, acquire, n, time_us, tick, W, L, M, ttl_floor, t, idiv, ceil_div,
+-- num and expire come from prelude.lua (sent before this file).
+local C = M -- capacity
 
 local full = C * W
 local state = redis.call('HMGET', key, 's', 'l')
