@@ -7,25 +7,9 @@ use std::time::Duration;
 
 use limiter_core::{Algorithm, Error, KeyState, ManualClock, Policy, Rate};
 use limiter_memory::{KeyLimitReached, MemoryLimiter};
+use limiter_test::Rng;
 
 const T0: u64 = 1_700_000_000_000_000;
-
-/// SplitMix64: a small deterministic generator, so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn policies() -> Vec<Policy> {
     vec![
@@ -62,7 +46,7 @@ fn evicted_keys_decide_exactly_as_kept_ones() {
         let clock = ManualClock::new(T0);
         let evicting = limiter(&policy, &clock, Duration::ZERO);
         let mut kept: HashMap<String, KeyState> = HashMap::new();
-        let mut rng = Rng(policy.window_us() ^ policy.limit());
+        let mut rng = Rng::new(policy.window_us() ^ policy.limit());
         let mut now = T0;
         let (mut evictions, mut requests) = (0, 0);
         for _ in 0..3_000 {

@@ -42,5 +42,6 @@ mod model;
 pub mod redis_server;
 mod suite;
 
+pub use self::cases::Rng;
 pub use self::harness::Harness;
 pub use self::model::{ModelHarness, ModelLimiter};

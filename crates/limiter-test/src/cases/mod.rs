@@ -197,14 +197,17 @@ pub(crate) fn assert_decision(
 
 /// SplitMix64: a small deterministic generator, so a failing trace
 /// reproduces exactly.
-pub(crate) struct Rng(u64);
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
 
 impl Rng {
-    pub(crate) fn new(seed: u64) -> Self {
+    /// A generator starting from `seed`.
+    pub fn new(seed: u64) -> Self {
         Self(seed)
     }
 
-    pub(crate) fn next(&mut self) -> u64 {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -213,7 +216,7 @@ impl Rng {
     }
 
     /// Uniform-ish in `0..n` (`n > 0`).
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
     }
 }
