@@ -23,6 +23,9 @@ use std::time::Duration;
 use limiter_core::{Algorithm, ManualClock, Policy, Rate};
 use limiter_memory::MemoryLimiter;
 
+mod support;
+use support::resident_bytes;
+
 /// The variants measured: an algorithm, and how many distinct ticks each
 /// key admits at (only a sliding log stores one entry per tick).
 const VARIANTS: [(&str, Algorithm, u64); 7] = [
@@ -97,12 +100,4 @@ fn child(variant: usize, keys: u64) {
     let after = resident_bytes().unwrap();
     assert_eq!(limiter.len() as u64, keys);
     println!("{}", after.saturating_sub(before));
-}
-
-/// The resident set size in bytes (Linux), from `/proc/self/status`.
-fn resident_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
