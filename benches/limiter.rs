@@ -2,6 +2,8 @@
 //!
 //! - `algorithms/*`: what one decision costs on the memory backend, per
 //!   algorithm, allowed and denied, on one key and on 10,000 keys;
+//! - `sliding-log-by-limit/*`: a sliding log's cost per request at limits
+//!   of 10, 1,000 and 100,000, denied and allowed;
 //! - `peers/token-bucket`: limiter's memory token bucket against governor's
 //!   keyed limiter on the same 10,000 `String` keys;
 //! - `scaling/*`: one and two threads, distinct keys and one hot key;
@@ -73,6 +75,47 @@ fn algorithms(c: &mut Criterion) {
             group.finish();
         }
     }
+}
+
+/// A sliding log's cost per request must not grow with its limit: a full
+/// log of `L` entries at distinct ticks, decided on the denied path (a
+/// binary search for `retry_after`) and on the allowed path in steady state
+/// (each admission drops the entry leaving the window).
+fn sliding_log_limit(c: &mut Criterion) {
+    let mut group = c.benchmark_group("sliding-log-by-limit");
+    group.throughput(Throughput::Elements(1));
+    for limit in [10u64, 1_000, 100_000] {
+        let step = Duration::from_micros(10);
+        let window = step * u32::try_from(limit).unwrap();
+        let policy = Policy::sliding_log(Rate::new(limit, window)).unwrap();
+
+        let clock = ManualClock::new(1_000_000_000);
+        let full = MemoryLimiter::builder(policy.clone())
+            .clock(clock.clone())
+            .build();
+        for _ in 0..limit {
+            clock.advance(step);
+            assert!(full.try_acquire("k", 1).unwrap().allowed);
+        }
+        group.bench_function(BenchmarkId::new("denied", limit), |b| {
+            b.iter(|| black_box(full.try_acquire("k", 1).unwrap()))
+        });
+
+        let steady = MemoryLimiter::builder(policy).clock(clock.clone()).build();
+        for _ in 0..limit {
+            clock.advance(step);
+            steady.try_acquire("k", 1).unwrap();
+        }
+        group.bench_function(BenchmarkId::new("allowed", limit), |b| {
+            b.iter(|| {
+                clock.advance(step);
+                let decision = steady.try_acquire("k", 1).unwrap();
+                assert!(decision.allowed);
+                black_box(decision)
+            })
+        });
+    }
+    group.finish();
 }
 
 fn peers(c: &mut Criterion) {
@@ -280,5 +323,12 @@ fn redis(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, algorithms, peers, scaling, redis);
+criterion_group!(
+    benches,
+    algorithms,
+    sliding_log_limit,
+    peers,
+    scaling,
+    redis
+);
 criterion_main!(benches);
