@@ -150,6 +150,18 @@ impl RedisLimiterBuilder {
         self
     }
 
+    /// The TTL floor in ms the scripts apply: 0 with Redis time (the TTL is
+    /// then exactly `reset_after`); with a caller clock, capped where Lua's
+    /// doubles and `PEXPIRE` stay exact (285 years).
+    fn ttl_floor_ms(&self) -> u64 {
+        match self.clock {
+            Some(_) => u64::try_from(self.ttl_floor.as_millis())
+                .unwrap_or(u64::MAX)
+                .min(limiter_core::MAX_TIME_US / 1000),
+            None => 0,
+        }
+    }
+
     /// Checks every option, then connects once (bounded by the connection
     /// timeout) and loads the policy's script.
     ///
@@ -202,7 +214,7 @@ impl RedisLimiterBuilder {
         })?;
         let manager = Manager::new(client, self.connection_timeout, self.command_timeout);
         let pool = Pool::new(manager, self.pool_size, self.connection_timeout);
-        let script = scripts::script(self.policy.algorithm());
+        let script = scripts::script(&self.policy, self.ttl_floor_ms());
         let ready = async {
             let mut conn = pool.connect_now().await?;
             let loaded = tokio::time::timeout(
@@ -235,7 +247,7 @@ impl RedisLimiterBuilder {
                 }
             }
         }
-        Ok(RedisLimiter::new(self, pool, shown_url))
+        Ok(RedisLimiter::new(self, pool, shown_url, script))
     }
 }
 

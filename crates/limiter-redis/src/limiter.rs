@@ -15,6 +15,7 @@ use crate::error::{BackendError, BackendErrorKind};
 use crate::keys::state_key;
 use crate::pool::Pool;
 use crate::scripts::{self, Mode};
+use redis::Script;
 
 /// A keyed rate limiter whose state lives in Redis: each decision is one
 /// atomic Lua script (one round trip), deciding exactly as `limiter-core`.
@@ -28,7 +29,8 @@ pub struct RedisLimiter {
     pool: Pool,
     command_timeout: Duration,
     on_failure: FailurePolicy,
-    ttl_floor_ms: u64,
+    /// The policy's script, with its constants written in.
+    script: Script,
     url: String,
     warnings: WarningThrottle,
 }
@@ -41,14 +43,12 @@ impl RedisLimiter {
         RedisLimiterBuilder::new(url.into(), policy)
     }
 
-    pub(crate) fn new(builder: RedisLimiterBuilder, pool: Pool, url: String) -> Self {
-        let ttl_floor_ms = match builder.clock {
-            // Capped where Lua's doubles and PEXPIRE stay exact (285 years).
-            Some(_) => u64::try_from(builder.ttl_floor.as_millis())
-                .unwrap_or(u64::MAX)
-                .min(limiter_core::MAX_TIME_US / 1000),
-            None => 0,
-        };
+    pub(crate) fn new(
+        builder: RedisLimiterBuilder,
+        pool: Pool,
+        url: String,
+        script: Script,
+    ) -> Self {
         Self {
             policy: builder.policy,
             key_prefix: builder.key_prefix,
@@ -56,7 +56,7 @@ impl RedisLimiter {
             pool,
             command_timeout: builder.command_timeout,
             on_failure: builder.on_failure,
-            ttl_floor_ms,
+            script,
             url,
             warnings: WarningThrottle::default(),
         }
@@ -121,10 +121,9 @@ impl RedisLimiter {
         time_us: Option<u64>,
         mode: Mode,
     ) -> Result<Decision, BackendError> {
-        let script = scripts::script(self.policy.algorithm());
-        let mut invocation = script.prepare_invoke();
+        let mut invocation = self.script.prepare_invoke();
         invocation.key(self.redis_key(key));
-        for arg in scripts::args(&self.policy, mode, cost, time_us, self.ttl_floor_ms) {
+        for arg in scripts::args(mode, cost, time_us) {
             invocation.arg(arg);
         }
         let mut conn = self.pool.get().await?;

@@ -7,42 +7,35 @@
 //! [`TickDecision::into_decision`], the single place where SPEC section 5's
 //! µs conversion lives.
 
-use std::sync::LazyLock;
-
 use limiter_core::{Algorithm, Decision, Policy, TickDecision};
 use redis::Script;
 
-/// One algorithm's script: the shared prelude (argument parsing, time,
-/// expiry), then the algorithm's own file.
-macro_rules! with_prelude {
-    ($file:literal) => {
-        concat!(
-            include_str!("scripts/prelude.lua"),
-            include_str!(concat!("scripts/", $file))
-        )
-    };
+/// The prelude every script starts with (argument parsing, time, expiry).
+const PRELUDE: &str = include_str!("scripts/prelude.lua");
+
+/// The Lua of one algorithm, following the prelude.
+fn algorithm_source(algorithm: Algorithm) -> &'static str {
+    match algorithm {
+        Algorithm::FixedWindow => include_str!("scripts/fixed_window.lua"),
+        Algorithm::SlidingLog => include_str!("scripts/sliding_log.lua"),
+        Algorithm::SlidingCounter => include_str!("scripts/sliding_counter.lua"),
+        Algorithm::TokenBucket => include_str!("scripts/token_bucket.lua"),
+        Algorithm::LeakyBucket => include_str!("scripts/leaky_bucket.lua"),
+    }
 }
 
-static FIXED_WINDOW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_prelude!("fixed_window.lua")));
-static SLIDING_LOG: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_prelude!("sliding_log.lua")));
-static SLIDING_COUNTER: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_prelude!("sliding_counter.lua")));
-static TOKEN_BUCKET: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_prelude!("token_bucket.lua")));
-static LEAKY_BUCKET: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_prelude!("leaky_bucket.lua")));
-
-/// The script deciding `algorithm`.
-pub(crate) fn script(algorithm: Algorithm) -> &'static Script {
-    match algorithm {
-        Algorithm::FixedWindow => &FIXED_WINDOW,
-        Algorithm::SlidingLog => &SLIDING_LOG,
-        Algorithm::SlidingCounter => &SLIDING_COUNTER,
-        Algorithm::TokenBucket => &TOKEN_BUCKET,
-        Algorithm::LeakyBucket => &LEAKY_BUCKET,
-    }
+/// The script deciding `policy`: its constants (every one below 2^53, so
+/// exact as a Lua number literal), the prelude, the algorithm.
+pub(crate) fn script(policy: &Policy, ttl_floor_ms: u64) -> Script {
+    let constants = format!(
+        "local tick, W, L, M, ttl_floor = {}, {}, {}, {}, {}\n",
+        policy.tick_us(),
+        policy.window_ticks(),
+        policy.limit(),
+        policy.max_cost(),
+        ttl_floor_ms,
+    );
+    Script::new(&[&constants, PRELUDE, algorithm_source(policy.algorithm())].concat())
 }
 
 /// Whether a script commits an admitted request (`ARGV[1]`).
@@ -62,22 +55,11 @@ impl Mode {
 }
 
 /// The `ARGV` of one decision, in the order every script reads them.
-pub(crate) fn args(
-    policy: &Policy,
-    mode: Mode,
-    cost: u64,
-    time_us: Option<u64>,
-    ttl_floor_ms: u64,
-) -> [String; 8] {
+pub(crate) fn args(mode: Mode, cost: u64, time_us: Option<u64>) -> [String; 3] {
     [
         mode.as_arg().to_owned(),
         cost.to_string(),
         time_us.map(|t| t.to_string()).unwrap_or_default(),
-        policy.tick_us().to_string(),
-        policy.window_ticks().to_string(),
-        policy.limit().to_string(),
-        policy.max_cost().to_string(),
-        ttl_floor_ms.to_string(),
     ]
 }
 

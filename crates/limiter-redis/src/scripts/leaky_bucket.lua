@@ -6,11 +6,12 @@
 -- ARGV[1]  "acquire" (commit when admitted) or "peek" (write nothing)
 -- ARGV[2]  cost n, 1 <= n <= Q (checked by the caller)
 -- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
--- ARGV[4]  tick q in µs (SPEC section 5)
--- ARGV[5]  window W in ticks
--- ARGV[6]  drain rate L (units per window)
--- ARGV[7]  queue Q
--- ARGV[8]  TTL floor in ms (0 with Redis TIME)
+-- Policy constants, set in front of the prelude by the Rust side:
+-- tick     tick q in µs (SPEC section 5)
+-- W        window W in ticks
+-- L        drain rate L (units per window)
+-- M        queue Q
+-- ttl_floorTTL floor in ms (0 with Redis TIME)
 --
 -- Returns {allowed (1/0), remaining, retry_after, reset_after, wait,
 --          t_eff, time_us}: durations in ticks, wait = how long an admitted

@@ -6,11 +6,12 @@
 -- ARGV[1]  "acquire" (commit when admitted) or "peek" (write nothing)
 -- ARGV[2]  cost n, 1 <= n <= C (checked by the caller)
 -- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
--- ARGV[4]  tick q in µs (SPEC section 5)
--- ARGV[5]  window W in ticks
--- ARGV[6]  refill rate L (tokens per window)
--- ARGV[7]  capacity C
--- ARGV[8]  TTL floor in ms (0 with Redis TIME)
+-- Policy constants, set in front of the prelude by the Rust side:
+-- tick     tick q in µs (SPEC section 5)
+-- W        window W in ticks
+-- L        refill rate L (tokens per window)
+-- M        capacity C
+-- ttl_floorTTL floor in ms (0 with Redis TIME)
 --
 -- Returns {allowed (1/0), remaining, retry_after, reset_after, wait,
 --          t_eff, time_us}: durations in ticks; t_eff = max(t div q, T_s)
