@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use limiter_core::{Algorithm, Policy, Rate};
 
-use super::{assert_decision, secs, Subject, T0};
+use super::{secs, Subject, T0};
 use crate::Harness;
 
 const S: u64 = 1_000_000; // one second in µs
@@ -25,15 +25,7 @@ pub async fn fixed_window_counts_per_aligned_window<H: Harness>(harness: &H) {
         (T0 + 10 * S, 1, (true, 2, 0, 10 * S, 0)),
         (T0 + 11 * S, 2, (true, 0, 0, 9 * S, 0)),
     ];
-    for (t, cost, expected) in steps {
-        let decision = s.acquire(t, "k", cost).await;
-        assert_decision(
-            &decision,
-            expected,
-            &format!("{policy} at T0+{}µs cost {cost}", t - T0),
-        );
-        assert_eq!(decision.limit, 3);
-    }
+    s.expect_steps(&steps).await;
 }
 
 /// Sliding log, 3 per 10 s: the window is `(t - W, t]`, and a denial waits
@@ -53,14 +45,7 @@ pub async fn sliding_log_counts_the_trailing_window<H: Harness>(harness: &H) {
         (T0 + 11 * S, 1, (true, 0, 0, 10 * S, 0)),
         (T0 + 11 * S + 1, 1, (false, 0, S - 1, 10 * S - 1, 0)),
     ];
-    for (t, cost, expected) in steps {
-        let decision = s.acquire(t, "k", cost).await;
-        assert_decision(
-            &decision,
-            expected,
-            &format!("{policy} at T0+{}µs cost {cost}", t - T0),
-        );
-    }
+    s.expect_steps(&steps).await;
 }
 
 /// Sliding window counter, 10 per 10 s: the previous window's count weighs
@@ -89,14 +74,7 @@ pub async fn sliding_counter_weighs_the_previous_window<H: Harness>(harness: &H)
             (true, 0, 0, 15 * S - 1_666_667, 0),
         ),
     ];
-    for (t, cost, expected) in steps {
-        let decision = s.acquire(t, "k", cost).await;
-        assert_decision(
-            &decision,
-            expected,
-            &format!("{policy} at T0+{}µs cost {cost}", t - T0),
-        );
-    }
+    s.expect_steps(&steps).await;
 }
 
 /// Token bucket, 2 per second with capacity 5: a fresh key is full, spends
@@ -116,15 +94,7 @@ pub async fn token_bucket_bursts_then_refills<H: Harness>(harness: &H) {
         // Long idle: the bucket is full again, never fuller.
         (t + 10 * S, 1, (true, 4, 0, 500_000, 0)),
     ];
-    for (t, cost, expected) in steps {
-        let decision = s.acquire(t, "k", cost).await;
-        assert_decision(
-            &decision,
-            expected,
-            &format!("{policy} at T0+{}µs cost {cost}", t - T0),
-        );
-        assert_eq!(decision.limit, 5, "a token bucket reports its capacity");
-    }
+    s.expect_steps(&steps).await;
 }
 
 /// Leaky bucket, 2 per second with a queue of 3: admitted units queue up
@@ -144,15 +114,7 @@ pub async fn leaky_bucket_queues_and_reports_the_wait<H: Harness>(harness: &H) {
         (t + 500_000, 1, (true, 0, 0, 1_500_000, S)),
         (t + 500_000, 3, (false, 0, 1_500_000, 1_500_000, 0)),
     ];
-    for (t, cost, expected) in steps {
-        let decision = s.acquire(t, "k", cost).await;
-        assert_decision(
-            &decision,
-            expected,
-            &format!("{policy} at T0+{}µs cost {cost}", t - T0),
-        );
-        assert_eq!(decision.limit, 3, "a leaky bucket reports its queue");
-    }
+    s.expect_steps(&steps).await;
 }
 
 /// The article's case (trace 000 of the shared vectors): 100 per 10 s; 100

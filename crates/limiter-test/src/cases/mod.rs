@@ -118,6 +118,18 @@ impl Subject {
         self.limiter.peek(key, cost).await
     }
 
+    /// Acquires each `(time, cost, expected)` in turn on one key and checks
+    /// every decision field by field (see [`assert_decision`]), and that it
+    /// reports the policy's limit (the capacity or queue for the buckets).
+    pub(crate) async fn expect_steps(&self, steps: &[(u64, u64, Expected)]) {
+        for &(t, cost, expected) in steps {
+            let decision = self.acquire(t, "k", cost).await;
+            let context = format!("{} at T0+{}µs cost {cost}", self.policy, t - T0);
+            assert_decision(&decision, expected, &context);
+            assert_eq!(decision.limit, self.policy.max_cost(), "{context}: limit");
+        }
+    }
+
     /// `acquire` at `t_us`, which must not fail.
     pub(crate) async fn acquire(&self, t_us: u64, key: &str, cost: u64) -> Decision {
         let result = self.try_acquire(t_us, key, cost).await;
@@ -174,14 +186,14 @@ pub(crate) fn outcome(result: Result<Decision, Error>) -> Outcome {
     })
 }
 
+/// A decision's fields as a test expects them, durations in µs:
+/// `(allowed, remaining, retry_after, reset_after, wait)`.
+pub(crate) type Expected = (bool, u64, u64, u64, u64);
+
 /// Asserts a decision field by field, durations in µs:
 /// `(allowed, remaining, retry_after, reset_after, wait)`.
 #[track_caller]
-pub(crate) fn assert_decision(
-    decision: &Decision,
-    expected: (bool, u64, u64, u64, u64),
-    context: &str,
-) {
+pub(crate) fn assert_decision(decision: &Decision, expected: Expected, context: &str) {
     let actual = (
         decision.allowed,
         decision.remaining,
