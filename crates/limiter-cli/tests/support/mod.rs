@@ -14,6 +14,10 @@ pub fn limiter() -> Command {
 }
 
 /// Runs `limiter ARGS…` with `stdin` as standard input.
+///
+/// The input is written from another thread, so a large output cannot
+/// block the child while we still write; and a child that exits without
+/// reading its input (a usage error) is no failure of ours.
 pub fn run(args: &[&str], stdin: &str) -> Output {
     let mut child = limiter()
         .args(args)
@@ -22,13 +26,15 @@ pub fn run(args: &[&str], stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the limiter binary runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    let mut input = child.stdin.take().unwrap();
+    let bytes = stdin.as_bytes().to_vec();
+    let writer = std::thread::spawn(move || match input.write_all(&bytes) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
+        _ => Ok(()),
+    });
+    let output = child.wait_with_output().unwrap();
+    writer.join().unwrap().expect("write the trace to limiter");
+    output
 }
 
 pub fn stdout(output: &Output) -> String {
