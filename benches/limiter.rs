@@ -288,6 +288,10 @@ fn redis(c: &mut Criterion) {
                 let limiter = RedisLimiter::builder(server.url(), generous_for_redis(algorithm))
                     .key_prefix(format!("bench-{concurrency}"))
                     .pool_size(REDIS_POOL_SIZE)
+                    // 64 tasks share 16 connections: a slow moment (a
+                    // profiler attached, a busy machine) must not fail a run.
+                    .connection_timeout(Duration::from_secs(30))
+                    .command_timeout(Duration::from_secs(30))
                     .build()
                     .await
                     .unwrap();
