@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use limiter_core::{Error, Limiter, ManualClock, Policy};
 use limiter_memory::MemoryLimiter;
-use limiter_redis::RedisLimiter;
+use limiter_redis::{BackendError, BackendErrorKind, RedisLimiter};
 
 use crate::cli::{BackendArgs, BackendKind};
 use crate::failure::Failure;
@@ -47,6 +47,13 @@ pub(crate) async fn connect(
                 Ok(Ok(limiter)) => Ok(Arc::new(limiter)),
                 Ok(Err(Error::InvalidPolicy(e))) => {
                     Err(Failure::usage(format!("invalid policy: {e}")))
+                }
+                // A bad --redis-url is the user's to fix, like a bad flag.
+                Ok(Err(Error::Backend(e)))
+                    if e.downcast_ref::<BackendError>().map(BackendError::kind)
+                        == Some(BackendErrorKind::Config) =>
+                {
+                    Err(Failure::usage(e.to_string()))
                 }
                 Ok(Err(e)) => {
                     let reason = reason(&e);

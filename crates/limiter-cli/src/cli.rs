@@ -24,7 +24,7 @@ Examples:
 
 Exit status: 0 on success, 1 when the run fails (unreadable or malformed
 trace, backend failure), 2 on a usage error (unknown flag or algorithm,
-invalid policy).";
+invalid policy, malformed Redis URL).";
 
 const REPLAY_AFTER_HELP: &str = "\
 Input: a CSV with the header `t_us,key,cost` (or `t_us,key`: every cost is 1);

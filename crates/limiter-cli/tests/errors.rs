@@ -190,6 +190,19 @@ fn an_unreachable_redis_fails_fast_with_a_clear_message() {
 }
 
 #[test]
+fn a_malformed_redis_url_is_a_usage_error() {
+    let output = replay_with(
+        &["--backend", "redis", "--redis-url", "localhost:6379", "-"],
+        "t_us,key,cost\n1,a,1\n",
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("invalid Redis URL"), "{message}");
+    assert!(message.contains("localhost:6379"), "{message}");
+    assert_eq!(stdout(&output), "");
+}
+
+#[test]
 fn compare_rejects_a_bad_trace_and_a_bad_policy() {
     let output = run(&["compare", "--trace", "-"], "t_us,key,cost\n1,a\n");
     assert_eq!(output.status.code(), Some(1));
