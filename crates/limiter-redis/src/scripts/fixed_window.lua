@@ -10,7 +10,7 @@
 -- W        window W in ticks
 -- L        limit L
 -- M        max cost (L here; unused)
--- ttl_floorTTL floor in ms (0 with Redis TIME)
+-- ttl_floor TTL floor in ms (0 with Redis TIME)
 --
 -- Returns {allowed (1/0), remaining, retry_after, reset_after, wait,
 --          t_eff, time_us}: durations in ticks; t_eff = max(t div q, T_s)
@@ -20,7 +20,7 @@
 -- writes nothing; an admitted one sets the key's TTL to its reset_after
 -- (at least the floor).
 
--- key, acquire, n, time_us, tick, W, L, M, ttl_floor, t, idiv, ceil_div,
+-- key, acquire, n, time_us, tick, W, L, M, ttl_floor, t, floor, ceil_div,
 -- num and expire come from prelude.lua (sent before this file).
 
 local state = redis.call('HMGET', key, 'w', 'c')
@@ -28,7 +28,7 @@ local start_s = tonumber(state[1]) or 0
 local count_s = tonumber(state[2]) or 0
 
 local t_eff = math.max(t, start_s)
-local e = t_eff - idiv(t_eff, W) * W
+local e = t_eff - floor(t_eff / W) * W
 local start = t_eff - e
 local count = 0
 if start == start_s then count = count_s end

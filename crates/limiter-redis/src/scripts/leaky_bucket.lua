@@ -11,7 +11,7 @@
 -- W        window W in ticks
 -- L        drain rate L (units per window)
 -- M        queue Q
--- ttl_floorTTL floor in ms (0 with Redis TIME)
+-- ttl_floor TTL floor in ms (0 with Redis TIME)
 --
 -- Returns {allowed (1/0), remaining, retry_after, reset_after, wait,
 --          t_eff, time_us}: durations in ticks, wait = how long an admitted
@@ -23,7 +23,7 @@
 -- A denied request writes nothing; an admitted one sets the key's TTL to
 -- its reset_after, the time to drain (at least the floor).
 
--- key, acquire, n, time_us, tick, W, L, M, ttl_floor, t, idiv, ceil_div,
+-- key, acquire, n, time_us, tick, W, L, M, ttl_floor, t, floor, ceil_div,
 -- num and expire come from prelude.lua (sent before this file).
 local Q = M -- queue
 
@@ -47,6 +47,6 @@ if s + need <= full then
     redis.call('HSET', key, 's', num(s), 'l', num(t_eff))
     expire(t_eff, reset_after)
   end
-  return {1, idiv(full - s, W), 0, reset_after, wait, t_eff, time_us}
+  return {1, floor((full - s) / W), 0, reset_after, wait, t_eff, time_us}
 end
-return {0, idiv(full - s, W), ceil_div(s + need - full, L), ceil_div(s, L), 0, t_eff, time_us}
+return {0, floor((full - s) / W), ceil_div(s + need - full, L), ceil_div(s, L), 0, t_eff, time_us}

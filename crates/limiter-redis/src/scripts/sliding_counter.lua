@@ -13,7 +13,7 @@
 -- W        window W in ticks
 -- L        limit L
 -- M        max cost (L here; unused)
--- ttl_floorTTL floor in ms (0 with Redis TIME)
+-- ttl_floor TTL floor in ms (0 with Redis TIME)
 --
 -- Returns {allowed (1/0), remaining, retry_after, reset_after, wait,
 --          t_eff, time_us}: durations in ticks; t_eff = max(t div q, T_s)
@@ -23,7 +23,7 @@
 -- in Lua's doubles. A denied request writes nothing; an admitted one sets
 -- the key's TTL to its reset_after (at least the floor).
 
--- key, acquire, n, time_us, tick, W, L, M, ttl_floor, t, idiv, ceil_div,
+-- key, acquire, n, time_us, tick, W, L, M, ttl_floor, t, floor, ceil_div,
 -- num and expire come from prelude.lua (sent before this file).
 
 local state = redis.call('HMGET', key, 'w', 'p', 'c')
@@ -32,7 +32,7 @@ local prev_s = tonumber(state[2]) or 0
 local curr_s = tonumber(state[3]) or 0
 
 local t_eff = math.max(t, start_s)
-local e = t_eff - idiv(t_eff, W) * W
+local e = t_eff - floor(t_eff / W) * W
 local start = t_eff - e
 local prev, curr = 0, 0
 if start == start_s then
@@ -43,7 +43,7 @@ end
 
 local weighted_prev = prev * (W - e)
 local function remaining(c)
-  local r = idiv(L * W - weighted_prev, W) - c
+  local r = floor((L * W - weighted_prev) / W) - c
   if r < 0 then r = 0 end
   return r
 end
@@ -65,10 +65,10 @@ end
 local retry_after
 if curr + n <= L then
   -- Wait, within this window, for the previous window's weight to fall.
-  retry_after = W - idiv((L - curr - n) * W, prev) - e
+  retry_after = W - floor((L - curr - n) * W / prev) - e
 else
   -- Wait for the next window, then for this one's weight to fall.
-  local e2 = W - idiv((L - n) * W, curr)
+  local e2 = W - floor((L - n) * W / curr)
   if e2 > W then e2 = W end
   retry_after = (W - e) + e2
 end

@@ -16,7 +16,7 @@
 -- W        window W in ticks
 -- L        limit L
 -- M        max cost (L here; unused)
--- ttl_floorTTL floor in ms (0 with Redis TIME)
+-- ttl_floor TTL floor in ms (0 with Redis TIME)
 --
 -- Returns {allowed (1/0), remaining, retry_after, reset_after, wait,
 --          t_eff, time_us}: durations in ticks; t_eff = max(t div q, T_s)
@@ -26,7 +26,7 @@
 -- writes nothing (not even the dropping of old entries); an admitted one
 -- sets the key's TTL to its reset_after, W (at least the floor).
 
--- key, acquire, n, time_us, tick, W, L, M, ttl_floor, t, idiv, ceil_div,
+-- key, acquire, n, time_us, tick, W, L, M, ttl_floor, t, floor, ceil_div,
 -- num and expire come from prelude.lua (sent before this file).
 
 -- The newest entry: T_s and the running total.
@@ -71,7 +71,7 @@ end
 local target = base + count + n - L
 local lo, hi = 0, redis.call('ZCARD', key) - 1
 while lo < hi do
-  local mid = idiv(lo + hi, 2)
+  local mid = floor((lo + hi) / 2)
   local entry = redis.call('ZRANGE', key, mid, mid)
   if tonumber(entry[1]) < target then lo = mid + 1 else hi = mid end
 end

@@ -11,7 +11,7 @@
 -- W        window W in ticks
 -- L        refill rate L (tokens per window)
 -- M        capacity C
--- ttl_floorTTL floor in ms (0 with Redis TIME)
+-- ttl_floor TTL floor in ms (0 with Redis TIME)
 --
 -- Returns {allowed (1/0), remaining, retry_after, reset_after, wait,
 --          t_eff, time_us}: durations in ticks; t_eff = max(t div q, T_s)
@@ -22,7 +22,7 @@
 -- A denied request writes nothing; an admitted one sets the key's TTL to
 -- its reset_after, the time to refill (at least the floor).
 
--- key, acquire, n, time_us, tick, W, L, M, ttl_floor, t, idiv, ceil_div,
+-- key, acquire, n, time_us, tick, W, L, M, ttl_floor, t, floor, ceil_div,
 -- num and expire come from prelude.lua (sent before this file).
 local C = M -- capacity
 
@@ -45,6 +45,6 @@ if s >= need then
     redis.call('HSET', key, 's', num(s), 'l', num(t_eff))
     expire(t_eff, reset_after)
   end
-  return {1, idiv(s, W), 0, reset_after, 0, t_eff, time_us}
+  return {1, floor(s / W), 0, reset_after, 0, t_eff, time_us}
 end
-return {0, idiv(s, W), ceil_div(need - s, L), ceil_div(full - s, L), 0, t_eff, time_us}
+return {0, floor(s / W), ceil_div(need - s, L), ceil_div(full - s, L), 0, t_eff, time_us}
