@@ -143,11 +143,6 @@ async fn a_huge_ttl_floor_is_capped_not_an_error() {
         .await
         .unwrap();
     assert!(limiter.acquire("k", 1).await.unwrap().allowed);
-    let mut conn = common::connection().await;
-    let ttl: i64 = redis::cmd("PTTL")
-        .arg(limiter.redis_key("k"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let ttl = common::pttl(&limiter.redis_key("k")).await;
     assert!(ttl > 1_000_000_000, "PTTL {ttl}");
 }

@@ -145,13 +145,8 @@ async fn differ(policy: Policy, start: u64, steps: Vec<Step>) -> Result<(), Test
         );
     }
     // Every key the trace left has a TTL, at least the floor (caller time).
-    let mut conn = common::connection().await;
     for key in common::keys_under(redis.key_prefix()).await {
-        let ttl: i64 = redis::cmd("PTTL")
-            .arg(&key)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let ttl = common::pttl(&key).await;
         prop_assert!(ttl > 50_000, "{} has PTTL {}", key, ttl);
     }
     Ok(())

@@ -90,13 +90,8 @@ async fn every_key_written_with_redis_time_has_a_ttl_of_its_reset_after() {
         }
         let keys = common::keys_under(limiter.key_prefix()).await;
         assert_eq!(keys.len(), 4, "{algorithm}: peeks write nothing: {keys:?}");
-        let mut conn = common::connection().await;
         for key in keys {
-            let ttl: i64 = redis::cmd("PTTL")
-                .arg(&key)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
+            let ttl = common::pttl(&key).await;
             // The sliding counter may keep a key up to two windows.
             let most = 2 * window.as_millis() as i64 + 1;
             assert!(ttl > 0 && ttl <= most, "{algorithm}: {key} has PTTL {ttl}");
@@ -123,13 +118,8 @@ async fn every_key_written_with_caller_time_has_at_least_the_floor() {
         }
         let keys = common::keys_under(limiter.key_prefix()).await;
         assert_eq!(keys.len(), 3, "{algorithm}: {keys:?}");
-        let mut conn = common::connection().await;
         for key in keys {
-            let ttl: i64 = redis::cmd("PTTL")
-                .arg(&key)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
+            let ttl = common::pttl(&key).await;
             assert!(
                 ttl > 60_000 && ttl <= 90_000,
                 "{algorithm}: {key} has PTTL {ttl}"

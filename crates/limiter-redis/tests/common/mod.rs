@@ -53,6 +53,15 @@ pub async fn connection() -> redis::aio::MultiplexedConnection {
 }
 
 /// Every key under `prefix`, by `SCAN`.
+/// A key's remaining time to live in ms (`PTTL`: -1 without one, -2 if absent).
+pub async fn pttl(key: &str) -> i64 {
+    redis::cmd("PTTL")
+        .arg(key)
+        .query_async(&mut connection().await)
+        .await
+        .unwrap()
+}
+
 pub async fn keys_under(prefix: &str) -> Vec<String> {
     let mut conn = connection().await;
     let mut cursor = 0u64;
