@@ -67,6 +67,9 @@ macro_rules! conformance_suite {
             // against the core
             random_traces_match_the_core_model,
             times_up_to_2_pow_53_match_the_core_model,
+            // the trait's conveniences
+            acquire_one_costs_one_unit,
+            until_ready_sleeps_retry_after_then_wait,
         }
     };
     ($harness:expr $(,)?) => {

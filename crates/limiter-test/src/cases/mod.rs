@@ -9,10 +9,12 @@
 //!
 //! Grouped by theme: the rules every algorithm shares (SPEC section 2), each
 //! algorithm's behaviour (section 3), the shared vectors (section 6a),
-//! concurrency, and random traces against the core's model.
+//! concurrency, random traces against the core's model, and the `Limiter`
+//! trait's conveniences.
 
 mod algorithms;
 mod concurrency;
+mod conveniences;
 mod random;
 mod rules;
 mod vectors;
@@ -30,6 +32,7 @@ pub use self::{
     concurrency::{
         concurrent_acquires_on_one_key_admit_exactly_the_limit, concurrent_keys_are_isolated,
     },
+    conveniences::{acquire_one_costs_one_unit, until_ready_sleeps_retry_after_then_wait},
     random::{random_traces_match_the_core_model, times_up_to_2_pow_53_match_the_core_model},
     rules::{
         cost_above_the_maximum_is_an_error, decisions_report_the_policy_limit,
