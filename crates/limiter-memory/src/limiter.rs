@@ -66,7 +66,10 @@ enum Keys {
     LeakyBucket(Map<LeakyBucket>),
 }
 
-type Map<S> = DashMap<Box<str>, Slot<S>>;
+/// A map of one algorithm's keys. Hashed with aHash under per-process random
+/// keys: clients choose the keys (IPs, user ids), so the hash must resist
+/// flooding, and aHash does so at about half the cost of SipHash.
+type Map<S> = DashMap<Box<str>, Slot<S>, ahash::RandomState>;
 
 /// Runs `$body` with `$map` bound to the typed map, whatever the algorithm.
 macro_rules! with_map {
@@ -84,11 +87,11 @@ macro_rules! with_map {
 impl Keys {
     fn new(algorithm: Algorithm) -> Self {
         match algorithm {
-            Algorithm::FixedWindow => Self::FixedWindow(DashMap::new()),
-            Algorithm::SlidingLog => Self::SlidingLog(DashMap::new()),
-            Algorithm::SlidingCounter => Self::SlidingCounter(DashMap::new()),
-            Algorithm::TokenBucket => Self::TokenBucket(DashMap::new()),
-            Algorithm::LeakyBucket => Self::LeakyBucket(DashMap::new()),
+            Algorithm::FixedWindow => Self::FixedWindow(DashMap::default()),
+            Algorithm::SlidingLog => Self::SlidingLog(DashMap::default()),
+            Algorithm::SlidingCounter => Self::SlidingCounter(DashMap::default()),
+            Algorithm::TokenBucket => Self::TokenBucket(DashMap::default()),
+            Algorithm::LeakyBucket => Self::LeakyBucket(DashMap::default()),
         }
     }
 }
