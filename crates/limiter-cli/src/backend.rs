@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use limiter_core::{Error, Limiter, ManualClock, Policy};
 use limiter_memory::MemoryLimiter;
-use limiter_redis::{BackendError, BackendErrorKind, RedisLimiter};
+use limiter_redis::RedisLimiter;
 
 use crate::cli::{BackendArgs, BackendKind};
 use crate::failure::Failure;
@@ -49,12 +49,7 @@ pub(crate) async fn connect(
                     Err(Failure::usage(format!("invalid policy: {e}")))
                 }
                 // A bad --redis-url is the user's to fix, like a bad flag.
-                Ok(Err(Error::Backend(e)))
-                    if e.downcast_ref::<BackendError>().map(BackendError::kind)
-                        == Some(BackendErrorKind::Config) =>
-                {
-                    Err(Failure::usage(e.to_string()))
-                }
+                Ok(Err(Error::InvalidConfig(e))) => Err(Failure::usage(e.to_string())),
                 Ok(Err(e)) => {
                     let reason = reason(&e);
                     // The Redis backend's messages name the server already.

@@ -130,6 +130,10 @@ pub enum Error {
         /// The time given, in µs since the Unix epoch.
         time_us: u64,
     },
+    /// A backend's configuration is invalid (a malformed URL, a pool of
+    /// zero connections…): found before any request, fixed by changing the
+    /// configuration, never retried. The source says what and why.
+    InvalidConfig(Box<dyn std::error::Error + Send + Sync + 'static>),
     /// A backend failed (connection, timeout, protocol); the source says how.
     Backend(Box<dyn std::error::Error + Send + Sync + 'static>),
 }
@@ -146,6 +150,7 @@ impl fmt::Display for Error {
             Self::TimeOutOfRange { time_us } => {
                 write!(f, "time {time_us}µs is beyond the supported range of 2^53µs")
             }
+            Self::InvalidConfig(e) => write!(f, "invalid configuration: {e}"),
             Self::Backend(e) => write!(f, "backend error: {e}"),
         }
     }
@@ -155,7 +160,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::InvalidPolicy(e) => Some(e),
-            Self::Backend(e) => Some(e.as_ref()),
+            Self::InvalidConfig(e) | Self::Backend(e) => Some(e.as_ref()),
             _ => None,
         }
     }

@@ -170,7 +170,7 @@ impl RedisLimiterBuilder {
     /// [`max_sliding_log_limit`](Self::max_sliding_log_limit) is
     /// [`Error::InvalidPolicy`] with [`PolicyError::Unsupported`]; a bad URL,
     /// a zero pool size or timeout, or a prefix with braces is
-    /// [`Error::Backend`] (a [`BackendError`] of kind
+    /// [`Error::InvalidConfig`] (a [`BackendError`] of kind
     /// [`Config`](crate::BackendErrorKind::Config)).
     ///
     /// If Redis cannot be reached, [`FailurePolicy::ReturnError`] (the
@@ -195,10 +195,14 @@ impl RedisLimiterBuilder {
             .into());
         }
         if self.pool_size == 0 {
-            return Err(BackendError::config("pool size must be at least 1, got 0").into());
+            return Err(
+                BackendError::config("pool size must be at least 1, got 0").into_config_error()
+            );
         }
         if self.connection_timeout.is_zero() || self.command_timeout.is_zero() {
-            return Err(BackendError::config("timeouts must be longer than zero").into());
+            return Err(
+                BackendError::config("timeouts must be longer than zero").into_config_error()
+            );
         }
         if self.key_prefix.contains(['{', '}']) {
             return Err(BackendError::config(format!(
@@ -206,11 +210,13 @@ impl RedisLimiterBuilder {
                  cluster hash tag",
                 self.key_prefix
             ))
-            .into());
+            .into_config_error());
         }
         let shown_url = redact(&self.url);
         let client = redis::Client::open(self.url.as_str()).map_err(|e| {
-            BackendError::config(format!("invalid Redis URL {shown_url:?}")).with_source(e)
+            BackendError::config(format!("invalid Redis URL {shown_url:?}"))
+                .with_source(e)
+                .into_config_error()
         })?;
         let manager = Manager::new(client, self.connection_timeout, self.command_timeout);
         let pool = Pool::new(manager, self.pool_size, self.connection_timeout);

@@ -9,8 +9,9 @@ use std::fmt;
 pub enum BackendErrorKind {
     /// The limiter's configuration is invalid (a bad URL, a zero pool size
     /// or timeout, a key prefix with braces). Reported by
-    /// [`RedisLimiterBuilder::build`](crate::RedisLimiterBuilder::build),
-    /// before any round trip; never subject to the failure policy.
+    /// [`RedisLimiterBuilder::build`](crate::RedisLimiterBuilder::build) as
+    /// [`Error::InvalidConfig`](limiter_core::Error::InvalidConfig), before
+    /// any round trip; never subject to the failure policy.
     Config,
     /// No connection to Redis could be made (refused, unreachable, or not
     /// within the connection timeout).
@@ -54,6 +55,12 @@ impl BackendError {
 
     pub(crate) fn config(message: impl Into<String>) -> Self {
         Self::new(BackendErrorKind::Config, message)
+    }
+
+    /// As [`Error::InvalidConfig`](limiter_core::Error::InvalidConfig): the
+    /// caller's to fix, not a backend failure.
+    pub(crate) fn into_config_error(self) -> limiter_core::Error {
+        limiter_core::Error::InvalidConfig(Box::new(self))
     }
 
     /// What kind of failure this is.

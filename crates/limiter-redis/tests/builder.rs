@@ -14,7 +14,7 @@ const NOWHERE: &str = "redis://127.0.0.1:1/";
 
 fn config_error(error: Error) -> String {
     match error {
-        Error::Backend(e) => {
+        Error::InvalidConfig(e) => {
             let e = e.downcast::<BackendError>().expect("a BackendError");
             assert_eq!(e.kind(), BackendErrorKind::Config, "{e}");
             e.to_string()
