@@ -3,10 +3,26 @@
 
 use std::time::Duration;
 
-use limiter_core::{Error, LimiterExt, Policy, Rate};
+use limiter_core::{Decision, Error, LimiterExt, Policy, Rate};
 
 use super::{secs, Subject, T0};
 use crate::Harness;
+
+/// `until_ready` on key `k`, its sleeps advancing the subject's manual clock
+/// (as a test's would); returns the decision and every sleep asked for.
+async fn until_ready_on_the_manual_clock(s: &Subject, cost: u64) -> (Decision, Vec<Duration>) {
+    let mut slept = Vec::new();
+    let decision = s
+        .limiter
+        .until_ready("k", cost, |d: Duration| {
+            slept.push(d);
+            s.clock.advance(d);
+            std::future::ready(())
+        })
+        .await
+        .unwrap();
+    (decision, slept)
+}
 
 /// `acquire_one` is `acquire` with a cost of one unit.
 pub async fn acquire_one_costs_one_unit<H: Harness>(harness: &H) {
@@ -31,16 +47,7 @@ pub async fn until_ready_sleeps_retry_after_then_wait<H: Harness>(harness: &H) {
     assert!(s.limiter.acquire("k", 1).await.unwrap().allowed);
     assert!(s.limiter.acquire("k", 1).await.unwrap().allowed);
 
-    let mut slept = Vec::new();
-    let decision = s
-        .limiter
-        .until_ready("k", 1, |d: Duration| {
-            slept.push(d);
-            s.clock.advance(d);
-            std::future::ready(())
-        })
-        .await
-        .unwrap();
+    let (decision, slept) = until_ready_on_the_manual_clock(&s, 1).await;
     assert!(decision.allowed);
     assert_eq!(
         slept,
@@ -54,16 +61,7 @@ pub async fn until_ready_sleeps_retry_after_then_wait<H: Harness>(harness: &H) {
     s.clock.set(T0);
     assert!(s.limiter.acquire("k", 1).await.unwrap().allowed);
     s.clock.set(T0 + 1_000_000);
-    let mut slept = Vec::new();
-    let decision = s
-        .limiter
-        .until_ready("k", 1, |d: Duration| {
-            slept.push(d);
-            s.clock.advance(d);
-            std::future::ready(())
-        })
-        .await
-        .unwrap();
+    let (decision, slept) = until_ready_on_the_manual_clock(&s, 1).await;
     assert!(decision.allowed);
     assert_eq!(slept, [secs(2)]);
 
