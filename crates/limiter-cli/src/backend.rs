@@ -13,7 +13,7 @@ use crate::failure::Failure;
 /// How long, in trace time, the memory backend keeps a key past its reset
 /// before it may evict it. Eviction never changes a decision while time
 /// moves forward; a trace whose clock steps back by less than this still
-/// replays exactly (SPEC rule 5), and memory stays bounded by the keys
+/// replays exactly (docs/spec.md rule 2.5), and memory stays bounded by the keys
 /// active within the last hour of the trace.
 pub(crate) const MEMORY_EVICTION_DELAY: Duration = Duration::from_secs(3600);
 

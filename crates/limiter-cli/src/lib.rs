@@ -1,5 +1,5 @@
 //! The `limiter` command: `limiter replay` prints every decision of one
-//! algorithm on a trace (SPEC section 6), `limiter compare` runs all five
+//! algorithm on a trace (docs/spec.md section 6), `limiter compare` runs all five
 //! algorithms on built-in scenarios or a trace and tabulates, plots or
 //! exports what each admitted.
 //!

@@ -1,5 +1,5 @@
 //! `limiter replay`: every request of a trace through one algorithm on one
-//! backend, every decision printed as CSV (SPEC section 6).
+//! backend, every decision printed as CSV (docs/spec.md section 6).
 
 use std::io::{self, BufWriter, Write};
 

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A source of time in microseconds since the Unix epoch (SPEC section 1).
+/// A source of time in microseconds since the Unix epoch (docs/spec.md section 1).
 pub trait Clock: Send + Sync + fmt::Debug {
     /// The current time in µs since the Unix epoch.
     fn now_us(&self) -> u64;

@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::policy::Policy;
 
-/// The answer to one request (SPEC section 1).
+/// The answer to one request (docs/spec.md section 1).
 ///
 /// A denial is a `Decision` with `allowed == false`, not an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

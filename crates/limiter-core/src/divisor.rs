@@ -3,7 +3,7 @@
 //!
 //! Every decision divides by the window or the limit, and a 64-bit `div`
 //! costs tens of cycles: more than the rest of a token-bucket decision. All
-//! numerators stay at or below 2^53 (SPEC section 5), so a multiply by a
+//! numerators stay at or below 2^53 (docs/spec.md section 5), so a multiply by a
 //! precomputed reciprocal and a shift is exact (Granlund and Montgomery's
 //! round-up method): with `l = ceil(log2 d)`, `k = 53 + l` and
 //! `m = ceil(2^k / d)`, the error `e = m*d - 2^k` is below `d <= 2^l`, so

@@ -118,7 +118,7 @@ pub enum Error {
     ZeroCost,
     /// The cost is above the policy's maximum (limit, capacity or queue):
     /// the request could never be admitted, so it is an error rather than a
-    /// denial with a `retry_after` (SPEC rule 2).
+    /// denial with a `retry_after` (docs/spec.md rule 2.2).
     CostExceedsCapacity {
         /// The cost asked for.
         cost: u64,

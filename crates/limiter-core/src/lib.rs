@@ -47,5 +47,5 @@ pub use self::{
 };
 
 /// The largest time (µs since the epoch) and the bound on every intermediate
-/// value: 2^53, exact in both Rust integers and Lua doubles (SPEC section 5).
+/// value: 2^53, exact in both Rust integers and Lua doubles (docs/spec.md section 5).
 pub const MAX_TIME_US: u64 = 1 << 53;

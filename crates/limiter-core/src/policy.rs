@@ -176,7 +176,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, PolicyError> {
     Ok(Duration::from_micros(micros))
 }
 
-/// The exact-arithmetic bound of SPEC section 5: every intermediate value
+/// The exact-arithmetic bound of docs/spec.md section 5: every intermediate value
 /// stays below 2^53 so Rust and Redis Lua (doubles) compute the same integers.
 pub(crate) const EXACT_LIMIT: u64 = crate::MAX_TIME_US;
 
@@ -184,7 +184,7 @@ pub(crate) const EXACT_LIMIT: u64 = crate::MAX_TIME_US;
 /// plus a capacity (token bucket) or queue (leaky bucket).
 ///
 /// Constructed only through [`Policy::new`] and friends, which check every
-/// field and choose the tick (SPEC section 5); the rest of the code trusts it.
+/// field and choose the tick (docs/spec.md section 5); the rest of the code trusts it.
 ///
 /// ```
 /// use limiter_core::{Algorithm, Policy, Rate};
@@ -320,7 +320,7 @@ impl Policy {
     }
 
     /// Chooses the smallest power-of-ten tick that divides the window and
-    /// keeps `4 * M * (W / q) <= 2^53` (SPEC section 5).
+    /// keeps `4 * M * (W / q) <= 2^53` (docs/spec.md section 5).
     fn with_tick(mut self) -> Result<Self, PolicyError> {
         let units = self.limit.max(self.capacity).max(self.queue);
         let out_of_range = PolicyError::OutOfRange {
@@ -384,7 +384,7 @@ impl Policy {
         self.max_cost
     }
     /// The tick in microseconds: 1 for everyday policies, larger when the
-    /// numbers would otherwise leave the exact range (SPEC section 5).
+    /// numbers would otherwise leave the exact range (docs/spec.md section 5).
     #[inline]
     pub fn tick_us(&self) -> u64 {
         self.tick_us

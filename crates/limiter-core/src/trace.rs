@@ -1,4 +1,4 @@
-//! The replay format of SPEC section 6: request traces in, decision rows out.
+//! The replay format of docs/spec.md section 6: request traces in, decision rows out.
 //!
 //! Shared by the `limiter replay` command and the conformance tests, so a
 //! trace means the same thing everywhere.

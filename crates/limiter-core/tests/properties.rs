@@ -1,4 +1,4 @@
-//! The properties of SPEC section 4, proven over arbitrary request sequences
+//! The properties of docs/spec.md section 4, proven over arbitrary request sequences
 //! for every algorithm.
 
 use limiter_core::{Algorithm, Decision, Error, KeyState, Policy, Rate, MAX_TIME_US};
@@ -106,7 +106,7 @@ fn replay(policy: &Policy, start: u64, steps: &[Step]) -> Result<Vec<Admission>,
     Ok(admitted)
 }
 
-/// Allowed at `t + retry_after`, denied one microsecond earlier (SPEC section 1).
+/// Allowed at `t + retry_after`, denied one microsecond earlier (docs/spec.md section 1).
 fn check_retry_after_is_exact(
     policy: &Policy,
     state: &KeyState,

@@ -1,5 +1,5 @@
 //! Every shared conformance vector, replayed through the core algorithms,
-//! must print exactly the expected decisions (SPEC section 6a).
+//! must print exactly the expected decisions (docs/spec.md section 6a).
 
 use std::collections::HashMap;
 use std::fs;

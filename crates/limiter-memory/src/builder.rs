@@ -75,7 +75,7 @@ impl MemoryLimiterBuilder {
     /// covers both. Keys already held are still decided exactly.
     ///
     /// A live key is never evicted to make room: that would hand it a fresh
-    /// quota and admit more than the policy allows (SPEC rule 5).
+    /// quota and admit more than the policy allows (docs/spec.md rule 2.5).
     #[must_use]
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = Some(max_keys);
@@ -88,7 +88,7 @@ impl MemoryLimiterBuilder {
     /// parts are ignored.
     ///
     /// Evicting exactly at the reset time never changes a decision while
-    /// time moves forward (SPEC rule 5), but a request is stamped before it
+    /// time moves forward (docs/spec.md rule 2.5), but a request is stamped before it
     /// reaches its key, so under contention a request stamped a little
     /// earlier can arrive after a sweep; the delay keeps such stragglers,
     /// and a clock stepping back by less than the delay, exact. It costs

@@ -26,7 +26,7 @@
 //! threads racing for a limit of 1,000 admit exactly 1,000. Each request is
 //! stamped by one clock read before it takes the lock; a request stamped
 //! before the key's last admission is decided at that admission's time
-//! (SPEC rule 3).
+//! (docs/spec.md rule 2.3).
 //!
 //! # Memory
 //!
@@ -34,7 +34,7 @@
 //! (`time_us + reset_after`). Once the limiter's clock has passed that time
 //! plus the [eviction delay](MemoryLimiterBuilder::eviction_delay) (1 s by
 //! default), the key may be dropped: a dropped key and a kept one decide
-//! every later request identically while time moves forward (SPEC rule 5).
+//! every later request identically while time moves forward (docs/spec.md rule 2.5).
 //! Sweeps are amortised over requests on keys not held: after as many new
 //! keys as are held (at least 1,024), one pass drops the expired keys,
 //! skipped outright when no key can have expired yet. So the map holds at

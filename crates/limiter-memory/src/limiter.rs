@@ -116,7 +116,7 @@ impl<S: AlgorithmState> Slot<S> {
     ) -> Result<Decision, Error> {
         let decision = self.state.acquire(policy, now_us, cost)?;
         if decision.allowed {
-            // A denial changes nothing, the reset time included (SPEC rule 1).
+            // A denial changes nothing, the reset time included (docs/spec.md rule 2.1).
             self.evict_at = reset_time_us(&decision).saturating_add(eviction_delay_us);
         }
         Ok(decision)
@@ -225,7 +225,7 @@ impl MemoryLimiter {
     }
 
     /// Answers what [`try_acquire`](Self::try_acquire) would, now, without
-    /// writing anything (SPEC rule 6); never allocates. The synchronous form
+    /// writing anything (docs/spec.md rule 2.6); never allocates. The synchronous form
     /// of [`Limiter::peek`].
     ///
     /// # Errors
@@ -273,7 +273,7 @@ impl MemoryLimiter {
     /// The limiter already does this by itself, amortised over requests on
     /// new keys; call it to release memory at a moment of your choosing
     /// (say, from a periodic task after a burst of one-off keys). Dropping
-    /// never changes a decision while the clock moves forward (SPEC rule 5).
+    /// never changes a decision while the clock moves forward (docs/spec.md rule 2.5).
     pub fn sweep_expired(&self) -> usize {
         let _guard = self.sweep_lock();
         let removed = self.sweep_locked(self.clock.now_us());
@@ -343,7 +343,7 @@ impl MemoryLimiter {
                 let decision = slot.acquire(&self.policy, now_us, cost, self.eviction_delay_us);
                 match decision {
                     // A fresh key admits every valid cost; should it ever
-                    // not, a denial stores nothing (SPEC rule 1).
+                    // not, a denial stores nothing (docs/spec.md rule 2.1).
                     Ok(decision) if decision.allowed => {
                         let evict_at = slot.evict_at;
                         drop(vacant.insert(slot));

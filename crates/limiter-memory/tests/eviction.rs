@@ -24,7 +24,7 @@ fn policies() -> Vec<Policy> {
             .unwrap()
             .with_queue(6)
             .unwrap(),
-        // A tick of 100 µs (SPEC section 5).
+        // A tick of 100 µs (docs/spec.md section 5).
         Policy::sliding_counter(Rate::per_day(1_000_000)).unwrap(),
     ]
 }

@@ -141,7 +141,7 @@ impl RedisLimiterBuilder {
     }
 
     /// With a caller [`clock`](Self::clock), the least TTL given to a key
-    /// (SPEC rule 5: a replay's time runs faster or slower than the
+    /// (docs/spec.md rule 2.5: a replay's time runs faster or slower than the
     /// server's, so a key must outlive its `reset_after` in server time).
     /// Unused with Redis `TIME`, where a key's TTL is its `reset_after`.
     /// Defaults to 60 seconds.

@@ -4,7 +4,7 @@
 //! the comment block opening each `.lua` file): Rust passes the request in
 //! microseconds and the policy in ticks; the script answers in ticks with
 //! `t_eff` and the request time it used, and Rust converts with
-//! [`TickDecision::into_decision`], the single place where SPEC section 5's
+//! [`TickDecision::into_decision`], the single place where docs/spec.md section 5's
 //! µs conversion lives.
 
 use limiter_core::{Algorithm, Decision, Policy, TickDecision};

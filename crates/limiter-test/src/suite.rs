@@ -39,7 +39,7 @@
 macro_rules! conformance_suite {
     (setup = $setup:expr $(,)?) => {
         $crate::__conformance_tests! { ($setup).await;
-            // SPEC section 2 and the decision fields
+            // docs/spec.md section 2 and the decision fields
             denied_request_changes_nothing,
             cost_above_the_maximum_is_an_error,
             zero_cost_is_an_error,
@@ -52,14 +52,14 @@ macro_rules! conformance_suite {
             reset_after_is_exact,
             keys_are_independent,
             decisions_report_the_policy_limit,
-            // SPEC section 3
+            // docs/spec.md section 3
             fixed_window_counts_per_aligned_window,
             sliding_log_counts_the_trailing_window,
             sliding_counter_weighs_the_previous_window,
             token_bucket_bursts_then_refills,
             leaky_bucket_queues_and_reports_the_wait,
             article_boundary_case,
-            // SPEC section 6a
+            // docs/spec.md section 6a
             shared_vectors_replay_byte_for_byte,
             // concurrency
             concurrent_acquires_on_one_key_admit_exactly_the_limit,

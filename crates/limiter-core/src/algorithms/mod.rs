@@ -1,4 +1,4 @@
-//! The five algorithms of SPEC section 3 as exact state machines.
+//! The five algorithms of docs/spec.md section 3 as exact state machines.
 //!
 //! Each algorithm is a small state value implementing [`AlgorithmState`]:
 //! [`evaluate`](AlgorithmState::evaluate) is a pure function of the state,
@@ -39,7 +39,7 @@ pub trait AlgorithmState: Clone + fmt::Debug + Send + Sync + 'static {
     /// The state of a key that has seen nothing (or whose state expired).
     fn fresh(policy: &Policy) -> Self;
 
-    /// `T_s`: the stamp before which time may not run inside this key (SPEC rule 3).
+    /// `T_s`: the stamp before which time may not run inside this key (docs/spec.md rule 2.3).
     fn stamp(&self) -> u64;
 
     /// Decides a request of `cost` units at effective time `t_eff` (ticks,
@@ -68,7 +68,7 @@ pub trait AlgorithmState: Clone + fmt::Debug + Send + Sync + 'static {
     }
 
     /// Decides a request at `now_us` exactly as [`acquire`](Self::acquire)
-    /// would, but writes nothing (SPEC rule 6).
+    /// would, but writes nothing (docs/spec.md rule 2.6).
     #[inline]
     fn peek(&self, policy: &Policy, now_us: u64, cost: u64) -> Result<Decision, Error> {
         let t_eff = effective_time(policy, self.stamp(), now_us, cost)?;
@@ -78,8 +78,8 @@ pub trait AlgorithmState: Clone + fmt::Debug + Send + Sync + 'static {
     }
 }
 
-/// Checks the cost and time (SPEC rules 2 and 4) and returns
-/// `t_eff = max(now_us div tick, stamp)` in ticks (SPEC rule 3).
+/// Checks the cost and time (docs/spec.md rules 2.2 and 2.4) and returns
+/// `t_eff = max(now_us div tick, stamp)` in ticks (docs/spec.md rule 2.3).
 #[inline]
 pub fn effective_time(policy: &Policy, stamp: u64, now_us: u64, cost: u64) -> Result<u64, Error> {
     check_request(policy, now_us, cost)?;

@@ -1,4 +1,4 @@
--- Fixed window (SPEC section 3): one counter per aligned window.
+-- Fixed window (docs/spec.md section 3): one counter per aligned window.
 --
 -- KEYS[1]  hash {w = start of the window of the last admission (ticks),
 --                c = units admitted in it}
@@ -6,7 +6,7 @@
 -- ARGV[2]  cost n, 1 <= n <= L (checked by the caller)
 -- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
 -- Policy constants, set in front of the prelude by the Rust side:
--- tick     tick q in µs (SPEC section 5)
+-- tick     tick q in µs (docs/spec.md section 5)
 -- W        window W in ticks
 -- L        limit L
 -- M        max cost (L here; unused)

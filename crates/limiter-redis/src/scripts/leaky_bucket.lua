@@ -1,4 +1,4 @@
--- Leaky bucket (SPEC section 3): a queue of at most Q units that drains L
+-- Leaky bucket (docs/spec.md section 3): a queue of at most Q units that drains L
 -- units per window W. A fresh key is empty.
 --
 -- KEYS[1]  hash {s = queued units scaled by W (so draining L per tick is
@@ -7,7 +7,7 @@
 -- ARGV[2]  cost n, 1 <= n <= Q (checked by the caller)
 -- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
 -- Policy constants, set in front of the prelude by the Rust side:
--- tick     tick q in µs (SPEC section 5)
+-- tick     tick q in µs (docs/spec.md section 5)
 -- W        window W in ticks
 -- L        drain rate L (units per window)
 -- M        queue Q

@@ -3,7 +3,7 @@
 --
 --   local tick, W, L, M, ttl_floor = ...
 --
--- (tick q in µs, SPEC section 5; window W in ticks; limit L, for the
+-- (tick q in µs, docs/spec.md section 5; window W in ticks; limit L, for the
 -- buckets units per window; maximum cost M: capacity C for the token
 -- bucket, queue Q for the leaky bucket, L otherwise; TTL floor in ms, 0
 -- with Redis TIME), then this prelude, then one algorithm's file. Constants

@@ -1,4 +1,4 @@
--- Sliding window counter (SPEC section 3): the previous window's count,
+-- Sliding window counter (docs/spec.md section 3): the previous window's count,
 -- weighted by how much of it the trailing window still covers, plus the
 -- current window's count.
 --
@@ -9,7 +9,7 @@
 -- ARGV[2]  cost n, 1 <= n <= L (checked by the caller)
 -- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
 -- Policy constants, set in front of the prelude by the Rust side:
--- tick     tick q in µs (SPEC section 5)
+-- tick     tick q in µs (docs/spec.md section 5)
 -- W        window W in ticks
 -- L        limit L
 -- M        max cost (L here; unused)

@@ -1,4 +1,4 @@
--- Sliding log (SPEC section 3): every admission in the trailing window
+-- Sliding log (docs/spec.md section 3): every admission in the trailing window
 -- (t_eff - W, t_eff], exactly.
 --
 -- KEYS[1]  sorted set of admissions: score = tick of the admission,
@@ -12,7 +12,7 @@
 -- ARGV[2]  cost n, 1 <= n <= L (checked by the caller)
 -- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
 -- Policy constants, set in front of the prelude by the Rust side:
--- tick     tick q in µs (SPEC section 5)
+-- tick     tick q in µs (docs/spec.md section 5)
 -- W        window W in ticks
 -- L        limit L
 -- M        max cost (L here; unused)

@@ -1,4 +1,4 @@
--- Token bucket (SPEC section 3): bursts up to a capacity C, refilled at L
+-- Token bucket (docs/spec.md section 3): bursts up to a capacity C, refilled at L
 -- tokens per window W. A fresh key is full.
 --
 -- KEYS[1]  hash {s = tokens scaled by W (so refilling L per tick is exact),
@@ -7,7 +7,7 @@
 -- ARGV[2]  cost n, 1 <= n <= C (checked by the caller)
 -- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
 -- Policy constants, set in front of the prelude by the Rust side:
--- tick     tick q in µs (SPEC section 5)
+-- tick     tick q in µs (docs/spec.md section 5)
 -- W        window W in ticks
 -- L        refill rate L (tokens per window)
 -- M        capacity C

@@ -7,7 +7,7 @@
 //! own key prefixes) through the harness, and drives time through the
 //! [`ManualClock`] it hands them.
 //!
-//! Grouped by theme: the rules every algorithm shares (SPEC section 2), each
+//! Grouped by theme: the rules every algorithm shares (docs/spec.md section 2), each
 //! algorithm's behaviour (section 3), the shared vectors (section 6a),
 //! concurrency, random traces against the core's model, and the `Limiter`
 //! trait's conveniences.
@@ -51,7 +51,7 @@ pub(crate) const T0: u64 = 1_700_000_000_000_000;
 
 /// One of each algorithm with small numbers, the buckets with a capacity or
 /// queue apart from the limit, and policies whose tick is above 1 µs
-/// (SPEC section 5).
+/// (docs/spec.md section 5).
 pub(crate) fn policies() -> Vec<Policy> {
     let policy = |result: Result<Policy, limiter_core::PolicyError>| result.expect("valid policy");
     vec![

@@ -1,4 +1,4 @@
-//! The rules every algorithm shares (SPEC section 2) and the meaning of each
+//! The rules every algorithm shares (docs/spec.md section 2) and the meaning of each
 //! decision field (section 1), checked on every algorithm.
 
 use std::collections::HashMap;
@@ -23,7 +23,7 @@ async fn fingerprint(subject: &Subject, key: &str, t_us: u64) -> Vec<super::Outc
     answers
 }
 
-/// SPEC rule 1: a denied request changes nothing; only an admission writes.
+/// docs/spec.md rule 2.1: a denied request changes nothing; only an admission writes.
 pub async fn denied_request_changes_nothing<H: Harness>(harness: &H) {
     for policy in policies() {
         let s = Subject::new(harness, &policy).await;
@@ -61,7 +61,7 @@ pub async fn denied_request_changes_nothing<H: Harness>(harness: &H) {
     }
 }
 
-/// SPEC rule 2: a cost above the limit (capacity, queue) is a typed error,
+/// docs/spec.md rule 2.2: a cost above the limit (capacity, queue) is a typed error,
 /// never a denial, on a fresh key and on a used one, and writes nothing.
 pub async fn cost_above_the_maximum_is_an_error<H: Harness>(harness: &H) {
     for policy in policies() {
@@ -111,7 +111,7 @@ pub async fn zero_cost_is_an_error<H: Harness>(harness: &H) {
     }
 }
 
-/// Times are exact up to 2^53 µs (SPEC rule 4): a request at 2^53 is
+/// Times are exact up to 2^53 µs (docs/spec.md rule 2.4): a request at 2^53 is
 /// decided, one beyond it is an error that writes nothing.
 pub async fn time_beyond_2_pow_53_is_an_error<H: Harness>(harness: &H) {
     for policy in policies() {
@@ -138,7 +138,7 @@ pub async fn time_beyond_2_pow_53_is_an_error<H: Harness>(harness: &H) {
     }
 }
 
-/// SPEC rule 3: a request stamped before the key's last admission is
+/// docs/spec.md rule 2.3: a request stamped before the key's last admission is
 /// decided at that admission's time, never earlier.
 pub async fn time_never_runs_backwards_inside_a_key<H: Harness>(harness: &H) {
     // Fixed window of 1 per 10 s: admitted in [T0+10s, T0+20s), a request
@@ -190,7 +190,7 @@ pub async fn time_never_runs_backwards_inside_a_key<H: Harness>(harness: &H) {
     }
 }
 
-/// SPEC rule 6: a peek writes nothing, even a peek far in the future (which
+/// docs/spec.md rule 2.6: a peek writes nothing, even a peek far in the future (which
 /// would move the key's time forward if it wrote).
 pub async fn peek_writes_nothing<H: Harness>(harness: &H) {
     for policy in policies() {
@@ -237,7 +237,7 @@ pub async fn peek_answers_what_acquire_would<H: Harness>(harness: &H) {
     }
 }
 
-/// SPEC rule 6: a reset drops the key's state, so it starts again with a
+/// docs/spec.md rule 2.6: a reset drops the key's state, so it starts again with a
 /// full quota; other keys are untouched, and resetting an unknown key is fine.
 pub async fn reset_restores_the_full_quota<H: Harness>(harness: &H) {
     for policy in policies() {
@@ -270,7 +270,7 @@ pub async fn reset_restores_the_full_quota<H: Harness>(harness: &H) {
     }
 }
 
-/// SPEC section 1: `retry_after` is exact. At `t + retry_after` the same
+/// docs/spec.md section 1: `retry_after` is exact. At `t + retry_after` the same
 /// request is allowed, at `t + retry_after - 1` it is not (and there its
 /// `retry_after` is 1 µs).
 pub async fn retry_after_is_exact<H: Harness>(harness: &H) {
@@ -312,7 +312,7 @@ pub async fn retry_after_is_exact<H: Harness>(harness: &H) {
     }
 }
 
-/// SPEC section 1: `reset_after` is exact. At `t + reset_after` the key
+/// docs/spec.md section 1: `reset_after` is exact. At `t + reset_after` the key
 /// answers as a key that never saw a request; 1 µs earlier it does not yet
 /// grant its whole quota.
 pub async fn reset_after_is_exact<H: Harness>(harness: &H) {

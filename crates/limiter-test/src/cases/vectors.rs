@@ -1,4 +1,4 @@
-//! The shared conformance vectors (SPEC section 6a), replayed through the
+//! The shared conformance vectors (docs/spec.md section 6a), replayed through the
 //! backend: every decisions file must come out byte for byte.
 
 use std::fs;
