@@ -54,8 +54,8 @@ impl Decision {
 /// compute it, before conversion to microseconds.
 ///
 /// Backends that evaluate elsewhere (Redis) fill this from their reply and
-/// call [`TickDecision::into_decision`], so the µs conversion of SPEC
-/// section 5 lives in one place.
+/// call [`TickDecision::into_decision`], so the µs conversion of
+/// docs/spec.md section 5 lives in one place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct TickDecision {
     /// Whether the request was admitted.

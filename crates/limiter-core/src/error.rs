@@ -33,8 +33,8 @@ pub enum PolicyError {
         /// The policy's algorithm.
         algorithm: Algorithm,
     },
-    /// No tick exists that keeps every intermediate value exact (SPEC
-    /// section 5): the window is not a multiple of a power of ten large
+    /// No tick exists that keeps every intermediate value exact
+    /// (docs/spec.md section 5): the window is not a multiple of a power of ten large
     /// enough, or the largest of limit, capacity and queue is too large.
     OutOfRange {
         /// The largest of limit, capacity and queue.

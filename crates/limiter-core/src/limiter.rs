@@ -14,7 +14,7 @@ use crate::policy::Policy;
 ///
 /// Object safe, so application code can hold an `Arc<dyn Limiter>` and be
 /// given the in-memory backend in tests and Redis in production: both decide
-/// identically (SPEC).
+/// identically (docs/spec.md sections 2 and 3).
 #[async_trait]
 pub trait Limiter: Send + Sync + fmt::Debug {
     /// The policy every key is limited by.

@@ -236,8 +236,9 @@ proptest! {
             .iter()
             .map(|a| (a.decision.time_us + a.decision.wait.as_micros() as u64, 1))
             .collect();
-        // SPEC's bound assumes at most one departure per tick (L <= W); a
-        // faster drain lets several leave within one tick, at most L*d/W.
+        // docs/spec.md section 4: `1 + ceil(L*(d-1)/W)` assumes at most one
+        // departure per tick (L <= W); a faster drain lets several leave
+        // within one tick, at most ceil(L*d/W).
         let bound = |d: u64| if l <= w { 1 + (l * (d - 1)).div_ceil(w) } else { (l * d).div_ceil(w) };
         check_interval_bound(&departures, bound, "leaky bucket departures")?;
     }

@@ -9,8 +9,8 @@ use limiter_core::{Clock, SystemClock};
 ///
 /// The default clock of a [`MemoryLimiter`](crate::MemoryLimiter): reading
 /// it costs a few nanoseconds where the system clock costs tens (a clock
-/// read would otherwise be the largest part of an in-memory decision). SPEC
-/// section 1 allows it: "a monotonic clock anchored to the wall clock once".
+/// read would otherwise be the largest part of an in-memory decision).
+/// docs/spec.md section 1 allows it: "a monotonic clock anchored to the wall clock once".
 /// It never runs backwards. It does not follow later adjustments of the
 /// wall clock (NTP slews, a manual set), so over days it may drift from
 /// [`SystemClock`] by milliseconds: fixed windows then align to the epoch

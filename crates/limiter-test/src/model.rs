@@ -10,7 +10,7 @@ use limiter_core::{Clock, Decision, Error, KeyState, Limiter, ManualClock, Polic
 use crate::Harness;
 
 /// The reference backend: one [`KeyState`] per key in a locked `HashMap`,
-/// never evicted. It is what the SPEC means; the conformance suite runs
+/// never evicted. It is what docs/spec.md sections 2 and 3 mean; the conformance suite runs
 /// against it in this crate's own tests, so a failing case points at the
 /// backend, not at the case.
 #[derive(Debug)]

@@ -1,5 +1,5 @@
-//! Each algorithm's behaviour on small hand-worked examples (SPEC section
-//! 3), and the article's boundary case.
+//! Each algorithm's behaviour on small hand-worked examples (docs/spec.md
+//! section 3), and the article's boundary case.
 
 use std::time::Duration;
 

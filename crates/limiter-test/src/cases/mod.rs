@@ -175,7 +175,7 @@ impl Subject {
 }
 
 /// What a request came to, comparable across backends: a decision, or the
-/// kind of error that SPEC names. A backend failure is no answer at all, so
+/// kind of error that docs/spec.md section 1 names. A backend failure is no answer at all, so
 /// it fails the case on the spot.
 pub(crate) type Outcome = Result<Decision, &'static str>;
 
