@@ -1,4 +1,9 @@
 //! Fixed window: a counter per aligned window.
+//!
+//! Numeric bounds (docs/spec.md section 5: `4*L*W <= 2^53`, `t <= 2^53`,
+//! `1 <= n <= L`, and `count <= L` since only admissions write it): each
+//! arithmetic site states its bound.
+#![warn(clippy::arithmetic_side_effects)]
 
 use super::AlgorithmState;
 use crate::decision::TickDecision;
@@ -31,29 +36,42 @@ impl AlgorithmState for FixedWindow {
     #[inline]
     fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<Self>) {
         let (w, limit) = (policy.window_ticks(), policy.limit());
-        let window_start = t - policy.window_divisor().rem(t);
-        let until_next_window = window_start + w - t;
+        // t mod W <= t; then window_start <= t < window_start + W <= 2^53 + 2^51.
+        #[allow(clippy::arithmetic_side_effects)]
+        let (window_start, until_next_window) = {
+            let window_start = t - policy.window_divisor().rem(t);
+            (window_start, window_start + w - t)
+        };
         let count = if window_start == self.window_start {
             self.count
         } else {
             0
         };
-        if count + n <= limit {
+        // count <= L and n <= L: at most 2L.
+        #[allow(clippy::arithmetic_side_effects)]
+        let wanted = count + n;
+        if wanted <= limit {
             let next = Self {
                 window_start,
-                count: count + n,
+                count: wanted,
             };
+            // No underflow: wanted <= L.
+            #[allow(clippy::arithmetic_side_effects)]
+            let remaining = limit - wanted;
             let decision = TickDecision {
                 allowed: true,
-                remaining: limit - next.count,
+                remaining,
                 reset_after: until_next_window,
                 ..TickDecision::default()
             };
             (decision, Some(next))
         } else {
+            // No underflow: count <= L.
+            #[allow(clippy::arithmetic_side_effects)]
+            let remaining = limit - count;
             let decision = TickDecision {
                 allowed: false,
-                remaining: limit - count,
+                remaining,
                 retry_after: until_next_window,
                 reset_after: if count > 0 { until_next_window } else { 0 },
                 ..TickDecision::default()

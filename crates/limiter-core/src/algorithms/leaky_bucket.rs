@@ -1,4 +1,9 @@
 //! Leaky bucket: a queue that drains at a constant rate.
+//!
+//! Numeric bounds (docs/spec.md section 5: `4*max(L, Q)*W <= 2^53`,
+//! `t <= 2^53`, `1 <= n <= Q`, and `s <= Q*W` since only an admission that
+//! fits writes it): each arithmetic site states its bound.
+#![warn(clippy::arithmetic_side_effects)]
 
 use super::AlgorithmState;
 use crate::decision::TickDecision;
@@ -33,16 +38,25 @@ impl AlgorithmState for LeakyBucket {
     fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<Self>) {
         let w = policy.window_ticks();
         let (per_window, per_rate) = (policy.window_divisor(), policy.limit_divisor());
-        let full = policy.max_cost() * w;
-        let elapsed = (t - self.last).min(policy.fill_ticks());
-        let s = self.scaled_queued.saturating_sub(elapsed * policy.limit());
-        let need = n * w;
-        if s + need <= full {
+        // full = Q*W <= 2^51; t >= last (t is t_eff >= T_s); elapsed <=
+        // ceil(Q*W / L), so elapsed*L < Q*W + L <= 2^52; n*W <= Q*W, so
+        // queued = s + n*W <= 2*Q*W <= 2^52.
+        #[allow(clippy::arithmetic_side_effects)]
+        let (full, s, queued) = {
+            let full = policy.max_cost() * w;
+            let elapsed = (t - self.last).min(policy.fill_ticks());
+            let s = self.scaled_queued.saturating_sub(elapsed * policy.limit());
+            (full, s, s + n * w)
+        };
+        if queued <= full {
             let wait = per_rate.div_ceil(s);
-            let s = s + need;
+            let s = queued;
+            // No underflow: s <= full.
+            #[allow(clippy::arithmetic_side_effects)]
+            let room = full - s;
             let decision = TickDecision {
                 allowed: true,
-                remaining: per_window.div(full - s),
+                remaining: per_window.div(room),
                 reset_after: per_rate.div_ceil(s),
                 wait,
                 ..TickDecision::default()
@@ -53,10 +67,14 @@ impl AlgorithmState for LeakyBucket {
             };
             (decision, Some(next))
         } else {
+            // No underflow: s <= full (the stored s is, and draining lowers
+            // it) and queued > full.
+            #[allow(clippy::arithmetic_side_effects)]
+            let (room, excess) = (full - s, queued - full);
             let decision = TickDecision {
                 allowed: false,
-                remaining: per_window.div(full - s),
-                retry_after: per_rate.div_ceil(s + need - full),
+                remaining: per_window.div(room),
+                retry_after: per_rate.div_ceil(excess),
                 reset_after: per_rate.div_ceil(s),
                 ..TickDecision::default()
             };

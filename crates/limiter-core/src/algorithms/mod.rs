@@ -6,6 +6,11 @@
 //! request is admitted, the write to [`apply`](AlgorithmState::apply).
 //! [`AlgorithmState::acquire`] and [`AlgorithmState::peek`] wrap that with
 //! the rules every algorithm shares (cost checks, ticks, `t_eff`).
+//!
+//! Every file here warns on `clippy::arithmetic_side_effects`: each
+//! arithmetic site that may not overflow is allowed one by one, with the
+//! bound that proves it (from the policy limits of docs/spec.md section 5).
+#![warn(clippy::arithmetic_side_effects)]
 
 mod fixed_window;
 mod key_state;
@@ -84,6 +89,8 @@ pub trait AlgorithmState: Clone + fmt::Debug + Send + Sync + 'static {
 pub fn effective_time(policy: &Policy, stamp: u64, now_us: u64, cost: u64) -> Result<u64, Error> {
     check_request(policy, now_us, cost)?;
     // Everyday policies have a 1 µs tick: spare the hot path a division.
+    // The tick is at least 1 (a power of ten chosen by the policy).
+    #[allow(clippy::arithmetic_side_effects)]
     let t = match policy.tick_us() {
         1 => now_us,
         tick => now_us / tick,

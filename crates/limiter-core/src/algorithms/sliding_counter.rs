@@ -1,5 +1,10 @@
 //! Sliding window counter: the previous window's count, weighted by how much
 //! of it still overlaps the trailing window, plus the current count.
+//!
+//! Numeric bounds (docs/spec.md section 5: `4*L*W <= 2^53`, `t <= 2^53`,
+//! `1 <= n <= L`, and `prev, curr <= L` since only an admission with
+//! `curr + n <= L` writes them): each arithmetic site states its bound.
+#![warn(clippy::arithmetic_side_effects)]
 
 use super::AlgorithmState;
 use crate::decision::TickDecision;
@@ -34,31 +39,45 @@ impl AlgorithmState for SlidingCounter {
     fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<Self>) {
         let (w, limit) = (policy.window_ticks(), policy.limit());
         let e = policy.window_divisor().rem(t);
-        let window_start = t - e;
+        // e = t mod W <= t; the stored window start is at most 2^53, and W <= 2^51.
+        #[allow(clippy::arithmetic_side_effects)]
+        let (window_start, next_after_stored) = (t - e, self.window_start + w);
         let (prev, curr) = if window_start == self.window_start {
             (self.previous, self.current)
-        } else if window_start == self.window_start + w {
+        } else if window_start == next_after_stored {
             (self.current, 0)
         } else {
             (0, 0)
         };
-        let weighted_prev = prev * (w - e);
+        // e < W, so weighted_prev = prev*(W - e) <= L*W <= 2^51 (and no
+        // underflow in L*W - weighted_prev); 2W - e <= 2^52; the weighted
+        // total is at most L*W + 2L*W < 2^53.
+        #[allow(clippy::arithmetic_side_effects)]
+        let (weighted_prev, allowance, weighted) = {
+            let weighted_prev = prev * (w - e);
+            (weighted_prev, limit * w, weighted_prev + (curr + n) * w)
+        };
         let per_window = policy.window_divisor();
+        #[allow(clippy::arithmetic_side_effects)]
         let remaining = |curr: u64| {
             per_window
-                .div(limit * w - weighted_prev)
+                .div(allowance - weighted_prev)
                 .saturating_sub(curr)
         };
+        #[allow(clippy::arithmetic_side_effects)]
         let reset_after = |curr: u64| match (curr, prev) {
             (0, 0) => 0,
             (0, _) => w - e,
             _ => 2 * w - e,
         };
-        if weighted_prev + (curr + n) * w <= limit * w {
+        if weighted <= allowance {
+            // At most L: the weighted total fits.
+            #[allow(clippy::arithmetic_side_effects)]
+            let current = curr + n;
             let next = Self {
                 window_start,
                 previous: prev,
-                current: curr + n,
+                current,
             };
             let decision = TickDecision {
                 allowed: true,
@@ -68,6 +87,12 @@ impl AlgorithmState for SlidingCounter {
             };
             (decision, Some(next))
         } else {
+            // Denied with curr + n <= L: then prev*(W - e) > (L - curr - n)*W,
+            // so prev >= 1 and X = ((L - curr - n)*W) div prev < W - e: the
+            // result is in [1, W]. Denied with curr + n > L: curr > L - n >= 0,
+            // so curr >= 1 and ((L - n)*W) div curr < W: at most 2W. Every
+            // product is at most L*W <= 2^51.
+            #[allow(clippy::arithmetic_side_effects)]
             let retry_after = if curr + n <= limit {
                 // Wait, within this window, for the previous window's weight to fall.
                 w - ((limit - curr - n) * w) / prev - e

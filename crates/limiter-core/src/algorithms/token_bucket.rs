@@ -1,4 +1,9 @@
 //! Token bucket: bursts up to a capacity, then a steady refill.
+//!
+//! Numeric bounds (docs/spec.md section 5: `4*max(L, C)*W <= 2^53`,
+//! `t <= 2^53`, `1 <= n <= C`, and `s <= C*W` since every write is
+//! clamped to it): each arithmetic site states its bound.
+#![warn(clippy::arithmetic_side_effects)]
 
 use super::AlgorithmState;
 use crate::decision::TickDecision;
@@ -18,8 +23,11 @@ impl AlgorithmState for TokenBucket {
     type Update = Self;
 
     fn fresh(policy: &Policy) -> Self {
+        // C*W <= 2^51.
+        #[allow(clippy::arithmetic_side_effects)]
+        let full = policy.max_cost() * policy.window_ticks();
         Self {
-            scaled_tokens: policy.max_cost() * policy.window_ticks(),
+            scaled_tokens: full,
             last: 0,
         }
     }
@@ -33,16 +41,27 @@ impl AlgorithmState for TokenBucket {
     fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<Self>) {
         let w = policy.window_ticks();
         let (per_window, per_rate) = (policy.window_divisor(), policy.limit_divisor());
-        let full = policy.max_cost() * w;
-        let elapsed = (t - self.last).min(policy.fill_ticks());
-        let s = full.min(self.scaled_tokens + elapsed * policy.limit());
-        let need = n * w;
+        // full = C*W <= 2^51; t >= last (t is t_eff >= T_s); elapsed <=
+        // ceil(C*W / L), so elapsed*L < C*W + L <= 2^52; s + that < 2^53;
+        // need = n*W <= C*W.
+        #[allow(clippy::arithmetic_side_effects)]
+        let (full, s, need) = {
+            let full = policy.max_cost() * w;
+            let elapsed = (t - self.last).min(policy.fill_ticks());
+            (
+                full,
+                full.min(self.scaled_tokens + elapsed * policy.limit()),
+                n * w,
+            )
+        };
         if s >= need {
-            let s = s - need;
+            // No underflow: s >= need, and s <= full.
+            #[allow(clippy::arithmetic_side_effects)]
+            let (s, empty) = (s - need, full - s + need);
             let decision = TickDecision {
                 allowed: true,
                 remaining: per_window.div(s),
-                reset_after: per_rate.div_ceil(full - s),
+                reset_after: per_rate.div_ceil(empty),
                 ..TickDecision::default()
             };
             let next = Self {
@@ -51,11 +70,14 @@ impl AlgorithmState for TokenBucket {
             };
             (decision, Some(next))
         } else {
+            // No underflow: need > s, and s <= full.
+            #[allow(clippy::arithmetic_side_effects)]
+            let (missing, empty) = (need - s, full - s);
             let decision = TickDecision {
                 allowed: false,
                 remaining: per_window.div(s),
-                retry_after: per_rate.div_ceil(need - s),
-                reset_after: per_rate.div_ceil(full - s),
+                retry_after: per_rate.div_ceil(missing),
+                reset_after: per_rate.div_ceil(empty),
                 ..TickDecision::default()
             };
             (decision, None)
