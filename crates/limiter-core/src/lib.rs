@@ -1,29 +1,31 @@
-//! Exact rate-limiting algorithms as pure state machines, and the types every
-//! limiter backend shares: [`Policy`], [`Decision`], [`Clock`] and the
-//! [`Limiter`] trait.
+//! Exact rate limiting: the [`Policy`], [`Decision`] and [`Error`] types,
+//! the [`Limiter`] trait every backend implements, and the algorithms as
+//! pure state machines.
 //!
-//! The five algorithms (fixed window, sliding log, sliding window counter,
-//! token bucket, leaky bucket) decide in exact integer arithmetic, the same
-//! way in Rust as in the Redis backend's Lua scripts, so a trace gives the
-//! same decisions on every backend. This crate has no runtime, no Redis and
-//! no map: backends (`limiter-memory`, `limiter-redis`) keep the state.
+//! The algorithms ([`Algorithm`]: fixed window, sliding log, sliding window
+//! counter, token bucket, leaky bucket) decide in exact integer arithmetic,
+//! the same way in Rust as in the Redis backend's Lua scripts, so a trace
+//! gives the same decisions on every backend (docs/spec.md section 3). This
+//! crate has no runtime, no Redis and no map: backends (`limiter-memory`,
+//! `limiter-redis`) keep the state.
+//!
+//! # Two APIs
+//!
+//! The crate root is what an application uses: a [`Policy`] (also written
+//! as a string, `sliding-log:100/1h`), a [`Limiter`] to ask, the
+//! [`Decision`] it answers, and [`FailurePolicy`] / [`Resilient`] for what
+//! to answer while a backend fails. The [`backend`] module is for those who
+//! write a backend: the algorithms' states, the request checks and the
+//! dispatch over algorithms.
 //!
 //! ```
-//! use limiter_core::{AlgorithmState, Policy, Rate, SlidingLog};
+//! use limiter_core::{Policy, Rate};
 //!
-//! let policy = Policy::sliding_log(Rate::per_minute(10))?; // 10 SMS codes a minute
-//! let mut key = SlidingLog::default();
-//! let admitted = (0..20).filter(|i| key.acquire(&policy, i * 1_000_000, 1).unwrap().allowed);
-//! assert_eq!(admitted.count(), 10);
+//! let sms: Policy = "sliding-log:10/1m".parse()?; // 10 SMS codes a minute
+//! assert_eq!(sms, Policy::sliding_log(Rate::per_minute(10))?);
+//! assert_eq!(sms.max_cost(), 10);
 //! # Ok::<(), limiter_core::PolicyError>(())
 //! ```
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    rust_2018_idioms,
-    unreachable_pub
-)]
-#![forbid(unsafe_code)]
 
 mod algorithms;
 mod clock;

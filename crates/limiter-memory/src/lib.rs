@@ -60,13 +60,6 @@
 //! up to 4 entries, and about 16 bytes per entry beyond that (the log's
 //! deque doubles). The range is the hash table's load factor. See
 //! `docs/backends.md` for the table and how it was measured.
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    rust_2018_idioms,
-    unreachable_pub
-)]
-#![forbid(unsafe_code)]
 
 mod builder;
 mod clock;
