@@ -18,6 +18,10 @@ pub enum BackendErrorKind {
     Connect,
     /// Redis did not answer within the command timeout.
     Timeout,
+    /// Redis is known to be down (a connection or a command failed a
+    /// moment ago): the decision failed at once, without a round trip,
+    /// while a background probe checks the server.
+    Unavailable,
     /// Redis answered with an error or an unexpected reply, or the
     /// connection broke while waiting for the answer.
     Redis,
@@ -47,12 +51,6 @@ impl BackendError {
         self
     }
 
-    /// Prepends what the limiter was doing: `"{context}: {message}"`.
-    pub(crate) fn context(mut self, context: impl std::fmt::Display) -> Self {
-        self.message = format!("{context}: {}", self.message);
-        self
-    }
-
     pub(crate) fn config(message: impl Into<String>) -> Self {
         Self::new(BackendErrorKind::Config, message)
     }
@@ -71,11 +69,9 @@ impl BackendError {
 
 impl fmt::Display for BackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)?;
-        if let Some(source) = &self.source {
-            write!(f, ": {source}")?;
-        }
-        Ok(())
+        // The cause is `source()`'s to tell: a chain reporter prints each
+        // cause once.
+        f.write_str(&self.message)
     }
 }
 

@@ -1,43 +1,122 @@
-//! Where a user key's state lives in Redis.
+//! Where a user key's state lives in Redis: `{prefix}:{{user_key}}:{policy}`.
+//!
+//! The policy part is the algorithm's short name and a stable digest of the
+//! policy's numbers, so two policies never share state, and the same policy
+//! on every app instance always does.
 
-use limiter_core::Algorithm;
+use limiter_core::{Algorithm, Policy};
 
-/// The Redis key holding `user_key`'s state under `algorithm`:
-/// `{prefix}:{{user_key}}:{suffix}`, e.g. `limiter:{user:42}:sl`.
+/// The policy part of a key, e.g. `sl-e77675966f00`: the algorithm's short
+/// name and 48 bits of an FNV-1a digest of the policy's identity (algorithm,
+/// limit, window in µs, capacity or queue).
 ///
-/// The user key is wrapped in braces, a Redis Cluster hash tag, so every key
-/// a script touches for one user key hashes to one slot (today each script
-/// touches one key; companion keys must use this function with another
-/// suffix). The prefix may not contain braces (checked when building), so
-/// the tag is the user key (up to its first `}`, if it has one: such keys
-/// still get their own Redis key, only a coarser slot), and distinct user
-/// keys or algorithms never share a Redis key.
-pub(crate) fn state_key(prefix: &str, algorithm: Algorithm, user_key: &str) -> String {
-    let suffix = match algorithm {
+/// The identity is written out here, not taken from `Policy`'s `Display`,
+/// so that no change of how policies print can move every key.
+pub(crate) fn policy_tag(policy: &Policy) -> String {
+    let short = match policy.algorithm() {
         Algorithm::FixedWindow => "fw",
         Algorithm::SlidingLog => "sl",
         Algorithm::SlidingCounter => "sc",
         Algorithm::TokenBucket => "tb",
         Algorithm::LeakyBucket => "lb",
     };
-    format!("{prefix}:{{{user_key}}}:{suffix}")
+    let mut identity = format!(
+        "{}:{}/{}us",
+        policy.algorithm().name(),
+        policy.limit(),
+        policy.window_us()
+    );
+    if let Some(capacity) = policy.capacity() {
+        identity.push_str(&format!(",capacity={capacity}"));
+    }
+    if let Some(queue) = policy.queue() {
+        identity.push_str(&format!(",queue={queue}"));
+    }
+    format!("{short}-{:012x}", fnv1a(identity.as_bytes()) >> 16)
+}
+
+/// The 64-bit FNV-1a digest: tiny, stable across versions and platforms.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Builds the Redis keys of one policy under one prefix.
+///
+/// The user key is wrapped in braces, a Redis Cluster hash tag, so every key
+/// a script touches for one user key hashes to one slot. The prefix may not
+/// contain braces (checked when building), so the tag is the user key (up to
+/// its first `}`, if it has one: such keys still get their own Redis key,
+/// only a coarser slot), and distinct user keys or policies never share a
+/// Redis key.
+#[derive(Debug, Clone)]
+pub(crate) struct KeyLayout {
+    /// `{prefix}:{`
+    head: String,
+    /// `}:{policy_tag}`
+    tail: String,
+}
+
+impl KeyLayout {
+    pub(crate) fn new(prefix: &str, policy: &Policy) -> Self {
+        Self {
+            head: format!("{prefix}:{{"),
+            tail: format!("}}:{}", policy_tag(policy)),
+        }
+    }
+
+    /// The Redis key of `user_key`'s state, e.g. `limiter:{user:42}:sl-e77675966f00`.
+    pub(crate) fn state_key(&self, user_key: &str) -> String {
+        let mut key = String::with_capacity(self.head.len() + user_key.len() + self.tail.len());
+        key.push_str(&self.head);
+        key.push_str(user_key);
+        key.push_str(&self.tail);
+        key
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+    use std::time::Duration;
+
+    use limiter_core::Rate;
+
     use super::*;
 
     #[test]
-    fn keys_carry_the_user_key_as_hash_tag() {
-        assert_eq!(
-            state_key("limiter", Algorithm::SlidingLog, "user:42"),
-            "limiter:{user:42}:sl"
-        );
-        assert_eq!(state_key("app", Algorithm::TokenBucket, ""), "app:{}:tb");
-        let suffixes: std::collections::HashSet<_> = Algorithm::ALL
-            .into_iter()
-            .map(|a| state_key("p", a, "k"))
-            .collect();
-        assert_eq!(suffixes.len(), 5, "one key per algorithm");
+    fn keys_carry_the_user_key_as_hash_tag_and_the_policy() {
+        let policy = Policy::sliding_log(Rate::per_hour(100)).unwrap();
+        let key = KeyLayout::new("limiter", &policy).state_key("user:42");
+        assert!(key.starts_with("limiter:{user:42}:sl-"), "{key}");
+        assert_eq!(key.len(), "limiter:{user:42}:sl-".len() + 12);
+        assert!(KeyLayout::new("app", &policy)
+            .state_key("")
+            .starts_with("app:{}:sl-"));
+    }
+
+    #[test]
+    fn the_policy_tag_is_stable_and_tells_policies_apart() {
+        // Pinned: a change here moves every key of every deployment.
+        let pinned = Policy::sliding_log(Rate::per_minute(10)).unwrap();
+        assert_eq!(policy_tag(&pinned), policy_tag(&pinned.clone()));
+        assert_eq!(policy_tag(&pinned), "sl-e77675966f00");
+        let mut tags = HashSet::new();
+        for algorithm in Algorithm::ALL {
+            for (limit, window) in [(5, 10), (100, 60), (5, 60), (100, 10)] {
+                let rate = Rate::new(limit, Duration::from_secs(window));
+                tags.insert(policy_tag(&Policy::new(algorithm, rate).unwrap()));
+            }
+        }
+        let bucket = Policy::token_bucket(Rate::per_second(5)).unwrap();
+        tags.insert(policy_tag(&bucket.clone().with_capacity(10).unwrap()));
+        tags.insert(policy_tag(
+            &Policy::leaky_bucket(Rate::per_second(5))
+                .unwrap()
+                .with_queue(10)
+                .unwrap(),
+        ));
+        assert_eq!(tags.len(), 5 * 4 + 2, "every policy has its own tag");
     }
 }

@@ -4,11 +4,13 @@
 //!
 //! ```no_run
 //! use limiter_core::{Limiter, Policy, Rate};
-//! use limiter_redis::RedisLimiter;
+//! use limiter_redis::{RedisBackend, RedisLimiter};
 //!
 //! # async fn run() -> Result<(), limiter_core::Error> {
+//! // Once per application: every limiter shares its connections.
+//! let redis = RedisBackend::builder("redis://127.0.0.1:6379/").build().await?;
 //! let policy = Policy::sliding_log(Rate::per_minute(10))?; // 10 SMS codes a minute
-//! let limiter = RedisLimiter::builder("redis://127.0.0.1:6379/", policy).build().await?;
+//! let limiter = RedisLimiter::builder(&redis, policy).build().await?;
 //! let decision = limiter.acquire("phone:+15550100", 1).await?;
 //! if !decision.allowed {
 //!     println!("try again in {:?}", decision.retry_after);
@@ -16,13 +18,16 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Each decision is one `EVALSHA` of the policy's script (loaded again
-//! automatically after a server restart or `SCRIPT FLUSH`) on a pooled
-//! connection. Times come from Redis `TIME` unless a
+//! Each decision is one `EVALSHA` of the policy's script on one of the
+//! backend's multiplexed connections, which pipeline any number of
+//! concurrent decisions. Scripts are loaded on every new connection (and
+//! again after a `SCRIPT FLUSH`). Times come from Redis `TIME` unless a
 //! [`Clock`](limiter_core::Clock) is given ([`RedisLimiterBuilder::clock`]).
-//! A user key `k` lives at `{prefix}:{k}:{algorithm}` with a TTL equal to its
-//! `reset_after`; see `docs/backends.md` for the key layout, the memory per
-//! key, and the failure policies ([`FailurePolicy`]).
+//! A user key `k` lives at `{prefix}:{k}:{policy}` with a TTL equal to its
+//! `reset_after`. While Redis is down, decisions fail at once (no caller
+//! waits out a timeout) and one background probe checks the server. See
+//! `docs/backends.md` for the key layout, the memory per key, failures and
+//! the failure policies ([`FailurePolicy`]).
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -31,14 +36,18 @@
 )]
 #![forbid(unsafe_code)]
 
+mod backend;
+mod backend_builder;
 mod builder;
+mod circuit;
 mod error;
 mod keys;
 mod limiter;
-mod pool;
 mod scripts;
 
 pub use self::{
+    backend::RedisBackend,
+    backend_builder::RedisBackendBuilder,
     builder::{FailurePolicy, RedisLimiterBuilder},
     error::{BackendError, BackendErrorKind},
     limiter::RedisLimiter,

@@ -5,67 +5,56 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use limiter_core::{
-    check_request, Clock, Decision, Error, Limiter, Policy, SystemClock, TickDecision,
-};
-use redis::RedisError;
+use limiter_core::{check_request, Clock, Decision, Error, Limiter, Policy, SystemClock, TickDecision};
 
+use crate::backend::RedisBackend;
 use crate::builder::{FailurePolicy, RedisLimiterBuilder};
 use crate::error::{BackendError, BackendErrorKind};
-use crate::keys::state_key;
-use crate::pool::Pool;
-use crate::scripts::{self, Mode};
-use redis::Script;
+use crate::keys::KeyLayout;
+use crate::scripts::{self, LuaScript, Mode};
 
 /// A keyed rate limiter whose state lives in Redis: each decision is one
 /// atomic Lua script (one round trip), deciding exactly as `limiter-core`.
 ///
-/// Build one with [`RedisLimiter::builder`]. Clones are not needed: share it
-/// behind an `Arc` (it is `Send + Sync`, and `Arc<dyn Limiter>` works).
+/// Build one with [`RedisLimiter::builder`] on a shared [`RedisBackend`].
+/// Share it behind an `Arc` (it is `Send + Sync`, and `Arc<dyn Limiter>`
+/// works).
 pub struct RedisLimiter {
     policy: Policy,
+    backend: RedisBackend,
+    keys: KeyLayout,
     key_prefix: String,
     clock: Option<Arc<dyn Clock>>,
-    pool: Pool,
-    command_timeout: Duration,
     on_failure: FailurePolicy,
     /// The policy's script, with its constants written in.
-    script: Script,
-    url: String,
+    script: LuaScript,
     warnings: WarningThrottle,
 }
 
 impl RedisLimiter {
-    /// Starts building a limiter for `policy` on the Redis server at `url`
-    /// (`redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS
-    /// if the `redis` crate is built with it).
-    pub fn builder(url: impl Into<String>, policy: Policy) -> RedisLimiterBuilder {
-        RedisLimiterBuilder::new(url.into(), policy)
+    /// Starts building a limiter for `policy` on `backend` (its connections
+    /// are shared with every other limiter built on it).
+    pub fn builder(backend: &RedisBackend, policy: Policy) -> RedisLimiterBuilder {
+        RedisLimiterBuilder::new(backend.clone(), policy)
     }
 
-    pub(crate) fn new(
-        builder: RedisLimiterBuilder,
-        pool: Pool,
-        url: String,
-        script: Script,
-    ) -> Self {
+    pub(crate) fn new(builder: RedisLimiterBuilder, script: LuaScript) -> Self {
         Self {
+            keys: KeyLayout::new(&builder.key_prefix, &builder.policy),
             policy: builder.policy,
+            backend: builder.backend,
             key_prefix: builder.key_prefix,
             clock: builder.clock,
-            pool,
-            command_timeout: builder.command_timeout,
             on_failure: builder.on_failure,
             script,
-            url,
             warnings: WarningThrottle::default(),
         }
     }
 
-    /// The Redis key holding `key`'s state, e.g. `limiter:{user:42}:sl`:
-    /// what to inspect with `redis-cli`.
+    /// The Redis key holding `key`'s state, e.g.
+    /// `limiter:{user:42}:sl-e77675966f00`: what to inspect with `redis-cli`.
     pub fn redis_key(&self, key: &str) -> String {
-        state_key(&self.key_prefix, self.policy.algorithm(), key)
+        self.keys.state_key(key)
     }
 
     /// The key prefix (see [`RedisLimiterBuilder::key_prefix`]).
@@ -73,29 +62,9 @@ impl RedisLimiter {
         &self.key_prefix
     }
 
-    /// Checks that Redis answers, within the timeouts.
-    pub async fn ping(&self) -> Result<(), Error> {
-        self.command::<String>(&redis::cmd("PING"))
-            .await
-            .map(drop)
-            .map_err(|e| e.context(format_args!("Redis at {}", self.url)).into())
-    }
-
-    /// Runs one command on a pooled connection, within the command timeout.
-    async fn command<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, BackendError> {
-        let mut conn = self.pool.get().await?;
-        let call = cmd.query_async::<T>(&mut conn.inner);
-        match tokio::time::timeout(self.command_timeout, call).await {
-            Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(e)) => {
-                conn.record(&e);
-                Err(command_error(e))
-            }
-            Err(_) => {
-                conn.mark_broken();
-                Err(timeout_error(self.command_timeout))
-            }
-        }
+    /// The backend this limiter decides on.
+    pub fn backend(&self) -> &RedisBackend {
+        &self.backend
     }
 
     /// One decision: validate, run the script (one round trip), convert.
@@ -106,11 +75,7 @@ impl RedisLimiter {
         check_request(&self.policy, time_us.unwrap_or(0), cost)?;
         match self.run(key, cost, time_us, mode).await {
             Ok(decision) => Ok(decision),
-            Err(e) => self.fallback(
-                key,
-                e.context(format_args!("Redis at {}", self.url)),
-                time_us,
-            ),
+            Err(e) => self.fallback(key, e, time_us),
         }
     }
 
@@ -121,26 +86,10 @@ impl RedisLimiter {
         time_us: Option<u64>,
         mode: Mode,
     ) -> Result<Decision, BackendError> {
-        let mut invocation = self.script.prepare_invoke();
-        invocation.key(self.redis_key(key));
-        for arg in scripts::args(mode, cost, time_us) {
-            invocation.arg(arg);
-        }
-        let mut conn = self.pool.get().await?;
-        // EVALSHA, and on NOSCRIPT (a restarted or flushed server) SCRIPT
-        // LOAD and EVALSHA again.
-        let call = invocation.invoke_async::<Vec<u64>>(&mut conn.inner);
-        let reply = match tokio::time::timeout(self.command_timeout, call).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(e)) => {
-                conn.record(&e);
-                return Err(command_error(e));
-            }
-            Err(_) => {
-                conn.mark_broken();
-                return Err(timeout_error(self.command_timeout));
-            }
-        };
+        let cmd = self
+            .script
+            .decide(&self.keys.state_key(key), mode, cost, time_us);
+        let reply = self.backend.query(&cmd, Some(&self.script)).await?;
         scripts::decision(&self.policy, &reply).ok_or_else(|| {
             BackendError::new(
                 BackendErrorKind::Redis,
@@ -149,7 +98,7 @@ impl RedisLimiter {
         })
     }
 
-    /// What a failed decision answers, per the failure policy.
+/// What a failed decision answers, per the failure policy.
     fn fallback(
         &self,
         key: &str,
@@ -224,26 +173,6 @@ impl WarningThrottle {
     }
 }
 
-/// A failed command, classified.
-pub(crate) fn command_error(e: RedisError) -> BackendError {
-    let (kind, what) = if e.is_timeout() {
-        (BackendErrorKind::Timeout, "no answer in time")
-    } else if e.is_io_error() || e.is_connection_dropped() {
-        (BackendErrorKind::Connect, "connection lost")
-    } else {
-        (BackendErrorKind::Redis, "command failed")
-    };
-    BackendError::new(kind, what).with_source(e)
-}
-
-/// A command that did not finish within `timeout`.
-pub(crate) fn timeout_error(timeout: Duration) -> BackendError {
-    BackendError::new(
-        BackendErrorKind::Timeout,
-        format!("no answer within {timeout:?}"),
-    )
-}
-
 #[async_trait]
 impl Limiter for RedisLimiter {
     fn policy(&self) -> &Policy {
@@ -263,17 +192,18 @@ impl Limiter for RedisLimiter {
     async fn reset(&self, key: &str) -> Result<(), Error> {
         let mut del = redis::cmd("DEL");
         del.arg(self.redis_key(key));
-        self.command::<u64>(&del)
+        self.backend
+            .query(&del, None)
             .await
             .map(drop)
-            .map_err(|e| e.context(format_args!("Redis at {}", self.url)).into())
+            .map_err(Into::into)
     }
 }
 
 impl fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiter")
-            .field("url", &self.url)
+            .field("backend", &self.backend)
             .field("policy", &self.policy)
             .field("key_prefix", &self.key_prefix)
             .field(

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use limiter_core::{Algorithm, Error, Limiter, ManualClock, Policy, PolicyError, Rate};
-use limiter_redis::{BackendError, BackendErrorKind, RedisLimiter};
+use limiter_redis::{BackendError, BackendErrorKind, RedisBackend, RedisLimiter};
 
 /// Nothing listens here: any round trip would fail as a connection error.
 const NOWHERE: &str = "redis://127.0.0.1:1/";
@@ -26,7 +26,7 @@ fn config_error(error: Error) -> String {
 #[tokio::test]
 async fn a_sliding_log_above_the_guard_is_refused_as_unsupported() {
     let policy = Policy::sliding_log(Rate::per_hour(10_001)).unwrap();
-    let error = RedisLimiter::builder(NOWHERE, policy.clone())
+    let error = common::builder_at(NOWHERE, policy.clone())
         .build()
         .await
         .unwrap_err();
@@ -61,27 +61,30 @@ async fn a_sliding_log_above_the_guard_is_refused_as_unsupported() {
 
 #[tokio::test]
 async fn bad_options_are_refused_before_connecting() {
+    let backend = |builder: limiter_redis::RedisBackendBuilder| async {
+        config_error(builder.build().await.unwrap_err())
+    };
+    let message = backend(RedisBackend::builder(NOWHERE).connections(0)).await;
+    assert!(message.contains("connections must be at least 1"), "{message}");
+    for builder in [
+        RedisBackend::builder(NOWHERE).command_timeout(Duration::ZERO),
+        RedisBackend::builder(NOWHERE).connection_timeout(Duration::ZERO),
+        RedisBackend::builder(NOWHERE).probe_interval(Duration::ZERO),
+    ] {
+        let message = backend(builder).await;
+        assert!(message.contains("timeouts"), "{message}");
+    }
+    let message = backend(RedisBackend::builder("http://example")).await;
+    assert!(message.contains("invalid Redis URL"), "{message}");
     let policy = Policy::token_bucket(Rate::per_second(5)).unwrap();
-    let build =
-        |builder: limiter_redis::RedisLimiterBuilder| async { builder.build().await.unwrap_err() };
-    let message =
-        config_error(build(RedisLimiter::builder(NOWHERE, policy.clone()).pool_size(0)).await);
-    assert!(message.contains("pool size"), "{message}");
     let message = config_error(
-        build(RedisLimiter::builder(NOWHERE, policy.clone()).command_timeout(Duration::ZERO)).await,
-    );
-    assert!(message.contains("timeouts"), "{message}");
-    let message = config_error(
-        build(RedisLimiter::builder(NOWHERE, policy.clone()).connection_timeout(Duration::ZERO))
-            .await,
-    );
-    assert!(message.contains("timeouts"), "{message}");
-    let message = config_error(
-        build(RedisLimiter::builder(NOWHERE, policy.clone()).key_prefix("a{b}")).await,
+        common::builder_at(NOWHERE, policy)
+            .key_prefix("a{b}")
+            .build()
+            .await
+            .unwrap_err(),
     );
     assert!(message.contains("brace"), "{message}");
-    let message = config_error(build(RedisLimiter::builder("http://example", policy)).await);
-    assert!(message.contains("invalid Redis URL"), "{message}");
 }
 
 #[tokio::test]
@@ -92,10 +95,13 @@ async fn bad_requests_are_errors_before_any_round_trip() {
         .unwrap();
     let clock = ManualClock::new(0);
     // Fail-open would admit anything that reached the backend.
-    let limiter = RedisLimiter::builder(NOWHERE, policy)
+    let backend = RedisBackend::builder(NOWHERE)
+        .connection_timeout(Duration::from_millis(200))
+        .build_lazy()
+        .unwrap();
+    let limiter = RedisLimiter::builder(&backend, policy)
         .clock(clock.clone())
         .on_failure(limiter_redis::FailurePolicy::FailOpen)
-        .connection_timeout(Duration::from_millis(200))
         .build()
         .await
         .unwrap();
@@ -117,20 +123,28 @@ async fn bad_requests_are_errors_before_any_round_trip() {
 
 #[tokio::test]
 async fn the_defaults_are_as_documented() {
-    use limiter_redis::RedisLimiterBuilder as B;
+    use limiter_redis::{RedisBackendBuilder as C, RedisLimiterBuilder as B};
     assert_eq!(B::DEFAULT_KEY_PREFIX, "limiter");
-    assert_eq!(B::DEFAULT_POOL_SIZE, 10);
     assert_eq!(B::DEFAULT_MAX_SLIDING_LOG_LIMIT, 10_000);
     assert_eq!(B::DEFAULT_TTL_FLOOR, Duration::from_secs(60));
+    assert_eq!(C::DEFAULT_CONNECTIONS, 1);
+    assert_eq!(C::DEFAULT_CONNECTION_TIMEOUT, Duration::from_secs(1));
+    assert_eq!(C::DEFAULT_COMMAND_TIMEOUT, Duration::from_secs(1));
+    assert_eq!(C::DEFAULT_PROBE_INTERVAL, Duration::from_millis(500));
     let policy = Policy::fixed_window(Rate::per_second(5)).unwrap();
-    let limiter = RedisLimiter::builder(common::server().url(), policy)
+    let backend = RedisBackend::builder(common::server().url())
+        .build()
+        .await
+        .unwrap();
+    let limiter = RedisLimiter::builder(&backend, policy)
         .build()
         .await
         .unwrap();
     assert_eq!(limiter.key_prefix(), "limiter");
-    assert_eq!(limiter.redis_key("u"), "limiter:{u}:fw");
+    let key = limiter.redis_key("u");
+    assert!(key.starts_with("limiter:{u}:fw-"), "{key}");
     assert_eq!(limiter.policy().limit(), 5);
-    limiter.ping().await.unwrap();
+    backend.ping().await.unwrap();
 }
 
 #[tokio::test]

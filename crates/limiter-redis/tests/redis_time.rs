@@ -33,7 +33,7 @@ fn admitted(decisions: &[Decision]) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn five_hundred_concurrent_acquires_admit_exactly_one_hundred() {
     let policy = Policy::sliding_log(Rate::new(100, Duration::from_secs(10))).unwrap();
-    let limiter = common::builder(policy).pool_size(16).build().await.unwrap();
+    let limiter = common::builder(policy).build().await.unwrap();
     let decisions = burst(limiter, 500).await;
     assert_eq!(admitted(&decisions), 100);
     for denied in decisions.iter().filter(|d| !d.allowed) {
@@ -56,7 +56,7 @@ async fn twenty_concurrent_acquires_admit_exactly_five() {
 async fn every_algorithm_admits_exactly_its_quota_from_a_burst() {
     for algorithm in Algorithm::ALL {
         let policy = Policy::new(algorithm, Rate::per_day(100)).unwrap();
-        let limiter = common::builder(policy).pool_size(16).build().await.unwrap();
+        let limiter = common::builder(policy).build().await.unwrap();
         let decisions = burst(limiter, 300).await;
         let windows = |d: &Decision| d.time_us / 86_400_000_000;
         let first = decisions.iter().map(windows).min().unwrap();

@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use limiter_core::{Error, Limiter, ManualClock, Policy, Rate};
-use limiter_redis::{BackendError, BackendErrorKind, FailurePolicy, RedisLimiter};
+use limiter_redis::{BackendError, BackendErrorKind, FailurePolicy, RedisBackend, RedisLimiter};
 use limiter_test::redis_server::RedisServer;
 
 fn policy() -> Policy {
@@ -35,9 +35,13 @@ fn backend_kind(error: &Error) -> BackendErrorKind {
 
 /// A limiter with short timeouts, as an application would configure one.
 fn short_timeouts(url: &str, on_failure: FailurePolicy) -> limiter_redis::RedisLimiterBuilder {
-    common::builder_at(url, policy())
+    let backend = RedisBackend::builder(url)
         .connection_timeout(Duration::from_millis(300))
         .command_timeout(Duration::from_millis(300))
+        .build_lazy()
+        .unwrap();
+    RedisLimiter::builder(&backend, policy())
+        .key_prefix(common::fresh_prefix("r"))
         .on_failure(on_failure)
 }
 
@@ -145,7 +149,7 @@ async fn an_unreachable_server_follows_the_failure_policy() {
         backend_kind(&closed.reset("k").await.unwrap_err()),
         BackendErrorKind::Connect
     );
-    assert!(open.ping().await.is_err());
+    assert!(open.backend().ping().await.is_err());
 }
 
 #[tokio::test]
@@ -186,7 +190,7 @@ async fn a_server_killed_mid_run_follows_the_failure_policy_then_recovers() {
             (true, 2),
             "{limiter:?}"
         );
-        limiter.ping().await.unwrap();
+        limiter.backend().ping().await.unwrap();
     }
 }
 
@@ -241,5 +245,6 @@ async fn errors_name_the_server_without_its_password() {
     let message = error.to_string();
     assert!(message.contains("app:***@127.0.0.1"), "{message}");
     assert!(!message.contains("s3cret"), "{message}");
-    let _ = RedisLimiter::builder(url, policy()); // the builder's Debug redacts too
+    let debug = format!("{:?}", RedisBackend::builder(url));
+    assert!(!debug.contains("s3cret"), "{debug}");
 }

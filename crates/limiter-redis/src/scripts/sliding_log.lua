@@ -7,7 +7,10 @@
 --          counting a window is a subtraction, not a walk). Admissions at
 --          the same tick share one entry. When admitting, entries before the
 --          window are dropped except the newest of them, which keeps the
---          total at the window's edge.
+--          total at the window's edge. Totals never pass 2^53: an admission
+--          that would carry the newest total past it first rewrites every
+--          member as its total minus the edge total (a rebase, as the Rust
+--          core does), which brings the newest down to the window's count.
 -- ARGV[1]  "acquire" (commit when admitted) or "peek" (write nothing)
 -- ARGV[2]  cost n, 1 <= n <= L (checked by the caller)
 -- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
@@ -60,7 +63,19 @@ if count + n <= L then
     if newest[1] and newest_ts == t_eff then
       redis.call('ZREM', key, newest[1])
     end
-    redis.call('ZADD', key, num(t_eff), num(newest_total + n))
+    -- 2^53 - n is exact; newest_total + n would not be once past 2^53.
+    local total_before = newest_total
+    if total_before > 9007199254740992 - n then
+      -- Rebase: at most min(L, W) members, and rare (the next rebase waits
+      -- for 2^53 - L more units). Every kept total is at least base.
+      local kept = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+      redis.call('DEL', key)
+      for i = 1, #kept, 2 do
+        redis.call('ZADD', key, num(tonumber(kept[i + 1])), num(tonumber(kept[i]) - base))
+      end
+      total_before = count
+    end
+    redis.call('ZADD', key, num(t_eff), num(total_before + n))
     expire(t_eff, W)
   end
   return {1, L - count - n, 0, W, 0, t_eff, time_us}

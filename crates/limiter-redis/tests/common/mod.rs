@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use limiter_core::{Limiter, ManualClock, Policy};
-use limiter_redis::{RedisLimiter, RedisLimiterBuilder};
+use limiter_redis::{RedisBackend, RedisLimiter, RedisLimiterBuilder};
 use limiter_test::redis_server::RedisServer;
 use limiter_test::Harness;
 
@@ -35,12 +35,22 @@ pub fn builder(policy: Policy) -> RedisLimiterBuilder {
     builder_at(&server().url(), policy)
 }
 
-/// A builder on `url` under a fresh prefix, with generous timeouts.
+/// A builder on `url` under a fresh prefix, on a backend of its own that
+/// connects on first use, with generous timeouts.
 pub fn builder_at(url: &str, policy: Policy) -> RedisLimiterBuilder {
-    RedisLimiter::builder(url, policy)
-        .key_prefix(fresh_prefix("t"))
+    RedisLimiter::builder(&lazy_backend(url), policy).key_prefix(fresh_prefix("t"))
+}
+
+/// A backend on `url` that connects on first use, with timeouts generous
+/// enough for a loaded machine. (Each test builds its own: a backend's
+/// connections run on the Tokio runtime that opened them, and every test
+/// has its own runtime.)
+pub fn lazy_backend(url: &str) -> RedisBackend {
+    RedisBackend::builder(url)
         .connection_timeout(Duration::from_secs(5))
         .command_timeout(Duration::from_secs(5))
+        .build_lazy()
+        .unwrap()
 }
 
 /// A connection to the shared server, for inspecting keys.

@@ -1,0 +1,463 @@
+//! [`RedisBackend`]: the connection layer every limiter of an application
+//! shares.
+//!
+//! A few multiplexed connections (one by default) carry every decision:
+//! each pipelines any number of in-flight requests on one socket, so no
+//! caller ever waits for another caller's connection, and a healthy server
+//! answers each within its command latency. A [`Circuit`] answers every
+//! caller at once while the server is known to be down; one background
+//! probe at a time brings the backend back.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
+
+use crate::backend_builder::RedisBackendBuilder;
+use crate::circuit::Circuit;
+use crate::error::{BackendError, BackendErrorKind};
+use crate::scripts::LuaScript;
+
+/// A handle on one Redis server, shared by every [`RedisLimiter`](crate::RedisLimiter)
+/// of an application: build it once, clone it freely (clones share the
+/// connections).
+///
+/// ```no_run
+/// use limiter_core::{Policy, Rate};
+/// use limiter_redis::{RedisBackend, RedisLimiter};
+///
+/// # async fn run() -> Result<(), limiter_core::Error> {
+/// let redis = RedisBackend::builder("redis://127.0.0.1:6379/").build().await?;
+/// let login = RedisLimiter::builder(&redis, Policy::sliding_log(Rate::per_minute(10))?)
+///     .build()
+///     .await?;
+/// let api = RedisLimiter::builder(&redis, Policy::token_bucket(Rate::per_second(100))?)
+///     .build()
+///     .await?;
+/// # let _ = (login, api);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisBackend {
+    shared: Arc<Shared>,
+}
+
+/// What every clone of a [`RedisBackend`] shares.
+pub(crate) struct Shared {
+    client: Client,
+    config: AsyncConnectionConfig,
+    /// The URL without its password, for messages.
+    url: String,
+    connection_timeout: Duration,
+    command_timeout: Duration,
+    probe_interval: Duration,
+    sockets: Box<[Socket]>,
+    next_socket: AtomicUsize,
+    next_connection_id: AtomicU64,
+    circuit: Circuit,
+    /// Every script a limiter of this backend uses: loaded on each new
+    /// connection, since a new connection often means a restarted server.
+    scripts: Mutex<Vec<LuaScript>>,
+}
+
+/// One multiplexed connection slot: the live connection, if any, and a
+/// lock so that one caller at a time reconnects it.
+struct Socket {
+    current: Mutex<Option<Live>>,
+    reconnecting: tokio::sync::Mutex<()>,
+}
+
+/// A live connection and its id (so a failure retires only the connection
+/// it happened on, never its replacement).
+#[derive(Clone)]
+struct Live {
+    id: u64,
+    conn: MultiplexedConnection,
+}
+
+impl RedisBackend {
+    /// Starts building a backend for the server at `url`
+    /// (`redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS
+    /// with the `tls-rustls` or `tls-native-tls` feature).
+    pub fn builder(url: impl Into<String>) -> RedisBackendBuilder {
+        RedisBackendBuilder::from_url(url.into())
+    }
+
+    /// Starts building a backend on an existing [`redis::Client`] (for
+    /// connection settings this builder does not offer).
+    pub fn from_client(client: Client) -> RedisBackendBuilder {
+        RedisBackendBuilder::from_client(client)
+    }
+
+    pub(crate) fn new(
+        client: Client,
+        config: AsyncConnectionConfig,
+        url: String,
+        options: &RedisBackendBuilder,
+    ) -> Self {
+        let sockets = (0..options.connections)
+            .map(|_| Socket {
+                current: Mutex::new(None),
+                reconnecting: tokio::sync::Mutex::new(()),
+            })
+            .collect();
+        Self {
+            shared: Arc::new(Shared {
+                client,
+                config,
+                url,
+                connection_timeout: options.connection_timeout,
+                command_timeout: options.command_timeout,
+                probe_interval: options.probe_interval,
+                sockets,
+                next_socket: AtomicUsize::new(0),
+                next_connection_id: AtomicU64::new(0),
+                circuit: Circuit::default(),
+                scripts: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// The server's URL, without its password.
+    pub fn url(&self) -> &str {
+        &self.shared.url
+    }
+
+    /// Whether the backend is serving decisions: `false` while Redis is
+    /// known to be down (every decision then fails at once, and a probe
+    /// checks the server every [`probe_interval`](RedisBackendBuilder::probe_interval)).
+    pub fn is_available(&self) -> bool {
+        !self.shared.circuit.is_open()
+    }
+
+    /// Checks that Redis answers (`PING`), within the timeouts.
+    pub async fn ping(&self) -> Result<(), limiter_core::Error> {
+        self.query(&redis::cmd("PING"), None)
+            .await
+            .map(drop)
+            .map_err(Into::into)
+    }
+
+    /// Connects every socket now (bounded by the connection timeout each),
+    /// so the first decisions do not pay for it.
+    pub(crate) async fn connect_all(&self) -> Result<(), BackendError> {
+        for socket in self.shared.sockets.iter() {
+            socket.live(&self.shared).await?;
+        }
+        Ok(())
+    }
+
+    /// Adds `script` to the scripts loaded on every new connection, and
+    /// loads it now if a connection is open (scripts are server-wide: one
+    /// load serves every connection to the server).
+    pub(crate) async fn register(&self, script: &LuaScript) -> Result<(), BackendError> {
+        {
+            let mut scripts = self.shared.lock_scripts();
+            if scripts.iter().any(|s| s.hash() == script.hash()) {
+                return Ok(());
+            }
+            scripts.push(script.clone());
+        }
+        if self.shared.circuit.is_open() {
+            return Ok(()); // loaded by the probe's connection
+        }
+        self.query(&script.load_command(), None).await.map(drop)
+    }
+
+    /// Runs `cmd` (an `EVALSHA` of `script`, if given: loaded again and
+    /// retried once on `NOSCRIPT`, after a `SCRIPT FLUSH`).
+    ///
+    /// Fails at once while the circuit is open. A connection that turns out
+    /// dead (the server restarted) is replaced and the command retried once
+    /// on the new one: a restart costs no decision when the server is back
+    /// by then. A retried acquire may have reached the old server before it
+    /// died; it then counts twice, which can only deny, never over-admit.
+    pub(crate) async fn query(
+        &self,
+        cmd: &Cmd,
+        script: Option<&LuaScript>,
+    ) -> Result<Value, BackendError> {
+        let shared = &self.shared;
+        let socket = shared.pick();
+        let mut reconnected = false;
+        loop {
+            if shared.circuit.is_open() {
+                return Err(shared.unavailable());
+            }
+            let live = socket.live(shared).await?;
+            let mut conn = live.conn.clone();
+            let error = match conn.send_packed_command(cmd).await {
+                Ok(reply) => return Ok(reply),
+                Err(e) => e,
+            };
+            if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) {
+                if let Some(script) = script {
+                    return shared.reload_and_retry(&mut conn, &live, socket, cmd, script).await;
+                }
+            }
+            if is_timeout(&error) {
+                socket.retire(live.id);
+                shared.trip(&format!(
+                    "no answer within {:?}",
+                    shared.command_timeout
+                ));
+                return Err(BackendError::new(
+                    BackendErrorKind::Timeout,
+                    format!("Redis at {}: no answer within {:?}", shared.url, shared.command_timeout),
+                )
+                .with_source(error));
+            }
+            if is_broken_connection(&error) {
+                socket.retire(live.id);
+                if !reconnected {
+                    reconnected = true;
+                    continue;
+                }
+                shared.trip(&error.to_string());
+                return Err(BackendError::new(
+                    BackendErrorKind::Connect,
+                    format!("Redis at {}: connection lost", shared.url),
+                )
+                .with_source(error));
+            }
+            return Err(BackendError::new(
+                BackendErrorKind::Redis,
+                format!("Redis at {}: command failed", shared.url),
+            )
+            .with_source(error));
+        }
+    }
+}
+
+impl Shared {
+    /// The socket for the next command: round robin.
+    fn pick(&self) -> &Socket {
+        let i = match self.sockets.len() {
+            1 => 0,
+            n => self.next_socket.fetch_add(1, Ordering::Relaxed) % n,
+        };
+        &self.sockets[i]
+    }
+
+    fn lock_scripts(&self) -> std::sync::MutexGuard<'_, Vec<LuaScript>> {
+        self.scripts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The answer while the circuit is open: at once, no round trip.
+    fn unavailable(&self) -> BackendError {
+        let (ago, cause) = self
+            .circuit
+            .outage()
+            .map(|o| (o.since.elapsed(), o.cause))
+            .unwrap_or_default();
+        BackendError::new(
+            BackendErrorKind::Unavailable,
+            format!(
+                "Redis at {} unavailable for {}ms ({cause}); probing every {:?}",
+                self.url,
+                ago.as_millis(),
+                self.probe_interval
+            ),
+        )
+    }
+
+    /// Opens the circuit and retires every connection; the first trip of an
+    /// outage starts the probe.
+    fn trip(self: &Arc<Self>, cause: &str) {
+        for socket in self.sockets.iter() {
+            socket.clear();
+        }
+        if self.circuit.trip(cause) {
+            tracing::warn!(
+                url = %self.url,
+                cause,
+                "Redis unavailable: decisions fail at once until a probe succeeds"
+            );
+            tokio::spawn(probe(Arc::downgrade(self)));
+        }
+    }
+
+    /// Connects, checks the server answers and loads every registered
+    /// script, all within the connection timeout plus the command timeout.
+    async fn open_connection(&self) -> Result<MultiplexedConnection, BackendError> {
+        let connect = async {
+            let mut conn = self
+                .client
+                .get_multiplexed_async_connection_with_config(&self.config)
+                .await?;
+            let mut setup = redis::pipe();
+            setup.cmd("PING");
+            for script in self.lock_scripts().iter() {
+                setup.add_command(script.load_command()).ignore();
+            }
+            setup.query_async::<()>(&mut conn).await?;
+            Ok::<_, RedisError>(conn)
+        };
+        match tokio::time::timeout(self.connection_timeout + self.command_timeout, connect).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) => Err(BackendError::new(
+                BackendErrorKind::Connect,
+                format!("Redis at {}: cannot connect", self.url),
+            )
+            .with_source(e)),
+            Err(_) => Err(BackendError::new(
+                BackendErrorKind::Connect,
+                format!(
+                    "Redis at {}: no connection within {:?}",
+                    self.url,
+                    self.connection_timeout + self.command_timeout
+                ),
+            )),
+        }
+    }
+
+    /// After `NOSCRIPT`: loads the script on the same connection and runs
+    /// the command once more.
+    async fn reload_and_retry(
+        self: &Arc<Self>,
+        conn: &mut MultiplexedConnection,
+        live: &Live,
+        socket: &Socket,
+        cmd: &Cmd,
+        script: &LuaScript,
+    ) -> Result<Value, BackendError> {
+        let result = async {
+            conn.send_packed_command(&script.load_command()).await?;
+            conn.send_packed_command(cmd).await
+        }
+        .await;
+        result.map_err(|e| {
+            if is_timeout(&e) || is_broken_connection(&e) {
+                socket.retire(live.id);
+                self.trip(&e.to_string());
+            }
+            BackendError::new(
+                BackendErrorKind::Redis,
+                format!("Redis at {}: reloading the script failed", self.url),
+            )
+            .with_source(e)
+        })
+    }
+}
+
+impl Socket {
+    fn current(&self) -> Option<Live> {
+        self.current
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// The live connection, connecting first if there is none (one caller
+    /// connects; the others wait for it, bounded by its timeouts).
+    async fn live(&self, shared: &Arc<Shared>) -> Result<Live, BackendError> {
+        if let Some(live) = self.current() {
+            return Ok(live);
+        }
+        let _turn = self.reconnecting.lock().await;
+        if let Some(live) = self.current() {
+            return Ok(live);
+        }
+        if shared.circuit.is_open() {
+            return Err(shared.unavailable());
+        }
+        match shared.open_connection().await {
+            Ok(conn) => Ok(self.install(shared, conn)),
+            Err(e) => {
+                shared.trip(&e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    fn install(&self, shared: &Shared, conn: MultiplexedConnection) -> Live {
+        let live = Live {
+            id: shared.next_connection_id.fetch_add(1, Ordering::Relaxed),
+            conn,
+        };
+        *self
+            .current
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(live.clone());
+        live
+    }
+
+    /// Drops connection `id` if it is still the current one.
+    fn retire(&self, id: u64) {
+        let mut current = self
+            .current
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if current.as_ref().is_some_and(|live| live.id == id) {
+            *current = None;
+        }
+    }
+
+    fn clear(&self) {
+        *self
+            .current
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+    }
+}
+
+/// The background probe of an outage: one attempt per interval, each
+/// bounded by the timeouts; on success the connection serves socket 0 and
+/// the circuit closes. Ends with the outage or with the backend.
+async fn probe(shared: Weak<Shared>) {
+    loop {
+        let Some(interval) = shared.upgrade().map(|s| s.probe_interval) else {
+            return;
+        };
+        tokio::time::sleep(interval).await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        match shared.open_connection().await {
+            Ok(conn) => {
+                shared.sockets[0].install(&shared, conn);
+                let lasted = shared.circuit.close().unwrap_or_default();
+                tracing::info!(
+                    url = %shared.url,
+                    outage_ms = lasted.as_millis() as u64,
+                    "Redis available again"
+                );
+                return;
+            }
+            Err(e) => {
+                shared.circuit.trip(e.to_string());
+                tracing::debug!(url = %shared.url, error = %e, "Redis probe failed");
+            }
+        }
+    }
+}
+
+/// The server did not answer in time (the response timeout of the
+/// connection, which is the command timeout).
+fn is_timeout(error: &RedisError) -> bool {
+    error.is_timeout()
+}
+
+/// The connection is dead: the command can be retried on a new one.
+fn is_broken_connection(error: &RedisError) -> bool {
+    error.is_connection_dropped() || error.is_io_error() || error.is_unrecoverable_error()
+}
+
+impl fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shared = &self.shared;
+        f.debug_struct("RedisBackend")
+            .field("url", &shared.url)
+            .field("connections", &shared.sockets.len())
+            .field("connection_timeout", &shared.connection_timeout)
+            .field("command_timeout", &shared.command_timeout)
+            .field("probe_interval", &shared.probe_interval)
+            .field("available", &!shared.circuit.is_open())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,271 @@
+//! [`RedisBackendBuilder`]: the connection options of a [`RedisBackend`].
+
+use std::fmt;
+use std::time::Duration;
+
+use limiter_core::Error;
+use redis::{AsyncConnectionConfig, Client, IntoConnectionInfo};
+
+use crate::backend::RedisBackend;
+use crate::error::BackendError;
+
+/// Builds a [`RedisBackend`]; made by [`RedisBackend::builder`] or
+/// [`RedisBackend::from_client`].
+///
+/// Every option has a default, documented on its method.
+#[must_use = "a builder does nothing until `.build().await`"]
+pub struct RedisBackendBuilder {
+    source: Source,
+    username: Option<String>,
+    password: Option<String>,
+    db: Option<i64>,
+    #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+    tls_root_certificate: Option<Vec<u8>>,
+    pub(crate) connections: usize,
+    pub(crate) connection_timeout: Duration,
+    pub(crate) command_timeout: Duration,
+    pub(crate) probe_interval: Duration,
+}
+
+/// Where the connection settings come from.
+enum Source {
+    Url(String),
+    Client(Client),
+}
+
+impl RedisBackendBuilder {
+    /// The default [`connections`](Self::connections).
+    pub const DEFAULT_CONNECTIONS: usize = 1;
+    /// The default [`connection_timeout`](Self::connection_timeout).
+    pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(1);
+    /// The default [`command_timeout`](Self::command_timeout).
+    pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(1);
+    /// The default [`probe_interval`](Self::probe_interval).
+    pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_millis(500);
+
+    fn new(source: Source) -> Self {
+        Self {
+            source,
+            username: None,
+            password: None,
+            db: None,
+            #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+            tls_root_certificate: None,
+            connections: Self::DEFAULT_CONNECTIONS,
+            connection_timeout: Self::DEFAULT_CONNECTION_TIMEOUT,
+            command_timeout: Self::DEFAULT_COMMAND_TIMEOUT,
+            probe_interval: Self::DEFAULT_PROBE_INTERVAL,
+        }
+    }
+
+    pub(crate) fn from_url(url: String) -> Self {
+        Self::new(Source::Url(url))
+    }
+
+    pub(crate) fn from_client(client: Client) -> Self {
+        Self::new(Source::Client(client))
+    }
+
+    /// The ACL user name, overriding the URL's. Defaults to the URL's (or
+    /// none: the `default` user).
+    pub fn username(mut self, username: impl Into<String>) -> Self {
+        self.username = Some(username.into());
+        self
+    }
+
+    /// The password, overriding the URL's. Defaults to the URL's (or none).
+    pub fn password(mut self, password: impl Into<String>) -> Self {
+        self.password = Some(password.into());
+        self
+    }
+
+    /// The logical database, overriding the URL's. Defaults to the URL's
+    /// (or 0).
+    pub fn db(mut self, db: i64) -> Self {
+        self.db = Some(db);
+        self
+    }
+
+    /// Trusts `pem` (one or more PEM certificates) as the root of a
+    /// `rediss://` server's certificate chain, instead of the system's
+    /// trust store (for a private CA). Defaults to the system's store.
+    #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root_certificate = Some(pem.into());
+        self
+    }
+
+    /// How many multiplexed connections carry the decisions, in round
+    /// robin. Each pipelines any number of concurrent decisions, so one is
+    /// usually enough (see `docs/benchmarks.md`). Must be at least 1.
+    /// Defaults to 1.
+    pub fn connections(mut self, connections: usize) -> Self {
+        self.connections = connections;
+        self
+    }
+
+    /// How long connecting may take (TCP, TLS, `AUTH`, then `PING` and the
+    /// scripts' `SCRIPT LOAD`, which also wait for the
+    /// [`command_timeout`](Self::command_timeout)). Must not be zero.
+    /// Defaults to 1 second.
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// How long Redis may take to answer one command. Past it the decision
+    /// fails, and Redis is taken as down: decisions fail at once until a
+    /// probe succeeds. Must not be zero. Defaults to 1 second.
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// While Redis is down, how often one background probe tries to
+    /// connect (each try bounded by the timeouts; callers never wait for
+    /// it). Must not be zero. Defaults to 500 ms.
+    pub fn probe_interval(mut self, interval: Duration) -> Self {
+        self.probe_interval = interval;
+        self
+    }
+
+    /// Checks every option, then opens every connection.
+    ///
+    /// A bad option or URL is [`Error::InvalidConfig`] (a [`BackendError`]
+    /// of kind [`Config`](crate::BackendErrorKind::Config)), before any
+    /// round trip; an unreachable server is [`Error::Backend`], within the
+    /// timeouts. Must be called within a Tokio runtime, the one the
+    /// backend is then used on (its connections run on it).
+    pub async fn build(self) -> Result<RedisBackend, Error> {
+        let backend = self.build_lazy()?;
+        backend.connect_all().await?;
+        Ok(backend)
+    }
+
+    /// Checks every option as [`build`](Self::build) does, but connects
+    /// only when the first command needs it: for a service that must start
+    /// while Redis is down (with a failure policy that answers without
+    /// it), or for code that cannot `await` here.
+    pub fn build_lazy(self) -> Result<RedisBackend, Error> {
+        if self.connections == 0 {
+            return Err(config("connections must be at least 1, got 0"));
+        }
+        if self.connection_timeout.is_zero()
+            || self.command_timeout.is_zero()
+            || self.probe_interval.is_zero()
+        {
+            return Err(config(
+                "timeouts and the probe interval must be longer than zero",
+            ));
+        }
+        let (client, url) = self.client()?;
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connection_timeout))
+            .set_response_timeout(Some(self.command_timeout));
+        Ok(RedisBackend::new(client, config, url, &self))
+    }
+
+    /// The client, with this builder's overrides, and its URL for messages.
+    fn client(&self) -> Result<(Client, String), Error> {
+        let (info, url) = match &self.source {
+            Source::Url(url) => {
+                let shown = redact(url);
+                let info = url.as_str().into_connection_info().map_err(|e| {
+                    BackendError::config(format!("invalid Redis URL {shown:?}"))
+                        .with_source(e)
+                        .into_config_error()
+                })?;
+                (info, shown)
+            }
+            Source::Client(client) => {
+                let info = client.get_connection_info().clone();
+                let url = format!("{:?}", info.addr());
+                (info, url)
+            }
+        };
+        let mut redis = info.redis_settings().clone().set_skip_set_lib_name();
+        if let Some(username) = &self.username {
+            redis = redis.set_username(username);
+        }
+        if let Some(password) = &self.password {
+            redis = redis.set_password(password);
+        }
+        if let Some(db) = self.db {
+            redis = redis.set_db(db);
+        }
+        let info = info.set_redis_settings(redis);
+        #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+        if let Some(root) = &self.tls_root_certificate {
+            let certificates = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(root.clone()),
+            };
+            let client = Client::build_with_tls(info, certificates).map_err(|e| {
+                BackendError::config(format!("invalid TLS settings for {url}"))
+                    .with_source(e)
+                    .into_config_error()
+            })?;
+            return Ok((client, url));
+        }
+        let client = Client::open(info).map_err(|e| {
+            BackendError::config(format!("invalid Redis settings for {url}"))
+                .with_source(e)
+                .into_config_error()
+        })?;
+        Ok((client, url))
+    }
+}
+
+fn config(message: &str) -> Error {
+    BackendError::config(message).into_config_error()
+}
+
+impl fmt::Debug for RedisBackendBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let source = match &self.source {
+            Source::Url(url) => redact(url),
+            Source::Client(client) => format!("{:?}", client.get_connection_info().addr()),
+        };
+        f.debug_struct("RedisBackendBuilder")
+            .field("server", &source)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("db", &self.db)
+            .field("connections", &self.connections)
+            .field("connection_timeout", &self.connection_timeout)
+            .field("command_timeout", &self.command_timeout)
+            .field("probe_interval", &self.probe_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The URL without its password, for messages: `redis://user:***@host/`.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => {
+            let user = rest[..at].split(':').next().unwrap_or("");
+            format!("{scheme}://{user}:***{}", &rest[at..])
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        assert_eq!(redact("redis://127.0.0.1:6379/"), "redis://127.0.0.1:6379/");
+        assert_eq!(
+            redact("redis://app:s3cret@cache:6379/0"),
+            "redis://app:***@cache:6379/0"
+        );
+        assert_eq!(redact("rediss://:s3cret@cache/"), "rediss://:***@cache/");
+        assert_eq!(redact("not a url"), "not a url");
+    }
+}

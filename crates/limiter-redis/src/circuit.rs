@@ -1,0 +1,96 @@
+//! The circuit: once Redis is known to be down, every caller is answered at
+//! once (through the limiter's failure policy), while one background probe
+//! at a time checks the server.
+//!
+//! Without it, each caller would wait out its own connection or command
+//! timeout during an outage: a refused port costs little, but a hung server
+//! would cost every caller the full timeout.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Whether Redis is known to be down, since when and why.
+#[derive(Debug, Default)]
+pub(crate) struct Circuit {
+    /// Read on every decision: one relaxed load while healthy.
+    open: AtomicBool,
+    outage: Mutex<Option<Outage>>,
+}
+
+/// An outage in progress.
+#[derive(Debug, Clone)]
+pub(crate) struct Outage {
+    /// When the circuit opened.
+    pub(crate) since: Instant,
+    /// The failure that opened it, or the last probe's.
+    pub(crate) cause: String,
+}
+
+impl Circuit {
+    /// Whether callers are answered at once, without a round trip.
+    #[inline]
+    pub(crate) fn is_open(&self) -> bool {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// Opens the circuit because of `cause`. Returns whether this call
+    /// opened it (and so must start the probe); a circuit already open only
+    /// records the newer cause.
+    pub(crate) fn trip(&self, cause: impl Into<String>) -> bool {
+        let mut outage = self.lock();
+        let cause = cause.into();
+        match outage.as_mut() {
+            Some(outage) => {
+                outage.cause = cause;
+                false
+            }
+            None => {
+                *outage = Some(Outage {
+                    since: Instant::now(),
+                    cause,
+                });
+                self.open.store(true, Ordering::Release);
+                true
+            }
+        }
+    }
+
+    /// Closes the circuit: Redis answered a probe. Returns how long the
+    /// outage lasted, if there was one.
+    pub(crate) fn close(&self) -> Option<Duration> {
+        let mut outage = self.lock();
+        self.open.store(false, Ordering::Release);
+        outage.take().map(|o| o.since.elapsed())
+    }
+
+    /// The outage in progress, if any.
+    pub(crate) fn outage(&self) -> Option<Outage> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Outage>> {
+        self.outage
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_first_trip_starts_a_probe_and_close_reports_the_outage() {
+        let circuit = Circuit::default();
+        assert!(!circuit.is_open());
+        assert!(circuit.close().is_none());
+        assert!(circuit.trip("refused"));
+        assert!(circuit.is_open());
+        assert!(!circuit.trip("still refused"));
+        assert_eq!(circuit.outage().unwrap().cause, "still refused");
+        assert!(circuit.close().is_some());
+        assert!(!circuit.is_open());
+        assert!(circuit.outage().is_none());
+    }
+}
