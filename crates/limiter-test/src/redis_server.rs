@@ -8,6 +8,14 @@
 //! pipe closes and the wrapper stops the server, so no `redis-server`
 //! outlives the tests.
 //!
+//! Faults for resilience tests: [`kill`](RedisServer::kill) (`SIGKILL`, a
+//! crash), [`pause`](RedisServer::pause) and [`resume`](RedisServer::resume)
+//! (`SIGSTOP`/`SIGCONT`, a hung server), [`stop`](RedisServer::stop) and
+//! [`restart`](RedisServer::restart) (graceful); extra server arguments
+//! ([`start_with_args`](RedisServer::start_with_args)); and a TLS server
+//! with a throwaway CA ([`start_tls`](RedisServer::start_tls), certificates
+//! made with the `openssl` command line).
+//!
 //! ```no_run
 //! use limiter_test::redis_server::RedisServer;
 //!
@@ -40,18 +48,36 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// (this process stopped it or exited), stops the server and removes the
 /// directory (named by `$LIMITER_REDIS_DIR`; `Drop` never runs for a
 /// server held in a `static`).
+/// A server [`pause`](RedisServer::pause)d with `SIGSTOP` acts on `SIGTERM`
+/// only once continued, hence the `SIGCONT`.
 const WRAPPER: &str = r#"redis-server "$@" >redis.out 2>&1 & pid=$!
 echo "$pid"
 read -r _ignored
 kill "$pid" 2>/dev/null
+kill -CONT "$pid" 2>/dev/null
 wait "$pid"
 rm -rf "$LIMITER_REDIS_DIR""#;
+
+/// What a missing `openssl` panics with: how to install it.
+pub const OPENSSL_HINT: &str =
+    "openssl not found: install it with `apt-get update && apt-get install -y openssl`";
 
 /// A running `redis-server` on `127.0.0.1`, stopped on drop.
 pub struct RedisServer {
     port: u16,
     dir: PathBuf,
+    /// Arguments after the harness's own, kept for restarts.
+    extra_args: Vec<String>,
+    tls: Option<Tls>,
     process: Option<Running>,
+}
+
+/// A TLS server's port and the files of its throwaway CA, kept outside the
+/// server's directory (which the wrapper removes on every stop) so that a
+/// restart serves the same certificate.
+struct Tls {
+    port: u16,
+    dir: PathBuf,
 }
 
 /// The wrapper shell, the pipe that keeps the server alive, and the
@@ -72,10 +98,66 @@ impl RedisServer {
     /// message), or if the server does not answer within 20 seconds (with
     /// its log).
     pub fn start() -> Self {
+        Self::start_with_args(&[])
+    }
+
+    /// As [`start`](Self::start), with `args` after the harness's own (a
+    /// later setting wins in Redis), e.g. `["--enable-debug-command",
+    /// "local"]` or `["--requirepass", "s3cret"]`. Kept for
+    /// [`restart`](Self::restart). A server that requires a password is
+    /// taken as started when it answers `PING` with `NOAUTH`;
+    /// [`command`](Self::command) then only sees `NOAUTH` replies.
+    pub fn start_with_args(args: &[&str]) -> Self {
         ensure_installed();
         let mut server = Self {
-            port: free_port(),
+            port: free_ports::<1>()[0],
             dir: unique_dir(),
+            extra_args: args.iter().map(|&a| a.to_owned()).collect(),
+            tls: None,
+            process: None,
+        };
+        server.launch();
+        server
+    }
+
+    /// Starts a server that also serves TLS on [`tls_port`](Self::tls_port),
+    /// with a certificate for `127.0.0.1` (and `localhost`) signed by a
+    /// throwaway CA made now with the `openssl` command line (clients are
+    /// not asked for certificates). Trust [`ca_pem`](Self::ca_pem) to
+    /// connect to [`tls_url`](Self::tls_url). The plain [`port`](Self::port)
+    /// stays open for the harness's own [`command`](Self::command)s.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start), or if `openssl` is missing or fails (with
+    /// its output).
+    pub fn start_tls() -> Self {
+        ensure_installed();
+        let [port, tls_port] = free_ports::<2>();
+        let dir = unique_dir();
+        let tls_dir = dir.with_extension("tls");
+        generate_certificates(&tls_dir);
+        let file = |name: &str| tls_dir.join(name).to_string_lossy().into_owned();
+        let extra_args = vec![
+            "--tls-port".to_owned(),
+            tls_port.to_string(),
+            "--tls-cert-file".to_owned(),
+            file("server.crt"),
+            "--tls-key-file".to_owned(),
+            file("server.key"),
+            "--tls-ca-cert-file".to_owned(),
+            file("ca.crt"),
+            "--tls-auth-clients".to_owned(),
+            "no".to_owned(),
+        ];
+        let mut server = Self {
+            port,
+            dir,
+            extra_args,
+            tls: Some(Tls {
+                port: tls_port,
+                dir: tls_dir,
+            }),
             process: None,
         };
         server.launch();
@@ -90,6 +172,45 @@ impl RedisServer {
     /// The URL to connect to, e.g. `redis://127.0.0.1:6390/`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The TLS port of a [`start_tls`](Self::start_tls) server.
+    ///
+    /// # Panics
+    ///
+    /// If the server was not started with TLS.
+    pub fn tls_port(&self) -> u16 {
+        self.tls
+            .as_ref()
+            .expect("not a TLS server: use start_tls")
+            .port
+    }
+
+    /// The TLS URL of a [`start_tls`](Self::start_tls) server, e.g.
+    /// `rediss://127.0.0.1:6391/`.
+    ///
+    /// # Panics
+    ///
+    /// If the server was not started with TLS.
+    pub fn tls_url(&self) -> String {
+        format!("rediss://127.0.0.1:{}/", self.tls_port())
+    }
+
+    /// The PEM certificate of the throwaway CA that signed a
+    /// [`start_tls`](Self::start_tls) server's certificate.
+    ///
+    /// # Panics
+    ///
+    /// If the server was not started with TLS.
+    pub fn ca_pem(&self) -> Vec<u8> {
+        let tls = self.tls.as_ref().expect("not a TLS server: use start_tls");
+        let path = tls.dir.join("ca.crt");
+        std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+    }
+
+    /// The pid of the `redis-server` process, if it is running.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(|running| running.server_pid)
     }
 
     /// The server's working directory (its log is `redis.log` there),
@@ -111,6 +232,54 @@ impl RedisServer {
         }
     }
 
+    /// Kills the server with `SIGKILL`, as a crash: its sockets are closed
+    /// without a goodbye, and connections to it fail from now on (when this
+    /// returns, the process has exited). Does nothing if it is not running.
+    /// [`restart`](Self::restart) starts a fresh one.
+    pub fn kill(&mut self) {
+        if let Some(running) = self.process.take() {
+            signal(running.server_pid, "KILL");
+            // Exited (a zombie until the wrapper reaps it): its sockets are
+            // closed.
+            wait_for(
+                || !process_running(running.server_pid),
+                "redis-server to exit after SIGKILL",
+            );
+            running.stop(); // the wrapper reaps it and removes the directory
+        }
+    }
+
+    /// Suspends the server with `SIGSTOP`, as a hung server: connections
+    /// (and new TCP connections, queued by the kernel) stay open, and
+    /// nothing is answered until [`resume`](Self::resume). When this
+    /// returns, the process is stopped. Stopping or dropping a paused
+    /// server resumes it first, and so does the wrapper when this process
+    /// dies.
+    ///
+    /// # Panics
+    ///
+    /// If the server is not running.
+    pub fn pause(&self) {
+        let pid = self.pid().expect("pause: the server is not running");
+        signal(pid, "STOP");
+        wait_for(|| process_state(pid) == Some('T'), "redis-server to stop");
+    }
+
+    /// Resumes a [`pause`](Self::pause)d server (`SIGCONT`): it answers
+    /// everything queued meanwhile. When this returns, the process runs.
+    ///
+    /// # Panics
+    ///
+    /// If the server is not running.
+    pub fn resume(&self) {
+        let pid = self.pid().expect("resume: the server is not running");
+        signal(pid, "CONT");
+        wait_for(
+            || process_state(pid) != Some('T'),
+            "redis-server to continue",
+        );
+    }
+
     /// Stops the server (if running) and starts a fresh one on the same port:
     /// every key and loaded script is gone, as after a real restart without
     /// persistence.
@@ -130,6 +299,42 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("redis-server on port {}: {e}", self.port))
     }
 
+    /// Sends one command as [`command`](Self::command) does, but returns the
+    /// whole reply: a bulk string's contents (e.g. `CLIENT LIST`'s lines,
+    /// `INFO`'s text), or the first line of any other reply.
+    ///
+    /// # Panics
+    ///
+    /// If the server cannot be reached.
+    pub fn query(&self, command: &str) -> String {
+        raw_query(self.port, command)
+            .unwrap_or_else(|e| panic!("redis-server on port {}: {e}", self.port))
+    }
+
+    /// How many normal clients are connected, not counting the connection
+    /// that asks (`CLIENT LIST TYPE normal`).
+    ///
+    /// # Panics
+    ///
+    /// If the server cannot be reached.
+    pub fn connected_clients(&self) -> usize {
+        self.query("CLIENT LIST TYPE normal")
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .count()
+            .saturating_sub(1)
+    }
+
+    /// Sends one command on a thread of its own and returns the thread,
+    /// which yields the reply's first line: for a command that blocks the
+    /// server, such as `DEBUG SLEEP 1` (allowed with
+    /// `--enable-debug-command local`). The reply is awaited up to 30 s.
+    pub fn spawn_command(&self, command: &str) -> thread::JoinHandle<std::io::Result<String>> {
+        let port = self.port;
+        let command = command.to_owned();
+        thread::spawn(move || raw_command_within(port, &command, Duration::from_secs(30)))
+    }
+
     fn launch(&mut self) {
         std::fs::create_dir_all(&self.dir)
             .unwrap_or_else(|e| panic!("cannot create {}: {e}", self.dir.display()));
@@ -145,6 +350,7 @@ impl RedisServer {
             .args(["--save", "", "--appendonly", "no"])
             .args(["--dir", &dir, "--logfile", &log_path])
             .args(["--daemonize", "no"])
+            .args(&self.extra_args)
             .current_dir(&self.dir)
             .env("LIMITER_REDIS_DIR", &self.dir)
             .stdin(Stdio::piped())
@@ -169,7 +375,9 @@ impl RedisServer {
         };
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            if matches!(raw_command(self.port, "PING").as_deref(), Ok("+PONG")) {
+            let ready = raw_command(self.port, "PING")
+                .is_ok_and(|reply| reply == "+PONG" || reply.starts_with("-NOAUTH"));
+            if ready {
                 self.process = Some(running);
                 return;
             }
@@ -225,6 +433,9 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(tls) = &self.tls {
+            let _ = std::fs::remove_dir_all(&tls.dir);
+        }
     }
 }
 
@@ -232,7 +443,9 @@ impl fmt::Debug for RedisServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisServer")
             .field("url", &self.url())
+            .field("tls_port", &self.tls.as_ref().map(|tls| tls.port))
             .field("dir", &self.dir)
+            .field("extra_args", &self.extra_args)
             .field("running", &self.is_running())
             .finish()
     }
@@ -253,10 +466,134 @@ fn ensure_installed() {
     }
 }
 
-/// A port that was free a moment ago: bind port 0, read it, release it.
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port");
-    listener.local_addr().expect("bound address").port()
+/// `N` distinct ports that were free a moment ago: bind port 0 `N` times
+/// (all held at once), read them, release them.
+fn free_ports<const N: usize>() -> [u16; N] {
+    let listeners: [TcpListener; N] = std::array::from_fn(|_| {
+        TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port")
+    });
+    listeners.map(|l| l.local_addr().expect("bound address").port())
+}
+
+/// The PEM certificate of a fresh throwaway CA that signed nothing: a
+/// client trusting only it must refuse every server.
+///
+/// # Panics
+///
+/// If `openssl` is missing or fails.
+pub fn unrelated_ca_pem() -> Vec<u8> {
+    let dir = unique_dir().with_extension("ca");
+    std::fs::create_dir_all(&dir)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    generate_ca(&dir);
+    let pem = std::fs::read(dir.join("ca.crt")).expect("the CA certificate was written");
+    let _ = std::fs::remove_dir_all(&dir);
+    pem
+}
+
+/// Writes `ca.key`/`ca.crt` (a throwaway CA) and `server.key`/`server.crt`
+/// (for `127.0.0.1` and `localhost`, signed by it) into `dir`: ECDSA P-256,
+/// valid for two days.
+fn generate_certificates(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    generate_ca(dir);
+    std::fs::write(
+        dir.join("server.ext"),
+        "basicConstraints=critical,CA:FALSE\n\
+         keyUsage=critical,digitalSignature,keyEncipherment\n\
+         extendedKeyUsage=serverAuth\n\
+         subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .expect("write server.ext");
+    openssl(
+        dir,
+        &[
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-sha256",
+            "-extfile",
+            "server.ext",
+            "-out",
+            "server.crt",
+        ],
+    );
+}
+
+/// Writes `ca.key` and `ca.crt`, a self-signed CA, into `dir`.
+fn generate_ca(dir: &Path) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-sha256",
+            "-subj",
+            "/CN=limiter throwaway test CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+    );
+}
+
+/// Runs `openssl args` in `dir`, panicking with its output if it fails.
+fn openssl(dir: &Path, args: &[&str]) {
+    let output = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| match e.kind() {
+            ErrorKind::NotFound => panic!("{OPENSSL_HINT}"),
+            _ => panic!("{OPENSSL_HINT} (running it failed: {e})"),
+        });
+    assert!(
+        output.status.success(),
+        "openssl {} failed ({}):\n{}{}",
+        args.join(" "),
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// A fresh directory name under the system temp dir, unique per process
@@ -273,6 +610,44 @@ fn unique_dir() -> PathBuf {
     ))
 }
 
+/// Sends `SIGsignal` to `pid` (`kill -signal pid`).
+fn signal(pid: u32, signal: &str) {
+    let _ = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Polls `condition` every 5 ms for up to [`STOP_TIMEOUT`].
+fn wait_for(mut condition: impl FnMut() -> bool, what: &str) {
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    while !condition() {
+        assert!(
+            Instant::now() < deadline,
+            "waited {STOP_TIMEOUT:?} for {what}"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The process's state letter from `/proc/PID/stat` (`R`, `S`, `T` for
+/// stopped, `Z` for a zombie...), or `None` if it does not exist.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ...": the state follows the last ')'.
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Whether `pid` is a live process: it exists and is not a zombie (an
+/// exited process whose parent has not reaped it yet has closed its
+/// sockets). Without `/proc`, whether it exists.
+fn process_running(pid: u32) -> bool {
+    if Path::new("/proc/self/stat").exists() {
+        return process_state(pid).is_some_and(|state| state != 'Z' && state != 'X');
+    }
+    process_alive(pid)
+}
+
 /// Whether a process with this pid exists (`kill -0`).
 fn process_alive(pid: u32) -> bool {
     Command::new("kill")
@@ -284,9 +659,42 @@ fn process_alive(pid: u32) -> bool {
 
 /// Sends one inline command and returns the reply's first line.
 fn raw_command(port: u16, command: &str) -> std::io::Result<String> {
+    raw_command_within(port, command, Duration::from_secs(5))
+}
+
+/// Sends one inline command and returns the reply's first line, waiting up
+/// to `timeout` for it.
+fn raw_command_within(port: u16, command: &str, timeout: Duration) -> std::io::Result<String> {
+    let mut stream = send_inline(port, command, timeout)?;
+    read_line(&mut stream)
+}
+
+/// Sends one inline command; returns a bulk reply's contents, or any other
+/// reply's first line.
+fn raw_query(port: u16, command: &str) -> std::io::Result<String> {
+    let mut stream = send_inline(port, command, Duration::from_secs(5))?;
+    let first = read_line(&mut stream)?;
+    let Some(len) = first
+        .strip_prefix('$')
+        .and_then(|n| n.parse::<usize>().ok())
+    else {
+        return Ok(first);
+    };
+    let mut body = vec![0u8; len + 2]; // and its CRLF
+    stream.read_exact(&mut body)?;
+    body.truncate(len);
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+fn send_inline(port: u16, command: &str, timeout: Duration) -> std::io::Result<TcpStream> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.set_read_timeout(Some(timeout))?;
     stream.write_all(format!("{command}\r\n").as_bytes())?;
+    Ok(stream)
+}
+
+/// Reads up to and including CRLF; returns the line without it.
+fn read_line(stream: &mut TcpStream) -> std::io::Result<String> {
     let mut reply = Vec::new();
     let mut byte = [0u8];
     while !reply.ends_with(b"\r\n") {
@@ -322,5 +730,65 @@ mod tests {
             !dir.exists(),
             "the directory is removed when the server stops"
         );
+    }
+
+    #[test]
+    fn kill_pause_resume_and_clients() {
+        let mut server = RedisServer::start_with_args(&["--enable-debug-command", "local"]);
+        assert_eq!(server.connected_clients(), 0);
+        let held = TcpStream::connect(("127.0.0.1", server.port())).unwrap();
+        wait_for(|| server.connected_clients() == 1, "one client");
+        assert!(server.query("INFO server").contains("redis_version"));
+
+        server.pause();
+        let pid = server.pid().unwrap();
+        assert_eq!(process_state(pid), Some('T'));
+        let silent = raw_command_within(server.port(), "PING", Duration::from_millis(200));
+        assert!(
+            silent.is_err(),
+            "a paused server answers nothing: {silent:?}"
+        );
+        server.resume();
+        assert_eq!(server.command("PING"), "+PONG");
+
+        let sleeping = server.spawn_command("DEBUG SLEEP 0.2");
+        assert_eq!(sleeping.join().unwrap().unwrap(), "+OK");
+
+        server.kill();
+        assert!(!server.is_running());
+        assert!(!process_running(pid));
+        assert!(
+            raw_command(server.port(), "PING").is_err(),
+            "killed means unreachable"
+        );
+        drop(held);
+        server.restart();
+        assert_eq!(server.command("PING"), "+PONG");
+        let pid = server.pid().unwrap();
+        // A paused server still stops (the wrapper continues it).
+        server.pause();
+        let dir = server.dir().to_owned();
+        drop(server);
+        assert!(!process_running(pid) && !dir.exists());
+    }
+
+    #[test]
+    fn a_password_protected_server_starts() {
+        let server = RedisServer::start_with_args(&["--requirepass", "s3cret"]);
+        assert!(server.command("GET k").starts_with("-NOAUTH"));
+    }
+
+    #[test]
+    fn a_tls_server_serves_both_ports() {
+        let server = RedisServer::start_tls();
+        assert_eq!(server.command("PING"), "+PONG");
+        assert_ne!(server.tls_port(), server.port());
+        assert!(server.tls_url().starts_with("rediss://127.0.0.1:"));
+        let pem = String::from_utf8(server.ca_pem()).unwrap();
+        assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
+        assert_ne!(unrelated_ca_pem(), server.ca_pem());
+        // A plain-text client on the TLS port gets no PONG.
+        let reply = raw_command_within(server.tls_port(), "PING", Duration::from_millis(500));
+        assert!(!matches!(reply.as_deref(), Ok("+PONG")), "{reply:?}");
     }
 }
