@@ -8,9 +8,10 @@
 //!   keyed limiter on the same 10,000 `String` keys;
 //! - `scaling/*`: one and two threads, distinct keys and one hot key;
 //! - `redis/*`: decisions per second of each algorithm at concurrency 1, 16
-//!   and 64 through the pool, beside the ceiling measured in the same run:
-//!   a trivial script (`return 1`) by EVALSHA through a bb8 pool of the same
-//!   size, and a PING through the limiter's own pool.
+//!   and 64 through one shared `RedisBackend`, beside what the same server
+//!   gives a plain redis-rs multiplexed connection in the same run: the
+//!   ceiling (EVALSHA of `return 1`) and the original article's classic
+//!   sorted-set script.
 #![allow(missing_docs)]
 
 use std::hint::black_box;
@@ -24,7 +25,7 @@ use governor::{Quota, RateLimiter};
 use limiter_core::Limiter;
 use limiter_core::{Algorithm, ManualClock, Policy, Rate};
 use limiter_memory::MemoryLimiter;
-use limiter_redis::RedisLimiter;
+use limiter_redis::{RedisBackend, RedisLimiter};
 
 const KEYS: usize = 10_000;
 
@@ -220,9 +221,6 @@ fn scaling(c: &mut Criterion) {
     }
 }
 
-/// Connections in every Redis pool of the bench.
-const REDIS_POOL_SIZE: u32 = 16;
-
 /// Runs `total` operations from `concurrency` tasks at once and returns the
 /// wall time.
 async fn run_concurrently<F, Fut>(concurrency: u64, total: u64, op: F) -> Duration
@@ -248,17 +246,41 @@ where
     start.elapsed()
 }
 
+/// The original article's sliding-window script: a sorted set trimmed,
+/// counted and added to, with the time passed in by the caller.
+const CLASSIC_ZSET_SCRIPT: &str = r"
+local key, now, window, limit = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', key, 0, now - window)
+if redis.call('ZCARD', key) < limit then
+  redis.call('ZADD', key, now, ARGV[4])
+  redis.call('PEXPIRE', key, window)
+  return 1
+end
+return 0
+";
+
 fn redis(c: &mut Criterion) {
     let server = limiter_test::redis_server::RedisServer::start();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let keys = Arc::new(keys(KEYS));
     let trivial = redis::Script::new("return 1");
-    let ceiling_pool = runtime.block_on(async {
-        let manager = bb8_redis::RedisConnectionManager::new(server.url()).unwrap();
-        bb8::Pool::builder()
-            .max_size(REDIS_POOL_SIZE)
-            .test_on_check_out(false)
-            .build(manager)
+    let classic = redis::Script::new(CLASSIC_ZSET_SCRIPT);
+    // The ceiling: a plain redis-rs multiplexed connection shared by every
+    // task, as a redis-rs user would hold one.
+    let plain = runtime.block_on(async {
+        redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    });
+    let backend = runtime.block_on(async {
+        RedisBackend::builder(server.url())
+            // A slow moment (a profiler attached, a busy machine) must not
+            // fail a run.
+            .connection_timeout(Duration::from_secs(30))
+            .command_timeout(Duration::from_secs(30))
+            .build()
             .await
             .unwrap()
     });
@@ -268,16 +290,39 @@ fn redis(c: &mut Criterion) {
         group.sample_size(20);
         group.measurement_time(Duration::from_secs(4));
 
-        let (pool, script) = (ceiling_pool.clone(), trivial.clone());
-        group.bench_function(BenchmarkId::new("ceiling-evalsha-return-1", "redis"), |b| {
+        let (conn, script) = (plain.clone(), trivial.clone());
+        group.bench_function(BenchmarkId::new("ceiling-evalsha-return-1", "redis-rs"), |b| {
             b.to_async(&runtime).iter_custom(|iters| {
-                let (pool, script) = (pool.clone(), script.clone());
+                let (conn, script) = (conn.clone(), script.clone());
                 run_concurrently(concurrency, iters, move |_| {
-                    let (pool, script) = (pool.clone(), script.clone());
+                    let (mut conn, script) = (conn.clone(), script.clone());
                     async move {
-                        let mut conn = pool.get().await.unwrap();
-                        let one: i64 = script.invoke_async(&mut *conn).await.unwrap();
+                        let one: i64 = script.invoke_async(&mut conn).await.unwrap();
                         black_box(one);
+                    }
+                })
+            })
+        });
+
+        let (conn, script, classic_keys) = (plain.clone(), classic.clone(), Arc::clone(&keys));
+        group.bench_function(BenchmarkId::new("classic-zset-script", "redis-rs"), |b| {
+            b.to_async(&runtime).iter_custom(|iters| {
+                let (conn, script, keys) = (conn.clone(), script.clone(), Arc::clone(&classic_keys));
+                run_concurrently(concurrency, iters, move |i| {
+                    let (mut conn, script, keys) = (conn.clone(), script.clone(), Arc::clone(&keys));
+                    async move {
+                        let key = &keys[(i.wrapping_mul(7919) % KEYS as u64) as usize];
+                        let now = i; // caller time, one µs per request
+                        let allowed: i64 = script
+                            .key(format!("classic-{concurrency}:{key}"))
+                            .arg(now)
+                            .arg(10_000_000_000u64)
+                            .arg(1_000_000_000u64)
+                            .arg(format!("{now}-{i}"))
+                            .invoke_async(&mut conn)
+                            .await
+                            .unwrap();
+                        black_box(allowed);
                     }
                 })
             })
@@ -285,30 +330,13 @@ fn redis(c: &mut Criterion) {
 
         for algorithm in Algorithm::ALL {
             let limiter = runtime.block_on(async {
-                let limiter = RedisLimiter::builder(server.url(), generous_for_redis(algorithm))
+                let limiter = RedisLimiter::builder(&backend, generous_for_redis(algorithm))
                     .key_prefix(format!("bench-{concurrency}"))
-                    .pool_size(REDIS_POOL_SIZE)
-                    // 64 tasks share 16 connections: a slow moment (a
-                    // profiler attached, a busy machine) must not fail a run.
-                    .connection_timeout(Duration::from_secs(30))
-                    .command_timeout(Duration::from_secs(30))
                     .build()
                     .await
                     .unwrap();
                 Arc::new(limiter)
             });
-            if algorithm == Algorithm::TokenBucket {
-                let limiter = Arc::clone(&limiter);
-                group.bench_function(BenchmarkId::new("ceiling-ping", "limiter-pool"), |b| {
-                    b.to_async(&runtime).iter_custom(|iters| {
-                        let limiter = Arc::clone(&limiter);
-                        run_concurrently(concurrency, iters, move |_| {
-                            let limiter = Arc::clone(&limiter);
-                            async move { limiter.ping().await.unwrap() }
-                        })
-                    })
-                });
-            }
             group.bench_function(BenchmarkId::new(algorithm.name(), "redis"), |b| {
                 b.to_async(&runtime).iter_custom(|iters| {
                     let (limiter, keys) = (Arc::clone(&limiter), Arc::clone(&keys));

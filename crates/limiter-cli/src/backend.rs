@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use limiter_core::{Error, Limiter, ManualClock, Policy};
 use limiter_memory::MemoryLimiter;
-use limiter_redis::RedisLimiter;
+use limiter_redis::{RedisBackend, RedisLimiter};
 
 use crate::cli::{BackendArgs, BackendKind};
 use crate::failure::Failure;
@@ -22,8 +22,9 @@ pub(crate) const MEMORY_EVICTION_DELAY: Duration = Duration::from_secs(3600);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A limiter for `policy` on the chosen backend that reads its time from
-/// `clock`. On Redis its keys live under a fresh prefix,
-/// `limiter-<purpose>-<pid>-<nanos>`, so runs never see each other's state.
+/// `clock`. On Redis its keys live under `--redis-prefix`, or else under a
+/// fresh prefix, `limiter-<purpose>-<pid>-<nanos>`, so runs never see each
+/// other's state unless asked to.
 pub(crate) async fn connect(
     backend: &BackendArgs,
     policy: Policy,
@@ -39,26 +40,27 @@ pub(crate) async fn connect(
         )),
         BackendKind::Redis => {
             let url = &backend.redis_url;
-            let build = RedisLimiter::builder(url.as_str(), policy)
-                .key_prefix(fresh_prefix(purpose))
-                .clock(clock)
-                .build();
+            let prefix = match &backend.redis_prefix {
+                Some(prefix) => prefix.clone(),
+                None => fresh_prefix(purpose),
+            };
+            let build = async {
+                let redis = RedisBackend::builder(url.as_str()).build().await?;
+                RedisLimiter::builder(&redis, policy)
+                    .key_prefix(prefix)
+                    .clock(clock)
+                    .build()
+                    .await
+            };
             match tokio::time::timeout(CONNECT_TIMEOUT, build).await {
                 Ok(Ok(limiter)) => Ok(Arc::new(limiter)),
                 Ok(Err(Error::InvalidPolicy(e))) => {
                     Err(Failure::usage(format!("invalid policy: {e}")))
                 }
                 // A bad --redis-url is the user's to fix, like a bad flag.
-                Ok(Err(Error::InvalidConfig(e))) => Err(Failure::usage(e.to_string())),
-                Ok(Err(e)) => {
-                    let reason = reason(&e);
-                    // The Redis backend's messages name the server already.
-                    Err(Failure::runtime(if reason.contains("Redis") {
-                        reason
-                    } else {
-                        format!("cannot connect to Redis at {url}: {reason}")
-                    }))
-                }
+                Ok(Err(e @ Error::InvalidConfig(_))) => Err(Failure::usage(reason(&e))),
+                // The Redis backend's messages name the server.
+                Ok(Err(e)) => Err(Failure::runtime(reason(&e))),
                 Err(_) => Err(Failure::runtime(format!(
                     "cannot connect to Redis at {url}: no answer within {}s",
                     CONNECT_TIMEOUT.as_secs()
@@ -88,10 +90,17 @@ pub(crate) fn backend_failure(backend: &BackendArgs, what: &str, error: &Error) 
     ))
 }
 
-/// An error's message without the core's `backend error: ` wrapper.
+/// An error's message and its causes, each once (`a: b: c`), without the
+/// core's `backend error` and `invalid configuration` wrappers.
 fn reason(error: &Error) -> String {
-    match error {
-        Error::Backend(inner) => inner.to_string(),
-        other => other.to_string(),
+    let (mut message, mut cause) = match error {
+        Error::Backend(inner) | Error::InvalidConfig(inner) => (inner.to_string(), inner.source()),
+        other => (other.to_string(), std::error::Error::source(other)),
+    };
+    while let Some(e) = cause {
+        message.push_str(": ");
+        message.push_str(&e.to_string());
+        cause = e.source();
     }
+    message
 }

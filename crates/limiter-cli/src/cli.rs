@@ -42,7 +42,8 @@ replay with a message on stderr and exit status 1.
 Time: the limiter's clock is set to each row's t_us before it is decided (on
 Redis too: the trace's times are passed to the scripts), so a replay gives
 the same decisions on every backend and at any speed. Each Redis replay uses
-a fresh key prefix, limiter-replay-<pid>-<nanos>. The memory backend keeps a
+a fresh key prefix, limiter-replay-<pid>-<nanos>, unless --redis-prefix names
+one (runs with the same prefix and policy share state). The memory backend keeps a
 key for an hour of trace time past its reset before it may drop it, so a
 trace whose clock steps back by less than that still replays exactly.
 
@@ -159,6 +160,11 @@ pub struct BackendArgs {
     /// The Redis server, for `--backend redis`.
     #[arg(long, value_name = "URL", default_value = DEFAULT_REDIS_URL)]
     pub redis_url: String,
+    /// The prefix of every Redis key, for `--backend redis`. Runs with the
+    /// same prefix share state on purpose (e.g. two replays that continue
+    /// one another). Default: a fresh prefix per run.
+    #[arg(long, value_name = "PREFIX")]
+    pub redis_prefix: Option<String>,
 }
 
 /// `limiter replay`.

@@ -189,7 +189,7 @@ impl RedisBackend {
             }
             let live = socket.live(shared).await?;
             let mut conn = live.conn.clone();
-            let error = match conn.send_packed_command(cmd).await {
+            let error = match conn.send_packed_command(cmd).await.and_then(Value::extract_error) {
                 Ok(reply) => return Ok(reply),
                 Err(e) => e,
             };
@@ -327,8 +327,10 @@ impl Shared {
         script: &LuaScript,
     ) -> Result<Value, BackendError> {
         let result = async {
-            conn.send_packed_command(&script.load_command()).await?;
-            conn.send_packed_command(cmd).await
+            conn.send_packed_command(&script.load_command())
+                .await?
+                .extract_error()?;
+            conn.send_packed_command(cmd).await?.extract_error()
         }
         .await;
         result.map_err(|e| {
@@ -369,7 +371,7 @@ impl Socket {
         match shared.open_connection().await {
             Ok(conn) => Ok(self.install(shared, conn)),
             Err(e) => {
-                shared.trip(&e.to_string());
+                shared.trip(&cause(&e));
                 Err(e)
             }
         }
@@ -430,10 +432,20 @@ async fn probe(shared: Weak<Shared>) {
                 return;
             }
             Err(e) => {
-                shared.circuit.trip(e.to_string());
+                shared.circuit.trip(cause(&e));
                 tracing::debug!(url = %shared.url, error = %e, "Redis probe failed");
             }
         }
+    }
+}
+
+/// What went wrong, for the circuit's messages (which name the server
+/// already): the client's own error when there is one.
+fn cause(error: &BackendError) -> String {
+    use std::error::Error as _;
+    match error.source() {
+        Some(source) => source.to_string(),
+        None => error.to_string(),
     }
 }
 
