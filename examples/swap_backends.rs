@@ -13,7 +13,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use limiter_core::{Algorithm, Decision, Error, KeyState, Limiter, ManualClock, Policy, Rate};
+use limiter_core::backend::KeyState;
+use limiter_core::{Algorithm, Decision, Error, Limiter, ManualClock, Policy, Rate};
 use limiter_memory::MemoryLimiter;
 
 /// The application: an API that lets each user make a request costing

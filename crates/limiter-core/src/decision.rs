@@ -1,19 +1,42 @@
 //! [`Decision`]: what a limiter answered, in microsecond durations.
 
+use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::policy::Policy;
 
 /// The answer to one request (docs/spec.md section 1).
 ///
-/// A denial is a `Decision` with `allowed == false`, not an error.
+/// A denial is a `Decision` with `allowed == false`, not an error. The
+/// fields are public to read; build one with [`Decision::admit`] or
+/// [`Decision::deny`] and the `with_*` methods (a fake [`Limiter`](crate::Limiter)
+/// in a test does so).
+///
+/// Read [`source`](Self::source) before reporting the numbers: a decision
+/// made while the backend failed ([`DecisionSource::FailOpen`],
+/// [`FailClosed`](DecisionSource::FailClosed)) counted nothing, and its
+/// `remaining`, `retry_after` and `reset_after` hold no count (see
+/// [`DecisionSource`]); one from a [`Fallback`](DecisionSource::Fallback)
+/// limiter counts against the fallback's own policy.
+///
+/// ```
+/// use limiter_core::{Decision, DecisionSource};
+/// use std::time::Duration;
+///
+/// let denied = Decision::deny(10, 0, Duration::from_secs(3), 1_000_000)
+///     .with_reset_after(Duration::from_secs(60));
+/// assert!(!denied.allowed && denied.retry_after == Duration::from_secs(3));
+/// assert_eq!(denied.source, DecisionSource::Backend);
+/// assert!(!denied.is_degraded());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Decision {
     /// Whether the request was admitted (and, unless peeked, counted).
     pub allowed: bool,
-    /// The policy's limit as seen by callers: the limit, or the capacity
-    /// (token bucket), or the queue (leaky bucket). Suitable for a
+    /// The policy's [max cost](crate::Policy::max_cost), under the name
+    /// docs/spec.md section 1 gives it: the limit, or the capacity (token
+    /// bucket), or the queue (leaky bucket). Suitable for a
     /// `RateLimit-Limit` header.
     pub limit: u64,
     /// Units a request could still take right now, after this decision.
@@ -30,9 +53,118 @@ pub struct Decision {
     /// The request time the decision was made at, in µs since the Unix epoch
     /// (the limiter's clock, or Redis `TIME`).
     pub time_us: u64,
+    /// Who decided: the backend itself, or a failure policy while the
+    /// backend failed.
+    pub source: DecisionSource,
+}
+
+/// Who made a [`Decision`]: the backend, or a
+/// [`FailurePolicy`](crate::FailurePolicy) while the backend failed.
+///
+/// Headers, metrics and callers tell a degraded answer by it. What the
+/// numbers of a degraded decision hold:
+///
+/// | source | `allowed` | `limit` | `remaining` | `retry_after` | `reset_after`, `wait` |
+/// |---|---|---|---|---|---|
+/// | `Backend` | the decision | the policy's max cost | counted | exact | exact |
+/// | `FailOpen` | `true` | the policy's max cost | 0: nothing counted, not a count | 0 | 0 |
+/// | `FailClosed` | `false` | the policy's max cost | 0: nothing counted, not a count | until the backend is tried again | 0 |
+/// | `Fallback` | the fallback limiter's decision, counted against the fallback's own policy (its `limit` is the fallback's max cost) ||||
+///
+/// An HTTP layer should not send `RateLimit` headers for `FailOpen` and
+/// `FailClosed` decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum DecisionSource {
+    /// The limiter decided, exactly (docs/spec.md section 3).
+    #[default]
+    Backend,
+    /// The backend failed and the request was admitted without counting.
+    FailOpen,
+    /// The backend failed and the request was denied without counting.
+    FailClosed,
+    /// The backend failed and the fallback limiter decided.
+    Fallback,
+}
+
+impl DecisionSource {
+    /// Whether the backend did not decide (any source but `Backend`).
+    pub fn is_degraded(self) -> bool {
+        self != Self::Backend
+    }
+
+    /// `"backend"`, `"fail-open"`, `"fail-closed"` or `"fallback"`: a label
+    /// for metrics and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Backend => "backend",
+            Self::FailOpen => "fail-open",
+            Self::FailClosed => "fail-closed",
+            Self::Fallback => "fallback",
+        }
+    }
+}
+
+impl fmt::Display for DecisionSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl Decision {
+    /// An admission with `remaining` units left, made at `time_us` by the
+    /// backend; `retry_after`, `reset_after` and `wait` are zero until set.
+    pub const fn admit(limit: u64, remaining: u64, time_us: u64) -> Self {
+        Self {
+            allowed: true,
+            limit,
+            remaining,
+            retry_after: Duration::ZERO,
+            reset_after: Duration::ZERO,
+            wait: Duration::ZERO,
+            time_us,
+            source: DecisionSource::Backend,
+        }
+    }
+
+    /// A denial with `remaining` units left (fewer than asked), to be
+    /// retried after `retry_after`, made at `time_us` by the backend;
+    /// `reset_after` is zero until set.
+    pub const fn deny(limit: u64, remaining: u64, retry_after: Duration, time_us: u64) -> Self {
+        Self {
+            allowed: false,
+            retry_after,
+            ..Self::admit(limit, remaining, time_us)
+        }
+    }
+
+    /// With `reset_after`: when the key is back to its initial state.
+    #[must_use]
+    pub const fn with_reset_after(mut self, reset_after: Duration) -> Self {
+        self.reset_after = reset_after;
+        self
+    }
+
+    /// With `wait`: how long an admitted request waits (leaky bucket).
+    #[must_use]
+    pub const fn with_wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// With `source`: who decided.
+    #[must_use]
+    pub const fn with_source(mut self, source: DecisionSource) -> Self {
+        self.source = source;
+        self
+    }
+
+    /// Whether a failure policy answered instead of the backend
+    /// ([`DecisionSource::is_degraded`]).
+    pub fn is_degraded(&self) -> bool {
+        self.source.is_degraded()
+    }
+
     /// Whether the request was admitted.
     pub fn is_allowed(&self) -> bool {
         self.allowed
@@ -93,6 +225,7 @@ impl TickDecision {
             reset_after: to_micros(self.reset_after),
             wait: to_micros(self.wait),
             time_us,
+            source: DecisionSource::Backend,
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::policy::Algorithm;
+use crate::algorithm::Algorithm;
 
 /// Why a [`Policy`](crate::Policy), a rate string or a duration was rejected.
 ///
@@ -48,7 +48,7 @@ pub enum PolicyError {
         /// What the backend refused and why.
         reason: String,
     },
-    /// An algorithm name that is not one of the five.
+    /// An algorithm name that is not one of [`Algorithm::ALL`].
     UnknownAlgorithm {
         /// The name as given.
         input: String,
@@ -66,6 +66,21 @@ pub enum PolicyError {
         input: String,
         /// What was wrong with it.
         reason: String,
+    },
+    /// A policy string such as `sliding-log:100/1h` (docs/spec.md section 7)
+    /// that could not be parsed. An unknown algorithm, a bad rate or an
+    /// option that does not apply have their own variants.
+    InvalidPolicyString {
+        /// The string as given.
+        input: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// A policy string named an option no algorithm has (the options are
+    /// `capacity` and `queue`).
+    UnknownOption {
+        /// The option as given.
+        option: String,
     },
 }
 
@@ -94,7 +109,7 @@ impl fmt::Display for PolicyError {
             Self::UnknownAlgorithm { input } => write!(
                 f,
                 "unknown algorithm {input:?}; expected one of: {}",
-                Algorithm::ALL.map(|a| a.name()).join(", ")
+                Algorithm::ALL.map(Algorithm::name).join(", ")
             ),
             Self::InvalidDuration { input, reason } => {
                 write!(f, "invalid duration {input:?}: {reason} (examples: 500ms, 10s, 1m, 1h, 1d)")
@@ -102,6 +117,15 @@ impl fmt::Display for PolicyError {
             Self::InvalidRate { input, reason } => {
                 write!(f, "invalid rate {input:?}: {reason} (examples: 100/10s, 10/minute, 1000/1d)")
             }
+            Self::InvalidPolicyString { input, reason } => write!(
+                f,
+                "invalid policy {input:?}: {reason} (examples: sliding-log:100/1h, \
+                 token-bucket:2/1s,capacity=10, leaky-bucket:10/250ms,queue=20)"
+            ),
+            Self::UnknownOption { option } => write!(
+                f,
+                "unknown option {option:?} (capacity is for token-bucket, queue for leaky-bucket)"
+            ),
         }
     }
 }
@@ -109,6 +133,11 @@ impl fmt::Display for PolicyError {
 impl std::error::Error for PolicyError {}
 
 /// The error of every limiter operation.
+///
+/// Ask it what it is with [`kind`](Self::kind) rather than reading its
+/// message. Its `Display` is its own message only; the cause, if any, is its
+/// [`source`](std::error::Error::source), so a reporter that walks the
+/// chain ([`Error::chain`]) prints each cause once.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -116,14 +145,15 @@ pub enum Error {
     InvalidPolicy(PolicyError),
     /// A request's cost was 0; every request costs at least one unit.
     ZeroCost,
-    /// The cost is above the policy's maximum (limit, capacity or queue):
-    /// the request could never be admitted, so it is an error rather than a
-    /// denial with a `retry_after` (docs/spec.md rule 2.2).
+    /// The cost is above the policy's [max cost](crate::Policy::max_cost)
+    /// (the limit, capacity or queue): the request could never be admitted,
+    /// so it is an error rather than a denial with a `retry_after`
+    /// (docs/spec.md rule 2.2).
     CostExceedsCapacity {
         /// The cost asked for.
         cost: u64,
         /// The most one request may cost under this policy.
-        max: u64,
+        max_cost: u64,
     },
     /// The request time is beyond 2^53 µs, the exact range of every backend.
     TimeOutOfRange {
@@ -135,23 +165,98 @@ pub enum Error {
     /// configuration, never retried. The source says what and why.
     InvalidConfig(Box<dyn std::error::Error + Send + Sync + 'static>),
     /// A backend failed (connection, timeout, protocol); the source says how.
+    /// The only error a [`FailurePolicy`](crate::FailurePolicy) handles.
     Backend(Box<dyn std::error::Error + Send + Sync + 'static>),
+}
+
+/// What an [`Error`] is about, to act on without reading its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The request can never succeed as asked (cost 0, cost above the
+    /// max cost, time out of range): fix the request; retrying is useless.
+    /// Nothing was written.
+    Request,
+    /// The policy or the backend's configuration is invalid: found before
+    /// any request, fixed by changing the configuration.
+    Config,
+    /// The backend failed: the request may succeed later. A
+    /// [`FailurePolicy`](crate::FailurePolicy) decides what to answer
+    /// meanwhile.
+    Backend,
+}
+
+impl Error {
+    /// What this error is about.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::ZeroCost | Self::CostExceedsCapacity { .. } | Self::TimeOutOfRange { .. } => {
+                ErrorKind::Request
+            }
+            Self::InvalidPolicy(_) | Self::InvalidConfig(_) => ErrorKind::Config,
+            Self::Backend(_) => ErrorKind::Backend,
+        }
+    }
+
+    /// Whether the request itself is at fault ([`ErrorKind::Request`]).
+    pub fn is_request(&self) -> bool {
+        self.kind() == ErrorKind::Request
+    }
+
+    /// Whether the configuration is at fault ([`ErrorKind::Config`]).
+    pub fn is_config(&self) -> bool {
+        self.kind() == ErrorKind::Config
+    }
+
+    /// Whether the backend failed ([`ErrorKind::Backend`]).
+    pub fn is_backend(&self) -> bool {
+        self.kind() == ErrorKind::Backend
+    }
+
+    /// The message and every cause after it, each once: `a: b: c`.
+    ///
+    /// ```
+    /// use limiter_core::{Error, PolicyError};
+    ///
+    /// let error = Error::from(PolicyError::ZeroLimit);
+    /// assert_eq!(error.to_string(), "invalid policy");
+    /// assert_eq!(error.chain().to_string(), "invalid policy: limit must be at least 1, got 0");
+    /// ```
+    pub fn chain(&self) -> impl fmt::Display + '_ {
+        Chain(self)
+    }
+}
+
+/// Writes an error and its sources, separated by `: `.
+struct Chain<'a>(&'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::InvalidPolicy(e) => write!(f, "invalid policy: {e}"),
+            // The cause is the source, never part of the message.
+            Self::InvalidPolicy(_) => f.write_str("invalid policy"),
             Self::ZeroCost => f.write_str("cost must be at least 1, got 0"),
-            Self::CostExceedsCapacity { cost, max } => write!(
+            Self::CostExceedsCapacity { cost, max_cost } => write!(
                 f,
-                "cost {cost} exceeds the policy's maximum of {max}: such a request can never be admitted"
+                "cost {cost} exceeds the policy's max cost of {max_cost}: such a request can never be admitted"
             ),
             Self::TimeOutOfRange { time_us } => {
                 write!(f, "time {time_us}µs is beyond the supported range of 2^53µs")
             }
-            Self::InvalidConfig(e) => write!(f, "invalid configuration: {e}"),
-            Self::Backend(e) => write!(f, "backend error: {e}"),
+            Self::InvalidConfig(_) => f.write_str("invalid configuration"),
+            Self::Backend(_) => f.write_str("rate limiter backend failed"),
         }
     }
 }
@@ -161,7 +266,7 @@ impl std::error::Error for Error {
         match self {
             Self::InvalidPolicy(e) => Some(e),
             Self::InvalidConfig(e) | Self::Backend(e) => Some(e.as_ref()),
-            _ => None,
+            Self::ZeroCost | Self::CostExceedsCapacity { .. } | Self::TimeOutOfRange { .. } => None,
         }
     }
 }

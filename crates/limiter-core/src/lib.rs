@@ -27,25 +27,28 @@
 //! # Ok::<(), limiter_core::PolicyError>(())
 //! ```
 
+mod algorithm;
 mod algorithms;
+pub mod backend;
 mod clock;
 mod decision;
 mod divisor;
 mod error;
+mod failure;
 mod limiter;
 mod policy;
-pub mod trace;
+mod policy_text;
+mod rate;
 
 pub use self::{
-    algorithms::{
-        check_request, effective_time, AlgorithmState, FixedWindow, KeyState, LeakyBucket,
-        LogUpdate, SlidingCounter, SlidingLog, TokenBucket,
-    },
+    algorithm::Algorithm,
     clock::{Clock, ManualClock, SystemClock},
-    decision::{Decision, TickDecision},
-    error::{Error, PolicyError},
+    decision::{Decision, DecisionSource},
+    error::{Error, ErrorKind, PolicyError},
+    failure::{FailurePolicy, Resilient},
     limiter::{Limiter, LimiterExt},
-    policy::{parse_duration, Algorithm, Policy, Rate},
+    policy::Policy,
+    rate::{parse_duration, Rate},
 };
 
 /// The largest time (µs since the epoch) and the bound on every intermediate

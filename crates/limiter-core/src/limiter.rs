@@ -2,19 +2,42 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
 use crate::decision::Decision;
 use crate::error::Error;
+use crate::failure::{FailurePolicy, Resilient};
 use crate::policy::Policy;
 
 /// A keyed rate limiter under one [`Policy`].
 ///
 /// Object safe, so application code can hold an `Arc<dyn Limiter>` and be
 /// given the in-memory backend in tests and Redis in production: both decide
-/// identically (docs/spec.md sections 2 and 3).
+/// identically (docs/spec.md sections 2 and 3). `Arc<L>`, `Box<L>` and `&L`
+/// are limiters too, so a function taking `impl Limiter` takes any of them.
+///
+/// # The synchronous fast path
+///
+/// [`acquire`](Self::acquire) returns a boxed future (the price of
+/// `dyn Limiter`). A backend that decides without I/O also answers
+/// [`acquire_now`](Self::acquire_now) and [`peek_now`](Self::peek_now)
+/// (`Some`), which cost no allocation through an `Arc<dyn Limiter>`; the
+/// others answer `None`. On a hot path:
+///
+/// ```
+/// # use limiter_core::{Decision, Error, Limiter};
+/// async fn decide(limiter: &dyn Limiter, key: &str) -> Result<Decision, Error> {
+///     match limiter.acquire_now(key, 1) {
+///         Some(decided) => decided,
+///         None => limiter.acquire(key, 1).await,
+///     }
+/// }
+/// ```
+///
+/// [`LimiterExt::until_ready`] does so.
 #[async_trait]
 pub trait Limiter: Send + Sync + fmt::Debug {
     /// The policy every key is limited by.
@@ -36,7 +59,63 @@ pub trait Limiter: Send + Sync + fmt::Debug {
     async fn acquire_one(&self, key: &str) -> Result<Decision, Error> {
         self.acquire(key, 1).await
     }
+
+    /// [`acquire`](Self::acquire), answered now without a future if this
+    /// limiter can (it decides in process): `Some(result)`, exactly what
+    /// `acquire` would have returned, the request committed if admitted.
+    /// `None` (the default) means nothing was done: call `acquire`.
+    fn acquire_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+        let _ = (key, cost);
+        None
+    }
+
+    /// [`peek`](Self::peek), answered now without a future if this limiter
+    /// can; `None` (the default) means call `peek`.
+    fn peek_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+        let _ = (key, cost);
+        None
+    }
 }
+
+/// Forwards every method, the fast paths included, to the limiter behind it.
+macro_rules! forward_limiter {
+    ($($wrapper:ty),+) => {$(
+        #[async_trait]
+        impl<L: Limiter + ?Sized> Limiter for $wrapper {
+            fn policy(&self) -> &Policy {
+                (**self).policy()
+            }
+
+            async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+                (**self).acquire(key, cost).await
+            }
+
+            async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+                (**self).peek(key, cost).await
+            }
+
+            async fn reset(&self, key: &str) -> Result<(), Error> {
+                (**self).reset(key).await
+            }
+
+            async fn acquire_one(&self, key: &str) -> Result<Decision, Error> {
+                (**self).acquire_one(key).await
+            }
+
+            #[inline]
+            fn acquire_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+                (**self).acquire_now(key, cost)
+            }
+
+            #[inline]
+            fn peek_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+                (**self).peek_now(key, cost)
+            }
+        }
+    )+};
+}
+
+forward_limiter!(Arc<L>, Box<L>, &L);
 
 /// Conveniences for every [`Limiter`].
 #[async_trait]
@@ -54,7 +133,10 @@ pub trait LimiterExt: Limiter {
         F: Future<Output = ()> + Send,
     {
         loop {
-            let decision = self.acquire(key, cost).await?;
+            let decision = match self.acquire_now(key, cost) {
+                Some(decided) => decided?,
+                None => self.acquire(key, cost).await?,
+            };
             if decision.allowed {
                 if !decision.wait.is_zero() {
                     sleep(decision.wait).await;
@@ -63,6 +145,23 @@ pub trait LimiterExt: Limiter {
             }
             sleep(decision.retry_after).await;
         }
+    }
+
+    /// Wraps this limiter in [`Resilient`]: while it fails with
+    /// [`Error::Backend`], `policy` answers (fail open, fail closed, return
+    /// the error, or ask a fallback limiter).
+    ///
+    /// ```
+    /// # use limiter_core::{FailurePolicy, LimiterExt, Limiter};
+    /// # fn wrap(redis: impl Limiter) -> impl Limiter {
+    /// redis.on_failure(FailurePolicy::FailOpen)
+    /// # }
+    /// ```
+    fn on_failure(self, policy: FailurePolicy) -> Resilient<Self>
+    where
+        Self: Sized,
+    {
+        Resilient::new(self, policy)
     }
 }
 

@@ -1,180 +1,12 @@
-//! [`Policy`]: an algorithm and its numbers, validated once.
+//! [`Policy`]: an algorithm and its numbers, validated once. Its text form
+//! is in `policy_text.rs`.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
+use crate::algorithm::Algorithm;
 use crate::divisor::Divisor;
 use crate::error::PolicyError;
-
-/// The five rate-limiting algorithms. See `docs/algorithms.md` for when to
-/// pick which.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Algorithm {
-    /// Count per aligned window. Cheapest; admits up to `2L` around a boundary.
-    FixedWindow,
-    /// Exact log of admissions in the trailing window. No boundary burst.
-    SlidingLog,
-    /// Weighted current and previous window counts. O(1), small burst.
-    SlidingCounter,
-    /// Bursts up to a capacity, then a steady refill rate.
-    TokenBucket,
-    /// A queue that drains at a constant rate: smooth output, no burst.
-    LeakyBucket,
-}
-
-impl Algorithm {
-    /// All five, in the order used by tables and plots.
-    pub const ALL: [Algorithm; 5] = [
-        Self::FixedWindow,
-        Self::SlidingLog,
-        Self::SlidingCounter,
-        Self::TokenBucket,
-        Self::LeakyBucket,
-    ];
-
-    /// The kebab-case name used on the command line and in output,
-    /// e.g. `"sliding-log"`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::FixedWindow => "fixed-window",
-            Self::SlidingLog => "sliding-log",
-            Self::SlidingCounter => "sliding-counter",
-            Self::TokenBucket => "token-bucket",
-            Self::LeakyBucket => "leaky-bucket",
-        }
-    }
-}
-
-impl fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Algorithm {
-    type Err = PolicyError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let wanted = s.trim().to_ascii_lowercase().replace('_', "-");
-        Self::ALL
-            .into_iter()
-            .find(|a| a.name() == wanted)
-            .ok_or_else(|| PolicyError::UnknownAlgorithm {
-                input: s.to_owned(),
-            })
-    }
-}
-
-/// `limit` units per `window`: the numbers shared by every algorithm.
-///
-/// A `Rate` is not validated by itself; [`Policy::new`] validates it.
-///
-/// ```
-/// use limiter_core::Rate;
-/// use std::time::Duration;
-///
-/// let rate: Rate = "100/10s".parse()?;
-/// assert_eq!(rate, Rate::new(100, Duration::from_secs(10)));
-/// assert_eq!("10/minute".parse::<Rate>()?, Rate::per_minute(10));
-/// # Ok::<(), limiter_core::PolicyError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Rate {
-    /// Units admitted per window.
-    pub limit: u64,
-    /// The window.
-    pub window: Duration,
-}
-
-impl Rate {
-    /// `limit` units per `window`.
-    pub const fn new(limit: u64, window: Duration) -> Self {
-        Self { limit, window }
-    }
-    /// `limit` units per second.
-    pub const fn per_second(limit: u64) -> Self {
-        Self::new(limit, Duration::from_secs(1))
-    }
-    /// `limit` units per minute.
-    pub const fn per_minute(limit: u64) -> Self {
-        Self::new(limit, Duration::from_secs(60))
-    }
-    /// `limit` units per hour.
-    pub const fn per_hour(limit: u64) -> Self {
-        Self::new(limit, Duration::from_secs(3600))
-    }
-    /// `limit` units per day.
-    pub const fn per_day(limit: u64) -> Self {
-        Self::new(limit, Duration::from_secs(86_400))
-    }
-}
-
-impl FromStr for Rate {
-    type Err = PolicyError;
-
-    /// Parses `LIMIT/DURATION`, where the duration may omit its number:
-    /// `100/10s`, `10/minute`, `1000/1d`, `5/s`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let invalid = |reason: String| PolicyError::InvalidRate {
-            input: s.to_owned(),
-            reason,
-        };
-        let (limit, window) = s
-            .split_once('/')
-            .ok_or_else(|| invalid("expected LIMIT/WINDOW".into()))?;
-        let limit = limit.trim();
-        let limit: u64 = limit
-            .parse()
-            .map_err(|_| invalid(format!("limit {limit:?} is not a whole number")))?;
-        let window = window.trim();
-        let window = if window.starts_with(|c: char| c.is_ascii_digit()) {
-            parse_duration(window)
-        } else {
-            parse_duration(&format!("1{window}"))
-        }
-        .map_err(|e| invalid(e.to_string()))?;
-        Ok(Self::new(limit, window))
-    }
-}
-
-/// Parses an integer followed by a unit: `us`, `ms`, `s`, `m`, `h`, `d`
-/// (also `sec`, `min`, `second(s)`, `minute(s)`, `hour(s)`, `day(s)`).
-///
-/// ```
-/// use std::time::Duration;
-/// assert_eq!(limiter_core::parse_duration("250ms")?, Duration::from_millis(250));
-/// assert!(limiter_core::parse_duration("10").is_err()); // a unit is required
-/// # Ok::<(), limiter_core::PolicyError>(())
-/// ```
-pub fn parse_duration(s: &str) -> Result<Duration, PolicyError> {
-    let invalid = |reason| PolicyError::InvalidDuration {
-        input: s.to_owned(),
-        reason,
-    };
-    let trimmed = s.trim();
-    let split = trimmed
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| invalid("missing unit"))?;
-    let (number, unit) = trimmed.split_at(split);
-    if number.is_empty() {
-        return Err(invalid("missing number"));
-    }
-    let number: u64 = number.parse().map_err(|_| invalid("number too large"))?;
-    let micros_per_unit: u64 = match unit.trim() {
-        "us" | "µs" => 1,
-        "ms" => 1_000,
-        "s" | "sec" | "second" | "seconds" => 1_000_000,
-        "m" | "min" | "minute" | "minutes" => 60_000_000,
-        "h" | "hour" | "hours" => 3_600_000_000,
-        "d" | "day" | "days" => 86_400_000_000,
-        _ => return Err(invalid("unknown unit (use us, ms, s, m, h or d)")),
-    };
-    let micros = number
-        .checked_mul(micros_per_unit)
-        .ok_or_else(|| invalid("duration too large"))?;
-    Ok(Duration::from_micros(micros))
-}
+use crate::rate::Rate;
 
 /// The exact-arithmetic bound of docs/spec.md section 5: every intermediate value
 /// stays below 2^53 so Rust and Redis Lua (doubles) compute the same integers.
@@ -183,8 +15,25 @@ pub(crate) const EXACT_LIMIT: u64 = crate::MAX_TIME_US;
 /// A validated rate-limiting policy: an algorithm, a limit and a window,
 /// plus a capacity (token bucket) or queue (leaky bucket).
 ///
-/// Constructed only through [`Policy::new`] and friends, which check every
-/// field and choose the tick (docs/spec.md section 5); the rest of the code trusts it.
+/// Constructed only through [`Policy::new`] and friends (or parsed from a
+/// policy string such as `sliding-log:100/1h`, see [`FromStr`](#impl-FromStr-for-Policy)),
+/// which check every field and choose the tick (docs/spec.md section 5); the
+/// rest of the code trusts it.
+///
+/// # One name per number
+///
+/// - **limit** (`L`, [`limit`](Self::limit)): units admitted per window; for
+///   the buckets, the refill or drain rate.
+/// - **capacity** (`C`, [`capacity`](Self::capacity)): a token bucket's
+///   largest burst, `L` by default.
+/// - **queue** (`Q`, [`queue`](Self::queue)): how many units a leaky bucket
+///   holds waiting, `L` by default.
+/// - **max cost** ([`max_cost`](Self::max_cost)): the most one request may
+///   cost: the capacity, the queue, or the limit for the window algorithms.
+///   A larger cost is [`Error::CostExceedsCapacity`](crate::Error::CostExceedsCapacity)
+///   (its field `max_cost`); every [`Decision`](crate::Decision) reports it
+///   in its field `limit`, the name docs/spec.md section 1 and the
+///   `RateLimit-Limit` header give it.
 ///
 /// ```
 /// use limiter_core::{Algorithm, Policy, Rate};
@@ -196,7 +45,7 @@ pub(crate) const EXACT_LIMIT: u64 = crate::MAX_TIME_US;
 /// # let _ = sms;
 /// # Ok::<(), limiter_core::PolicyError>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Policy {
     algorithm: Algorithm,
     limit: u64,
@@ -337,9 +186,11 @@ impl Policy {
                 self.tick_us = tick;
                 self.window_ticks = self.window_us / tick;
                 self.max_cost = match self.algorithm {
+                    Algorithm::FixedWindow | Algorithm::SlidingLog | Algorithm::SlidingCounter => {
+                        self.limit
+                    }
                     Algorithm::TokenBucket => self.capacity,
                     Algorithm::LeakyBucket => self.queue,
-                    _ => self.limit,
                 };
                 self.fill_ticks = (self.max_cost * self.window_ticks).div_ceil(self.limit);
                 self.window_divisor = Divisor::new(self.window_ticks);
@@ -358,6 +209,10 @@ impl Policy {
     #[inline]
     pub fn limit(&self) -> u64 {
         self.limit
+    }
+    /// The limit and the window, as given.
+    pub fn rate(&self) -> Rate {
+        Rate::new(self.limit, self.window())
     }
     /// The window.
     pub fn window(&self) -> Duration {
@@ -416,20 +271,10 @@ impl Policy {
     }
 }
 
-impl fmt::Display for Policy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}/{}us", self.algorithm, self.limit, self.window_us)?;
-        match self.algorithm {
-            Algorithm::TokenBucket => write!(f, " capacity {}", self.capacity),
-            Algorithm::LeakyBucket => write!(f, " queue {}", self.queue),
-            _ => Ok(()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rate::parse_duration;
 
     #[test]
     fn everyday_policies_use_a_one_microsecond_tick() {
@@ -509,29 +354,5 @@ mod tests {
             seen.insert(message);
         }
         assert_eq!(seen.len(), count, "every bad input has its own message");
-    }
-
-    #[test]
-    fn rates_parse_with_and_without_a_number_before_the_unit() {
-        assert_eq!(
-            "100/10s".parse::<Rate>().unwrap(),
-            Rate::new(100, Duration::from_secs(10))
-        );
-        assert_eq!("10/minute".parse::<Rate>().unwrap(), Rate::per_minute(10));
-        assert_eq!("1000/1d".parse::<Rate>().unwrap(), Rate::per_day(1000));
-        assert_eq!(" 5 / s ".parse::<Rate>().unwrap(), Rate::per_second(5));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("7us").unwrap(), Duration::from_micros(7));
-    }
-
-    #[test]
-    fn algorithms_round_trip_through_their_names() {
-        for a in Algorithm::ALL {
-            assert_eq!(a.name().parse::<Algorithm>().unwrap(), a);
-        }
-        assert_eq!(
-            "Token_Bucket".parse::<Algorithm>().unwrap(),
-            Algorithm::TokenBucket
-        );
     }
 }

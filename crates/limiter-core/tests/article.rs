@@ -1,7 +1,8 @@
 //! The article's case: "100 per 10 s"; 100 requests at 9 s and 100 at 11 s.
 //! A fixed window admits all 200 within two seconds; a sliding log 100.
 
-use limiter_core::{Algorithm, KeyState, Policy, Rate};
+use limiter_core::backend::KeyState;
+use limiter_core::{Algorithm, Policy, Rate};
 use std::time::Duration;
 
 fn admitted_in_the_article_case(algorithm: Algorithm) -> usize {

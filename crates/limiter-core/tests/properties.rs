@@ -1,7 +1,8 @@
 //! The properties of docs/spec.md section 4, proven over arbitrary request sequences
 //! for every algorithm.
 
-use limiter_core::{Algorithm, Decision, Error, KeyState, Policy, Rate, MAX_TIME_US};
+use limiter_core::backend::KeyState;
+use limiter_core::{Algorithm, Decision, Error, Policy, Rate, MAX_TIME_US};
 use proptest::prelude::*;
 use std::time::Duration;
 
@@ -75,8 +76,8 @@ fn replay(policy: &Policy, start: u64, steps: &[Step]) -> Result<Vec<Admission>,
         let peeked = state.peek(policy, t, step.cost);
         let result = state.acquire(policy, t, step.cost);
         match result {
-            Err(Error::CostExceedsCapacity { cost, max }) => {
-                prop_assert!(cost > policy.max_cost() && max == policy.max_cost());
+            Err(Error::CostExceedsCapacity { cost, max_cost }) => {
+                prop_assert!(cost > policy.max_cost() && max_cost == policy.max_cost());
                 prop_assert_eq!(&state, &before, "an error changes nothing");
             }
             Err(e) => return Err(TestCaseError::fail(format!("unexpected error {e}"))),
@@ -303,7 +304,10 @@ fn cost_zero_and_cost_above_the_maximum_are_errors() {
         assert!(matches!(state.acquire(&policy, 0, 0), Err(Error::ZeroCost)));
         assert!(matches!(
             state.acquire(&policy, 0, 6),
-            Err(Error::CostExceedsCapacity { cost: 6, max: 5 })
+            Err(Error::CostExceedsCapacity {
+                cost: 6,
+                max_cost: 5
+            })
         ));
         assert_eq!(state, KeyState::fresh(&policy));
     }

@@ -8,10 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
-use limiter_core::{
-    check_request, Algorithm, AlgorithmState, Decision, Error, FixedWindow, LeakyBucket, Limiter,
-    Policy, SlidingCounter, SlidingLog, TokenBucket,
-};
+use limiter_core::backend::{check_request, with_state, AlgorithmState, ForAlgorithm, StateFamily};
+use limiter_core::{Decision, Error, Limiter, Policy};
 
 use crate::builder::MemoryLimiterBuilder;
 use crate::clock::ClockSource;
@@ -56,43 +54,24 @@ pub struct MemoryLimiter {
 
 /// The keys, in one map typed by the policy's algorithm, so each key holds
 /// only its own algorithm's state (16 bytes for a bucket, not the 40 of
-/// [`KeyState`](limiter_core::KeyState), which must fit a sliding log).
-#[derive(Debug)]
-enum Keys {
-    FixedWindow(Map<FixedWindow>),
-    SlidingLog(Map<SlidingLog>),
-    SlidingCounter(Map<SlidingCounter>),
-    TokenBucket(Map<TokenBucket>),
-    LeakyBucket(Map<LeakyBucket>),
-}
+/// [`KeyState`](limiter_core::backend::KeyState), which must fit a sliding
+/// log). The core lists the algorithms; reach the map with [`with_state!`].
+type Keys = ForAlgorithm<Maps>;
 
 /// A map of one algorithm's keys. Hashed with aHash under per-process random
 /// keys: clients choose the keys (IPs, user ids), so the hash must resist
 /// flooding, and aHash does so at about half the cost of SipHash.
 type Map<S> = DashMap<Box<str>, Slot<S>, ahash::RandomState>;
 
-/// Runs `$body` with `$map` bound to the typed map, whatever the algorithm.
-macro_rules! with_map {
-    ($keys:expr, $map:ident => $body:expr) => {
-        match $keys {
-            Keys::FixedWindow($map) => $body,
-            Keys::SlidingLog($map) => $body,
-            Keys::SlidingCounter($map) => $body,
-            Keys::TokenBucket($map) => $body,
-            Keys::LeakyBucket($map) => $body,
-        }
-    };
-}
+/// The [`StateFamily`] of [`Map`]s.
+#[derive(Debug)]
+struct Maps;
 
-impl Keys {
-    fn new(algorithm: Algorithm) -> Self {
-        match algorithm {
-            Algorithm::FixedWindow => Self::FixedWindow(DashMap::default()),
-            Algorithm::SlidingLog => Self::SlidingLog(DashMap::default()),
-            Algorithm::SlidingCounter => Self::SlidingCounter(DashMap::default()),
-            Algorithm::TokenBucket => Self::TokenBucket(DashMap::default()),
-            Algorithm::LeakyBucket => Self::LeakyBucket(DashMap::default()),
-        }
+impl StateFamily for Maps {
+    type Of<S: AlgorithmState> = Map<S>;
+
+    fn make<S: AlgorithmState>(_: &Policy) -> Map<S> {
+        DashMap::default()
     }
 }
 
@@ -173,7 +152,7 @@ impl MemoryLimiter {
             eviction_delay_us,
         } = builder;
         Self {
-            keys: Keys::new(policy.algorithm()),
+            keys: Keys::new(&policy),
             policy,
             clock,
             max_keys,
@@ -221,7 +200,7 @@ impl MemoryLimiter {
     #[inline]
     pub fn try_acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
         let now_us = self.clock.now_us();
-        with_map!(&self.keys, map => self.acquire_in(map, key, now_us, cost))
+        with_state!(&self.keys, map => self.acquire_in(map, key, now_us, cost))
     }
 
     /// Answers what [`try_acquire`](Self::try_acquire) would, now, without
@@ -234,13 +213,13 @@ impl MemoryLimiter {
     /// error: a peek stores nothing.
     pub fn try_peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
         let now_us = self.clock.now_us();
-        with_map!(&self.keys, map => self.peek_in(map, key, now_us, cost))
+        with_state!(&self.keys, map => self.peek_in(map, key, now_us, cost))
     }
 
     /// Drops `key`'s state, so it starts again with a full quota; returns
     /// whether it was held. The synchronous form of [`Limiter::reset`].
     pub fn remove(&self, key: &str) -> bool {
-        let removed = with_map!(&self.keys, map => map.remove(key).is_some());
+        let removed = with_state!(&self.keys, map => map.remove(key).is_some());
         if removed {
             self.held.fetch_sub(1, Ordering::AcqRel);
         }
@@ -250,7 +229,7 @@ impl MemoryLimiter {
     /// Drops every key's state.
     pub fn clear(&self) {
         let mut removed = 0;
-        with_map!(&self.keys, map => map.retain(|_, _| {
+        with_state!(&self.keys, map => map.retain(|_, _| {
             removed += 1;
             false
         }));
@@ -449,7 +428,7 @@ impl MemoryLimiter {
         earliest.store(u64::MAX, Ordering::SeqCst);
         let mut removed = 0;
         let mut earliest_kept = u64::MAX;
-        with_map!(&self.keys, map => map.retain(|_, slot| {
+        with_state!(&self.keys, map => map.retain(|_, slot| {
             if slot.evict_at <= now_us {
                 removed += 1;
                 false
@@ -464,7 +443,7 @@ impl MemoryLimiter {
             // Give memory back after a burst of one-off keys, with enough
             // slack that a steady population does not shrink and regrow.
             let held = self.len();
-            with_map!(&self.keys, map => {
+            with_state!(&self.keys, map => {
                 if map.capacity() > 4 * held.max(MIN_SWEEP_INTERVAL) {
                     map.shrink_to_fit();
                 }
@@ -504,6 +483,18 @@ impl Limiter for MemoryLimiter {
         self.remove(key);
         Ok(())
     }
+
+    /// Always `Some`: [`try_acquire`](Self::try_acquire), without a future.
+    #[inline]
+    fn acquire_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+        Some(self.try_acquire(key, cost))
+    }
+
+    /// Always `Some`: [`try_peek`](Self::try_peek), without a future.
+    #[inline]
+    fn peek_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+        Some(self.try_peek(key, cost))
+    }
 }
 
 #[cfg(test)]
@@ -511,6 +502,9 @@ mod tests {
     use std::mem::size_of;
     use std::sync::Arc;
 
+    use limiter_core::backend::{
+        FixedWindow, LeakyBucket, SlidingCounter, SlidingLog, TokenBucket,
+    };
     use limiter_core::{ManualClock, Rate};
 
     use super::*;
@@ -558,7 +552,7 @@ mod tests {
         for thread in threads {
             thread.join().unwrap();
         }
-        let map_len = || with_map!(&limiter.keys, map => map.len());
+        let map_len = || with_state!(&limiter.keys, map => map.len());
         assert_eq!(limiter.len(), map_len());
         clock.advance(Duration::from_secs(2));
         limiter.sweep_expired();

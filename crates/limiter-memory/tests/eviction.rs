@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use limiter_core::{Algorithm, Error, KeyState, ManualClock, Policy, Rate};
+use limiter_core::backend::KeyState;
+use limiter_core::{Algorithm, Error, ManualClock, Policy, Rate};
 use limiter_memory::{KeyLimitReached, MemoryLimiter};
 use limiter_test::Rng;
 
@@ -126,7 +127,10 @@ fn requests_that_cannot_succeed_store_nothing() {
     assert!(matches!(limiter.try_acquire("a", 0), Err(Error::ZeroCost)));
     assert!(matches!(
         limiter.try_acquire("a", 4),
-        Err(Error::CostExceedsCapacity { cost: 4, max: 3 })
+        Err(Error::CostExceedsCapacity {
+            cost: 4,
+            max_cost: 3
+        })
     ));
     assert!(limiter.try_peek("a", 1).unwrap().allowed);
     assert!(limiter.is_empty());
@@ -146,7 +150,7 @@ fn max_keys_refuses_new_keys_and_never_evicts_a_live_one() {
     assert!(limiter.try_acquire("b", 1).unwrap().allowed);
     let refused = limiter.try_acquire("c", 1);
     assert!(is_key_limit(&refused), "{refused:?}");
-    let message = refused.unwrap_err().to_string();
+    let message = refused.unwrap_err().chain().to_string();
     assert!(message.contains("maximum of 2 live keys"), "{message}");
     // Held keys are still decided exactly: "a" keeps its spent quota.
     let a = limiter.try_acquire("a", 1).unwrap();

@@ -4,7 +4,17 @@
 //! policy's numbers, so two policies never share state, and the same policy
 //! on every app instance always does.
 
-use limiter_core::{Algorithm, Policy};
+use limiter_core::backend::PerAlgorithm;
+use limiter_core::Policy;
+
+/// Each algorithm's short name in keys.
+const SHORT_NAMES: PerAlgorithm<&str> = PerAlgorithm {
+    fixed_window: "fw",
+    sliding_log: "sl",
+    sliding_counter: "sc",
+    token_bucket: "tb",
+    leaky_bucket: "lb",
+};
 
 /// The policy part of a key, e.g. `sl-e77675966f00`: the algorithm's short
 /// name and 48 bits of an FNV-1a digest of the policy's identity (algorithm,
@@ -13,13 +23,7 @@ use limiter_core::{Algorithm, Policy};
 /// The identity is written out here, not taken from `Policy`'s `Display`,
 /// so that no change of how policies print can move every key.
 pub(crate) fn policy_tag(policy: &Policy) -> String {
-    let short = match policy.algorithm() {
-        Algorithm::FixedWindow => "fw",
-        Algorithm::SlidingLog => "sl",
-        Algorithm::SlidingCounter => "sc",
-        Algorithm::TokenBucket => "tb",
-        Algorithm::LeakyBucket => "lb",
-    };
+    let short = SHORT_NAMES[policy.algorithm()];
     let mut identity = format!(
         "{}:{}/{}us",
         policy.algorithm().name(),
@@ -81,7 +85,7 @@ mod tests {
     use std::collections::HashSet;
     use std::time::Duration;
 
-    use limiter_core::Rate;
+    use limiter_core::{Algorithm, Rate};
 
     use super::*;
 

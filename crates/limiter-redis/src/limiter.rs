@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use limiter_core::{check_request, Clock, Decision, Error, Limiter, Policy, SystemClock, TickDecision};
+use limiter_core::backend::{check_request, TickDecision};
+use limiter_core::{Clock, Decision, Error, Limiter, Policy, SystemClock};
 
 use crate::backend::RedisBackend;
 use crate::builder::{FailurePolicy, RedisLimiterBuilder};
@@ -98,7 +99,7 @@ impl RedisLimiter {
         })
     }
 
-/// What a failed decision answers, per the failure policy.
+    /// What a failed decision answers, per the failure policy.
     fn fallback(
         &self,
         key: &str,

@@ -9,21 +9,25 @@
 
 use std::sync::Arc;
 
-use limiter_core::{Algorithm, Decision, Policy, TickDecision};
+use limiter_core::backend::{PerAlgorithm, TickDecision};
+use limiter_core::{Algorithm, Decision, Policy};
 use redis::Cmd;
 
 /// The prelude every script starts with (argument parsing, time, expiry).
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
+/// The Lua of each algorithm, following the prelude.
+const ALGORITHM_SOURCES: PerAlgorithm<&str> = PerAlgorithm {
+    fixed_window: include_str!("scripts/fixed_window.lua"),
+    sliding_log: include_str!("scripts/sliding_log.lua"),
+    sliding_counter: include_str!("scripts/sliding_counter.lua"),
+    token_bucket: include_str!("scripts/token_bucket.lua"),
+    leaky_bucket: include_str!("scripts/leaky_bucket.lua"),
+};
+
 /// The Lua of one algorithm, following the prelude.
 fn algorithm_source(algorithm: Algorithm) -> &'static str {
-    match algorithm {
-        Algorithm::FixedWindow => include_str!("scripts/fixed_window.lua"),
-        Algorithm::SlidingLog => include_str!("scripts/sliding_log.lua"),
-        Algorithm::SlidingCounter => include_str!("scripts/sliding_counter.lua"),
-        Algorithm::TokenBucket => include_str!("scripts/token_bucket.lua"),
-        Algorithm::LeakyBucket => include_str!("scripts/leaky_bucket.lua"),
-    }
+    ALGORITHM_SOURCES[algorithm]
 }
 
 /// A script's source and SHA1, as `EVALSHA` and `SCRIPT LOAD` need them.
@@ -73,7 +77,11 @@ impl LuaScript {
     /// `TIME`).
     pub(crate) fn decide(&self, key: &str, mode: Mode, cost: u64, time_us: Option<u64>) -> Cmd {
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&*self.hash).arg(1).arg(key).arg(mode.as_arg()).arg(cost);
+        cmd.arg(&*self.hash)
+            .arg(1)
+            .arg(key)
+            .arg(mode.as_arg())
+            .arg(cost);
         match time_us {
             Some(t) => cmd.arg(t),
             None => cmd.arg(""),

@@ -65,7 +65,10 @@ async fn bad_options_are_refused_before_connecting() {
         config_error(builder.build().await.unwrap_err())
     };
     let message = backend(RedisBackend::builder(NOWHERE).connections(0)).await;
-    assert!(message.contains("connections must be at least 1"), "{message}");
+    assert!(
+        message.contains("connections must be at least 1"),
+        "{message}"
+    );
     for builder in [
         RedisBackend::builder(NOWHERE).command_timeout(Duration::ZERO),
         RedisBackend::builder(NOWHERE).connection_timeout(Duration::ZERO),
@@ -112,7 +115,10 @@ async fn bad_requests_are_errors_before_any_round_trip() {
     assert!(matches!(limiter.peek("k", 0).await, Err(Error::ZeroCost)));
     assert!(matches!(
         limiter.acquire("k", 9).await,
-        Err(Error::CostExceedsCapacity { cost: 9, max: 8 })
+        Err(Error::CostExceedsCapacity {
+            cost: 9,
+            max_cost: 8
+        })
     ));
     clock.set(limiter_core::MAX_TIME_US + 1);
     assert!(matches!(

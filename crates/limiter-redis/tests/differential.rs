@@ -8,7 +8,8 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use limiter_core::{Algorithm, Decision, Error, KeyState, Limiter, ManualClock, Policy, Rate};
+use limiter_core::backend::KeyState;
+use limiter_core::{Algorithm, Decision, Error, Limiter, ManualClock, Policy, Rate};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]

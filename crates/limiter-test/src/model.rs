@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use limiter_core::{Clock, Decision, Error, KeyState, Limiter, ManualClock, Policy};
+use limiter_core::backend::KeyState;
+use limiter_core::{Clock, Decision, Error, Limiter, ManualClock, Policy};
 
 use crate::Harness;
 

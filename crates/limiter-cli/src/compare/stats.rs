@@ -1,18 +1,12 @@
 //! What one algorithm did on one scenario: counts, the largest burst, the
 //! denials' retry times, speed and state size.
 
-use std::mem::size_of;
 use std::time::Duration;
 
-use limiter_core::{
-    Algorithm, Decision, FixedWindow, KeyState, LeakyBucket, Policy, SlidingCounter, SlidingLog,
-    TokenBucket,
-};
+use limiter_core::backend::KeyState;
+use limiter_core::{Algorithm, Decision, Policy};
 
 use super::scenarios::Requests;
-
-/// Bytes counted per sliding-log entry (a timestamp and a running total).
-pub(crate) const LOG_ENTRY_BYTES: usize = 16;
 
 /// One admitted request: when it proceeds (`t + wait`) and its units.
 pub(crate) type Admission = (u64, u64);
@@ -155,8 +149,8 @@ pub(crate) fn max_units_within(admissions: &[Admission], window_us: u64) -> u64 
 
 /// Replays `requests` through the core algorithm, as the memory backend
 /// does, and returns the estimated state per key at the end: the size of
-/// the algorithm's state struct, plus [`LOG_ENTRY_BYTES`] per sliding-log
-/// entry, averaged over the keys seen.
+/// the algorithm's state struct, plus a sliding log's entries
+/// ([`KeyState::size_bytes`]), averaged over the keys seen.
 pub(crate) fn state_bytes_per_key(policy: &Policy, requests: &Requests) -> f64 {
     let mut states: Vec<Option<KeyState>> = vec![None; requests.keys.len()];
     for request in &requests.requests {
@@ -168,23 +162,12 @@ pub(crate) fn state_bytes_per_key(policy: &Policy, requests: &Requests) -> f64 {
         .iter()
         .flatten()
         .fold((0usize, 0usize), |(keys, bytes), state| {
-            (keys + 1, bytes + state_bytes(state))
+            (keys + 1, bytes + state.size_bytes())
         });
     if keys == 0 {
         0.0
     } else {
         bytes as f64 / keys as f64
-    }
-}
-
-/// Estimated bytes of one key's state.
-pub(crate) fn state_bytes(state: &KeyState) -> usize {
-    match state {
-        KeyState::FixedWindow(_) => size_of::<FixedWindow>(),
-        KeyState::SlidingLog(log) => size_of::<SlidingLog>() + LOG_ENTRY_BYTES * log.len(),
-        KeyState::SlidingCounter(_) => size_of::<SlidingCounter>(),
-        KeyState::TokenBucket(_) => size_of::<TokenBucket>(),
-        KeyState::LeakyBucket(_) => size_of::<LeakyBucket>(),
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use limiter_core::backend::PerAlgorithm;
 use limiter_core::Algorithm;
 
 use super::{compact_duration, ScenarioReport};
@@ -25,15 +26,18 @@ fn section_height() -> f64 {
     SECTION_HEADER + Algorithm::ALL.len() as f64 * (LANE_HEIGHT + LANE_GAP) + AXIS_SPACE
 }
 
+/// The colour of each algorithm's lane.
+const COLOURS: PerAlgorithm<&str> = PerAlgorithm {
+    fixed_window: "#d62728",
+    sliding_log: "#1f77b4",
+    sliding_counter: "#2ca02c",
+    token_bucket: "#ff7f0e",
+    leaky_bucket: "#9467bd",
+};
+
 /// The colour of an algorithm's lane.
 fn colour(algorithm: Algorithm) -> &'static str {
-    match algorithm {
-        Algorithm::FixedWindow => "#d62728",
-        Algorithm::SlidingLog => "#1f77b4",
-        Algorithm::SlidingCounter => "#2ca02c",
-        Algorithm::TokenBucket => "#ff7f0e",
-        Algorithm::LeakyBucket => "#9467bd",
-    }
+    COLOURS[algorithm]
 }
 
 /// The whole document, sections stacked vertically in scenario order.

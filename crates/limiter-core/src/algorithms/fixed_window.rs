@@ -16,9 +16,23 @@ use crate::policy::Policy;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FixedWindow {
     /// `idx_s * W`: start (in ticks) of the window of the last admission.
-    pub window_start: u64,
+    window_start: u64,
     /// Units admitted in that window.
-    pub count: u64,
+    count: u64,
+}
+
+impl FixedWindow {
+    /// `idx_s * W`: start (in ticks) of the window of the last admission.
+    #[inline]
+    pub fn window_start(&self) -> u64 {
+        self.window_start
+    }
+
+    /// Units admitted in that window.
+    #[inline]
+    pub fn count(&self) -> u64 {
+        self.count
+    }
 }
 
 impl AlgorithmState for FixedWindow {

@@ -1,15 +1,17 @@
 //! [`KeyState`]: one key's state under any of the five algorithms.
 
 use super::{AlgorithmState, FixedWindow, LeakyBucket, SlidingCounter, SlidingLog, TokenBucket};
+use crate::algorithm::Algorithm;
 use crate::decision::Decision;
 use crate::error::Error;
-use crate::policy::{Algorithm, Policy};
+use crate::policy::Policy;
 
 /// One key's state, for whichever algorithm the policy names: what a keyed
 /// backend stores per key when the algorithm is chosen at run time.
 ///
 /// ```
-/// use limiter_core::{KeyState, Policy, Rate};
+/// use limiter_core::backend::KeyState;
+/// use limiter_core::{Policy, Rate};
 ///
 /// let policy = Policy::sliding_log(Rate::per_second(2))?;
 /// let mut key = KeyState::fresh(&policy);

@@ -17,9 +17,23 @@ use crate::policy::Policy;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LeakyBucket {
     /// Queued units times the window in ticks.
-    pub scaled_queued: u64,
+    scaled_queued: u64,
     /// Tick of the last admission.
-    pub last: u64,
+    last: u64,
+}
+
+impl LeakyBucket {
+    /// Queued units times the window in ticks.
+    #[inline]
+    pub fn scaled_queued(&self) -> u64 {
+        self.scaled_queued
+    }
+
+    /// Tick of the last admission.
+    #[inline]
+    pub fn last(&self) -> u64 {
+        self.last
+    }
 }
 
 impl AlgorithmState for LeakyBucket {

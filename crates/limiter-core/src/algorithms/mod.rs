@@ -108,7 +108,7 @@ pub fn check_request(policy: &Policy, now_us: u64, cost: u64) -> Result<(), Erro
     if cost > policy.max_cost() {
         return Err(Error::CostExceedsCapacity {
             cost,
-            max: policy.max_cost(),
+            max_cost: policy.max_cost(),
         });
     }
     if now_us > EXACT_LIMIT {

@@ -16,11 +16,31 @@ use crate::policy::Policy;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SlidingCounter {
     /// `idx_s * W`: start (in ticks) of the current window.
-    pub window_start: u64,
+    window_start: u64,
     /// Units admitted in the window before it.
-    pub previous: u64,
+    previous: u64,
     /// Units admitted in the current window.
-    pub current: u64,
+    current: u64,
+}
+
+impl SlidingCounter {
+    /// `idx_s * W`: start (in ticks) of the current window.
+    #[inline]
+    pub fn window_start(&self) -> u64 {
+        self.window_start
+    }
+
+    /// Units admitted in the window before it.
+    #[inline]
+    pub fn previous(&self) -> u64 {
+        self.previous
+    }
+
+    /// Units admitted in the current window.
+    #[inline]
+    pub fn current(&self) -> u64 {
+        self.current
+    }
 }
 
 impl AlgorithmState for SlidingCounter {

@@ -60,6 +60,14 @@ impl SlidingLog {
         self.entries.is_empty()
     }
 
+    /// Bytes the entries take on the heap (the deque's unused capacity not
+    /// counted): what a key's log adds to the state's own size.
+    pub fn heap_bytes(&self) -> usize {
+        self.entries
+            .len()
+            .saturating_mul(std::mem::size_of::<LogEntry>())
+    }
+
     fn total(&self) -> u64 {
         self.entries.back().map_or(self.dropped_total, |e| e.total)
     }
@@ -186,7 +194,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::policy::Rate;
+    use crate::rate::Rate;
 
     /// Issue 14, case 2: 2^49 units per 4 µs, each window filled by one
     /// request, carries a total since the key began past 2^64 after 2^15

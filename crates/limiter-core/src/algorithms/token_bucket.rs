@@ -14,9 +14,23 @@ use crate::policy::Policy;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenBucket {
     /// Tokens times the window in ticks.
-    pub scaled_tokens: u64,
+    scaled_tokens: u64,
     /// Tick of the last admission.
-    pub last: u64,
+    last: u64,
+}
+
+impl TokenBucket {
+    /// Tokens times the window in ticks.
+    #[inline]
+    pub fn scaled_tokens(&self) -> u64 {
+        self.scaled_tokens
+    }
+
+    /// Tick of the last admission.
+    #[inline]
+    pub fn last(&self) -> u64 {
+        self.last
+    }
 }
 
 impl AlgorithmState for TokenBucket {

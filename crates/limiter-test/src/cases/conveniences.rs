@@ -74,6 +74,9 @@ pub async fn until_ready_sleeps_retry_after_then_wait<H: Harness>(harness: &H) {
         .await;
     assert!(matches!(
         result,
-        Err(Error::CostExceedsCapacity { cost: 2, max: 1 })
+        Err(Error::CostExceedsCapacity {
+            cost: 2,
+            max_cost: 1
+        })
     ));
 }

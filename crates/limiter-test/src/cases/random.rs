@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use limiter_core::{KeyState, Policy, MAX_TIME_US};
+use limiter_core::backend::KeyState;
+use limiter_core::{Policy, MAX_TIME_US};
 
 use super::{outcome, policies, Outcome, Rng, Subject, T0};
 use crate::Harness;

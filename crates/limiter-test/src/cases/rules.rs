@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use limiter_core::{Error, KeyState, Policy, Rate, MAX_TIME_US};
+use limiter_core::backend::KeyState;
+use limiter_core::{Error, Policy, Rate, MAX_TIME_US};
 
 use super::{micros, outcome, policies, secs, Subject, T0};
 use crate::Harness;
@@ -77,7 +78,7 @@ pub async fn cost_above_the_maximum_is_an_error<H: Harness>(harness: &H) {
                     s.try_peek(T0 + 1, key, cost).await,
                 ] {
                     match result {
-                        Err(Error::CostExceedsCapacity { cost: c, max: m }) => {
+                        Err(Error::CostExceedsCapacity { cost: c, max_cost: m }) => {
                             assert_eq!((c, m), (cost, max), "{policy}");
                         }
                         other => panic!("{policy}: cost {cost} on {key}: expected CostExceedsCapacity, got {other:?}"),

@@ -1,0 +1,489 @@
+//! [`Resilient`]: what any [`Limiter`] answers while its backend fails, per
+//! a [`FailurePolicy`].
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use crate::algorithms::check_request;
+use crate::clock::{Clock, SystemClock};
+use crate::decision::{Decision, DecisionSource};
+use crate::error::Error;
+use crate::limiter::Limiter;
+use crate::policy::Policy;
+
+/// What a [`Resilient`] limiter answers while its backend fails with
+/// [`Error::Backend`].
+///
+/// Only backend failures are handled. Request errors (cost 0, cost above
+/// the max cost, time out of range) and configuration errors are returned
+/// as they are, whatever the policy; so is a failed
+/// [`reset`](Limiter::reset).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub enum FailurePolicy {
+    /// Return the [`Error::Backend`]: the caller decides. The default.
+    #[default]
+    ReturnError,
+    /// Admit the request without counting it: an outage of the limiter does
+    /// not become an outage of the service. The decision's source is
+    /// [`DecisionSource::FailOpen`] and its `remaining` is 0, not a count.
+    FailOpen,
+    /// Deny the request: nothing passes unlimited. The decision's source is
+    /// [`DecisionSource::FailClosed`]; `retry_after` is the time until the
+    /// backend is tried again.
+    FailClosed,
+    /// Ask another limiter (say a [`MemoryLimiter`] with this instance's
+    /// share of the limit), whose decisions have the source
+    /// [`DecisionSource::Fallback`]. Its errors, request errors included
+    /// (its max cost may be smaller), are returned as they are.
+    ///
+    /// [`MemoryLimiter`]: https://docs.rs/limiter-memory
+    Fallback(Arc<dyn Limiter>),
+}
+
+impl FailurePolicy {
+    /// [`FailurePolicy::Fallback`] to `limiter`.
+    pub fn fallback(limiter: impl Limiter + 'static) -> Self {
+        Self::Fallback(Arc::new(limiter))
+    }
+
+    /// `"return-error"`, `"fail-open"`, `"fail-closed"` or `"fallback"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::ReturnError => "return-error",
+            Self::FailOpen => "fail-open",
+            Self::FailClosed => "fail-closed",
+            Self::Fallback(_) => "fallback",
+        }
+    }
+}
+
+/// Any [`Limiter`] with a [`FailurePolicy`] for when it fails.
+///
+/// While the backend answers, `Resilient` forwards every call and changes
+/// nothing (the fast paths included). When a call fails with
+/// [`Error::Backend`], the policy answers it and the backend is marked
+/// failing; from then on at most one request per
+/// [`probe_interval`](Self::probe_interval) (1 s by default) tries the
+/// backend, the others are answered by the policy at once, without waiting
+/// for a timeout. The first probe the backend answers ends the outage.
+/// [`FailurePolicy::ReturnError`] forwards everything, every error included.
+///
+/// Failures are logged through `tracing` at `warn`, at most one per second,
+/// with the count of those left out in between; the end of an outage at
+/// `info`.
+///
+/// ```
+/// use limiter_core::{DecisionSource, FailurePolicy, LimiterExt, Limiter, Policy};
+/// # async fn example(redis: impl Limiter, local_share: impl Limiter + 'static) -> Result<(), limiter_core::Error> {
+/// let limiter = redis.on_failure(FailurePolicy::fallback(local_share));
+/// let decision = limiter.acquire("user:42", 1).await?;
+/// if decision.source == DecisionSource::Fallback {
+///     // Redis is down: decided by this instance's share of the limit.
+/// }
+/// # Ok(()) }
+/// ```
+pub struct Resilient<L> {
+    inner: L,
+    degrade: Option<Degrade>,
+    probe_interval: Duration,
+    clock: Arc<dyn Clock>,
+    /// Whether the backend is failing; read on every call, so kept apart
+    /// from the outage's details.
+    failing: AtomicBool,
+    outage: Mutex<Outage>,
+}
+
+/// How a failing backend's requests are answered (every policy but
+/// `ReturnError`).
+#[derive(Debug, Clone)]
+enum Degrade {
+    Open,
+    Closed,
+    Fallback(Arc<dyn Limiter>),
+}
+
+impl Degrade {
+    fn source(&self) -> DecisionSource {
+        match self {
+            Self::Open => DecisionSource::FailOpen,
+            Self::Closed => DecisionSource::FailClosed,
+            Self::Fallback(_) => DecisionSource::Fallback,
+        }
+    }
+}
+
+/// The current outage, if `failing`.
+#[derive(Debug)]
+struct Outage {
+    started: Instant,
+    /// When the next request may try the backend.
+    next_probe: Instant,
+    /// Requests answered by the policy in this outage.
+    degraded: u64,
+    /// The last warning logged, and the failures not logged since.
+    last_warning: Option<Instant>,
+    suppressed: u64,
+}
+
+/// At most one warning per this long.
+const WARNING_PERIOD: Duration = Duration::from_secs(1);
+
+/// Whether a call commits (`acquire`) or not (`peek`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Acquire,
+    Peek,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Acquire => "acquire",
+            Self::Peek => "peek",
+        }
+    }
+}
+
+/// What the call should do next, decided under the outage lock.
+enum Route {
+    Backend { probe: bool },
+    Degrade,
+}
+
+impl<L: Limiter> Resilient<L> {
+    /// The default [`probe_interval`](Self::probe_interval).
+    pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(1);
+
+    /// `inner`, answered by `policy` while it fails.
+    pub fn new(inner: L, policy: FailurePolicy) -> Self {
+        let degrade = match policy {
+            FailurePolicy::ReturnError => None,
+            FailurePolicy::FailOpen => Some(Degrade::Open),
+            FailurePolicy::FailClosed => Some(Degrade::Closed),
+            FailurePolicy::Fallback(limiter) => Some(Degrade::Fallback(limiter)),
+        };
+        let now = Instant::now();
+        Self {
+            inner,
+            degrade,
+            probe_interval: Self::DEFAULT_PROBE_INTERVAL,
+            clock: Arc::new(SystemClock),
+            failing: AtomicBool::new(false),
+            outage: Mutex::new(Outage {
+                started: now,
+                next_probe: now,
+                degraded: 0,
+                last_warning: None,
+                suppressed: 0,
+            }),
+        }
+    }
+
+    /// While the backend fails, at most one request per `interval` tries
+    /// it (the others are answered by the policy at once); 1 s by default.
+    /// Zero tries it on every request. Measured with [`Instant`], not the
+    /// limiter's clock.
+    #[must_use]
+    pub fn probe_interval(mut self, interval: Duration) -> Self {
+        self.probe_interval = interval;
+        self
+    }
+
+    /// The clock that stamps fail-open and fail-closed decisions
+    /// (`time_us`) and checks their requests' time; [`SystemClock`] by
+    /// default. Give the backend's clock when it has one.
+    #[must_use]
+    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// The limiter it wraps.
+    pub fn inner(&self) -> &L {
+        &self.inner
+    }
+
+    /// The limiter it wraps, unwrapped.
+    pub fn into_inner(self) -> L {
+        self.inner
+    }
+
+    /// The failure policy.
+    pub fn failure_policy(&self) -> FailurePolicy {
+        match &self.degrade {
+            None => FailurePolicy::ReturnError,
+            Some(Degrade::Open) => FailurePolicy::FailOpen,
+            Some(Degrade::Closed) => FailurePolicy::FailClosed,
+            Some(Degrade::Fallback(limiter)) => FailurePolicy::Fallback(Arc::clone(limiter)),
+        }
+    }
+
+    /// Whether the backend failed and has not answered since: requests are
+    /// answered by the failure policy, and probe the backend at most once
+    /// per [`probe_interval`](Self::probe_interval).
+    pub fn is_failing(&self) -> bool {
+        self.failing.load(Ordering::Acquire)
+    }
+
+    fn outage(&self) -> MutexGuard<'_, Outage> {
+        self.outage.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether to call the backend (and whether as a probe), taking the
+    /// probe slot when it is due.
+    fn route(&self) -> Route {
+        if !self.failing.load(Ordering::Acquire) {
+            return Route::Backend { probe: false };
+        }
+        let mut outage = self.outage();
+        let now = Instant::now();
+        if now >= outage.next_probe {
+            outage.next_probe = now + self.probe_interval;
+            Route::Backend { probe: true }
+        } else {
+            Route::Degrade
+        }
+    }
+
+    /// Whether the backend is failing and no probe is due: the request can
+    /// be answered by the policy without touching the backend.
+    fn degrading_without_probe(&self) -> bool {
+        self.failing.load(Ordering::Acquire) && Instant::now() < self.outage().next_probe
+    }
+
+    /// Records a backend failure: starts an outage, or continues it; logs
+    /// at most one warning per second.
+    fn failed(&self, error: &Error, key: &str, mode: Mode, source: DecisionSource) {
+        let mut outage = self.outage();
+        let now = Instant::now();
+        if !self.failing.load(Ordering::Acquire) {
+            outage.started = now;
+            outage.next_probe = now + self.probe_interval;
+            outage.degraded = 0;
+            self.failing.store(true, Ordering::Release);
+        }
+        match outage.last_warning {
+            Some(last) if now.duration_since(last) < WARNING_PERIOD => outage.suppressed += 1,
+            _ => {
+                let suppressed = std::mem::take(&mut outage.suppressed);
+                outage.last_warning = Some(now);
+                drop(outage);
+                tracing::warn!(
+                    error = %error.chain(),
+                    key,
+                    call = mode.name(),
+                    answer = source.name(),
+                    suppressed,
+                    "rate limiter backend failed; answering {source} until it answers \
+                     ({suppressed} more failures since the last warning)"
+                );
+            }
+        }
+    }
+
+    /// Ends the outage, if any: the backend answered.
+    fn answered(&self) {
+        if !self.failing.load(Ordering::Acquire) {
+            return;
+        }
+        let mut outage = self.outage();
+        if self.failing.swap(false, Ordering::AcqRel) {
+            let (lasted, degraded) = (outage.started.elapsed(), outage.degraded);
+            outage.suppressed = 0;
+            outage.last_warning = None;
+            drop(outage);
+            tracing::info!(
+                lasted_ms = lasted.as_millis() as u64,
+                degraded,
+                "rate limiter backend answers again after {lasted:?}; \
+                 {degraded} requests were answered by the failure policy"
+            );
+        }
+    }
+
+    /// What `outcome`, the backend's answer, becomes.
+    fn after_backend(
+        &self,
+        outcome: &Result<Decision, Error>,
+        probe: bool,
+        key: &str,
+        mode: Mode,
+    ) -> Option<&Degrade> {
+        match (outcome, &self.degrade) {
+            (Err(error), Some(degrade)) if error.is_backend() => {
+                self.failed(error, key, mode, degrade.source());
+                Some(degrade)
+            }
+            (Ok(_), _) if probe => {
+                self.answered();
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// The answer of the policy if it needs no future (fail open, fail
+    /// closed, a fallback with a fast path), else `None`.
+    fn degrade_now(
+        &self,
+        degrade: &Degrade,
+        key: &str,
+        cost: u64,
+        mode: Mode,
+    ) -> Option<Result<Decision, Error>> {
+        let answer = match degrade {
+            Degrade::Open => Some(self.fixed_answer(DecisionSource::FailOpen, cost)),
+            Degrade::Closed => Some(self.fixed_answer(DecisionSource::FailClosed, cost)),
+            Degrade::Fallback(fallback) => match mode {
+                Mode::Acquire => fallback.acquire_now(key, cost),
+                Mode::Peek => fallback.peek_now(key, cost),
+            }
+            .map(|answer| answer.map(|d| d.with_source(DecisionSource::Fallback))),
+        };
+        if answer.is_some() {
+            self.outage().degraded += 1;
+        }
+        answer
+    }
+
+    /// The answer of the policy.
+    async fn degrade(
+        &self,
+        degrade: &Degrade,
+        key: &str,
+        cost: u64,
+        mode: Mode,
+    ) -> Result<Decision, Error> {
+        if let Some(answer) = self.degrade_now(degrade, key, cost, mode) {
+            return answer;
+        }
+        if let Degrade::Fallback(fallback) = degrade {
+            self.outage().degraded += 1;
+            let answer = match mode {
+                Mode::Acquire => fallback.acquire(key, cost).await,
+                Mode::Peek => fallback.peek(key, cost).await,
+            };
+            return answer.map(|d| d.with_source(DecisionSource::Fallback));
+        }
+        // Fail open and fail closed always answered at once.
+        self.fixed_answer(degrade.source(), cost)
+    }
+
+    /// A fail-open or fail-closed decision, after the checks every request
+    /// gets (docs/spec.md rule 2.2).
+    fn fixed_answer(&self, source: DecisionSource, cost: u64) -> Result<Decision, Error> {
+        let policy = self.inner.policy();
+        let now_us = self.clock.now_us();
+        check_request(policy, now_us, cost)?;
+        let max_cost = policy.max_cost();
+        let decision = if source == DecisionSource::FailClosed {
+            let until_probe = self
+                .outage()
+                .next_probe
+                .saturating_duration_since(Instant::now());
+            // Whole microseconds, rounded up, at least one.
+            let micros = until_probe.as_nanos().div_ceil(1_000).max(1);
+            let retry_after = u64::try_from(micros).map_or(Duration::MAX, Duration::from_micros);
+            Decision::deny(max_cost, 0, retry_after, now_us)
+        } else {
+            Decision::admit(max_cost, 0, now_us)
+        };
+        Ok(decision.with_source(source))
+    }
+
+    async fn decide(&self, key: &str, cost: u64, mode: Mode) -> Result<Decision, Error> {
+        let probe = match self.route() {
+            Route::Backend { probe } => probe,
+            Route::Degrade => {
+                if let Some(degrade) = &self.degrade {
+                    return self.degrade(degrade, key, cost, mode).await;
+                }
+                false
+            }
+        };
+        let outcome = match mode {
+            Mode::Acquire => self.inner.acquire(key, cost).await,
+            Mode::Peek => self.inner.peek(key, cost).await,
+        };
+        match self.after_backend(&outcome, probe, key, mode) {
+            Some(degrade) => self.degrade(degrade, key, cost, mode).await,
+            None => outcome,
+        }
+    }
+
+    fn decide_now(&self, key: &str, cost: u64, mode: Mode) -> Option<Result<Decision, Error>> {
+        if let Some(degrade) = &self.degrade {
+            if self.degrading_without_probe() {
+                return self.degrade_now(degrade, key, cost, mode);
+            }
+        }
+        if self.failing.load(Ordering::Acquire) {
+            // A probe is due: the async path takes it.
+            return None;
+        }
+        let outcome = match mode {
+            Mode::Acquire => self.inner.acquire_now(key, cost),
+            Mode::Peek => self.inner.peek_now(key, cost),
+        }?;
+        match self.after_backend(&outcome, false, key, mode) {
+            // `None` with the outage started: the async path asks the
+            // fallback without calling the backend again.
+            Some(degrade) => self.degrade_now(degrade, key, cost, mode),
+            None => Some(outcome),
+        }
+    }
+}
+
+#[async_trait]
+impl<L: Limiter> Limiter for Resilient<L> {
+    fn policy(&self) -> &Policy {
+        self.inner.policy()
+    }
+
+    async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        self.decide(key, cost, Mode::Acquire).await
+    }
+
+    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        self.decide(key, cost, Mode::Peek).await
+    }
+
+    /// Resets the key on the backend (an error if it fails, whatever the
+    /// policy) and on the fallback, if any.
+    async fn reset(&self, key: &str) -> Result<(), Error> {
+        let backend = self.inner.reset(key).await;
+        if let Some(Degrade::Fallback(fallback)) = &self.degrade {
+            fallback.reset(key).await?;
+        }
+        backend
+    }
+
+    fn acquire_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+        self.decide_now(key, cost, Mode::Acquire)
+    }
+
+    fn peek_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+        self.decide_now(key, cost, Mode::Peek)
+    }
+}
+
+impl<L: Limiter> fmt::Debug for Resilient<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut debug = f.debug_struct("Resilient");
+        debug
+            .field("inner", &self.inner)
+            .field("on_failure", &self.failure_policy().name());
+        if let Some(Degrade::Fallback(fallback)) = &self.degrade {
+            debug.field("fallback", fallback);
+        }
+        debug
+            .field("probe_interval", &self.probe_interval)
+            .field("failing", &self.failing.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
