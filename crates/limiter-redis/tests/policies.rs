@@ -1,0 +1,77 @@
+//! Each policy has its own state: two policies on one user key under one
+//! prefix are independent on Redis exactly as on memory, while the same
+//! policy on two backends (two app instances) shares one state.
+
+mod common;
+
+use std::time::Duration;
+
+use limiter_core::{Limiter, ManualClock, Policy, Rate};
+use limiter_memory::MemoryLimiter;
+use limiter_redis::RedisLimiter;
+
+/// Admitted units of `requests` one-unit acquires on `key`.
+async fn admitted(limiter: &dyn Limiter, key: &str, requests: u64) -> u64 {
+    let mut admitted = 0;
+    for _ in 0..requests {
+        if limiter.acquire(key, 1).await.unwrap().allowed {
+            admitted += 1;
+        }
+    }
+    admitted
+}
+
+#[tokio::test]
+async fn two_policies_on_one_user_key_are_independent_as_on_memory() {
+    let short = Policy::sliding_log(Rate::new(5, Duration::from_secs(10))).unwrap();
+    let long = Policy::sliding_log(Rate::per_minute(100)).unwrap();
+    let prefix = common::fresh_prefix("policies");
+    let backend = common::lazy_backend(&common::server().url());
+    let clock = ManualClock::new(1_000_000);
+    let on_redis = |policy: &Policy| {
+        RedisLimiter::builder(&backend, policy.clone())
+            .key_prefix(prefix.clone())
+            .clock(clock.clone())
+            .build()
+    };
+    let (redis_short, redis_long) = (
+        on_redis(&short).await.unwrap(),
+        on_redis(&long).await.unwrap(),
+    );
+    assert_ne!(redis_short.redis_key("user"), redis_long.redis_key("user"));
+    let memory_short = MemoryLimiter::builder(short).clock(clock.clone()).build();
+    let memory_long = MemoryLimiter::builder(long).clock(clock.clone()).build();
+    let redis = (
+        admitted(&redis_short, "user", 150).await,
+        admitted(&redis_long, "user", 300).await,
+    );
+    let memory = (
+        admitted(&memory_short, "user", 150).await,
+        admitted(&memory_long, "user", 300).await,
+    );
+    assert_eq!(redis, (5, 100));
+    assert_eq!(redis, memory);
+}
+
+#[tokio::test]
+async fn the_same_policy_on_two_backends_shares_state() {
+    let policy = Policy::token_bucket(Rate::per_minute(10)).unwrap();
+    let prefix = common::fresh_prefix("shared");
+    let clock = ManualClock::new(1_000_000);
+    let mut instances = Vec::new();
+    for _ in 0..2 {
+        // One backend each, as two processes would have.
+        let backend = common::lazy_backend(&common::server().url());
+        let limiter = RedisLimiter::builder(&backend, policy.clone())
+            .key_prefix(prefix.clone())
+            .clock(clock.clone())
+            .build()
+            .await
+            .unwrap();
+        instances.push(limiter);
+    }
+    assert_eq!(instances[0].redis_key("k"), instances[1].redis_key("k"));
+    let first = admitted(&instances[0], "k", 7).await;
+    let second = admitted(&instances[1], "k", 7).await;
+    assert_eq!((first, second), (7, 3), "one bucket of 10 for both");
+}
