@@ -13,6 +13,7 @@ mod failure;
 mod input;
 mod progress;
 pub mod replay;
+pub mod trace;
 
 pub use self::failure::Failure;
 

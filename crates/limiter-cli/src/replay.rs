@@ -3,7 +3,6 @@
 
 use std::io::{self, BufWriter, Write};
 
-use limiter_core::trace::{decision_row, TraceReader, DECISION_HEADER};
 use limiter_core::{Error, ManualClock, Policy, Rate};
 
 use crate::backend;
@@ -11,6 +10,7 @@ use crate::cli::ReplayArgs;
 use crate::failure::Failure;
 use crate::input::{open_trace, trace_name};
 use crate::progress::Progress;
+use crate::trace::{decision_row, TraceReader, DECISION_HEADER};
 
 /// Replays `args.trace` and writes the decisions to stdout.
 ///

@@ -1,12 +1,15 @@
-//! Every shared conformance vector, replayed through the core algorithms,
-//! must print exactly the expected decisions (docs/spec.md section 6a).
+//! Every shared conformance vector, replayed through the core algorithms
+//! (no backend, no binary), must print exactly the expected decisions
+//! (docs/spec.md section 6a). Here rather than in limiter-core because the
+//! trace format is the command line's.
 
 use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
 
-use limiter_core::trace::{decision_row, TraceReader, DECISION_HEADER};
-use limiter_core::{parse_duration, KeyState, Policy, Rate};
+use limiter_cli::trace::{decision_row, TraceReader, DECISION_HEADER};
+use limiter_core::backend::KeyState;
+use limiter_core::{parse_duration, Policy, Rate};
 
 fn vectors_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vectors")

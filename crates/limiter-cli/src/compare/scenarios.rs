@@ -6,11 +6,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use clap::ValueEnum;
-use limiter_core::trace::TraceReader;
 use limiter_core::{Algorithm, Policy, PolicyError, Rate};
 
 use crate::failure::Failure;
 use crate::input::{open_trace, trace_name};
+use crate::trace::TraceReader;
 
 /// The built-in scenarios of `limiter compare`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::PathBuf;
 
-use limiter_core::trace::{decision_row, TraceReader, DECISION_HEADER};
+use limiter_cli::trace::{decision_row, TraceReader, DECISION_HEADER};
 use limiter_core::{parse_duration, Policy, Rate};
 
 use super::{outcome, Subject};

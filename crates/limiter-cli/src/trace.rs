@@ -1,0 +1,629 @@
+//! The replay format of docs/spec.md section 6: request traces in, decision
+//! rows out.
+//!
+//! It is the command line's format (`limiter replay`, `limiter compare
+//! --trace`), shared with the conformance tests so a trace means the same
+//! thing everywhere.
+//!
+//! Input is CSV as RFC 4180 writes it: a field may be quoted (`"a,b"`, with
+//! `""` for a quote inside, and line breaks inside quotes), a UTF-8 byte
+//! order mark before the header is skipped, and lines may end in `\n` or
+//! `\r\n`. Memory stays bounded whatever the input: a record longer than
+//! [`MAX_RECORD_BYTES`] is an error naming its line (the rest of it is
+//! skipped without being held), and every error names the line and the field.
+
+use std::fmt;
+use std::io::{self, BufRead};
+
+use limiter_core::Decision;
+
+/// One request of a trace: `t_us,key,cost`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceRequest {
+    /// Request time in µs since the Unix epoch.
+    pub time_us: u64,
+    /// The key limited.
+    pub key: String,
+    /// Units asked for (1 when the trace has no `cost` column).
+    pub cost: u64,
+}
+
+/// The header of the decisions CSV.
+pub const DECISION_HEADER: &str =
+    "t_us,key,cost,outcome,limit,remaining,retry_after_us,reset_after_us,wait_us";
+
+/// The longest record read, in bytes (64 KiB), its line ending excluded; a
+/// quoted field's line breaks count. A longer one is an error: this bounds
+/// the memory a trace of any shape takes.
+pub const MAX_RECORD_BYTES: usize = 64 * 1024;
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Why a trace could not be read; names the line (1-based) and the field.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TraceError {
+    /// Reading the input failed.
+    Io(io::Error),
+    /// The first line is not `t_us,key,cost` or `t_us,key`.
+    Header {
+        /// The line as found (lossily decoded, at most 200 characters).
+        found: String,
+    },
+    /// A row is malformed.
+    Row {
+        /// 1-based line number (the header is line 1) where the row starts.
+        line: u64,
+        /// The field at fault: `t_us`, `key`, `cost`, or `row` for the
+        /// row as a whole (its length, its field count, its quoting).
+        field: &'static str,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+impl fmt::Display for TraceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "cannot read trace: {e}"),
+            Self::Header { found } => write!(
+                f,
+                "line 1: expected the header `t_us,key,cost` (or `t_us,key`), found {found:?}"
+            ),
+            Self::Row {
+                line,
+                field,
+                reason,
+            } => write!(f, "line {line}, field {field}: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for TraceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// The fields of a trace, in order.
+const FIELDS: [&str; 3] = ["t_us", "key", "cost"];
+
+/// One record's raw bytes, read and split by [`TraceReader`].
+enum Record {
+    /// The fields, unquoted (still bytes: UTF-8 is checked per field).
+    Fields(Vec<Vec<u8>>),
+    /// An empty or blank line.
+    Blank,
+}
+
+/// Streams the requests of a trace, one record at a time, so a trace of any
+/// size is read in bounded memory (at most [`MAX_RECORD_BYTES`] held).
+///
+/// After an error the reader goes on with the next record, so a caller may
+/// report every bad row; `limiter replay` stops at the first.
+#[derive(Debug)]
+pub struct TraceReader<R> {
+    input: R,
+    /// Lines read so far.
+    line: u64,
+    has_cost: Option<bool>,
+    /// The record being read (at most `MAX_RECORD_BYTES` plus a line ending).
+    buffer: Vec<u8>,
+    /// Set once reading has failed: the input is not read again.
+    failed: bool,
+}
+
+impl<R: BufRead> TraceReader<R> {
+    /// Reads a trace from `input`; the header is checked on the first read.
+    pub fn new(input: R) -> Self {
+        Self {
+            input,
+            line: 0,
+            has_cost: None,
+            buffer: Vec::new(),
+            failed: false,
+        }
+    }
+
+    /// Appends one physical line (with its `\n`) to the buffer, at most
+    /// `limit` bytes of it; returns whether a line was there and whether it
+    /// was cut at the limit (then the rest of it is still unread).
+    fn read_line_into_buffer(&mut self, limit: usize) -> io::Result<(bool, bool)> {
+        let mut read_any = false;
+        loop {
+            let available = match self.input.fill_buf() {
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if available.is_empty() {
+                return Ok((read_any, false));
+            }
+            read_any = true;
+            let room = limit.saturating_sub(self.buffer.len());
+            let (take, done) = match available.iter().position(|&b| b == b'\n') {
+                Some(i) if i < room.saturating_add(1) => (i + 1, true),
+                _ if available.len() > room => {
+                    self.buffer.extend_from_slice(&available[..room]);
+                    self.input.consume(room);
+                    return Ok((true, true));
+                }
+                _ => (available.len(), false),
+            };
+            self.buffer.extend_from_slice(&available[..take]);
+            self.input.consume(take);
+            if done {
+                return Ok((true, false));
+            }
+        }
+    }
+
+    /// Skips input up to and including the next `\n`, holding none of it.
+    fn skip_rest_of_line(&mut self) -> io::Result<()> {
+        loop {
+            let available = match self.input.fill_buf() {
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if available.is_empty() {
+                return Ok(());
+            }
+            match available.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    self.input.consume(i + 1);
+                    return Ok(());
+                }
+                None => {
+                    let all = available.len();
+                    self.input.consume(all);
+                }
+            }
+        }
+    }
+
+    /// Reads the next record: one line, or several when a quoted field
+    /// holds line breaks. `None` at the end of the input. The record's
+    /// first line number is `self.line` after the call minus its extra lines,
+    /// returned alongside.
+    fn next_record(&mut self) -> Option<(u64, Result<Record, TraceError>)> {
+        if self.failed {
+            return None;
+        }
+        self.buffer.clear();
+        let first_line = self.line + 1;
+        loop {
+            // One byte over the cap tells a record at the cap from one above it.
+            let limit = MAX_RECORD_BYTES + 2;
+            match self.read_line_into_buffer(limit) {
+                Err(e) => {
+                    self.failed = true;
+                    return Some((first_line, Err(TraceError::Io(e))));
+                }
+                Ok((false, _)) if self.line < first_line => return None,
+                Ok((read, cut)) => {
+                    if read {
+                        self.line += 1;
+                    }
+                    if read && self.line == 1 && self.buffer.starts_with(BOM) {
+                        self.buffer.drain(..BOM.len());
+                    }
+                    let content = strip_line_ending(&self.buffer).len();
+                    if cut || content > MAX_RECORD_BYTES {
+                        if cut {
+                            if let Err(e) = self.skip_rest_of_line() {
+                                self.failed = true;
+                                return Some((first_line, Err(TraceError::Io(e))));
+                            }
+                        }
+                        let error = row_error(
+                            first_line,
+                            "row",
+                            format!("longer than the limit of {MAX_RECORD_BYTES} bytes"),
+                        );
+                        return Some((first_line, Err(error)));
+                    }
+                    match split_record(strip_line_ending(&self.buffer)) {
+                        Split::Done(record) => return Some((first_line, Ok(record))),
+                        // A line break inside quotes: the record goes on,
+                        // unless the input ended.
+                        Split::OpenQuote if read && self.buffer.ends_with(b"\n") => continue,
+                        Split::OpenQuote => {
+                            let error = row_error(
+                                first_line,
+                                "row",
+                                "a quoted field is never closed".into(),
+                            );
+                            return Some((first_line, Err(error)));
+                        }
+                        Split::Malformed(reason) => {
+                            return Some((first_line, Err(row_error(first_line, "row", reason))));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn read_header(&mut self) -> Result<bool, TraceError> {
+        let fields = match self.next_record() {
+            None => Vec::new(),
+            Some((_, Err(e))) => return Err(e),
+            Some((_, Ok(Record::Blank))) => Vec::new(),
+            Some((_, Ok(Record::Fields(fields)))) => fields,
+        };
+        let names = || fields.iter().map(Vec::as_slice);
+        let wanted = |n: usize| FIELDS[..n].iter().map(|f| f.as_bytes());
+        if names().eq(wanted(3)) {
+            Ok(true)
+        } else if names().eq(wanted(2)) {
+            Ok(false)
+        } else {
+            let found = String::from_utf8_lossy(&fields.join(&b","[..]))
+                .chars()
+                .take(200)
+                .collect();
+            Err(TraceError::Header { found })
+        }
+    }
+
+    fn parse_row(
+        line: u64,
+        fields: &[Vec<u8>],
+        has_cost: bool,
+    ) -> Result<TraceRequest, TraceError> {
+        let expected = if has_cost { 3 } else { 2 };
+        if fields.len() != expected {
+            return Err(row_error(
+                line,
+                "row",
+                format!(
+                    "expected {expected} comma-separated fields, found {}",
+                    fields.len()
+                ),
+            ));
+        }
+        let mut text = Vec::with_capacity(expected);
+        for (field, name) in fields.iter().zip(FIELDS) {
+            let value = std::str::from_utf8(field).map_err(|e| {
+                row_error(
+                    line,
+                    name,
+                    format!("invalid UTF-8 at byte {} of the field", e.valid_up_to()),
+                )
+            })?;
+            text.push(value);
+        }
+        let time = text[0];
+        let time_us = time.parse::<u64>().map_err(|_| {
+            row_error(
+                line,
+                "t_us",
+                format!("{} is not a whole number of microseconds", quoted(time)),
+            )
+        })?;
+        let key = text[1];
+        if key.trim().is_empty() {
+            return Err(row_error(line, "key", "empty key".into()));
+        }
+        let cost = match text.get(2) {
+            Some(cost) => cost.parse::<u64>().map_err(|_| {
+                row_error(
+                    line,
+                    "cost",
+                    format!("{} is not a whole number", quoted(cost)),
+                )
+            })?,
+            None => 1,
+        };
+        Ok(TraceRequest {
+            time_us,
+            key: key.to_owned(),
+            cost,
+        })
+    }
+}
+
+impl<R: BufRead> Iterator for TraceReader<R> {
+    type Item = Result<TraceRequest, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let has_cost = match self.has_cost {
+            Some(has_cost) => has_cost,
+            None => match self.read_header() {
+                Ok(has_cost) => *self.has_cost.insert(has_cost),
+                Err(e) => {
+                    self.has_cost = Some(true);
+                    return Some(Err(e));
+                }
+            },
+        };
+        loop {
+            let (line, record) = self.next_record()?;
+            match record {
+                Err(e) => return Some(Err(e)),
+                Ok(Record::Blank) => continue,
+                Ok(Record::Fields(fields)) => {
+                    return Some(Self::parse_row(line, &fields, has_cost))
+                }
+            }
+        }
+    }
+}
+
+fn row_error(line: u64, field: &'static str, reason: String) -> TraceError {
+    TraceError::Row {
+        line,
+        field,
+        reason,
+    }
+}
+
+/// A field's text as shown in a message: debug-quoted, cut at 64 characters.
+fn quoted(text: &str) -> String {
+    if text.chars().count() <= 64 {
+        format!("{text:?}")
+    } else {
+        let head: String = text.chars().take(64).collect();
+        format!("{head:?}… ({} bytes)", text.len())
+    }
+}
+
+fn strip_line_ending(bytes: &[u8]) -> &[u8] {
+    let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    bytes.strip_suffix(b"\r").unwrap_or(bytes)
+}
+
+fn trim(bytes: &[u8]) -> &[u8] {
+    let start = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |i| i + 1);
+    &bytes[start..end]
+}
+
+enum Split {
+    Done(Record),
+    /// The record ends inside a quoted field.
+    OpenQuote,
+    Malformed(String),
+}
+
+/// Splits one record (its line ending removed) into fields, RFC 4180 style:
+/// a field whose first non-blank byte is `"` is quoted, `""` inside it is a
+/// quote, and after its closing quote only blanks may come before the comma.
+/// Unquoted fields are trimmed of ASCII blanks; quoted ones are kept as they are.
+fn split_record(bytes: &[u8]) -> Split {
+    if trim(bytes).is_empty() {
+        return Split::Done(Record::Blank);
+    }
+    let mut fields = Vec::new();
+    let mut rest = bytes;
+    loop {
+        let blanks = rest
+            .iter()
+            .position(|&b| b != b' ' && b != b'\t')
+            .unwrap_or(rest.len());
+        if rest.get(blanks) == Some(&b'"') {
+            let mut field = Vec::new();
+            let mut i = blanks + 1;
+            loop {
+                match rest.get(i) {
+                    None => return Split::OpenQuote,
+                    Some(b'"') if rest.get(i + 1) == Some(&b'"') => {
+                        field.push(b'"');
+                        i += 2;
+                    }
+                    Some(b'"') => {
+                        i += 1;
+                        break;
+                    }
+                    Some(&b) => {
+                        field.push(b);
+                        i += 1;
+                    }
+                }
+            }
+            let after = &rest[i..];
+            let blanks = after
+                .iter()
+                .position(|&b| b != b' ' && b != b'\t')
+                .unwrap_or(after.len());
+            fields.push(field);
+            match after.get(blanks) {
+                None => return Split::Done(Record::Fields(fields)),
+                Some(b',') => rest = &after[blanks + 1..],
+                Some(_) => {
+                    return Split::Malformed(format!(
+                        "text after the closing quote of field {}",
+                        fields.len()
+                    ))
+                }
+            }
+        } else {
+            match rest.iter().position(|&b| b == b',') {
+                Some(i) => {
+                    fields.push(trim(&rest[..i]).to_vec());
+                    rest = &rest[i + 1..];
+                }
+                None => {
+                    fields.push(trim(rest).to_vec());
+                    return Split::Done(Record::Fields(fields));
+                }
+            }
+        }
+    }
+}
+
+/// Formats one decisions row (without a newline). `None` is an error row:
+/// the request could not be decided, and the last five fields stay empty.
+/// A key that needs it is quoted (RFC 4180), so the row reads back as one.
+pub fn decision_row(request: &TraceRequest, decision: Option<&Decision>) -> String {
+    let TraceRequest { time_us, key, cost } = request;
+    let key = csv_field(key);
+    match decision {
+        Some(d) => format!(
+            "{time_us},{key},{cost},{},{},{},{},{},{}",
+            if d.allowed { "allowed" } else { "denied" },
+            d.limit,
+            d.remaining,
+            d.retry_after.as_micros(),
+            d.reset_after.as_micros(),
+            d.wait.as_micros()
+        ),
+        None => format!("{time_us},{key},{cost},error,,,,,"),
+    }
+}
+
+/// A CSV field: as it is, or quoted with inner quotes doubled when it holds
+/// a comma, a quote, a line break or blanks at its ends.
+fn csv_field(text: &str) -> std::borrow::Cow<'_, str> {
+    let needs_quotes = text.contains([',', '"', '\n', '\r'])
+        || text.starts_with(|c: char| c.is_ascii_whitespace())
+        || text.ends_with(|c: char| c.is_ascii_whitespace());
+    if needs_quotes {
+        format!("\"{}\"", text.replace('"', "\"\"")).into()
+    } else {
+        text.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(bytes: &[u8]) -> Vec<Result<TraceRequest, TraceError>> {
+        TraceReader::new(bytes).collect()
+    }
+
+    fn message(bytes: &[u8]) -> String {
+        read(bytes)
+            .into_iter()
+            .find_map(Result::err)
+            .expect("an error")
+            .to_string()
+    }
+
+    fn keys(bytes: &[u8]) -> Vec<String> {
+        read(bytes).into_iter().map(|r| r.unwrap().key).collect()
+    }
+
+    #[test]
+    fn reads_rows_with_and_without_cost() {
+        let rows = read(b"t_us,key,cost\n5,a,2\n\n7,b,1\n");
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].as_ref().unwrap().cost, 2);
+        let rows = read(b"t_us,key\r\n5,a\r\n");
+        assert_eq!(rows[0].as_ref().unwrap().cost, 1);
+        assert_eq!(rows[0].as_ref().unwrap().key, "a");
+        // No newline at the end.
+        assert_eq!(keys(b"t_us,key,cost\n5,a,2"), ["a"]);
+    }
+
+    #[test]
+    fn errors_name_the_line_and_field() {
+        assert_eq!(
+            message(b"t,k\n"),
+            "line 1: expected the header `t_us,key,cost` (or `t_us,key`), found \"t,k\""
+        );
+        assert!(message(b"t_us,key,cost\n1,a,1\nx,a,1\n").starts_with("line 3, field t_us"));
+        assert!(message(b"t_us,key,cost\n1,a,-1\n").starts_with("line 2, field cost"));
+        assert!(message(b"t_us,key,cost\n1,,1\n").starts_with("line 2, field key"));
+        assert!(message(b"t_us,key,cost\n1,a\n").starts_with("line 2, field row"));
+    }
+
+    /// Issue 14, case 5: one 100 MB line used to be read whole into memory.
+    #[test]
+    fn a_line_over_64_kib_is_an_error_naming_it_and_is_never_held() {
+        let mut trace = b"t_us,key,cost\n1,a,1\n2,".to_vec();
+        trace.extend(std::iter::repeat_n(b'k', 10 * MAX_RECORD_BYTES));
+        trace.extend_from_slice(b",1\n3,b,1\n");
+        let mut reader = TraceReader::new(&trace[..]);
+        assert_eq!(reader.next().unwrap().unwrap().key, "a");
+        let error = reader.next().unwrap().unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "line 3, field row: longer than the limit of 65536 bytes"
+        );
+        assert!(reader.buffer.capacity() <= 4 * MAX_RECORD_BYTES);
+        // The rest of the long line is skipped: the next row reads as line 4.
+        assert_eq!(reader.next().unwrap().unwrap().key, "b");
+        assert!(reader.next().is_none());
+        // A line of exactly the limit is fine.
+        let key = "k".repeat(MAX_RECORD_BYTES - "3,,1".len());
+        let trace = format!("t_us,key,cost\n3,{key},1\r\n");
+        assert_eq!(keys(trace.as_bytes()), [key]);
+    }
+
+    /// Issue 14, case 6: invalid UTF-8 used to be reported without a line.
+    #[test]
+    fn invalid_utf8_names_the_line_and_the_field() {
+        assert_eq!(
+            message(b"t_us,key,cost\n1,a,1\n2,b\xff\xfe,1\n"),
+            "line 3, field key: invalid UTF-8 at byte 1 of the field"
+        );
+        assert!(message(b"t_us,key,cost\n1,a,\xc3\n").starts_with("line 2, field cost"));
+        // In the header too: the header error shows what was found.
+        assert!(message(b"t_us,k\xffey,cost\n").starts_with("line 1: expected the header"));
+    }
+
+    /// Issue 14, case 8: a byte order mark and quoted fields used to be refused.
+    #[test]
+    fn a_utf8_bom_and_rfc_4180_quoting_are_accepted() {
+        assert_eq!(keys(b"\xEF\xBB\xBFt_us,key,cost\n1,a,1\n"), ["a"]);
+        assert_eq!(
+            keys(b"\"t_us\",\"key\",\"cost\"\r\n\"1\",\"a,b\",\"2\"\r\n3,\"say \"\"hi\"\"\",1\r\n"),
+            ["a,b", "say \"hi\""]
+        );
+        // A quoted field may hold a line break; the row is numbered by its
+        // first line.
+        assert_eq!(
+            keys(b"t_us,key\n1,\"two\nlines\"\n2,c\n"),
+            ["two\nlines", "c"]
+        );
+        assert!(message(b"t_us,key\n1,\"two\nlines\"\nx,c\n").starts_with("line 4, field t_us"));
+        assert!(message(b"t_us,key\n1,\"open\n").starts_with("line 2, field row: a quoted"));
+        assert!(message(b"t_us,key\n1,\"a\"b\n").starts_with("line 2, field row: text after"));
+        // A BOM is only a BOM before the header.
+        assert!(message(b"t_us,key\n\xEF\xBB\xBF1,a\n").starts_with("line 2, field t_us"));
+    }
+
+    #[test]
+    fn keys_that_need_it_are_quoted_in_decision_rows_and_read_back() {
+        for key in ["plain", "a,b", "say \"hi\"", " padded ", "two\nlines"] {
+            let request = TraceRequest {
+                time_us: 5,
+                key: key.to_owned(),
+                cost: 1,
+            };
+            let row = decision_row(&request, None);
+            let trace = format!(
+                "t_us,key,cost\n{}\n",
+                &row[..row.len() - ",error,,,,,".len()]
+            );
+            let read: Vec<_> = read(trace.as_bytes())
+                .into_iter()
+                .map(Result::unwrap)
+                .collect();
+            assert_eq!(read, [request], "{row}");
+        }
+        assert_eq!(
+            decision_row(
+                &TraceRequest {
+                    time_us: 1,
+                    key: "a,b".into(),
+                    cost: 2
+                },
+                None
+            ),
+            "1,\"a,b\",2,error,,,,,"
+        );
+    }
+}
