@@ -19,10 +19,6 @@ use crate::error::KeyLimitReached;
 /// when more keys are held), so that sweeping stays amortised O(1) per key.
 pub(crate) const MIN_SWEEP_INTERVAL: usize = 1024;
 
-/// At the [`max_keys`](MemoryLimiterBuilder::max_keys) cap, a sweep runs at
-/// most once per `held / FULL_SWEEP_DIVISOR` new-key requests.
-const FULL_SWEEP_DIVISOR: usize = 16;
-
 /// A keyed in-process rate limiter: one algorithm state per key in a
 /// sharded [`DashMap`], every decision made by `limiter-core` under the
 /// key's shard lock, so concurrent requests on one key never over-admit.
@@ -360,8 +356,12 @@ impl MemoryLimiter {
             if try_reserve() {
                 return Ok(());
             }
-            let requests = self.sweep.new_key_requests.load(Ordering::Relaxed);
-            if requests >= self.len() / FULL_SWEEP_DIVISOR {
+            // Expired keys make room before a new key is refused. The scan
+            // runs only when a key may have expired: `earliest_evict_at`
+            // is a lower bound of every key's eviction time, and after a
+            // sweep it is the earliest kept key's, so refusals at one time
+            // scan at most once (then the bound is above the clock).
+            if now_us >= self.sweep.earliest_evict_at.load(Ordering::SeqCst) {
                 self.sweep_locked(now_us);
                 self.reschedule();
             }

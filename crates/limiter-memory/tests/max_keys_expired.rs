@@ -1,0 +1,48 @@
+//! At the `max_keys` cap, keys that have expired make room before a new key
+//! is refused (issue 14, case 4).
+
+use std::time::Duration;
+
+use limiter_core::{ManualClock, Policy, Rate};
+use limiter_memory::MemoryLimiter;
+
+const T0: u64 = 1_700_000_000_000_000;
+
+/// 20,000 keys fill the cap; once all have expired, each of 20,000 new keys
+/// is admitted. The sweep at the cap used to be rationed to one per
+/// `held / 16` new-key requests, expired or not: here 1,249 were refused.
+#[test]
+fn max_keys_full_of_expired_keys_admits_every_new_key() {
+    let max_keys = 20_000;
+    let policy = Policy::fixed_window(Rate::new(3, Duration::from_secs(1))).unwrap();
+    let clock = ManualClock::new(T0);
+    let limiter = MemoryLimiter::builder(policy)
+        .clock(clock.clone())
+        .eviction_delay(Duration::ZERO)
+        .max_keys(max_keys)
+        .build();
+    for k in 0..max_keys {
+        let decision = limiter.try_acquire(&format!("old:{k}"), 1).unwrap();
+        assert!(decision.allowed, "old key {k}");
+    }
+    assert_eq!(limiter.len(), max_keys);
+    // Still live: a new key is refused.
+    assert!(limiter.try_acquire("early", 1).is_err());
+
+    // Every old key's window has passed: all of them may go.
+    clock.set(T0 + 1_000_000);
+    let mut refused = 0;
+    for k in 0..max_keys {
+        match limiter.try_acquire(&format!("new:{k}"), 1) {
+            Ok(decision) => assert!(decision.allowed, "new key {k}"),
+            Err(_) => refused += 1,
+        }
+    }
+    assert_eq!(
+        refused, 0,
+        "new keys refused while expired keys held the cap"
+    );
+    assert_eq!(limiter.len(), max_keys);
+    // Now every held key is live again: the cap refuses once more.
+    assert!(limiter.try_acquire("late", 1).is_err());
+}
