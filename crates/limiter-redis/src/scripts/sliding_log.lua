@@ -83,7 +83,8 @@ end
 
 -- Denied: the oldest entries leave first. Find the first entry whose total
 -- reaches base + need (totals grow with rank: a binary search by rank).
-local target = base + count + n - L
+-- need = count + n - L first: base + count + n may pass 2^53 and round.
+local target = base + (count + n - L)
 local lo, hi = 0, redis.call('ZCARD', key) - 1
 while lo < hi do
   local mid = floor((lo + hi) / 2)
