@@ -30,11 +30,13 @@
 //! the core alone, which is how this crate tests its own cases.
 
 pub mod cases;
+mod flaky;
 mod harness;
 mod model;
 pub mod redis_server;
 mod suite;
 
 pub use self::cases::Rng;
+pub use self::flaky::Flaky;
 pub use self::harness::Harness;
 pub use self::model::{ModelHarness, ModelLimiter};

@@ -70,6 +70,9 @@ macro_rules! conformance_suite {
             // the trait's conveniences
             acquire_one_costs_one_unit,
             until_ready_sleeps_retry_after_then_wait,
+            // the failure wrapper (limiter_core::Resilient) on this backend
+            failure_policies_answer_while_the_backend_fails,
+            fallback_decides_until_the_backend_answers_again,
         }
     };
     ($harness:expr $(,)?) => {

@@ -15,6 +15,7 @@
 mod algorithms;
 mod concurrency;
 mod conveniences;
+mod failure;
 mod random;
 mod rules;
 mod vectors;
@@ -33,6 +34,10 @@ pub use self::{
         concurrent_acquires_on_one_key_admit_exactly_the_limit, concurrent_keys_are_isolated,
     },
     conveniences::{acquire_one_costs_one_unit, until_ready_sleeps_retry_after_then_wait},
+    failure::{
+        failure_policies_answer_while_the_backend_fails,
+        fallback_decides_until_the_backend_answers_again,
+    },
     random::{random_traces_match_the_core_model, times_up_to_2_pow_53_match_the_core_model},
     rules::{
         cost_above_the_maximum_is_an_error, decisions_report_the_policy_limit,

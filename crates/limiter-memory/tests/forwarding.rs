@@ -1,0 +1,170 @@
+//! `Arc<L>`, `Box<L>` and `&L` are limiters wherever a `Limiter` is
+//! expected, and a fake limiter can be written from public constructors
+//! only (as an application's tests would).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use limiter_core::{
+    Decision, DecisionSource, Error, FailurePolicy, Limiter, LimiterExt, ManualClock, Policy, Rate,
+};
+use limiter_memory::MemoryLimiter;
+
+/// A fake that admits the first `budget` requests of any key and denies the
+/// rest for a minute: built only from `Policy::new`-style constructors and
+/// `Decision::admit` / `Decision::deny`.
+#[derive(Debug)]
+struct Fake {
+    policy: Policy,
+    used: AtomicU64,
+}
+
+impl Fake {
+    fn new(budget: u64) -> Self {
+        Self {
+            policy: Policy::fixed_window(Rate::per_minute(budget)).unwrap(),
+            used: AtomicU64::new(0),
+        }
+    }
+}
+
+#[async_trait]
+impl Limiter for Fake {
+    fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    async fn acquire(&self, _key: &str, cost: u64) -> Result<Decision, Error> {
+        let limit = self.policy.limit();
+        let used = self.used.load(Ordering::SeqCst);
+        if used + cost <= limit {
+            self.used.fetch_add(cost, Ordering::SeqCst);
+            Ok(Decision::admit(limit, limit - used - cost, 0)
+                .with_reset_after(Duration::from_secs(60)))
+        } else {
+            Ok(
+                Decision::deny(limit, limit - used, Duration::from_secs(60), 0)
+                    .with_reset_after(Duration::from_secs(60)),
+            )
+        }
+    }
+
+    async fn peek(&self, _key: &str, _cost: u64) -> Result<Decision, Error> {
+        let limit = self.policy.limit();
+        let left = limit - self.used.load(Ordering::SeqCst);
+        Ok(Decision::admit(limit, left, 0))
+    }
+
+    async fn reset(&self, _key: &str) -> Result<(), Error> {
+        self.used.store(0, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Takes any limiter by value, as a service constructor would.
+async fn admitted(limiter: impl Limiter, requests: usize) -> usize {
+    let mut admitted = 0;
+    for _ in 0..requests {
+        if limiter.acquire("k", 1).await.unwrap().allowed {
+            admitted += 1;
+        }
+    }
+    admitted
+}
+
+/// Takes a limiter by reference, generically.
+async fn remaining<L: Limiter + ?Sized>(limiter: &L) -> u64 {
+    limiter.peek("k", 1).await.unwrap().remaining
+}
+
+fn memory(limit: u64) -> MemoryLimiter {
+    MemoryLimiter::builder(Policy::fixed_window(Rate::per_minute(limit)).unwrap())
+        .clock(ManualClock::new(0))
+        .build()
+}
+
+#[tokio::test]
+async fn arc_box_and_references_are_limiters() {
+    let shared = Arc::new(memory(3));
+    assert_eq!(admitted(Arc::clone(&shared), 2).await, 2);
+    assert_eq!(admitted(&*shared, 2).await, 1, "the same state behind &L");
+    assert_eq!(remaining(&shared).await, 0);
+
+    let boxed: Box<dyn Limiter> = Box::new(memory(2));
+    assert_eq!(
+        remaining(&boxed).await,
+        1,
+        "a peek reports what would be left"
+    );
+    assert_eq!(admitted(&boxed, 1).await, 1);
+    assert_eq!(admitted(boxed, 5).await, 1);
+
+    let dynamic: Arc<dyn Limiter> = Arc::new(memory(4));
+    assert_eq!(admitted(&dynamic, 3).await, 3);
+    assert_eq!(remaining(&*dynamic).await, 0);
+
+    // The synchronous fast path goes through every wrapper.
+    let direct = memory(1);
+    assert!(
+        Limiter::acquire_now(&&direct, "k", 1)
+            .unwrap()
+            .unwrap()
+            .allowed
+    );
+    assert!(!dynamic.acquire_now("k", 2).unwrap().unwrap().allowed);
+    assert!(Box::new(Fake::new(1)).acquire_now("k", 1).is_none());
+}
+
+#[tokio::test]
+async fn a_fake_from_public_constructors_stands_in_for_a_backend() {
+    let fake = Arc::new(Fake::new(2));
+    let limiter: Arc<dyn Limiter> = fake.clone();
+    assert_eq!(admitted(&limiter, 3).await, 2);
+    let denied = limiter.acquire("k", 1).await.unwrap();
+    assert_eq!(
+        (
+            denied.allowed,
+            denied.limit,
+            denied.remaining,
+            denied.retry_after
+        ),
+        (false, 2, 0, Duration::from_secs(60))
+    );
+    assert_eq!(denied.source, DecisionSource::Backend);
+    limiter.reset("k").await.unwrap();
+    let waited = limiter
+        .until_ready("k", 1, |_| async {
+            unreachable!("no denial after a reset")
+        })
+        .await
+        .unwrap();
+    assert!(waited.allowed);
+    assert_eq!(fake.used.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn the_failure_wrapper_keeps_the_fast_path() {
+    // A full map refuses new keys with `Error::Backend`: a backend failure
+    // without a server.
+    let full = MemoryLimiter::builder(Policy::fixed_window(Rate::per_minute(5)).unwrap())
+        .clock(ManualClock::new(0))
+        .max_keys(1)
+        .build();
+    let limiter = full.on_failure(FailurePolicy::fallback(memory(1)));
+    let held = limiter.acquire_now("held", 1).unwrap().unwrap();
+    assert_eq!((held.source, held.remaining), (DecisionSource::Backend, 4));
+    let refused = limiter.acquire_now("new", 1).unwrap().unwrap();
+    assert_eq!(
+        (refused.source, refused.limit),
+        (DecisionSource::Fallback, 1)
+    );
+    assert!(limiter.is_failing());
+    let again = limiter.acquire_now("new", 1).unwrap().unwrap();
+    assert!(!again.allowed && again.is_degraded());
+    assert!(matches!(
+        limiter.acquire_now("new", 0),
+        Some(Err(Error::ZeroCost))
+    ));
+}
