@@ -55,7 +55,7 @@ echo "$pid"
 read -r _ignored
 kill "$pid" 2>/dev/null
 kill -CONT "$pid" 2>/dev/null
-wait "$pid"
+wait "$pid" 2>/dev/null
 rm -rf "$LIMITER_REDIS_DIR""#;
 
 /// What a missing `openssl` panics with: how to install it.
