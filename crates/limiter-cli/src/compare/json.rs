@@ -17,6 +17,10 @@ use crate::cli::BackendKind;
 ///
 /// `capacity` and `queue` are the token bucket's and leaky bucket's (the
 /// limit unless set); figures that do not apply are `null`.
+///
+/// `admitted_units` is exact (summed in u128, never wrapped). Above 2^53 a
+/// reader that parses numbers as doubles would round it, so the result then
+/// also carries `"admitted_units_note"` saying so.
 pub(crate) fn render(reports: &[ScenarioReport], backend: BackendKind) -> String {
     let mut out = String::new();
     let _ = write!(
@@ -62,6 +66,14 @@ pub(crate) fn render(reports: &[ScenarioReport], backend: BackendKind) -> String
                 number(r.decisions_per_second),
                 number(r.bytes_per_key),
             );
+            if r.admitted_units > u128::from(limiter_core::MAX_TIME_US) {
+                // Inside the object: drop its closing brace, add the note.
+                out.pop();
+                out.push_str(
+                    ", \"admitted_units_note\": \"exact integer above 2^53: \
+                     read it as a big integer, a double rounds it\"}",
+                );
+            }
         }
         out.push_str("\n      ]\n    }");
     }

@@ -17,7 +17,8 @@ pub(crate) struct Recorder {
     /// Admissions per key, in the order decided.
     admissions: Vec<Vec<Admission>>,
     admitted: u64,
-    admitted_units: u64,
+    /// u128: the sum of u64 costs cannot wrap (at most 2^64 requests).
+    admitted_units: u128,
     denied: u64,
     errors: u64,
     retry_sum_us: u128,
@@ -42,7 +43,7 @@ impl Recorder {
     pub(crate) fn decided(&mut self, key: u32, time_us: u64, cost: u64, decision: &Decision) {
         if decision.allowed {
             self.admitted += 1;
-            self.admitted_units += cost;
+            self.admitted_units += u128::from(cost);
             let proceeds = time_us.saturating_add(micros(decision.wait));
             self.admissions[key as usize].push((proceeds, cost));
         } else {
@@ -105,8 +106,9 @@ pub(crate) struct AlgorithmResult {
     pub(crate) algorithm: Algorithm,
     /// Requests admitted.
     pub(crate) admitted: u64,
-    /// Units admitted (the sum of the admitted requests' costs).
-    pub(crate) admitted_units: u64,
+    /// Units admitted (the sum of the admitted requests' costs), exact:
+    /// it may exceed u64 for very large costs.
+    pub(crate) admitted_units: u128,
     /// Requests denied.
     pub(crate) denied: u64,
     /// Requests that could not be decided (cost 0 or above the maximum,
@@ -132,19 +134,22 @@ fn micros(d: Duration) -> u64 {
 /// The most units in `admissions` (sorted by time) that fall within any
 /// `window_us` consecutive microseconds `[a, a + window_us - 1]`: a sliding
 /// two-pointer, exact.
+///
+/// Summed in u128, so no trace can wrap it; a sum beyond u64 (which no
+/// valid policy admits within a window) is reported as `u64::MAX`.
 pub(crate) fn max_units_within(admissions: &[Admission], window_us: u64) -> u64 {
-    let mut best = 0;
-    let mut sum = 0u64;
+    let mut best = 0u128;
+    let mut sum = 0u128;
     let mut first = 0;
     for &(time, units) in admissions {
-        sum += units;
+        sum += u128::from(units);
         while time - admissions[first].0 >= window_us {
-            sum -= admissions[first].1;
+            sum -= u128::from(admissions[first].1);
             first += 1;
         }
         best = best.max(sum);
     }
-    best
+    u64::try_from(best).unwrap_or(u64::MAX)
 }
 
 /// Replays `requests` through the core algorithm, as the memory backend

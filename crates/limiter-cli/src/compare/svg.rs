@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use limiter_core::backend::PerAlgorithm;
-use limiter_core::Algorithm;
+use limiter_core::{Algorithm, MAX_TIME_US};
 
 use super::{compact_duration, ScenarioReport};
 
@@ -21,6 +21,9 @@ const SECTION_GAP: f64 = 20.0;
 const BINS: u64 = 200;
 /// Window boundaries are drawn only when there are at most this many.
 const MAX_BOUNDARIES: u64 = 120;
+/// The most time-axis ticks drawn: the step is at least a tenth of the
+/// span, so 11 cover it; the cap keeps the loop bounded whatever the input.
+const MAX_AXIS_TICKS: u64 = 12;
 
 fn section_height() -> f64 {
     SECTION_HEADER + Algorithm::ALL.len() as f64 * (LANE_HEIGHT + LANE_GAP) + AXIS_SPACE
@@ -65,21 +68,30 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
     let window = compact_duration(window_us);
 
     // The time range: every request and every admission, snapped to windows.
-    let times = scenario.requests.requests.iter().map(|r| r.time_us).chain(
-        report
-            .results
-            .iter()
-            .flat_map(|r| r.admissions.iter().flatten().map(|a| a.0)),
-    );
+    // Requests after 2^53 µs are errors, never drawn: they do not stretch
+    // the axis (and every sum below stays far from u64::MAX).
+    let times = scenario
+        .requests
+        .requests
+        .iter()
+        .map(|r| r.time_us)
+        .filter(|&t| t <= MAX_TIME_US)
+        .chain(
+            report
+                .results
+                .iter()
+                .flat_map(|r| r.admissions.iter().flatten().map(|a| a.0)),
+        );
     let (min, max) = times.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
     let (min, max) = if min > max { (0, 0) } else { (min, max) };
     let start = min / window_us * window_us;
-    let end = (max / window_us + 1)
+    let end = (max / window_us)
+        .saturating_add(1)
         .saturating_mul(window_us)
-        .max(start + window_us);
-    let span = end - start;
+        .max(start.saturating_add(window_us));
+    let span = (end - start).max(1);
     let bin = nice_step(span.div_ceil(BINS));
-    let bins = span.div_ceil(bin) as usize;
+    let bins = usize::try_from(span.div_ceil(bin)).unwrap_or(usize::MAX);
 
     let counts: Vec<Vec<u64>> = report
         .results
@@ -87,7 +99,8 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
         .map(|r| {
             let mut counts = vec![0u64; bins];
             for &(t, units) in r.admissions.iter().flatten() {
-                counts[((t - start) / bin) as usize] += units;
+                let i = usize::try_from((t - start) / bin).map_or(bins - 1, |i| i.min(bins - 1));
+                counts[i] = counts[i].saturating_add(units);
             }
             counts
         })
@@ -164,7 +177,7 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
             "<g class=\"window-boundaries\" stroke=\"#333\" stroke-dasharray=\"4 3\" stroke-width=\"1\">\n",
         );
         for k in 0..boundaries {
-            let bx = x(start + k * window_us);
+            let bx = x(start.saturating_add(k.saturating_mul(window_us)));
             let _ = writeln!(
                 out,
                 r#"<line x1="{bx:.2}" y1="{}" x2="{bx:.2}" y2="{}"/>"#,
@@ -183,8 +196,14 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
 <line x1="{PLOT_LEFT}" y1="{axis_y}" x2="{PLOT_RIGHT}" y2="{axis_y}" stroke="#333"/>"##
     );
     let step = nice_step(span.div_ceil(10).max(1));
-    let mut t = start.div_ceil(step) * step;
-    while t <= end {
+    let first = start.div_ceil(step).saturating_mul(step);
+    let ticks = (0..MAX_AXIS_TICKS)
+        .map_while(|k| {
+            k.checked_mul(step)
+                .and_then(|offset| first.checked_add(offset))
+        })
+        .take_while(|&t| t <= end);
+    for t in ticks {
         let tx = x(t);
         let _ = writeln!(
             out,
@@ -194,7 +213,6 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
             axis_y + 18.0,
             seconds(t - start)
         );
-        t += step;
     }
     let axis_title = if start == 0 {
         "time (s)".to_owned()

@@ -1,0 +1,181 @@
+//! Input that used to hang, wrap or be refused (issue 14), through the real
+//! binary: every run must end within a deadline, and bad input must name
+//! its line and field.
+
+mod support;
+
+use std::io::Write;
+use std::process::{Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use support::limiter;
+
+/// A run that takes longer has hung.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Runs `limiter ARGS…` on `stdin` bytes, killing it (and failing) if it
+/// has not ended within [`DEADLINE`].
+fn run_bytes(args: &[&str], stdin: Vec<u8>) -> Output {
+    let mut child = limiter()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the limiter binary runs");
+    let mut input = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || match input.write_all(&stdin) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
+        _ => Ok(()),
+    });
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > DEADLINE {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("limiter {args:?} did not end within {DEADLINE:?}");
+        }
+        sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    writer.join().unwrap().expect("write the trace to limiter");
+    output
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Case 1: the plot's time-axis counter wrapped at `t_us = u64::MAX` and
+/// the run never ended, its memory growing.
+#[test]
+fn compare_plot_ends_on_a_trace_row_at_u64_max() {
+    let dir = std::env::temp_dir().join(format!("limiter-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plot = dir.join("x.svg");
+    let output = run_bytes(
+        &["compare", "--trace", "-", "--plot", plot.to_str().unwrap()],
+        b"t_us,key,cost\n18446744073709551615,a,1\n".to_vec(),
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.ends_with("</svg>\n"));
+    assert!(svg.len() < 1 << 20, "a plot of {} bytes", svg.len());
+    // A request at 2^53 µs and one after it: the first is drawn, the second
+    // is an error row that stretches nothing.
+    let output = run_bytes(
+        &["compare", "--trace", "-", "--plot", plot.to_str().unwrap()],
+        b"t_us,key,cost\n9007199254740992,a,1\n18446744073709551615,a,1\n".to_vec(),
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Case 7: `admitted_units` wrapped silently in u64 (20,000 requests of
+/// 2^51 units, one a microsecond: each algorithm admits at least half,
+/// 10,000 * 2^51 = 2.25 * 10^19, above 2^64).
+#[test]
+fn compare_json_admitted_units_are_exact_past_u64() {
+    let cost = 1u64 << 51;
+    let mut trace = String::from("t_us,key,cost\n");
+    for t in 0..20_000u64 {
+        trace.push_str(&format!("{t},a,{cost}\n"));
+    }
+    let limit = cost.to_string();
+    let output = run_bytes(
+        &[
+            "compare", "--trace", "-", "--limit", &limit, "--window", "1us", "--format", "json",
+        ],
+        trace.into_bytes(),
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let json = text(&output.stdout);
+    let document = support::json::parse(&json).expect("valid JSON");
+    let results = document.get("scenarios").array()[0].get("results").array();
+    assert_eq!(results.len(), 5);
+    for result in results {
+        let admitted = result.get("admitted").num() as u128;
+        assert!(admitted >= 10_000, "{json}");
+        let exact = admitted * u128::from(cost);
+        assert!(exact > u128::from(u64::MAX));
+        let fields = format!("\"admitted\": {admitted}, \"admitted_units\": {exact},");
+        assert!(json.contains(&fields), "{fields} not in {json}");
+        assert!(result.get("admitted_units_note").str().contains("2^53"));
+    }
+}
+
+/// Case 5: one long line was read whole (100 MB of it took 394 MB).
+#[test]
+fn replay_refuses_a_line_over_64_kib_and_names_it() {
+    let mut trace = b"t_us,key,cost\n1,a,1\n2,".to_vec();
+    trace.extend(std::iter::repeat_n(b'k', 8 << 20));
+    trace.extend_from_slice(b",1\n3,b,1\n");
+    let output = run_bytes(
+        &[
+            "replay",
+            "--algorithm",
+            "fixed-window",
+            "--limit",
+            "5",
+            "--window",
+            "1s",
+            "-",
+        ],
+        trace,
+    );
+    assert!(!output.status.success());
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("line 3, field row: longer than the limit of 65536 bytes"),
+        "{stderr}"
+    );
+    // The rows before it were decided and printed.
+    assert!(text(&output.stdout).contains("\n1,a,1,allowed,"));
+}
+
+/// Case 6: invalid UTF-8 said "stream did not contain valid UTF-8", with
+/// no line.
+#[test]
+fn replay_names_the_line_and_field_of_invalid_utf8() {
+    let output = run_bytes(
+        &[
+            "replay",
+            "--algorithm",
+            "sliding-log",
+            "--limit",
+            "5",
+            "--window",
+            "1s",
+            "-",
+        ],
+        b"t_us,key,cost\n1,a,1\n2,\xffb,1\n".to_vec(),
+    );
+    assert!(!output.status.success());
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("line 3, field key: invalid UTF-8"),
+        "{stderr}"
+    );
+}
+
+/// Case 8: a byte order mark and RFC 4180 quoting were refused. A quoted
+/// key comes back quoted in the decisions.
+#[test]
+fn replay_accepts_a_bom_and_quoted_fields() {
+    let output = run_bytes(
+        &["replay", "--algorithm", "fixed-window", "--limit", "1", "--window", "1s", "-"],
+        b"\xEF\xBB\xBF\"t_us\",\"key\",\"cost\"\r\n1,\"user,1\",1\r\n2,\"say \"\"hi\"\"\",1\r\n3,\"user,1\",1\r\n"
+            .to_vec(),
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    let rows: Vec<&str> = stdout.lines().skip(1).collect();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    assert!(rows[0].starts_with("1,\"user,1\",1,allowed,"), "{stdout}");
+    assert!(
+        rows[1].starts_with("2,\"say \"\"hi\"\"\",1,allowed,"),
+        "{stdout}"
+    );
+    assert!(rows[2].starts_with("3,\"user,1\",1,denied,"), "{stdout}");
+}
