@@ -1,12 +1,18 @@
 //! [`Failure`]: why a command stopped, and with which exit status.
 
+use std::error::Error;
 use std::fmt;
 
-/// Why a command stopped: a message for stderr and an exit status.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a command stopped: a message for stderr, the error that caused it
+/// (if any, as its [`source`](Error::source)) and an exit status.
+///
+/// `Display` is the message only; [`Failure::report`] is the message and
+/// every cause after it, each once (`a: b: c`), as the binary prints it.
+#[derive(Debug)]
 pub struct Failure {
     message: String,
     exit_code: u8,
+    source: Option<Box<dyn Error + Send + Sync + 'static>>,
 }
 
 impl Failure {
@@ -16,6 +22,7 @@ impl Failure {
         Self {
             message: message.into(),
             exit_code: 2,
+            source: None,
         }
     }
 
@@ -25,12 +32,35 @@ impl Failure {
         Self {
             message: message.into(),
             exit_code: 1,
+            source: None,
         }
+    }
+
+    /// The same failure, caused by `source`: reported after the message.
+    #[must_use]
+    pub fn with_source(
+        mut self,
+        source: impl Into<Box<dyn Error + Send + Sync + 'static>>,
+    ) -> Self {
+        self.source = Some(source.into());
+        self
     }
 
     /// The process exit status for this failure.
     pub fn exit_code(&self) -> u8 {
         self.exit_code
+    }
+
+    /// The message and every cause after it, each once: `a: b: c`.
+    pub fn report(&self) -> String {
+        let mut report = self.message.clone();
+        let mut cause = self.source();
+        while let Some(error) = cause {
+            report.push_str(": ");
+            report.push_str(&error.to_string());
+            cause = error.source();
+        }
+        report
     }
 }
 
@@ -40,4 +70,25 @@ impl fmt::Display for Failure {
     }
 }
 
-impl std::error::Error for Failure {}
+impl Error for Failure {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn Error + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_names_each_cause_once() {
+        let policy = limiter_core::Error::from(limiter_core::PolicyError::ZeroLimit);
+        let failure = Failure::usage("cannot build the limiter").with_source(policy);
+        assert_eq!(failure.to_string(), "cannot build the limiter");
+        assert_eq!(
+            failure.report(),
+            "cannot build the limiter: invalid policy: limit must be at least 1, got 0"
+        );
+        assert_eq!(failure.exit_code(), 2);
+    }
+}

@@ -11,8 +11,9 @@ pub(crate) fn open_trace(path: &Path) -> Result<Box<dyn BufRead>, Failure> {
     if path.as_os_str() == "-" {
         return Ok(Box::new(BufReader::with_capacity(1 << 16, io::stdin())));
     }
-    let file = File::open(path)
-        .map_err(|e| Failure::runtime(format!("cannot open trace {}: {e}", path.display())))?;
+    let file = File::open(path).map_err(|e| {
+        Failure::runtime(format!("cannot open trace {}", path.display())).with_source(e)
+    })?;
     Ok(Box::new(BufReader::with_capacity(1 << 16, file)))
 }
 

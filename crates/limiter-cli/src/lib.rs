@@ -25,7 +25,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Failure::runtime(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| Failure::runtime("cannot start the async runtime").with_source(e))?;
     runtime.block_on(async {
         match cli.command {
             Command::Replay(args) => replay::run(&args).await,

@@ -10,7 +10,8 @@ fn main() -> ExitCode {
     match limiter_cli::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("error: {failure}");
+            // The message and its causes, each once.
+            eprintln!("error: {}", failure.report());
             ExitCode::from(failure.exit_code())
         }
     }

@@ -21,7 +21,7 @@ pub async fn run(args: &ReplayArgs) -> Result<(), Failure> {
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
     match replay(args, &mut out).await {
         Err(Stop::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        Err(Stop::Output(e)) => Err(Failure::runtime(format!("cannot write decisions: {e}"))),
+        Err(Stop::Output(e)) => Err(Failure::runtime("cannot write decisions").with_source(e)),
         Err(Stop::Failure(failure)) => {
             // Keep the rows decided so far: they show where it stopped.
             let _ = out.flush();
@@ -29,7 +29,7 @@ pub async fn run(args: &ReplayArgs) -> Result<(), Failure> {
         }
         Ok(()) => match out.flush() {
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-            Err(e) => Err(Failure::runtime(format!("cannot write decisions: {e}"))),
+            Err(e) => Err(Failure::runtime("cannot write decisions").with_source(e)),
             Ok(()) => Ok(()),
         },
     }
@@ -59,7 +59,7 @@ async fn replay(args: &ReplayArgs, out: &mut impl Write) -> Result<(), Stop> {
         args.capacity,
         args.queue,
     )
-    .map_err(|e| Failure::usage(format!("invalid policy: {e}")))?;
+    .map_err(|e| Failure::usage("invalid policy").with_source(e))?;
     let name = trace_name(&args.trace);
     let input = open_trace(&args.trace)?;
     let clock = ManualClock::new(0);
@@ -68,7 +68,7 @@ async fn replay(args: &ReplayArgs, out: &mut impl Write) -> Result<(), Stop> {
     writeln!(out, "{DECISION_HEADER}")?;
     let mut progress = Progress::new(format!("replaying {name}"));
     for (index, request) in TraceReader::new(input).enumerate() {
-        let request = request.map_err(|e| Failure::runtime(format!("{name}: {e}")))?;
+        let request = request.map_err(|e| Failure::runtime(name.to_string()).with_source(e))?;
         clock.set(request.time_us);
         let decision = match limiter.acquire(&request.key, request.cost).await {
             Ok(decision) => Some(decision),

@@ -276,3 +276,79 @@ impl From<PolicyError> for Error {
         Self::InvalidPolicy(e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use super::*;
+
+    /// A cause with a cause of its own, to see the chain go two deep.
+    #[derive(Debug)]
+    struct Outer(io::Error);
+
+    impl fmt::Display for Outer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("Redis at 127.0.0.1:6379: connection lost")
+        }
+    }
+
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_chain_reporter_prints_each_cause_once() {
+        let refused = || io::Error::new(io::ErrorKind::ConnectionRefused, "connection refused");
+        let cases = [
+            (Error::from(PolicyError::ZeroLimit), ErrorKind::Config),
+            (Error::InvalidConfig(Box::new(refused())), ErrorKind::Config),
+            (
+                Error::Backend(Box::new(Outer(refused()))),
+                ErrorKind::Backend,
+            ),
+            (Error::ZeroCost, ErrorKind::Request),
+            (
+                Error::CostExceedsCapacity {
+                    cost: 4,
+                    max_cost: 3,
+                },
+                ErrorKind::Request,
+            ),
+            (
+                Error::TimeOutOfRange { time_us: u64::MAX },
+                ErrorKind::Request,
+            ),
+        ];
+        for (error, kind) in cases {
+            assert_eq!(error.kind(), kind, "{error:?}");
+            let report = error.chain().to_string();
+            let mut messages = vec![error.to_string()];
+            let mut source = std::error::Error::source(&error);
+            while let Some(cause) = source {
+                messages.push(cause.to_string());
+                source = cause.source();
+            }
+            assert_eq!(report, messages.join(": "));
+            for message in &messages {
+                assert_eq!(report.matches(message.as_str()).count(), 1, "{report}");
+            }
+            // No message repeats the one after it.
+            for pair in messages.windows(2) {
+                assert!(
+                    !pair[0].contains(&pair[1]),
+                    "{:?} repeats its cause",
+                    pair[0]
+                );
+            }
+        }
+        let backend = Error::Backend(Box::new(Outer(refused())));
+        assert!(backend.is_backend() && !backend.is_request() && !backend.is_config());
+        assert_eq!(
+            backend.chain().to_string(),
+            "rate limiter backend failed: Redis at 127.0.0.1:6379: connection lost: connection refused"
+        );
+    }
+}
