@@ -1,7 +1,7 @@
 -- Fixed window (docs/spec.md section 3): one counter per aligned window.
 --
--- KEYS[1]  hash {w = start of the window of the last admission (ticks),
---                c = units admitted in it}
+-- KEYS[1]  string "w c": w = start of the window of the last admission
+--          (ticks), c = units admitted in it
 -- ARGV[1]  "acquire" (commit when admitted) or "peek" (write nothing)
 -- ARGV[2]  cost n, 1 <= n <= L (checked by the caller)
 -- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
@@ -23,9 +23,12 @@
 -- key, acquire, n, time_us, tick, W, L, M, ttl_floor, t, floor, ceil_div,
 -- num and expire come from prelude.lua (sent before this file).
 
-local state = redis.call('HMGET', key, 'w', 'c')
-local start_s = tonumber(state[1]) or 0
-local count_s = tonumber(state[2]) or 0
+local start_s, count_s = 0, 0
+local state = redis.call('GET', key)
+if state then
+  local a, b = string.match(state, '^(%d+) (%d+)$')
+  start_s, count_s = tonumber(a), tonumber(b)
+end
 
 local t_eff = math.max(t, start_s)
 local e = t_eff - floor(t_eff / W) * W
@@ -37,8 +40,7 @@ local until_next = W - e
 if count + n <= L then
   count = count + n
   if acquire then
-    redis.call('HSET', key, 'w', num(start), 'c', num(count))
-    expire(t_eff, until_next)
+    save(num(start) .. ' ' .. num(count), t_eff, until_next)
   end
   return {1, L - count, 0, until_next, 0, t_eff, time_us}
 end

@@ -1,8 +1,8 @@
 -- Leaky bucket (docs/spec.md section 3): a queue of at most Q units that drains L
 -- units per window W. A fresh key is empty.
 --
--- KEYS[1]  hash {s = queued units scaled by W (so draining L per tick is
---                exact), l = tick of the last admission}
+-- KEYS[1]  string "s l": s = queued units scaled by W, l = tick of the
+--          last admission
 -- ARGV[1]  "acquire" (commit when admitted) or "peek" (write nothing)
 -- ARGV[2]  cost n, 1 <= n <= Q (checked by the caller)
 -- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
@@ -28,9 +28,12 @@
 local Q = M -- queue
 
 local full = Q * W
-local state = redis.call('HMGET', key, 's', 'l')
-local s = tonumber(state[1]) or 0
-local last = tonumber(state[2]) or 0
+local s, last = 0, 0
+local state = redis.call('GET', key)
+if state then
+  local a, b = string.match(state, '^(%d+) (%d+)$')
+  s, last = tonumber(a), tonumber(b)
+end
 
 local t_eff = math.max(t, last)
 -- Past the time to drain from full, more elapsed time changes nothing;
@@ -44,8 +47,7 @@ if s + need <= full then
   s = s + need
   local reset_after = ceil_div(s, L)
   if acquire then
-    redis.call('HSET', key, 's', num(s), 'l', num(t_eff))
-    expire(t_eff, reset_after)
+    save(num(s) .. ' ' .. num(t_eff), t_eff, reset_after)
   end
   return {1, floor((full - s) / W), 0, reset_after, wait, t_eff, time_us}
 end

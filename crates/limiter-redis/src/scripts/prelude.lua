@@ -18,8 +18,10 @@
 -- It defines, for the algorithm that follows: key, acquire, n, time_us,
 -- t (the request time in ticks), and floor (math.floor, a local: a call
 -- through a helper costs Redis measurably more), ceil_div, num (an integer as a
--- string, never in exponent form) and expire(t_eff, reset_after) (the
--- key's TTL after an admission).
+-- string, never in exponent form), ttl_ms(t_eff, reset_after) (the key's
+-- TTL after an admission, in ms), save(value, t_eff, reset_after) (writes
+-- a string state and its TTL in one SET) and expire(t_eff, reset_after)
+-- (sets the TTL of a state kept in another type).
 
 local floor = math.floor
 local function ceil_div(a, b)
@@ -41,8 +43,16 @@ if not time_us then
 end
 local t = floor(time_us / tick)
 
-local function expire(t_eff, reset_after)
+local function ttl_ms(t_eff, reset_after)
   local ms = math.ceil((t_eff - t + reset_after) * tick / 1000) + 1
   if ms < ttl_floor then ms = ttl_floor end
-  redis.call('PEXPIRE', key, num(ms))
+  return num(ms)
+end
+-- One call for the state and its TTL: each redis.call costs the server
+-- about as much as the arithmetic of a whole decision.
+local function save(value, t_eff, reset_after)
+  redis.call('SET', key, value, 'PX', ttl_ms(t_eff, reset_after))
+end
+local function expire(t_eff, reset_after)
+  redis.call('PEXPIRE', key, ttl_ms(t_eff, reset_after))
 end

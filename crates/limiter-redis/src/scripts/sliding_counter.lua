@@ -2,9 +2,8 @@
 -- weighted by how much of it the trailing window still covers, plus the
 -- current window's count.
 --
--- KEYS[1]  hash {w = start of the current window (ticks),
---                p = units admitted in the window before it,
---                c = units admitted in the current window}
+-- KEYS[1]  string "w p c": w = start of the current window (ticks), p =
+--          units admitted in the previous window, c = in the current one
 -- ARGV[1]  "acquire" (commit when admitted) or "peek" (write nothing)
 -- ARGV[2]  cost n, 1 <= n <= L (checked by the caller)
 -- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
@@ -26,10 +25,12 @@
 -- key, acquire, n, time_us, tick, W, L, M, ttl_floor, t, floor, ceil_div,
 -- num and expire come from prelude.lua (sent before this file).
 
-local state = redis.call('HMGET', key, 'w', 'p', 'c')
-local start_s = tonumber(state[1]) or 0
-local prev_s = tonumber(state[2]) or 0
-local curr_s = tonumber(state[3]) or 0
+local start_s, prev_s, curr_s = 0, 0, 0
+local state = redis.call('GET', key)
+if state then
+  local a, b, c = string.match(state, '^(%d+) (%d+) (%d+)$')
+  start_s, prev_s, curr_s = tonumber(a), tonumber(b), tonumber(c)
+end
 
 local t_eff = math.max(t, start_s)
 local e = t_eff - floor(t_eff / W) * W
@@ -56,8 +57,7 @@ end
 if weighted_prev + (curr + n) * W <= L * W then
   curr = curr + n
   if acquire then
-    redis.call('HSET', key, 'w', num(start), 'p', num(prev), 'c', num(curr))
-    expire(t_eff, reset_after(curr))
+    save(num(start) .. ' ' .. num(prev) .. ' ' .. num(curr), t_eff, reset_after(curr))
   end
   return {1, remaining(curr), 0, reset_after(curr), 0, t_eff, time_us}
 end

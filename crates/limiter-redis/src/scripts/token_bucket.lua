@@ -1,8 +1,8 @@
 -- Token bucket (docs/spec.md section 3): bursts up to a capacity C, refilled at L
 -- tokens per window W. A fresh key is full.
 --
--- KEYS[1]  hash {s = tokens scaled by W (so refilling L per tick is exact),
---                l = tick of the last admission}
+-- KEYS[1]  string "s l": s = tokens scaled by W (so refilling L per tick
+--          is exact), l = tick of the last admission
 -- ARGV[1]  "acquire" (commit when admitted) or "peek" (write nothing)
 -- ARGV[2]  cost n, 1 <= n <= C (checked by the caller)
 -- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
@@ -27,9 +27,12 @@
 local C = M -- capacity
 
 local full = C * W
-local state = redis.call('HMGET', key, 's', 'l')
-local s = tonumber(state[1]) or full
-local last = tonumber(state[2]) or 0
+local s, last = full, 0
+local state = redis.call('GET', key)
+if state then
+  local a, b = string.match(state, '^(%d+) (%d+)$')
+  s, last = tonumber(a), tonumber(b)
+end
 
 local t_eff = math.max(t, last)
 -- Past the time to refill from empty, more elapsed time changes nothing;
@@ -42,8 +45,7 @@ if s >= need then
   s = s - need
   local reset_after = ceil_div(full - s, L)
   if acquire then
-    redis.call('HSET', key, 's', num(s), 'l', num(t_eff))
-    expire(t_eff, reset_after)
+    save(num(s) .. ' ' .. num(t_eff), t_eff, reset_after)
   end
   return {1, floor(s / W), 0, reset_after, 0, t_eff, time_us}
 end
