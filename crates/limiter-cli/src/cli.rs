@@ -21,6 +21,8 @@ Examples:
   limiter compare
   limiter compare --scenario boundary-burst --plot burst.svg
   limiter compare --trace prod.csv --limit 600 --window 1m --format json
+  limiter bench --backend redis --redis-url redis://127.0.0.1:6379 \\
+                --policy token-bucket:100/1s --concurrency 64 --duration 5s
 
 Exit status: 0 on success, 1 when the run fails (unreadable or malformed
 trace, backend failure), 2 on a usage error (unknown flag or algorithm,
@@ -111,7 +113,8 @@ Examples:
     long_about = "Replay request traces through a rate limiter (fixed window, sliding log, \
 sliding window counter, token bucket, leaky bucket) on the in-memory or the Redis \
 backend, printing every decision; or compare the five algorithms side by side on \
-built-in scenarios or your own trace.",
+built-in scenarios or your own trace; or measure how many decisions per second a \
+deployment gives (limiter bench).",
     after_help = MAIN_AFTER_HELP,
     propagate_version = true
 )]
@@ -130,6 +133,10 @@ pub enum Command {
     /// Run all five algorithms on the same requests and compare what they admit.
     #[command(after_help = COMPARE_AFTER_HELP)]
     Compare(CompareArgs),
+    /// Measure a deployment: decisions per second and their latency at a
+    /// given concurrency, beside the Redis server's own ceiling.
+    #[command(after_help = crate::bench::AFTER_HELP)]
+    Bench(crate::bench::BenchArgs),
 }
 
 /// Which limiter backend decides.

@@ -7,6 +7,7 @@
 //! tests can reach them.
 
 mod backend;
+pub mod bench;
 pub mod cli;
 pub mod compare;
 mod failure;
@@ -20,9 +21,14 @@ pub use self::failure::Failure;
 use self::cli::{Cli, Command};
 
 /// Runs a parsed command line to completion on a single-threaded runtime
-/// (every request is decided in order, one after the other).
+/// (every request is decided in order, one after the other); `bench` on a
+/// multi-threaded one (its tasks run on every core, as a service's would).
 pub fn run(cli: Cli) -> Result<(), Failure> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    let mut runtime = match cli.command {
+        Command::Bench(_) => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
+    };
+    let runtime = runtime
         .enable_all()
         .build()
         .map_err(|e| Failure::runtime("cannot start the async runtime").with_source(e))?;
@@ -30,6 +36,7 @@ pub fn run(cli: Cli) -> Result<(), Failure> {
         match cli.command {
             Command::Replay(args) => replay::run(&args).await,
             Command::Compare(args) => compare::run(&args).await,
+            Command::Bench(args) => bench::run(&args).await,
         }
     })
 }
