@@ -485,7 +485,7 @@ pub fn unrelated_ca_pem() -> Vec<u8> {
     let dir = unique_dir().with_extension("ca");
     std::fs::create_dir_all(&dir)
         .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    generate_ca(&dir);
+    generate_ca(&dir, "limiter unrelated test CA");
     let pem = std::fs::read(dir.join("ca.crt")).expect("the CA certificate was written");
     let _ = std::fs::remove_dir_all(&dir);
     pem
@@ -496,7 +496,7 @@ pub fn unrelated_ca_pem() -> Vec<u8> {
 /// valid for two days.
 fn generate_certificates(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    generate_ca(dir);
+    generate_ca(dir, "limiter throwaway test CA");
     std::fs::write(
         dir.join("server.ext"),
         "basicConstraints=critical,CA:FALSE\n\
@@ -546,8 +546,9 @@ fn generate_certificates(dir: &Path) {
     );
 }
 
-/// Writes `ca.key` and `ca.crt`, a self-signed CA, into `dir`.
-fn generate_ca(dir: &Path) {
+/// Writes `ca.key` and `ca.crt`, a self-signed CA called `name`, into `dir`.
+fn generate_ca(dir: &Path, name: &str) {
+    let subject = format!("/CN={name}");
     openssl(
         dir,
         &[
@@ -566,7 +567,7 @@ fn generate_ca(dir: &Path) {
             "2",
             "-sha256",
             "-subj",
-            "/CN=limiter throwaway test CA",
+            &subject,
             "-addext",
             "basicConstraints=critical,CA:TRUE",
             "-addext",

@@ -1,0 +1,141 @@
+//! TLS (`rediss://`, feature `tls-rustls`) against a redis-server serving
+//! TLS with a throwaway CA: decisions match the core; a server whose
+//! certificate the client does not trust is refused with a clear error.
+//!
+//! Built only with the feature (`[[test]] required-features` in
+//! Cargo.toml); `scripts/test` runs it:
+//! `cargo test -p limiter-redis --features tls-rustls --test tls`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use limiter_core::{Error, Limiter, ManualClock, Policy, Rate};
+use limiter_redis::{BackendError, BackendErrorKind, RedisBackend, RedisLimiter};
+use limiter_test::redis_server::{unrelated_ca_pem, RedisServer};
+use limiter_test::ModelLimiter;
+
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+fn tls_backend(url: &str, ca_pem: Option<Vec<u8>>) -> limiter_redis::RedisBackendBuilder {
+    let builder = RedisBackend::builder(url)
+        .connection_timeout(TIMEOUT)
+        .command_timeout(TIMEOUT);
+    match ca_pem {
+        Some(pem) => builder.tls_root_certificate(pem),
+        None => builder,
+    }
+}
+
+/// The error and every cause, as a chain reporter prints them.
+fn chain(error: &Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn backend_kind(error: &Error) -> BackendErrorKind {
+    match error {
+        Error::Backend(e) => e
+            .downcast_ref::<BackendError>()
+            .expect("backend errors are BackendError")
+            .kind(),
+        other => panic!("expected a backend error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn rediss_with_a_private_ca_decides_as_the_core() {
+    let server = RedisServer::start_tls();
+    let backend = tls_backend(&server.tls_url(), Some(server.ca_pem()))
+        .build()
+        .await
+        .unwrap();
+    backend.ping().await.unwrap();
+    let clock = ManualClock::new(1_000_000);
+    for policy in [
+        Policy::token_bucket(Rate::per_second(3)).unwrap(),
+        Policy::sliding_log(Rate::per_second(3)).unwrap(),
+    ] {
+        let redis = RedisLimiter::builder(&backend, policy.clone())
+            .key_prefix(common::fresh_prefix("tls"))
+            .clock(clock.clone())
+            .build()
+            .await
+            .unwrap();
+        let model = ModelLimiter::new(policy.clone(), clock.clone());
+        for (step, advance_ms, cost) in [(0, 0, 1), (1, 0, 2), (2, 0, 1), (3, 400, 1), (4, 1000, 3)]
+        {
+            clock.advance(Duration::from_millis(advance_ms));
+            let got = redis.acquire("k", cost).await.unwrap();
+            let want = model.acquire("k", cost).await.unwrap();
+            assert_eq!(
+                (got.allowed, got.remaining, got.retry_after, got.reset_after),
+                (
+                    want.allowed,
+                    want.remaining,
+                    want.retry_after,
+                    want.reset_after
+                ),
+                "{policy}, step {step}"
+            );
+        }
+    }
+    // One connection carried it all, on the TLS port (the plain port is
+    // the harness's): a plain-text client cannot talk to it.
+    assert_eq!(server.connected_clients(), 1);
+    let plain = server.tls_url().replace("rediss://", "redis://");
+    assert!(tls_backend(&plain, None).build().await.is_err());
+}
+
+#[tokio::test]
+async fn a_certificate_from_an_untrusted_ca_is_refused_with_a_clear_error() {
+    let server = RedisServer::start_tls();
+    for (name, ca) in [
+        ("an unrelated CA", Some(unrelated_ca_pem())),
+        ("the system's roots", None),
+    ] {
+        let started = Instant::now();
+        let error = tls_backend(&server.tls_url(), ca)
+            .build()
+            .await
+            .unwrap_err();
+        assert!(
+            started.elapsed() < TIMEOUT,
+            "{name}: {:?}",
+            started.elapsed()
+        );
+        assert_eq!(backend_kind(&error), BackendErrorKind::Connect, "{name}");
+        let message = chain(&error);
+        assert!(message.contains(&server.tls_url()), "{name}: {message}");
+        assert!(
+            message.to_lowercase().contains("certificate"),
+            "{name}: the error names the certificate: {message}"
+        );
+        println!("{name}: {message}");
+    }
+}
+
+/// A root certificate option without any certificate in it is a bad
+/// option: [`Error::InvalidConfig`] before any round trip, not a
+/// connection that fails later for want of a trusted root.
+#[tokio::test]
+async fn a_root_certificate_without_a_certificate_is_a_configuration_error() {
+    let server = RedisServer::start_tls();
+    let error = tls_backend(&server.tls_url(), Some(b"not a certificate".to_vec()))
+        .build_lazy()
+        .unwrap_err();
+    println!("not a certificate: {}", chain(&error));
+    match error {
+        Error::InvalidConfig(e) => {
+            let e = e.downcast::<BackendError>().expect("a BackendError");
+            assert_eq!(e.kind(), BackendErrorKind::Config, "{e}");
+        }
+        other => panic!("expected a configuration error, got {}", chain(&other)),
+    }
+}
