@@ -99,9 +99,8 @@ pub struct BenchArgs {
         value_parser = clap::value_parser!(u32).range(1..=MAX_KEYS)
     )]
     pub keys: u32,
-    /// What a decision answers when the backend fails: `error` counts an
-    /// error; `open` admits without counting and `closed` denies (the
-    /// limiter_core::Resilient wrapper), counted as fail-open/fail-closed.
+    /// What a decision answers when the backend fails (the failure policy
+    /// of limiter-core's `Resilient` wrapper around the limiter).
     #[arg(long, value_enum, value_name = "WHAT", default_value_t = OnFailure::Error)]
     pub on_failure: OnFailure,
     /// Where decisions are made.

@@ -1,0 +1,324 @@
+//! `limiter bench` through the real binary: on memory and on a real
+//! redis-server for about a second each, the table's and the JSON's shape
+//! and sane figures; bad input is a usage error (exit status 2).
+
+mod support;
+
+use limiter_test::redis_server::RedisServer;
+use support::json::{self, Json};
+use support::{limiter, stderr, stdout};
+
+/// Every field of the JSON document.
+const FIELDS: [&str; 27] = [
+    "backend",
+    "server",
+    "policy",
+    "concurrency",
+    "duration_s",
+    "keys",
+    "on_failure",
+    "elapsed_s",
+    "decisions",
+    "decisions_per_s",
+    "admitted",
+    "denied",
+    "fail_open",
+    "fail_closed",
+    "errors",
+    "first_error",
+    "p50_us",
+    "p99_us",
+    "p999_us",
+    "max_us",
+    "ceiling_per_s",
+    "ceiling_calls",
+    "ceiling_errors",
+    "ceiling_p50_us",
+    "ceiling_p99_us",
+    "ceiling_p999_us",
+    "ratio",
+];
+
+fn bench(args: &[&str]) -> String {
+    let output = limiter().arg("bench").args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "limiter bench {args:?} failed: {}",
+        stderr(&output)
+    );
+    assert_eq!(stderr(&output), "");
+    stdout(&output)
+}
+
+fn bench_json(args: &[&str]) -> Json {
+    let mut all = args.to_vec();
+    all.extend(["--format", "json"]);
+    let text = bench(&all);
+    let doc = json::parse(&text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"));
+    let Json::Object(map) = &doc else {
+        panic!("not an object:\n{text}");
+    };
+    let names: Vec<&str> = map.keys().map(String::as_str).collect();
+    let mut expected = FIELDS.to_vec();
+    expected.sort_unstable();
+    assert_eq!(names, expected, "{text}");
+    doc
+}
+
+/// The figures every run must have: decisions made, counts that add up,
+/// ordered percentiles.
+fn assert_sane(doc: &Json, concurrency: f64, keys: f64) {
+    let n = |field: &str| doc.get(field).num();
+    assert_eq!(n("concurrency"), concurrency);
+    assert_eq!(n("keys"), keys);
+    assert_eq!(n("duration_s"), 1.0);
+    assert!(n("decisions") > 0.0, "{doc:?}");
+    assert!(n("decisions_per_s") > 0.0, "{doc:?}");
+    assert!(n("elapsed_s") >= 1.0 && n("elapsed_s") < 5.0, "{doc:?}");
+    assert_eq!(
+        n("admitted") + n("denied") + n("fail_open") + n("fail_closed"),
+        n("decisions")
+    );
+    assert_eq!(n("errors"), 0.0, "{doc:?}");
+    assert_eq!(doc.get("first_error"), &Json::Null);
+    assert_eq!(n("fail_open"), 0.0);
+    assert!(n("p50_us") > 0.0, "{doc:?}");
+    assert!(n("p50_us") <= n("p99_us"), "{doc:?}");
+    assert!(n("p99_us") <= n("p999_us"), "{doc:?}");
+    assert!(n("p999_us") <= n("max_us"), "{doc:?}");
+    // decisions_per_s is decisions over the elapsed time.
+    let rate = n("decisions") / n("elapsed_s");
+    assert!((n("decisions_per_s") / rate - 1.0).abs() < 0.01, "{doc:?}");
+}
+
+#[test]
+fn memory_json_has_every_field_and_no_ceiling() {
+    let doc = bench_json(&[
+        "--policy",
+        "token-bucket:100/1s",
+        "--concurrency",
+        "8",
+        "--duration",
+        "1s",
+        "--keys",
+        "10",
+    ]);
+    assert_sane(&doc, 8.0, 10.0);
+    assert_eq!(doc.get("backend").str(), "memory");
+    assert_eq!(doc.get("policy").str(), "token-bucket:100/1s");
+    assert_eq!(doc.get("on_failure").str(), "error");
+    assert_eq!(doc.get("server"), &Json::Null);
+    for field in [
+        "ceiling_per_s",
+        "ceiling_calls",
+        "ceiling_errors",
+        "ceiling_p50_us",
+        "ceiling_p99_us",
+        "ceiling_p999_us",
+        "ratio",
+    ] {
+        assert_eq!(doc.get(field), &Json::Null, "{field}");
+    }
+    // Ten keys of a token bucket of 100: 100 each at once, and some refill
+    // over the second (at most 100 per key per second more).
+    let admitted = doc.get("admitted").num();
+    assert!((1000.0..=2100.0).contains(&admitted), "{doc:?}");
+    assert!(doc.get("denied").num() > 0.0, "{doc:?}");
+}
+
+#[test]
+fn memory_table_shows_dashes_for_the_ceiling() {
+    let text = bench(&["--policy", "sliding-log:100/10s", "--duration", "1s"]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("limiter bench: sliding-log:100/10s on memory, concurrency 64"),
+        "{text}"
+    );
+    let row = |name: &str| {
+        lines
+            .iter()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row in:\n{text}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    let header = lines
+        .iter()
+        .find(|l| l.contains("per second"))
+        .unwrap_or_else(|| panic!("no header in:\n{text}"));
+    for column in ["per second", "total", "errors", "p50", "p99", "p99.9"] {
+        assert!(header.contains(column), "{column} missing from:\n{text}");
+    }
+    let decisions = row("decisions");
+    assert_eq!(decisions.len(), 7, "{text}");
+    assert!(decisions[1].parse::<u64>().unwrap() > 0, "{text}");
+    assert_eq!(decisions[3], "0", "{text}");
+    assert_eq!(row("ceiling (return 1)")[3..], ["-"; 6], "{text}");
+    assert_eq!(row("ratio"), ["ratio", "-"], "{text}");
+    // One hot key of a sliding log of 100 per 10 s: exactly 100 admitted.
+    assert!(
+        text.contains("admitted 100, denied "),
+        "expected exactly 100 admitted:\n{text}"
+    );
+}
+
+#[test]
+fn redis_json_reports_the_ceiling_and_a_ratio() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let doc = bench_json(&[
+        "--backend",
+        "redis",
+        "--redis-url",
+        &url,
+        "--policy",
+        "sliding-log:100/10s",
+        "--concurrency",
+        "16",
+        "--duration",
+        "1s",
+    ]);
+    assert_sane(&doc, 16.0, 1.0);
+    assert_eq!(doc.get("backend").str(), "redis");
+    assert_eq!(doc.get("server").str(), url);
+    // Redis TIME decides: one key, 100 per 10 s, exactly 100 admitted.
+    assert_eq!(doc.get("admitted").num(), 100.0, "{doc:?}");
+    let n = |field: &str| doc.get(field).num();
+    assert!(n("ceiling_per_s") > 0.0, "{doc:?}");
+    assert!(n("ceiling_calls") > 0.0, "{doc:?}");
+    assert_eq!(n("ceiling_errors"), 0.0, "{doc:?}");
+    assert!(n("ceiling_p50_us") <= n("ceiling_p99_us"), "{doc:?}");
+    assert!(n("ceiling_p99_us") <= n("ceiling_p999_us"), "{doc:?}");
+    assert!(n("ratio") > 0.0, "{doc:?}");
+    let ratio = n("decisions_per_s") / n("ceiling_per_s");
+    assert!((n("ratio") - ratio).abs() < 0.002, "{doc:?}");
+    // The run's keys (under a fresh prefix) are deleted at the end.
+    assert_eq!(server.command("DBSIZE"), ":0");
+}
+
+#[test]
+fn redis_table_keeps_a_given_prefix_and_counts_fail_open() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let text = bench(&[
+        "--backend",
+        "redis",
+        "--redis-url",
+        &url,
+        "--redis-prefix",
+        "mine",
+        "--policy",
+        "token-bucket:5/1s,capacity=10",
+        "--concurrency",
+        "4",
+        "--duration",
+        "1s",
+        "--keys",
+        "3",
+        "--on-failure",
+        "open",
+    ]);
+    assert!(
+        text.starts_with(&format!(
+            "limiter bench: token-bucket:5/1s,capacity=10 on redis ({url}), concurrency 4, 1s per phase, 3 keys, on failure: open"
+        )),
+        "{text}"
+    );
+    let ratio = text
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("ratio"))
+        .unwrap_or_else(|| panic!("no ratio in:\n{text}"))
+        .trim()
+        .parse::<f64>()
+        .unwrap();
+    assert!(ratio > 0.0, "{text}");
+    assert!(
+        text.contains("fail-open 0, fail-closed 0, errors 0"),
+        "{text}"
+    );
+    // A prefix the user gave is theirs: the keys stay (until their TTL).
+    assert_eq!(server.command("KEYS mine:*"), "*3");
+}
+
+fn usage_error(args: &[&str]) -> String {
+    let output = limiter().arg("bench").args(args).output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+    assert_eq!(stdout(&output), "");
+    stderr(&output)
+}
+
+#[test]
+fn bad_input_is_a_usage_error() {
+    let error = usage_error(&["--policy", "token-bucket:100"]);
+    assert!(error.contains("--policy <POLICY>"), "{error}");
+    let error = usage_error(&["--policy", "sliding-log:100/1s,capacity=5"]);
+    assert!(error.contains("capacity does not apply"), "{error}");
+    let error = usage_error(&["--policy", "token-bucket:1/1s", "--concurrency", "0"]);
+    assert!(error.contains("--concurrency <N>"), "{error}");
+    let error = usage_error(&["--policy", "token-bucket:1/1s", "--duration", "0s"]);
+    assert!(error.contains("more than zero"), "{error}");
+    let error = usage_error(&["--policy", "token-bucket:1/1s", "--keys", "0"]);
+    assert!(error.contains("--keys <K>"), "{error}");
+    let error = usage_error(&["--concurrency", "4"]);
+    assert!(error.contains("--policy <POLICY>"), "{error}");
+    let error = usage_error(&[
+        "--policy",
+        "token-bucket:1/1s",
+        "--policy",
+        "sliding-log:1/1s",
+    ]);
+    assert!(error.contains("one --policy per run"), "{error}");
+    let error = usage_error(&[
+        "--policy",
+        "token-bucket:1/1s",
+        "--backend",
+        "redis",
+        "--redis-url",
+        "localhost:6379",
+    ]);
+    assert!(error.contains("invalid Redis URL"), "{error}");
+}
+
+#[test]
+fn an_unreachable_redis_is_a_runtime_error() {
+    // A port nothing listens on (a server started and stopped).
+    let mut server = RedisServer::start();
+    let url = server.url();
+    server.stop();
+    let output = limiter()
+        .args(["bench", "--backend", "redis", "--redis-url", &url])
+        .args(["--policy", "token-bucket:1/1s", "--duration", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(stderr(&output).starts_with("error: "), "{output:?}");
+}
+
+#[test]
+fn help_explains_the_ceiling_with_examples() {
+    let output = limiter().args(["bench", "--help"]).output().unwrap();
+    assert!(output.status.success());
+    let text = stdout(&output);
+    for needle in [
+        "--policy <POLICY>",
+        "--concurrency <N>",
+        "[default: 64]",
+        "--duration <DUR>",
+        "[default: 5s]",
+        "--keys <K>",
+        "[default: 1]",
+        "--on-failure <WHAT>",
+        "- error:",
+        "- open:",
+        "- closed:",
+        "--backend <BACKEND>",
+        "--redis-url <URL>",
+        "--redis-prefix <PREFIX>",
+        "--format <FORMAT>",
+        "EVALSHA",
+        "return 1",
+        "Examples:",
+    ] {
+        assert!(text.contains(needle), "{needle} missing from:\n{text}");
+    }
+}
