@@ -166,3 +166,135 @@ async fn a_huge_ttl_floor_is_capped_not_an_error() {
     let ttl = common::pttl(&limiter.redis_key("k")).await;
     assert!(ttl > 1_000_000_000, "PTTL {ttl}");
 }
+
+/// `username`, `password` and `db` against a server that requires a
+/// password (`--requirepass`) and has an ACL user: each option reaches the
+/// server, overrides the URL's, and a wrong or missing password is a clear
+/// connection error that never shows the password.
+#[tokio::test]
+async fn username_password_and_db_options_reach_the_server() {
+    use limiter_test::redis_server::RedisServer;
+
+    let server = RedisServer::start_with_args(&[
+        "--requirepass",
+        "s3cret",
+        "--user",
+        "app",
+        "on",
+        ">app-pw",
+        "~*",
+        "&*",
+        "+@all",
+    ]);
+    let url = server.url();
+    let policy = Policy::fixed_window(Rate::per_minute(5)).unwrap();
+    let quick = |builder: limiter_redis::RedisBackendBuilder| {
+        builder
+            .connection_timeout(Duration::from_secs(5))
+            .command_timeout(Duration::from_secs(5))
+    };
+    let chain = |error: &Error| {
+        let mut text = error.to_string();
+        let mut source = std::error::Error::source(error);
+        while let Some(cause) = source {
+            text = format!("{text}: {cause}");
+            source = cause.source();
+        }
+        text
+    };
+
+    // No password, or a wrong one: refused, without the password in sight.
+    for (name, builder) in [
+        ("no password", RedisBackend::builder(url.as_str())),
+        (
+            "wrong password",
+            RedisBackend::builder(url.as_str()).password("wr0ng-pw"),
+        ),
+        (
+            "wrong user",
+            RedisBackend::builder(url.as_str())
+                .username("nobody")
+                .password("s3cret"),
+        ),
+    ] {
+        let error = quick(builder).build().await.unwrap_err();
+        let message = chain(&error);
+        match &error {
+            Error::Backend(e) => {
+                let kind = e.downcast_ref::<BackendError>().map(BackendError::kind);
+                assert_eq!(kind, Some(BackendErrorKind::Connect), "{name}: {message}");
+            }
+            other => panic!("{name}: expected a backend error, got {other:?}"),
+        }
+        let lower = message.to_lowercase();
+        assert!(
+            lower.contains("auth") || lower.contains("password"),
+            "{name}: the error says authentication failed: {message}"
+        );
+        assert!(!message.contains("wr0ng-pw"), "{name}: {message}");
+    }
+
+    // The default user's password, overriding a wrong one in the URL.
+    let wrong_in_url = url.replace("redis://", "redis://:wr0ng-pw@");
+    let backend = quick(RedisBackend::builder(wrong_in_url).password("s3cret"))
+        .build()
+        .await
+        .unwrap();
+    backend.ping().await.unwrap();
+
+    // An ACL user and a database: the state lands in db 3, as user `app`.
+    let backend = quick(
+        RedisBackend::builder(url.as_str())
+            .username("app")
+            .password("app-pw")
+            .db(3),
+    )
+    .build()
+    .await
+    .unwrap();
+    let limiter = RedisLimiter::builder(&backend, policy)
+        .key_prefix(common::fresh_prefix("acl"))
+        .build()
+        .await
+        .unwrap();
+    for remaining in [4, 3] {
+        assert_eq!(limiter.acquire("u", 1).await.unwrap().remaining, remaining);
+    }
+    let inspect = |db: i64| {
+        let info = redis::IntoConnectionInfo::into_connection_info(url.as_str()).unwrap();
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_password("s3cret")
+            .set_db(db);
+        redis::Client::open(info.set_redis_settings(settings)).unwrap()
+    };
+    let key = limiter.redis_key("u");
+    let mut db3 = inspect(3).get_multiplexed_async_connection().await.unwrap();
+    let mut db0 = inspect(0).get_multiplexed_async_connection().await.unwrap();
+    let in_db3: bool = redis::cmd("EXISTS")
+        .arg(&key)
+        .query_async(&mut db3)
+        .await
+        .unwrap();
+    let in_db0: bool = redis::cmd("EXISTS")
+        .arg(&key)
+        .query_async(&mut db0)
+        .await
+        .unwrap();
+    assert!(
+        in_db3 && !in_db0,
+        "{key}: in db 3 {in_db3}, in db 0 {in_db0}"
+    );
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut db0)
+        .await
+        .unwrap();
+    assert!(
+        clients
+            .lines()
+            .any(|line| line.contains(" user=app ") && line.contains(" db=3 ")),
+        "{clients}"
+    );
+}
