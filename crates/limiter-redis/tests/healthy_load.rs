@@ -81,6 +81,10 @@ async fn sixty_four_callers_on_one_key_never_wait_and_admit_exactly_the_limit() 
         errors.len()
     );
     println!("{summary}");
+    let stats = common::server().query("INFO commandstats");
+    for line in stats.lines().filter(|l| l.contains("evalsha")) {
+        println!("server: {line}");
+    }
     assert!(
         errors.is_empty(),
         "{summary}; first errors: {:?}",

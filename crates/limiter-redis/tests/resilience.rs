@@ -480,7 +480,7 @@ fn check_calls(
     }
     for c in &failures {
         assert!(
-            c.start >= fault_start,
+            c.end >= fault_start,
             "{fault:?}: a call failed before the fault: {c:?}"
         );
     }
