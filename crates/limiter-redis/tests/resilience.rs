@@ -459,6 +459,14 @@ fn check_calls(
         "{fault:?}: a call waited {slowest_overall:?}, above {IN_FLIGHT_BOUND:?}"
     );
 
+    if matches!(fault, Fault::DebugSleep | Fault::Pause) {
+        // A hung server: nothing to reconnect, one command timeout at most.
+        assert!(
+            slowest_overall <= COMMAND + SLACK,
+            "{fault:?}: a call waited {slowest_overall:?} on a hung server"
+        );
+    }
+
     let failures: Vec<&Call> = calls.iter().filter(|c| c.failed()).collect();
     // Failures that cost a round trip (timeout, lost connection, refused
     // connect); the rest were answered by the open circuit.
