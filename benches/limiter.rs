@@ -6,6 +6,10 @@
 //!   of 10, 1,000 and 100,000, denied and allowed;
 //! - `peers/token-bucket`: limiter's memory token bucket against governor's
 //!   keyed limiter on the same 10,000 `String` keys;
+//! - `dyn-path/*`: the memory token bucket through `Arc<dyn Limiter>`
+//!   (`acquire().await`, a boxed future; `acquire_now`, the synchronous
+//!   fast path; the same behind `Resilient`) beside the sync
+//!   `MemoryLimiter::try_acquire`;
 //! - `scaling/*`: one and two threads, distinct keys and one hot key;
 //! - `redis/*`: decisions per second of each algorithm at concurrency 1, 16
 //!   and 64 through one shared `RedisBackend`, beside what the same server
@@ -22,8 +26,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use governor::{Quota, RateLimiter};
-use limiter_core::Limiter;
-use limiter_core::{Algorithm, ManualClock, Policy, Rate};
+use limiter_core::{Algorithm, FailurePolicy, Limiter, LimiterExt, ManualClock, Policy, Rate};
 use limiter_memory::MemoryLimiter;
 use limiter_redis::{RedisBackend, RedisLimiter};
 
@@ -161,6 +164,62 @@ fn peers(c: &mut Criterion) {
     group.finish();
 }
 
+/// What `Arc<dyn Limiter>` costs over the sync call on the memory backend:
+/// the same limiter, the same 10,000 keys, one decision per iteration.
+fn dyn_path(c: &mut Criterion) {
+    let mut group = c.benchmark_group("dyn-path/token-bucket-10000-keys");
+    group.throughput(Throughput::Elements(1));
+    let keys = keys(KEYS);
+    let memory = Arc::new(MemoryLimiter::new(generous(Algorithm::TokenBucket)));
+    let dynamic: Arc<dyn Limiter> = memory.clone();
+    let resilient: Arc<dyn Limiter> =
+        Arc::new(Arc::clone(&memory).on_failure(FailurePolicy::FailOpen));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+
+    let mut i = 0;
+    group.bench_function("sync-try_acquire", |b| {
+        b.iter(|| {
+            i = (i + 1) % keys.len();
+            black_box(memory.try_acquire(&keys[i], 1).unwrap().allowed)
+        })
+    });
+    let mut i = 0;
+    group.bench_function("dyn-acquire-await", |b| {
+        b.to_async(&runtime).iter(|| {
+            i = (i + 1) % keys.len();
+            let (limiter, key) = (&dynamic, &keys[i]);
+            async move { black_box(limiter.acquire(key, 1).await.unwrap().allowed) }
+        })
+    });
+    let mut i = 0;
+    group.bench_function("dyn-acquire_now", |b| {
+        b.iter(|| {
+            i = (i + 1) % keys.len();
+            let decided = dynamic.acquire_now(&keys[i], 1).unwrap();
+            black_box(decided.unwrap().allowed)
+        })
+    });
+    let mut i = 0;
+    group.bench_function("dyn-resilient-acquire_now", |b| {
+        b.iter(|| {
+            i = (i + 1) % keys.len();
+            let decided = resilient.acquire_now(&keys[i], 1).unwrap();
+            black_box(decided.unwrap().allowed)
+        })
+    });
+    let mut i = 0;
+    group.bench_function("dyn-resilient-acquire-await", |b| {
+        b.to_async(&runtime).iter(|| {
+            i = (i + 1) % keys.len();
+            let (limiter, key) = (&resilient, &keys[i]);
+            async move { black_box(limiter.acquire(key, 1).await.unwrap().allowed) }
+        })
+    });
+    group.finish();
+}
+
 /// Runs `per_thread` decisions on each of `threads` threads at once and
 /// returns the wall time: on one hot key, or on keys spread so that the
 /// threads never share one.
@@ -291,25 +350,30 @@ fn redis(c: &mut Criterion) {
         group.measurement_time(Duration::from_secs(4));
 
         let (conn, script) = (plain.clone(), trivial.clone());
-        group.bench_function(BenchmarkId::new("ceiling-evalsha-return-1", "redis-rs"), |b| {
-            b.to_async(&runtime).iter_custom(|iters| {
-                let (conn, script) = (conn.clone(), script.clone());
-                run_concurrently(concurrency, iters, move |_| {
-                    let (mut conn, script) = (conn.clone(), script.clone());
-                    async move {
-                        let one: i64 = script.invoke_async(&mut conn).await.unwrap();
-                        black_box(one);
-                    }
+        group.bench_function(
+            BenchmarkId::new("ceiling-evalsha-return-1", "redis-rs"),
+            |b| {
+                b.to_async(&runtime).iter_custom(|iters| {
+                    let (conn, script) = (conn.clone(), script.clone());
+                    run_concurrently(concurrency, iters, move |_| {
+                        let (mut conn, script) = (conn.clone(), script.clone());
+                        async move {
+                            let one: i64 = script.invoke_async(&mut conn).await.unwrap();
+                            black_box(one);
+                        }
+                    })
                 })
-            })
-        });
+            },
+        );
 
         let (conn, script, classic_keys) = (plain.clone(), classic.clone(), Arc::clone(&keys));
         group.bench_function(BenchmarkId::new("classic-zset-script", "redis-rs"), |b| {
             b.to_async(&runtime).iter_custom(|iters| {
-                let (conn, script, keys) = (conn.clone(), script.clone(), Arc::clone(&classic_keys));
+                let (conn, script, keys) =
+                    (conn.clone(), script.clone(), Arc::clone(&classic_keys));
                 run_concurrently(concurrency, iters, move |i| {
-                    let (mut conn, script, keys) = (conn.clone(), script.clone(), Arc::clone(&keys));
+                    let (mut conn, script, keys) =
+                        (conn.clone(), script.clone(), Arc::clone(&keys));
                     async move {
                         let key = &keys[(i.wrapping_mul(7919) % KEYS as u64) as usize];
                         let now = i; // caller time, one µs per request
@@ -360,6 +424,7 @@ criterion_group!(
     algorithms,
     sliding_log_limit,
     peers,
+    dyn_path,
     scaling,
     redis
 );

@@ -45,12 +45,12 @@ impl Algorithm {
     /// The kebab-case name used on the command line, in policy strings and
     /// in output, e.g. `"sliding-log"`.
     pub const fn name(self) -> &'static str {
-        *NAMES.get(self)
+        NAMES.get(self)
     }
 }
 
 /// The names, one per algorithm.
-const NAMES: PerAlgorithm<&str> = PerAlgorithm {
+static NAMES: PerAlgorithm<&str> = PerAlgorithm {
     fixed_window: "fixed-window",
     sliding_log: "sliding-log",
     sliding_counter: "sliding-counter",

@@ -40,7 +40,7 @@
 //!   in [`Resilient`](crate::Resilient).
 //! - **Per-algorithm code outside this crate** (a script per algorithm, a
 //!   key suffix) goes in a [`PerAlgorithm`] table, never in a `match` on
-//!   [`Algorithm`](crate::Algorithm) (which is `#[non_exhaustive]`): a new
+//!   [`Algorithm`] (which is `#[non_exhaustive]`): a new
 //!   algorithm then fails to compile at each table.
 //! - **A synchronous backend** (in process, no I/O) overrides
 //!   [`Limiter::acquire_now`](crate::Limiter::acquire_now) and

@@ -74,7 +74,7 @@ impl Policy {
         if nanos == 0 {
             return Err(PolicyError::ZeroWindow);
         }
-        if nanos % 1_000 != 0 {
+        if !nanos.is_multiple_of(1_000) {
             return Err(PolicyError::WindowNotWholeMicros { nanos });
         }
         let window_us = u64::try_from(nanos / 1_000).map_err(|_| PolicyError::OutOfRange {
@@ -178,7 +178,7 @@ impl Policy {
         };
         let mut tick: u64 = 1;
         loop {
-            if self.window_us % tick != 0 {
+            if !self.window_us.is_multiple_of(tick) {
                 return Err(out_of_range);
             }
             let need = 4 * u128::from(units) * u128::from(self.window_us / tick);

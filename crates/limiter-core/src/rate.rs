@@ -82,7 +82,7 @@ impl FromStr for Rate {
 }
 
 impl fmt::Display for Rate {
-    /// `LIMIT/WINDOW`, the window as [`DisplayDuration`] writes it.
+    /// `LIMIT/WINDOW`, the window in the largest unit that divides it exactly.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.limit, DisplayDuration(self.window))
     }
@@ -148,13 +148,13 @@ pub(crate) struct DisplayDuration(pub(crate) Duration);
 impl fmt::Display for DisplayDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let nanos = self.0.as_nanos();
-        if nanos % 1_000 != 0 || nanos == 0 {
+        if !nanos.is_multiple_of(1_000) || nanos == 0 {
             return write!(f, "{nanos}ns");
         }
         let micros = nanos / 1_000;
         let (unit, per) = UNITS
             .into_iter()
-            .find(|(_, per)| micros % u128::from(*per) == 0)
+            .find(|(_, per)| micros.is_multiple_of(u128::from(*per)))
             .unwrap_or(("us", 1));
         write!(f, "{}{unit}", micros / u128::from(per))
     }
