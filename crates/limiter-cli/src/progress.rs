@@ -36,7 +36,7 @@ impl Progress {
     /// Counts one request, redrawing now and then.
     pub(crate) fn tick(&mut self) {
         self.count += 1;
-        if !self.enabled || self.count % CHECK_EVERY != 0 {
+        if !self.enabled || !self.count.is_multiple_of(CHECK_EVERY) {
             return;
         }
         let now = Instant::now();

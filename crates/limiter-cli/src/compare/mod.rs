@@ -148,7 +148,7 @@ pub(crate) fn compact_duration(micros: u64) -> String {
         (1_000, "ms"),
     ];
     for (size, unit) in UNITS {
-        if micros >= size && micros % size == 0 {
+        if micros >= size && micros.is_multiple_of(size) {
             return format!("{}{unit}", micros / size);
         }
     }

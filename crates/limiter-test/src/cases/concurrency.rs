@@ -68,7 +68,7 @@ pub async fn concurrent_keys_are_isolated<H: Harness>(harness: &H) {
         let policy = Policy::new(algorithm, Rate::per_hour(500)).unwrap();
         let subject = Subject::new(harness, &policy).await;
         let keys = |task: u64, i: u64| {
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 format!("own:{task}")
             } else {
                 "shared".to_owned()
