@@ -5,17 +5,15 @@ mod support;
 
 use std::collections::BTreeMap;
 
+use limiter_core::Algorithm;
 use limiter_test::redis_server::RedisServer;
 use support::json::{self, Json};
 use support::{limiter, run, stderr, stdout, vectors_dir};
 
-const ALGORITHMS: [&str; 5] = [
-    "fixed-window",
-    "sliding-log",
-    "sliding-counter",
-    "token-bucket",
-    "leaky-bucket",
-];
+/// Every algorithm's name, in the core's order (the order of the output).
+fn algorithms() -> Vec<&'static str> {
+    Algorithm::ALL.map(Algorithm::name).to_vec()
+}
 
 fn compare(args: &[&str]) -> String {
     let output = limiter().arg("compare").args(args).output().unwrap();
@@ -114,7 +112,7 @@ fn json_holds_every_scenario_and_the_articles_figures() {
             .iter()
             .map(|r| r.get("algorithm").str())
             .collect();
-        assert_eq!(order, ALGORITHMS);
+        assert_eq!(order, algorithms());
         let requests = scenario.get("requests").num();
         for result in scenario.get("results").array() {
             let decided = result.get("admitted").num()
@@ -235,7 +233,7 @@ fn compare_gives_the_same_decisions_on_redis() {
     assert_eq!(on_redis.get("backend").str(), "redis");
     for name in ["boundary-burst", "on-off-bursts"] {
         let (redis, memory) = (results(&on_redis, name), results(&on_memory, name));
-        for algorithm in ALGORITHMS {
+        for algorithm in algorithms() {
             for field in [
                 "admitted",
                 "denied",
@@ -267,8 +265,11 @@ fn the_plot_has_five_lanes_per_scenario() {
     check_well_formed(&svg);
     assert!(svg.contains("<svg xmlns=\"http://www.w3.org/2000/svg\""));
     assert_eq!(svg.matches("<g class=\"scenario\"").count(), 4);
-    assert_eq!(svg.matches("<g class=\"lane\"").count(), 4 * 5);
-    for algorithm in ALGORITHMS {
+    assert_eq!(
+        svg.matches("<g class=\"lane\"").count(),
+        4 * Algorithm::ALL.len()
+    );
+    for algorithm in algorithms() {
         assert_eq!(
             svg.matches(&format!("<g class=\"lane\" data-algorithm=\"{algorithm}\""))
                 .count(),
