@@ -1,7 +1,8 @@
 //! The `limiter` command: `limiter replay` prints every decision of one
 //! algorithm on a trace (docs/spec.md section 6), `limiter compare` runs all five
 //! algorithms on built-in scenarios or a trace and tabulates, plots or
-//! exports what each admitted.
+//! exports what each admitted, `limiter bench` measures a deployment's
+//! decisions per second and latency beside its Redis server's ceiling.
 //!
 //! The binary is a thin wrapper over [`run`]; the pieces are public so the
 //! tests can reach them.
