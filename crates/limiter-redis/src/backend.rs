@@ -151,8 +151,9 @@ impl RedisBackend {
     }
 
     /// Adds `script` to the scripts loaded on every new connection, and
-    /// loads it now if a connection is open (scripts are server-wide: one
-    /// load serves every connection to the server).
+    /// loads it now unless Redis is down (scripts are server-wide: one load
+    /// serves every connection to the server). Fails only if Redis refuses
+    /// the script.
     pub(crate) async fn register(&self, script: &LuaScript) -> Result<(), BackendError> {
         {
             let mut scripts = self.shared.lock_scripts();
@@ -161,10 +162,12 @@ impl RedisBackend {
             }
             scripts.push(script.clone());
         }
-        if self.shared.circuit.is_open() {
-            return Ok(()); // loaded by the probe's connection
+        match self.query(&script.load_command(), None).await {
+            Ok(_) => Ok(()),
+            // Redis is down: the connection that ends the outage loads it.
+            Err(e) if e.is_outage() => Ok(()),
+            Err(e) => Err(e),
         }
-        self.query(&script.load_command(), None).await.map(drop)
     }
 
     /// Runs `cmd` (an `EVALSHA` of `script`, if given: loaded again and
@@ -189,24 +192,30 @@ impl RedisBackend {
             }
             let live = socket.live(shared).await?;
             let mut conn = live.conn.clone();
-            let error = match conn.send_packed_command(cmd).await.and_then(Value::extract_error) {
+            let error = match conn
+                .send_packed_command(cmd)
+                .await
+                .and_then(Value::extract_error)
+            {
                 Ok(reply) => return Ok(reply),
                 Err(e) => e,
             };
             if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) {
                 if let Some(script) = script {
-                    return shared.reload_and_retry(&mut conn, &live, socket, cmd, script).await;
+                    return shared
+                        .reload_and_retry(&mut conn, &live, socket, cmd, script)
+                        .await;
                 }
             }
             if is_timeout(&error) {
                 socket.retire(live.id);
-                shared.trip(&format!(
-                    "no answer within {:?}",
-                    shared.command_timeout
-                ));
+                shared.trip(&format!("no answer within {:?}", shared.command_timeout));
                 return Err(BackendError::new(
                     BackendErrorKind::Timeout,
-                    format!("Redis at {}: no answer within {:?}", shared.url, shared.command_timeout),
+                    format!(
+                        "Redis at {}: no answer within {:?}",
+                        shared.url, shared.command_timeout
+                    ),
                 )
                 .with_source(error));
             }

@@ -30,7 +30,7 @@ pub struct RedisBackendBuilder {
 /// Where the connection settings come from.
 enum Source {
     Url(String),
-    Client(Client),
+    Client(Box<Client>),
 }
 
 impl RedisBackendBuilder {
@@ -63,7 +63,7 @@ impl RedisBackendBuilder {
     }
 
     pub(crate) fn from_client(client: Client) -> Self {
-        Self::new(Source::Client(client))
+        Self::new(Source::Client(Box::new(client)))
     }
 
     /// The ACL user name, overriding the URL's. Defaults to the URL's (or
@@ -194,8 +194,20 @@ impl RedisBackendBuilder {
             redis = redis.set_db(db);
         }
         let info = info.set_redis_settings(redis);
+        #[cfg(feature = "tls-rustls")]
+        {
+            // rustls needs a process-wide crypto provider; an application
+            // that installed its own keeps it.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
         #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
         if let Some(root) = &self.tls_root_certificate {
+            if !String::from_utf8_lossy(root).contains("-----BEGIN CERTIFICATE-----") {
+                return Err(BackendError::config(
+                    "tls_root_certificate holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                )
+                .into_config_error());
+            }
             let certificates = redis::TlsCertificates {
                 client_tls: None,
                 root_cert: Some(root.clone()),

@@ -1,4 +1,4 @@
-//! [`RedisLimiterBuilder`] and [`FailurePolicy`].
+//! [`RedisLimiterBuilder`]: the options of one policy on a [`RedisBackend`].
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,28 +11,6 @@ use crate::error::BackendError;
 use crate::limiter::RedisLimiter;
 use crate::scripts::LuaScript;
 
-/// What a decision answers when Redis cannot be reached or does not answer
-/// in time (or answers with an error).
-///
-/// Request errors (cost 0, cost above the maximum, time out of range) are
-/// returned as errors whatever the policy, and so is a failed
-/// [`reset`](limiter_core::Limiter::reset).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum FailurePolicy {
-    /// Return [`Error::Backend`]: the caller decides. The default.
-    #[default]
-    ReturnError,
-    /// Admit the request (with `remaining` 0) and log a `tracing` warning
-    /// (at most one per second): an outage of the limiter does not become
-    /// an outage of the service.
-    FailOpen,
-    /// Deny the request (with `remaining` 0 and a `retry_after` of one
-    /// second, or the window if shorter) and log a `tracing` warning (at
-    /// most one per second): nothing passes unlimited.
-    FailClosed,
-}
-
 /// Builds a [`RedisLimiter`]; made by [`RedisLimiter::builder`].
 ///
 /// Every option has a default, documented on its method. The connection
@@ -43,7 +21,6 @@ pub struct RedisLimiterBuilder {
     pub(crate) policy: Policy,
     pub(crate) key_prefix: String,
     pub(crate) clock: Option<Arc<dyn Clock>>,
-    pub(crate) on_failure: FailurePolicy,
     pub(crate) max_sliding_log_limit: u64,
     pub(crate) ttl_floor: Duration,
 }
@@ -62,7 +39,6 @@ impl RedisLimiterBuilder {
             policy,
             key_prefix: Self::DEFAULT_KEY_PREFIX.to_owned(),
             clock: None,
-            on_failure: FailurePolicy::default(),
             max_sliding_log_limit: Self::DEFAULT_MAX_SLIDING_LOG_LIMIT,
             ttl_floor: Self::DEFAULT_TTL_FLOOR,
         }
@@ -88,13 +64,6 @@ impl RedisLimiterBuilder {
     /// clocks skewed between processes over-admit (see `docs/backends.md`).
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
         self.clock = Some(Arc::new(clock));
-        self
-    }
-
-    /// What decisions answer when Redis fails. Defaults to
-    /// [`FailurePolicy::ReturnError`].
-    pub fn on_failure(mut self, policy: FailurePolicy) -> Self {
-        self.on_failure = policy;
         self
     }
 
@@ -139,9 +108,11 @@ impl RedisLimiterBuilder {
     /// with braces is [`Error::InvalidConfig`] (a [`BackendError`] of kind
     /// [`Config`](crate::BackendErrorKind::Config)).
     ///
-    /// If Redis is down, [`FailurePolicy::ReturnError`] (the default)
-    /// returns [`Error::Backend`]; the other policies log a warning and
-    /// return the limiter, whose script is loaded when Redis is back.
+    /// An outage does not fail the build: while Redis is down the script
+    /// waits to be loaded with the next connection, and decisions fail
+    /// (see [`limiter_core::FailurePolicy`] for what they answer then).
+    /// Redis refusing the script (e.g. an ACL without `SCRIPT`) is
+    /// [`Error::Backend`].
     pub async fn build(self) -> Result<RedisLimiter, Error> {
         if self.policy.algorithm() == Algorithm::SlidingLog
             && self.policy.limit() > self.max_sliding_log_limit
@@ -166,18 +137,7 @@ impl RedisLimiterBuilder {
             .into_config_error());
         }
         let script = LuaScript::for_policy(&self.policy, self.ttl_floor_ms());
-        if let Err(e) = self.backend.register(&script).await {
-            match self.on_failure {
-                FailurePolicy::ReturnError => return Err(e.into()),
-                FailurePolicy::FailOpen | FailurePolicy::FailClosed => {
-                    tracing::warn!(
-                        error = %e,
-                        on_failure = ?self.on_failure,
-                        "Redis limiter built while Redis is unavailable; its script is loaded when Redis is back"
-                    );
-                }
-            }
-        }
+        self.backend.register(&script).await?;
         Ok(RedisLimiter::new(self, script))
     }
 }
@@ -189,7 +149,6 @@ impl fmt::Debug for RedisLimiterBuilder {
             .field("policy", &self.policy)
             .field("key_prefix", &self.key_prefix)
             .field("clock", &self.clock)
-            .field("on_failure", &self.on_failure)
             .field("max_sliding_log_limit", &self.max_sliding_log_limit)
             .field("ttl_floor", &self.ttl_floor)
             .finish()

@@ -61,6 +61,15 @@ impl BackendError {
         limiter_core::Error::InvalidConfig(Box::new(self))
     }
 
+    /// Whether Redis could not be reached or did not answer (as opposed to
+    /// answering with an error, or a configuration error).
+    pub(crate) fn is_outage(&self) -> bool {
+        matches!(
+            self.kind,
+            BackendErrorKind::Connect | BackendErrorKind::Timeout | BackendErrorKind::Unavailable
+        )
+    }
+
     /// What kind of failure this is.
     pub fn kind(&self) -> BackendErrorKind {
         self.kind

@@ -26,15 +26,11 @@
 //! A user key `k` lives at `{prefix}:{k}:{policy}` with a TTL equal to its
 //! `reset_after`. While Redis is down, decisions fail at once (no caller
 //! waits out a timeout) and one background probe checks the server. See
-//! `docs/backends.md` for the key layout, the memory per key, failures and
-//! the failure policies ([`FailurePolicy`]).
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    rust_2018_idioms,
-    unreachable_pub
-)]
-#![forbid(unsafe_code)]
+//! `docs/backends.md` for the key layout, the memory per key and failures.
+//! What a decision answers while Redis fails is chosen by wrapping the
+//! limiter in core's [`Resilient`](limiter_core::Resilient)
+//! (`limiter.on_failure(FailurePolicy::FailOpen)`, from
+//! [`LimiterExt`](limiter_core::LimiterExt)).
 
 mod backend;
 mod backend_builder;
@@ -48,7 +44,7 @@ mod scripts;
 pub use self::{
     backend::RedisBackend,
     backend_builder::RedisBackendBuilder,
-    builder::{FailurePolicy, RedisLimiterBuilder},
+    builder::RedisLimiterBuilder,
     error::{BackendError, BackendErrorKind},
     limiter::RedisLimiter,
 };

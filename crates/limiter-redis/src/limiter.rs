@@ -1,15 +1,14 @@
 //! [`RedisLimiter`]: the [`Limiter`] on Redis.
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use limiter_core::backend::{check_request, TickDecision};
-use limiter_core::{Clock, Decision, Error, Limiter, Policy, SystemClock};
+use limiter_core::backend::check_request;
+use limiter_core::{Clock, Decision, Error, Limiter, Policy};
 
 use crate::backend::RedisBackend;
-use crate::builder::{FailurePolicy, RedisLimiterBuilder};
+use crate::builder::RedisLimiterBuilder;
 use crate::error::{BackendError, BackendErrorKind};
 use crate::keys::KeyLayout;
 use crate::scripts::{self, LuaScript, Mode};
@@ -26,10 +25,8 @@ pub struct RedisLimiter {
     keys: KeyLayout,
     key_prefix: String,
     clock: Option<Arc<dyn Clock>>,
-    on_failure: FailurePolicy,
     /// The policy's script, with its constants written in.
     script: LuaScript,
-    warnings: WarningThrottle,
 }
 
 impl RedisLimiter {
@@ -46,9 +43,7 @@ impl RedisLimiter {
             backend: builder.backend,
             key_prefix: builder.key_prefix,
             clock: builder.clock,
-            on_failure: builder.on_failure,
             script,
-            warnings: WarningThrottle::default(),
         }
     }
 
@@ -74,10 +69,7 @@ impl RedisLimiter {
         // With Redis TIME the time is checked by the server's clock, which
         // stays below 2^53 µs until the year 2255.
         check_request(&self.policy, time_us.unwrap_or(0), cost)?;
-        match self.run(key, cost, time_us, mode).await {
-            Ok(decision) => Ok(decision),
-            Err(e) => self.fallback(key, e, time_us),
-        }
+        Ok(self.run(key, cost, time_us, mode).await?)
     }
 
     async fn run(
@@ -97,80 +89,6 @@ impl RedisLimiter {
                 format!("unexpected script reply {reply:?}"),
             )
         })
-    }
-
-    /// What a failed decision answers, per the failure policy.
-    fn fallback(
-        &self,
-        key: &str,
-        error: BackendError,
-        time_us: Option<u64>,
-    ) -> Result<Decision, Error> {
-        let allowed = match self.on_failure {
-            FailurePolicy::ReturnError => return Err(error.into()),
-            FailurePolicy::FailOpen => true,
-            FailurePolicy::FailClosed => false,
-        };
-        // One warning per second at most, counting the failures in between:
-        // an outage must not flood the logs at the request rate.
-        if let Some(suppressed) = self.warnings.admit() {
-            tracing::warn!(
-                error = %error,
-                key,
-                on_failure = ?self.on_failure,
-                suppressed,
-                "rate limiter backend failed; {} the request ({suppressed} more failures since the last warning)",
-                if allowed { "admitting" } else { "denying" }
-            );
-        } else {
-            tracing::debug!(error = %error, key, "rate limiter backend failed");
-        }
-        let policy = &self.policy;
-        let time_us = time_us
-            .unwrap_or_else(|| SystemClock.now_us())
-            .min(limiter_core::MAX_TIME_US);
-        let tick = policy.tick_us();
-        let retry_after = if allowed {
-            0
-        } else {
-            policy.window_us().min(1_000_000).div_ceil(tick)
-        };
-        let decision = TickDecision {
-            allowed,
-            remaining: 0,
-            retry_after,
-            reset_after: retry_after,
-            wait: 0,
-            t_eff: time_us / tick,
-        };
-        Ok(decision.into_decision(policy, time_us))
-    }
-}
-
-/// Lets through one warning per [`WarningThrottle::PERIOD`].
-#[derive(Debug, Default)]
-struct WarningThrottle {
-    state: Mutex<Option<(Instant, u64)>>,
-}
-
-impl WarningThrottle {
-    const PERIOD: Duration = Duration::from_secs(1);
-
-    /// `Some(failures suppressed since the last warning)` if a warning may
-    /// be logged now, else `None` (and the failure is counted).
-    fn admit(&self) -> Option<u64> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        match &mut *state {
-            Some((last, suppressed)) if last.elapsed() < Self::PERIOD => {
-                *suppressed += 1;
-                None
-            }
-            _ => {
-                let suppressed = state.map_or(0, |(_, n)| n);
-                *state = Some((Instant::now(), 0));
-                Some(suppressed)
-            }
-        }
     }
 }
 
@@ -214,26 +132,6 @@ impl fmt::Debug for RedisLimiter {
                     None => "Redis TIME".to_owned(),
                 },
             )
-            .field("on_failure", &self.on_failure)
             .finish_non_exhaustive()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn warnings_are_throttled_and_counted() {
-        let throttle = WarningThrottle::default();
-        assert_eq!(throttle.admit(), Some(0));
-        assert_eq!(throttle.admit(), None);
-        assert_eq!(throttle.admit(), None);
-        let mut state = throttle.state.lock().unwrap();
-        let (last, _) = state.as_mut().unwrap();
-        *last -= WarningThrottle::PERIOD;
-        drop(state);
-        assert_eq!(throttle.admit(), Some(2));
-        assert_eq!(throttle.admit(), None);
     }
 }

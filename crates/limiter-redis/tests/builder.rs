@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use limiter_core::{Algorithm, Error, Limiter, ManualClock, Policy, PolicyError, Rate};
+use limiter_core::{Algorithm, Error, Limiter, LimiterExt, ManualClock, Policy, PolicyError, Rate};
 use limiter_redis::{BackendError, BackendErrorKind, RedisBackend, RedisLimiter};
 
 /// Nothing listens here: any round trip would fail as a connection error.
@@ -104,10 +104,10 @@ async fn bad_requests_are_errors_before_any_round_trip() {
         .unwrap();
     let limiter = RedisLimiter::builder(&backend, policy)
         .clock(clock.clone())
-        .on_failure(limiter_redis::FailurePolicy::FailOpen)
         .build()
         .await
-        .unwrap();
+        .unwrap()
+        .on_failure(limiter_core::FailurePolicy::FailOpen);
     assert!(matches!(
         limiter.acquire("k", 0).await,
         Err(Error::ZeroCost)

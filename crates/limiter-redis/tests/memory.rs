@@ -47,7 +47,7 @@ async fn state_keys_stay_small() {
         Algorithm::TokenBucket,
         Algorithm::LeakyBucket,
     ] {
-        // A small hash (listpack encoding): well under 200 bytes.
+        // A short string (two or three numbers): well under 200 bytes.
         let (_, bytes) = key_after(algorithm, 1_000, 5).await;
         assert!(bytes < 200, "{algorithm}: {bytes} bytes");
     }

@@ -143,7 +143,10 @@ async fn keys_are_prefixed_and_hash_tagged_by_user_key() {
     let tag = key
         .strip_prefix(&format!("{prefix}:{{user:42}}:sl-"))
         .unwrap_or_else(|| panic!("{key} is not under {prefix}"));
-    assert!(tag.len() == 12 && tag.chars().all(|c| c.is_ascii_hexdigit()), "{key}");
+    assert!(
+        tag.len() == 12 && tag.chars().all(|c| c.is_ascii_hexdigit()),
+        "{key}"
+    );
     limiter.reset("user:42").await.unwrap();
     assert!(
         common::keys_under(&prefix).await.is_empty(),

@@ -23,8 +23,8 @@
 //!   connection after recovery (`CLIENT LIST`), and none once the backend is
 //!   dropped.
 //!
-//! The matrix runs under [`FailurePolicy::ReturnError`] so that every
-//! failure is visible; the last tests check, simply, that the other
+//! The matrix runs under [`FailurePolicy::ReturnError`] (core's
+//! [`Resilient`] wrapper) so that every failure is visible; the last tests check, simply, that the other
 //! failure policies give their answer at once on a refused port and a
 //! killed server.
 
@@ -35,8 +35,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use limiter_core::{Error, Limiter, ManualClock, Policy, Rate};
-use limiter_redis::{BackendError, BackendErrorKind, FailurePolicy, RedisBackend, RedisLimiter};
+use limiter_core::{
+    DecisionSource, Error, FailurePolicy, Limiter, LimiterExt, ManualClock, Policy, Rate, Resilient,
+};
+use limiter_redis::{BackendError, BackendErrorKind, RedisBackend, RedisLimiter};
+
+/// A Redis limiter under a failure policy (core's wrapper). The wrapper
+/// tries the backend on every request (probe interval zero): the backend's
+/// own circuit answers at once while Redis is down, and that is what the
+/// matrix measures.
+type Guarded = Resilient<RedisLimiter>;
 use limiter_test::redis_server::RedisServer;
 
 /// The backend's connection timeout in these tests.
@@ -95,14 +103,17 @@ fn backend_builder(url: &str) -> limiter_redis::RedisBackendBuilder {
         .probe_interval(PROBE)
 }
 
-async fn limiter_on(backend: &RedisBackend, on_failure: FailurePolicy) -> Arc<RedisLimiter> {
+async fn limiter_on(backend: &RedisBackend, on_failure: FailurePolicy) -> Arc<Guarded> {
     let limiter = RedisLimiter::builder(backend, long_window())
         .key_prefix(common::fresh_prefix("fault"))
-        .on_failure(on_failure)
         .build()
         .await
         .unwrap();
-    Arc::new(limiter)
+    Arc::new(
+        limiter
+            .on_failure(on_failure)
+            .probe_interval(Duration::ZERO),
+    )
 }
 
 fn backend_kind(error: &Error) -> BackendErrorKind {
@@ -204,7 +215,7 @@ struct Progress {
 }
 
 impl Load {
-    fn start(limiter: &Arc<RedisLimiter>) -> Self {
+    fn start(limiter: &Arc<Guarded>) -> Self {
         let base = Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
         let progress = Arc::new(Progress::default());
@@ -392,7 +403,7 @@ async fn fault_matrix(fault: Fault) -> Measured {
         }
         Fault::Pause => {
             server.pause();
-            let backend = limiter.backend();
+            let backend = limiter.inner().backend();
             wait_until("the circuit to open", || !backend.is_available()).await;
             let noticed = load.now();
             // Long enough for probes to hang on the stopped server.
@@ -858,51 +869,60 @@ fn closed_port_url() -> String {
 // ---------------------------------------------------------------------------
 // Failure policies: simple checks, kept apart from the matrix.
 
-fn short_timeouts(url: &str, on_failure: FailurePolicy) -> limiter_redis::RedisLimiterBuilder {
+fn short_timeouts(url: &str) -> limiter_redis::RedisLimiterBuilder {
     let backend = backend_builder(url).build_lazy().unwrap();
     RedisLimiter::builder(&backend, Policy::sliding_log(Rate::per_minute(3)).unwrap())
         .key_prefix(common::fresh_prefix("r"))
+}
+
+/// A limiter on `url` under `on_failure`, built while Redis may be down.
+async fn guarded(url: &str, on_failure: FailurePolicy) -> Guarded {
+    short_timeouts(url)
+        .build()
+        .await
+        .expect("an outage does not fail the build")
         .on_failure(on_failure)
+        .probe_interval(Duration::ZERO)
 }
 
 #[tokio::test]
-async fn an_unreachable_server_fails_the_build_with_a_clear_error() {
+async fn an_unreachable_server_fails_the_backends_build_with_a_clear_error() {
     let url = closed_port_url();
     let started = Instant::now();
-    let error = short_timeouts(&url, FailurePolicy::ReturnError)
-        .build()
-        .await
-        .unwrap_err();
+    let error = backend_builder(&url).build().await.unwrap_err();
     assert!(started.elapsed() <= FAST, "{:?}", started.elapsed());
     assert_eq!(backend_kind(&error), BackendErrorKind::Connect);
     let message = chain(&error);
     assert!(message.contains(&url), "{message}");
     assert!(message.to_lowercase().contains("refused"), "{message}");
+    // A limiter on a lazy backend builds: its script waits for the
+    // connection that ends the outage.
+    short_timeouts(&url).build().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_refused_port_gives_the_failure_policys_answer_at_once() {
     let url = closed_port_url();
     let clock = ManualClock::new(5_000_000);
-    let open = short_timeouts(&url, FailurePolicy::FailOpen)
+    let open = short_timeouts(&url)
         .clock(clock.clone())
         .build()
         .await
-        .expect("fail-open builds while Redis is down");
-    let closed = short_timeouts(&url, FailurePolicy::FailClosed)
-        .build()
-        .await
-        .expect("fail-closed builds while Redis is down");
+        .expect("an outage does not fail the build")
+        .on_failure(FailurePolicy::FailOpen)
+        .clock(clock.clone());
+    let closed = guarded(&url, FailurePolicy::FailClosed).await;
     for _ in 0..3 {
         let started = Instant::now();
         let admitted = open.acquire("k", 1).await.unwrap();
         assert!(admitted.allowed);
+        assert_eq!(admitted.source, DecisionSource::FailOpen, "marked degraded");
         assert_eq!((admitted.remaining, admitted.time_us), (0, 5_000_000));
         assert!(open.peek("k", 3).await.unwrap().allowed);
 
         let denied = closed.acquire("k", 1).await.unwrap();
         assert!(!denied.allowed);
-        assert_eq!(denied.retry_after, Duration::from_secs(1));
+        assert_eq!(denied.source, DecisionSource::FailClosed, "marked degraded");
         assert!(!closed.peek("k", 1).await.unwrap().allowed);
         assert!(started.elapsed() <= FAST, "{:?}", started.elapsed());
     }
@@ -926,7 +946,7 @@ async fn a_refused_port_gives_the_failure_policys_answer_at_once() {
             "{kind:?}"
         );
     }
-    assert!(open.backend().ping().await.is_err());
+    assert!(open.inner().backend().ping().await.is_err());
 }
 
 #[tokio::test]
@@ -934,18 +954,9 @@ async fn a_killed_server_gives_the_failure_policys_answer_at_once_then_recovers(
     let mut server = RedisServer::start();
     let url = server.url();
     let limiters = [
-        short_timeouts(&url, FailurePolicy::ReturnError)
-            .build()
-            .await
-            .unwrap(),
-        short_timeouts(&url, FailurePolicy::FailOpen)
-            .build()
-            .await
-            .unwrap(),
-        short_timeouts(&url, FailurePolicy::FailClosed)
-            .build()
-            .await
-            .unwrap(),
+        guarded(&url, FailurePolicy::ReturnError).await,
+        guarded(&url, FailurePolicy::FailOpen).await,
+        guarded(&url, FailurePolicy::FailClosed).await,
     ];
     for limiter in &limiters {
         assert!(limiter.acquire("k", 1).await.unwrap().allowed);
@@ -969,15 +980,15 @@ async fn a_killed_server_gives_the_failure_policys_answer_at_once_then_recovers(
     server.restart();
     let back = Instant::now();
     for limiter in &limiters {
-        let backend = limiter.backend();
+        let backend = limiter.inner().backend();
         wait_until("the probe to reconnect", || backend.is_available()).await;
         let decision = limiter.acquire("k", 1).await.unwrap();
         assert_eq!(
-            (decision.allowed, decision.remaining),
-            (true, 2),
+            (decision.allowed, decision.remaining, decision.source),
+            (true, 2, DecisionSource::Backend),
             "{limiter:?}"
         );
-        limiter.backend().ping().await.unwrap();
+        backend.ping().await.unwrap();
     }
     assert!(back.elapsed() <= RECOVERY_BOUND, "{:?}", back.elapsed());
 }
@@ -987,13 +998,10 @@ async fn a_limiter_built_while_redis_is_down_connects_when_it_comes_up() {
     let mut server = RedisServer::start();
     let url = server.url();
     server.stop();
-    let limiter = short_timeouts(&url, FailurePolicy::FailClosed)
-        .build()
-        .await
-        .unwrap();
+    let limiter = guarded(&url, FailurePolicy::FailClosed).await;
     assert!(!limiter.acquire("k", 1).await.unwrap().allowed);
     server.restart();
-    let backend = limiter.backend();
+    let backend = limiter.inner().backend();
     wait_until("the probe to connect", || backend.is_available()).await;
     let decision = limiter.acquire("k", 1).await.unwrap();
     assert_eq!((decision.allowed, decision.remaining), (true, 2));
@@ -1020,10 +1028,7 @@ async fn a_script_flush_between_calls_is_recovered_with_state_intact() {
 #[tokio::test]
 async fn errors_name_the_server_without_its_password() {
     let url = closed_port_url().replace("redis://", "redis://app:s3cret@");
-    let error = short_timeouts(&url, FailurePolicy::ReturnError)
-        .build()
-        .await
-        .unwrap_err();
+    let error = backend_builder(&url).build().await.unwrap_err();
     let message = chain(&error);
     assert!(message.contains("app:***@127.0.0.1"), "{message}");
     assert!(!message.contains("s3cret"), "{message}");

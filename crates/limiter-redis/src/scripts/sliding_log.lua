@@ -82,18 +82,43 @@ if count + n <= L then
 end
 
 -- Denied: the oldest entries leave first. Find the first entry whose total
--- reaches base + need (totals grow with rank: a binary search by rank).
+-- reaches base + need (totals grow with rank). The newest entry does
+-- (need <= count, since n <= L), so the answer is in [lo, hi] with
+-- total(lo) < target <= total(hi). Each step guesses the rank by
+-- interpolating the totals (exact in one or two steps when admissions have
+-- similar costs: one ZRANGE each), and bisects instead whenever the last
+-- guess did not halve the range, so a denial costs O(log n) steps at worst.
+-- The guess may be inexact in doubles; it is only a guess, clamped inside
+-- the range, and never decides.
 -- need = count + n - L first: base + count + n may pass 2^53 and round.
 local target = base + (count + n - L)
-local lo, hi = 0, redis.call('ZCARD', key) - 1
-while lo < hi do
-  local mid = floor((lo + hi) / 2)
-  local entry = redis.call('ZRANGE', key, mid, mid)
-  if tonumber(entry[1]) < target then lo = mid + 1 else hi = mid end
+local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+local lo, lo_total = 0, tonumber(first[1])
+local hi, hi_total, hi_ts = redis.call('ZCARD', key) - 1, newest_total, newest_ts
+if lo_total >= target then
+  hi, hi_ts = 0, tonumber(first[2])
 end
-local leaving = redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')
+local bisect = false
+while hi - lo > 1 do
+  local mid
+  if bisect then
+    mid = floor((lo + hi) / 2)
+  else
+    mid = lo + ceil_div((target - lo_total) * (hi - lo), hi_total - lo_total)
+    if mid <= lo then mid = lo + 1 elseif mid >= hi then mid = hi - 1 end
+  end
+  local before = hi - lo
+  local entry = redis.call('ZRANGE', key, mid, mid, 'WITHSCORES')
+  local total = tonumber(entry[1])
+  if total < target then
+    lo, lo_total = mid, total
+  else
+    hi, hi_total, hi_ts = mid, total, tonumber(entry[2])
+  end
+  bisect = (hi - lo) * 2 > before
+end
 -- ts + W - t_eff, written so that no intermediate exceeds 2^53 (ts + W
 -- may, near the end of the range): t_eff >= every ts.
-local retry_after = W - (t_eff - tonumber(leaving[2]))
+local retry_after = W - (t_eff - hi_ts)
 local reset_after = W - (t_eff - newest_ts)
 return {0, L - count, retry_after, reset_after, 0, t_eff, time_us}
