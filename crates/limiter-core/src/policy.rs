@@ -181,7 +181,10 @@ impl Policy {
             if !self.window_us.is_multiple_of(tick) {
                 return Err(out_of_range);
             }
-            let need = 4 * u128::from(units) * u128::from(self.window_us / tick);
+            // Saturating: units and window near 2^64 overflow even u128.
+            let need = u128::from(units)
+                .saturating_mul(u128::from(self.window_us / tick))
+                .saturating_mul(4);
             if need <= u128::from(EXACT_LIMIT) {
                 self.tick_us = tick;
                 self.window_ticks = self.window_us / tick;
@@ -281,6 +284,15 @@ mod tests {
         let p = Policy::sliding_log(Rate::per_minute(10)).unwrap();
         assert_eq!(p.tick_us(), 1);
         assert_eq!(p.window_ticks(), 60_000_000);
+    }
+
+    #[test]
+    fn numbers_near_2_pow_64_are_out_of_range_not_an_overflow() {
+        let huge = Rate::new(u64::MAX, Duration::from_micros(u64::MAX));
+        assert!(matches!(
+            Policy::fixed_window(huge),
+            Err(PolicyError::OutOfRange { .. })
+        ));
     }
 
     #[test]
