@@ -71,7 +71,7 @@ pub(crate) async fn connect(
 }
 
 /// `limiter-<purpose>-<pid>-<nanos since the epoch>`.
-fn fresh_prefix(purpose: &str) -> String {
+pub(crate) fn fresh_prefix(purpose: &str) -> String {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
@@ -92,7 +92,7 @@ pub(crate) fn backend_failure(backend: &BackendArgs, what: &str, error: &Error) 
 
 /// An error's message and its causes, each once (`a: b: c`), without the
 /// core's `backend error` and `invalid configuration` wrappers.
-fn reason(error: &Error) -> String {
+pub(crate) fn reason(error: &Error) -> String {
     let (mut message, mut cause) = match error {
         Error::Backend(inner) | Error::InvalidConfig(inner) => (inner.to_string(), inner.source()),
         other => (other.to_string(), std::error::Error::source(other)),

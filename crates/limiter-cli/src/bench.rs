@@ -14,15 +14,16 @@
 use std::fmt::Write as _;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use limiter_core::{
     parse_duration, DecisionSource, Error, FailurePolicy, Limiter, LimiterExt, Policy, PolicyError,
 };
 use limiter_memory::MemoryLimiter;
-use limiter_redis::{RedisBackend, RedisLimiter};
+use limiter_redis::{redact_url, RedisBackend, RedisLimiter};
 
+use crate::backend;
 use crate::cli::{BackendArgs, BackendKind, Format};
 use crate::failure::Failure;
 
@@ -186,7 +187,7 @@ pub async fn run(args: &BenchArgs) -> Result<(), Failure> {
             Report {
                 args,
                 policy,
-                server: Some(redacted(&args.backend.redis_url)),
+                server: Some(redact_url(&args.backend.redis_url)),
                 decisions,
                 ceiling: Some(ceiling),
                 cleanup,
@@ -225,7 +226,7 @@ async fn connect_redis(
     let url = args.backend.redis_url.as_str();
     let (prefix, fresh) = match &args.backend.redis_prefix {
         Some(prefix) => (prefix.clone(), false),
-        None => (fresh_prefix(), true),
+        None => (backend::fresh_prefix("bench"), true),
     };
     let build = async {
         let redis = RedisBackend::builder(url).build().await?;
@@ -237,11 +238,11 @@ async fn connect_redis(
     match tokio::time::timeout(CONNECT_TIMEOUT, build).await {
         Ok(Ok(limiter)) => Ok((wrap(limiter, args.on_failure), fresh)),
         Ok(Err(Error::InvalidPolicy(e))) => Err(Failure::usage(format!("invalid policy: {e}"))),
-        Ok(Err(e @ Error::InvalidConfig(_))) => Err(Failure::usage(reason(&e))),
-        Ok(Err(e)) => Err(Failure::runtime(reason(&e))),
+        Ok(Err(e @ Error::InvalidConfig(_))) => Err(Failure::usage(backend::reason(&e))),
+        Ok(Err(e)) => Err(Failure::runtime(backend::reason(&e))),
         Err(_) => Err(Failure::runtime(format!(
             "cannot connect to Redis at {}: no answer within {}s",
-            redacted(url),
+            redact_url(url),
             CONNECT_TIMEOUT.as_secs()
         ))),
     }
@@ -252,7 +253,7 @@ async fn connect_plain(url: &str) -> Result<redis::aio::MultiplexedConnection, F
     let failed = |e: &dyn std::fmt::Display| {
         Failure::runtime(format!(
             "cannot open the ceiling's redis-rs connection to {}: {e}",
-            redacted(url)
+            redact_url(url)
         ))
     };
     let client = redis::Client::open(url).map_err(|e| failed(&e))?;
@@ -261,44 +262,6 @@ async fn connect_plain(url: &str) -> Result<redis::aio::MultiplexedConnection, F
         Ok(Err(e)) => Err(failed(&e)),
         Err(_) => Err(failed(&"no answer within 5s")),
     }
-}
-
-/// `limiter-bench-<pid>-<nanos since the epoch>`.
-fn fresh_prefix() -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("limiter-bench-{}-{nanos}", std::process::id())
-}
-
-/// The URL without its password: `redis://user:***@host:port/db`.
-fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => {
-            let user = rest[..at].split_once(':').map_or("", |(user, _)| user);
-            format!("{scheme}://{user}:***{}", &rest[at..])
-        }
-        None => url.to_owned(),
-    }
-}
-
-/// An error's message and its causes, each once (`a: b: c`), without the
-/// core's `backend error` and `invalid configuration` wrappers.
-fn reason(error: &Error) -> String {
-    let (mut message, mut cause) = match error {
-        Error::Backend(inner) | Error::InvalidConfig(inner) => (inner.to_string(), inner.source()),
-        other => (other.to_string(), std::error::Error::source(other)),
-    };
-    while let Some(e) = cause {
-        message.push_str(": ");
-        message.push_str(&e.to_string());
-        cause = e.source();
-    }
-    message
 }
 
 /// What one phase's tasks did.
@@ -429,7 +392,7 @@ async fn decide(
                         _ if decision.allowed => tally.admitted += 1,
                         _ => tally.denied += 1,
                     },
-                    Err(e) => tally.error(|| reason(&e)),
+                    Err(e) => tally.error(|| backend::reason(&e)),
                 }
                 calls += 1;
                 if calls == YIELD_EVERY {
@@ -919,12 +882,15 @@ mod tests {
 
     #[test]
     fn urls_lose_their_password() {
-        assert_eq!(redacted("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
         assert_eq!(
-            redacted("redis://user:secret@host:6379/0"),
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
+        assert_eq!(
+            redact_url("redis://user:secret@host:6379/0"),
             "redis://user:***@host:6379/0"
         );
-        assert_eq!(redacted("rediss://:secret@host"), "rediss://:***@host");
+        assert_eq!(redact_url("rediss://:secret@host"), "rediss://:***@host");
     }
 
     #[test]

@@ -171,3 +171,50 @@ fn a_redis_failure_mid_replay_stops_with_a_clear_message() {
          1,a,1,allowed,5,4,0,999999,0\n"
     );
 }
+
+/// Two runs (two processes) under one `--redis-prefix` share state on
+/// purpose; without it each run starts afresh.
+#[test]
+fn replays_under_one_redis_prefix_share_state() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let trace = "t_us,key,cost\n1000000,user,1\n1000001,user,1\n";
+    let replay = |prefix: Option<&str>| {
+        let mut args = vec![
+            "replay",
+            "--algorithm",
+            "sliding-log",
+            "--limit",
+            "3",
+            "--window",
+            "1m",
+            "--backend",
+            "redis",
+            "--redis-url",
+            url.as_str(),
+        ];
+        if let Some(prefix) = prefix {
+            args.extend(["--redis-prefix", prefix]);
+        }
+        args.push("-");
+        let output = run(&args, trace);
+        assert!(output.status.success(), "{}", stderr(&output));
+        stdout(&output)
+            .lines()
+            .skip(1)
+            .map(|row| row.split(',').nth(3).unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(replay(Some("shared")), ["allowed", "allowed"]);
+    assert_eq!(
+        replay(Some("shared")),
+        ["allowed", "denied"],
+        "the second run continues the first"
+    );
+    assert_eq!(
+        replay(None),
+        ["allowed", "allowed"],
+        "a fresh prefix by default"
+    );
+    assert_eq!(replay(None), ["allowed", "allowed"]);
+}

@@ -169,7 +169,7 @@ impl RedisBackendBuilder {
     fn client(&self) -> Result<(Client, String), Error> {
         let (info, url) = match &self.source {
             Source::Url(url) => {
-                let shown = redact(url);
+                let shown = redact_url(url);
                 let info = url.as_str().into_connection_info().map_err(|e| {
                     BackendError::config(format!("invalid Redis URL {shown:?}"))
                         .with_source(e)
@@ -235,7 +235,7 @@ fn config(message: &str) -> Error {
 impl fmt::Debug for RedisBackendBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let source = match &self.source {
-            Source::Url(url) => redact(url),
+            Source::Url(url) => redact_url(url),
             Source::Client(client) => format!("{:?}", client.get_connection_info().addr()),
         };
         f.debug_struct("RedisBackendBuilder")
@@ -251,8 +251,16 @@ impl fmt::Debug for RedisBackendBuilder {
     }
 }
 
-/// The URL without its password, for messages: `redis://user:***@host/`.
-pub(crate) fn redact(url: &str) -> String {
+/// The URL without its password, for messages and logs:
+/// `redis://user:***@host/`.
+///
+/// ```
+/// assert_eq!(
+///     limiter_redis::redact_url("redis://app:s3cret@cache:6379/0"),
+///     "redis://app:***@cache:6379/0"
+/// );
+/// ```
+pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
@@ -272,12 +280,18 @@ mod tests {
 
     #[test]
     fn passwords_never_reach_messages() {
-        assert_eq!(redact("redis://127.0.0.1:6379/"), "redis://127.0.0.1:6379/");
         assert_eq!(
-            redact("redis://app:s3cret@cache:6379/0"),
+            redact_url("redis://127.0.0.1:6379/"),
+            "redis://127.0.0.1:6379/"
+        );
+        assert_eq!(
+            redact_url("redis://app:s3cret@cache:6379/0"),
             "redis://app:***@cache:6379/0"
         );
-        assert_eq!(redact("rediss://:s3cret@cache/"), "rediss://:***@cache/");
-        assert_eq!(redact("not a url"), "not a url");
+        assert_eq!(
+            redact_url("rediss://:s3cret@cache/"),
+            "rediss://:***@cache/"
+        );
+        assert_eq!(redact_url("not a url"), "not a url");
     }
 }

@@ -43,7 +43,7 @@ mod scripts;
 
 pub use self::{
     backend::RedisBackend,
-    backend_builder::RedisBackendBuilder,
+    backend_builder::{redact_url, RedisBackendBuilder},
     builder::RedisLimiterBuilder,
     error::{BackendError, BackendErrorKind},
     limiter::RedisLimiter,
