@@ -57,13 +57,10 @@ fn durations_fit_u64_micros(policy: &Policy) -> bool {
     (u128::from(MAX_TIME_US) / q + 1 + longest) * q <= u128::from(u64::MAX)
 }
 
-/// The largest limit, window (µs), capacity or queue tried. This target found
-/// `Policy::new` overflowing u128 in its range check (`4 * M * W` with M and W
-/// near 2^64: a panic in debug builds, and in release a wrap that accepts
-/// e.g. 2^63 per 2^63 µs; seed `seed-found-policy-tick-overflow`). Until the
-/// check is fixed in policy.rs, numbers stay at or below 2^62, where it
-/// cannot overflow (4 * 2^62 * 2^62 = 2^126).
-const LARGEST: u64 = 1 << 62;
+/// The largest limit, window (µs), capacity or queue tried: any u64. (This
+/// target found `Policy::new`'s range check overflowing near 2^64, fixed in
+/// cc69be3; seed `seed-found-policy-tick-overflow`.)
+const LARGEST: u64 = u64::MAX;
 
 fuzz_target!(|data: &[u8]| {
     let mut input = Bytes(data);
