@@ -64,7 +64,10 @@
 mod builder;
 mod clock;
 mod error;
+mod key_cap;
 mod limiter;
+mod map;
+mod sweep;
 
 pub use self::{
     builder::{MemoryLimiterBuilder, DEFAULT_EVICTION_DELAY},

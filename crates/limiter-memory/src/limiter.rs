@@ -1,23 +1,18 @@
-//! [`MemoryLimiter`]: keyed state in a [`DashMap`], decided by the core.
+//! [`MemoryLimiter`]: the API. The map and the decisions in it are in
+//! `map.rs`, the cap on keys in `key_cap.rs`, eviction in `sweep.rs`.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dashmap::mapref::entry::Entry;
-use dashmap::DashMap;
-use limiter_core::backend::{check_request, with_state, AlgorithmState, ForAlgorithm, StateFamily};
+use limiter_core::backend::with_state;
 use limiter_core::{Decision, Error, Limiter, Policy};
 
 use crate::builder::MemoryLimiterBuilder;
 use crate::clock::ClockSource;
-use crate::error::KeyLimitReached;
-
-/// Without a cap, a sweep runs after this many new keys at the least (more
-/// when more keys are held), so that sweeping stays amortised O(1) per key.
-pub(crate) const MIN_SWEEP_INTERVAL: usize = 1024;
+use crate::map::Keys;
+use crate::sweep::Sweep;
 
 /// A keyed in-process rate limiter: one algorithm state per key in a
 /// sharded [`DashMap`], every decision made by `limiter-core` under the
@@ -38,93 +33,14 @@ pub(crate) const MIN_SWEEP_INTERVAL: usize = 1024;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct MemoryLimiter {
-    policy: Policy,
-    clock: ClockSource,
-    keys: Keys,
-    max_keys: Option<usize>,
-    eviction_delay_us: u64,
+    pub(crate) policy: Policy,
+    pub(crate) clock: ClockSource,
+    pub(crate) keys: Keys,
+    pub(crate) max_keys: Option<usize>,
+    pub(crate) eviction_delay_us: u64,
     /// Keys held, counted when a slot is reserved (just before its insert).
-    held: AtomicUsize,
-    sweep: Sweep,
-}
-
-/// The keys, in one map typed by the policy's algorithm, so each key holds
-/// only its own algorithm's state (16 bytes for a bucket, not the 40 of
-/// [`KeyState`](limiter_core::backend::KeyState), which must fit a sliding
-/// log). The core lists the algorithms; reach the map with [`with_state!`].
-type Keys = ForAlgorithm<Maps>;
-
-/// A map of one algorithm's keys. Hashed with aHash under per-process random
-/// keys: clients choose the keys (IPs, user ids), so the hash must resist
-/// flooding, and aHash does so at about half the cost of SipHash.
-type Map<S> = DashMap<Box<str>, Slot<S>, ahash::RandomState>;
-
-/// The [`StateFamily`] of [`Map`]s.
-#[derive(Debug)]
-struct Maps;
-
-impl StateFamily for Maps {
-    type Of<S: AlgorithmState> = Map<S>;
-
-    fn make<S: AlgorithmState>(_: &Policy) -> Map<S> {
-        DashMap::default()
-    }
-}
-
-/// What is stored per key.
-#[derive(Debug)]
-struct Slot<S> {
-    state: S,
-    /// µs since the epoch from which the key may be dropped: the last
-    /// admission's `time_us + reset_after`, plus the eviction delay.
-    evict_at: u64,
-}
-
-impl<S: AlgorithmState> Slot<S> {
-    #[inline]
-    fn acquire(
-        &mut self,
-        policy: &Policy,
-        now_us: u64,
-        cost: u64,
-        eviction_delay_us: u64,
-    ) -> Result<Decision, Error> {
-        let decision = self.state.acquire(policy, now_us, cost)?;
-        if decision.allowed {
-            // A denial changes nothing, the reset time included (docs/spec.md rule 2.1).
-            self.evict_at = reset_time_us(&decision).saturating_add(eviction_delay_us);
-        }
-        Ok(decision)
-    }
-}
-
-/// `time_us + reset_after`: the absolute time the key is back to its initial
-/// state if nothing else arrives.
-#[inline]
-fn reset_time_us(decision: &Decision) -> u64 {
-    // u64 arithmetic: `as_micros` works in u128, slow on the hot path.
-    let reset_after = decision
-        .reset_after
-        .as_secs()
-        .saturating_mul(1_000_000)
-        .saturating_add(u64::from(decision.reset_after.subsec_micros()));
-    decision.time_us.saturating_add(reset_after)
-}
-
-/// When to sweep expired keys, kept off the hot path: only requests on keys
-/// not held (which allocate anyway) touch it.
-#[derive(Debug)]
-struct Sweep {
-    /// Requests on keys not held since the last sweep.
-    new_key_requests: AtomicUsize,
-    /// Sweep when `new_key_requests` reaches this: `max(held, MIN_SWEEP_INTERVAL)`
-    /// after the last sweep.
-    interval: AtomicUsize,
-    /// A lower bound of every held key's `evict_at`: while the clock is
-    /// below it, a sweep would find nothing and is skipped.
-    earliest_evict_at: AtomicU64,
-    /// One sweep at a time.
-    lock: Mutex<()>,
+    pub(crate) held: AtomicUsize,
+    pub(crate) sweep: Sweep,
 }
 
 impl MemoryLimiter {
@@ -154,12 +70,7 @@ impl MemoryLimiter {
             max_keys,
             eviction_delay_us,
             held: AtomicUsize::new(0),
-            sweep: Sweep {
-                new_key_requests: AtomicUsize::new(0),
-                interval: AtomicUsize::new(MIN_SWEEP_INTERVAL),
-                earliest_evict_at: AtomicU64::new(u64::MAX),
-                lock: Mutex::new(()),
-            },
+            sweep: Sweep::new(),
         }
     }
 
@@ -255,202 +166,6 @@ impl MemoryLimiter {
         self.reschedule();
         removed
     }
-
-    /// [`try_peek`](Self::try_peek) in the algorithm's map.
-    fn peek_in<S: AlgorithmState>(
-        &self,
-        map: &Map<S>,
-        key: &str,
-        now_us: u64,
-        cost: u64,
-    ) -> Result<Decision, Error> {
-        match map.get(key) {
-            Some(slot) => slot.state.peek(&self.policy, now_us, cost),
-            None => S::fresh(&self.policy).peek(&self.policy, now_us, cost),
-        }
-    }
-
-    /// [`try_acquire`](Self::try_acquire) in the algorithm's map.
-    #[inline]
-    fn acquire_in<S: AlgorithmState>(
-        &self,
-        map: &Map<S>,
-        key: &str,
-        now_us: u64,
-        cost: u64,
-    ) -> Result<Decision, Error> {
-        if let Some(mut slot) = map.get_mut(key) {
-            return slot.acquire(&self.policy, now_us, cost, self.eviction_delay_us);
-        }
-        self.acquire_new_key(map, key, now_us, cost)
-    }
-
-    /// The slow path of [`try_acquire`](Self::try_acquire): `key` was not held.
-    #[cold]
-    #[inline(never)]
-    fn acquire_new_key<S: AlgorithmState>(
-        &self,
-        map: &Map<S>,
-        key: &str,
-        now_us: u64,
-        cost: u64,
-    ) -> Result<Decision, Error> {
-        // Requests that can never succeed neither allocate nor reserve.
-        check_request(&self.policy, now_us, cost)?;
-        let requests = self.sweep.new_key_requests.fetch_add(1, Ordering::Relaxed) + 1;
-        if requests >= self.sweep.interval.load(Ordering::Relaxed) {
-            self.scheduled_sweep(now_us);
-        }
-        self.reserve_key(now_us)?;
-        let decision = match map.entry(Box::from(key)) {
-            Entry::Occupied(mut held) => {
-                // Another request inserted the key since our lookup.
-                self.release_keys(1);
-                return held
-                    .get_mut()
-                    .acquire(&self.policy, now_us, cost, self.eviction_delay_us);
-            }
-            Entry::Vacant(vacant) => {
-                let mut slot = Slot {
-                    state: S::fresh(&self.policy),
-                    evict_at: 0,
-                };
-                let decision = slot.acquire(&self.policy, now_us, cost, self.eviction_delay_us);
-                match decision {
-                    // A fresh key admits every valid cost; should it ever
-                    // not, a denial stores nothing (docs/spec.md rule 2.1).
-                    Ok(decision) if decision.allowed => {
-                        let evict_at = slot.evict_at;
-                        drop(vacant.insert(slot));
-                        self.note_evict_at(evict_at);
-                        return Ok(decision);
-                    }
-                    decision => decision,
-                }
-            }
-        };
-        self.release_keys(1);
-        decision
-    }
-
-    /// Counts one more key held, if the cap allows, sweeping expired keys
-    /// first when it does not.
-    fn reserve_key(&self, now_us: u64) -> Result<(), Error> {
-        let Some(max_keys) = self.max_keys else {
-            self.held.fetch_add(1, Ordering::AcqRel);
-            return Ok(());
-        };
-        let try_reserve = || {
-            self.held
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                    (held < max_keys).then_some(held + 1)
-                })
-                .is_ok()
-        };
-        if try_reserve() {
-            return Ok(());
-        }
-        {
-            let _guard = self.sweep_lock();
-            // Waiting for the lock may have let another sweep make room.
-            if try_reserve() {
-                return Ok(());
-            }
-            // Expired keys make room before a new key is refused. The scan
-            // runs only when a key may have expired: `earliest_evict_at`
-            // is a lower bound of every key's eviction time, and after a
-            // sweep it is the earliest kept key's, so refusals at one time
-            // scan at most once (then the bound is above the clock).
-            if now_us >= self.sweep.earliest_evict_at.load(Ordering::SeqCst) {
-                self.sweep_locked(now_us);
-                self.reschedule();
-            }
-        }
-        if try_reserve() {
-            Ok(())
-        } else {
-            Err(Error::Backend(Box::new(KeyLimitReached { max_keys })))
-        }
-    }
-
-    fn release_keys(&self, count: usize) {
-        self.held.fetch_sub(count, Ordering::AcqRel);
-    }
-
-    /// Keeps `earliest_evict_at` a lower bound after an insert.
-    fn note_evict_at(&self, evict_at: u64) {
-        let earliest = &self.sweep.earliest_evict_at;
-        if evict_at < earliest.load(Ordering::SeqCst) {
-            earliest.fetch_min(evict_at, Ordering::SeqCst);
-        }
-    }
-
-    /// The amortised sweep: at most one at a time, skipped by whoever finds
-    /// another running.
-    fn scheduled_sweep(&self, now_us: u64) {
-        let _guard = match self.sweep.lock.try_lock() {
-            Ok(guard) => guard,
-            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(TryLockError::WouldBlock) => return,
-        };
-        let requests = self.sweep.new_key_requests.load(Ordering::Relaxed);
-        if requests >= self.sweep.interval.load(Ordering::Relaxed) {
-            self.sweep_locked(now_us);
-            self.reschedule();
-        }
-    }
-
-    /// Starts a new sweep period: the next scheduled sweep comes after as
-    /// many new keys as are held now (at least [`MIN_SWEEP_INTERVAL`]), so
-    /// each key is scanned O(1) times per key inserted.
-    fn reschedule(&self) {
-        self.sweep.new_key_requests.store(0, Ordering::Relaxed);
-        let interval = self.len().max(MIN_SWEEP_INTERVAL);
-        self.sweep.interval.store(interval, Ordering::Relaxed);
-    }
-
-    fn sweep_lock(&self) -> MutexGuard<'_, ()> {
-        self.sweep
-            .lock
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Drops the keys whose `evict_at` has passed; the caller holds the
-    /// sweep lock.
-    fn sweep_locked(&self, now_us: u64) -> usize {
-        let earliest = &self.sweep.earliest_evict_at;
-        if now_us < earliest.load(Ordering::SeqCst) {
-            return 0; // nothing can have expired yet
-        }
-        // Inserts during the sweep lower the bound themselves; the keys kept
-        // lower it below.
-        earliest.store(u64::MAX, Ordering::SeqCst);
-        let mut removed = 0;
-        let mut earliest_kept = u64::MAX;
-        with_state!(&self.keys, map => map.retain(|_, slot| {
-            if slot.evict_at <= now_us {
-                removed += 1;
-                false
-            } else {
-                earliest_kept = earliest_kept.min(slot.evict_at);
-                true
-            }
-        }));
-        earliest.fetch_min(earliest_kept, Ordering::SeqCst);
-        if removed > 0 {
-            self.release_keys(removed);
-            // Give memory back after a burst of one-off keys, with enough
-            // slack that a steady population does not shrink and regrow.
-            let held = self.len();
-            with_state!(&self.keys, map => {
-                if map.capacity() > 4 * held.max(MIN_SWEEP_INTERVAL) {
-                    map.shrink_to_fit();
-                }
-            });
-        }
-        removed
-    }
 }
 
 impl fmt::Debug for MemoryLimiter {
@@ -499,27 +214,11 @@ impl Limiter for MemoryLimiter {
 
 #[cfg(test)]
 mod tests {
-    use std::mem::size_of;
     use std::sync::Arc;
 
-    use limiter_core::backend::{
-        FixedWindow, LeakyBucket, SlidingCounter, SlidingLog, TokenBucket,
-    };
     use limiter_core::{ManualClock, Rate};
 
     use super::*;
-
-    #[test]
-    fn entries_are_small() {
-        // A boxed key (16 bytes), the algorithm's state, the eviction time.
-        assert_eq!(size_of::<Box<str>>(), 16);
-        assert_eq!(size_of::<(Box<str>, Slot<FixedWindow>)>(), 40);
-        assert_eq!(size_of::<(Box<str>, Slot<TokenBucket>)>(), 40);
-        assert_eq!(size_of::<(Box<str>, Slot<LeakyBucket>)>(), 40);
-        assert_eq!(size_of::<(Box<str>, Slot<SlidingCounter>)>(), 48);
-        // The log's deque and running total: one cache line with the key.
-        assert_eq!(size_of::<(Box<str>, Slot<SlidingLog>)>(), 64);
-    }
 
     #[test]
     fn the_count_of_keys_held_matches_the_map_after_concurrent_churn() {
@@ -558,36 +257,5 @@ mod tests {
         limiter.sweep_expired();
         assert_eq!(limiter.len(), 0);
         assert_eq!(map_len(), 0);
-    }
-
-    #[test]
-    fn a_sweep_is_skipped_while_no_key_can_have_expired() {
-        let clock = ManualClock::new(0);
-        let policy = Policy::sliding_log(Rate::per_second(3)).unwrap();
-        let limiter = MemoryLimiter::builder(policy)
-            .clock(clock.clone())
-            .eviction_delay(Duration::ZERO)
-            .build();
-        assert_eq!(
-            limiter.sweep.earliest_evict_at.load(Ordering::SeqCst),
-            u64::MAX
-        );
-        limiter.try_acquire("a", 1).unwrap();
-        clock.set(500_000);
-        limiter.try_acquire("b", 1).unwrap();
-        // "a" resets at 1 s, "b" at 1.5 s.
-        assert_eq!(
-            limiter.sweep.earliest_evict_at.load(Ordering::SeqCst),
-            1_000_000
-        );
-        clock.set(999_999);
-        assert_eq!(limiter.sweep_expired(), 0);
-        clock.set(1_000_000);
-        assert_eq!(limiter.sweep_expired(), 1);
-        assert_eq!(
-            limiter.sweep.earliest_evict_at.load(Ordering::SeqCst),
-            1_500_000
-        );
-        assert!(format!("{limiter:?}").contains("keys_held: 1"));
     }
 }
