@@ -33,6 +33,7 @@ pub mod cases;
 mod flaky;
 mod harness;
 mod model;
+pub mod redis_cluster;
 pub mod redis_server;
 mod suite;
 

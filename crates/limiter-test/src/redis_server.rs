@@ -108,9 +108,15 @@ impl RedisServer {
     /// taken as started when it answers `PING` with `NOAUTH`;
     /// [`command`](Self::command) then only sees `NOAUTH` replies.
     pub fn start_with_args(args: &[&str]) -> Self {
+        Self::start_on_port(free_ports::<1>()[0], args)
+    }
+
+    /// As [`start_with_args`](Self::start_with_args), on `port` (one the
+    /// caller found free, e.g. with other ports it needs at the same time).
+    pub fn start_on_port(port: u16, args: &[&str]) -> Self {
         ensure_installed();
         let mut server = Self {
-            port: free_ports::<1>()[0],
+            port,
             dir: unique_dir(),
             extra_args: args.iter().map(|&a| a.to_owned()).collect(),
             tls: None,
@@ -468,7 +474,7 @@ fn ensure_installed() {
 
 /// `N` distinct ports that were free a moment ago: bind port 0 `N` times
 /// (all held at once), read them, release them.
-fn free_ports<const N: usize>() -> [u16; N] {
+pub(crate) fn free_ports<const N: usize>() -> [u16; N] {
     let listeners: [TcpListener; N] = std::array::from_fn(|_| {
         TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port")
     });
