@@ -38,14 +38,15 @@ pub(crate) async fn connect(
                 .eviction_delay(MEMORY_EVICTION_DELAY)
                 .build(),
         )),
-        BackendKind::Redis => {
-            let url = &backend.redis_url;
+        BackendKind::Redis | BackendKind::RedisCluster => {
+            let redis = redis_backend(backend)?;
+            let url = redis.url().to_owned();
             let prefix = match &backend.redis_prefix {
                 Some(prefix) => prefix.clone(),
                 None => fresh_prefix(purpose),
             };
             let build = async {
-                let redis = RedisBackend::builder(url.as_str()).build().await?;
+                redis.connect().await?;
                 RedisLimiter::builder(&redis, policy)
                     .key_prefix(prefix)
                     .clock(clock)
@@ -70,6 +71,22 @@ pub(crate) async fn connect(
     }
 }
 
+/// The backend `--backend` and `--redis-url` name, not connected yet: one
+/// URL for a server, one or more seed nodes for a cluster.
+pub(crate) fn redis_backend(backend: &BackendArgs) -> Result<RedisBackend, Failure> {
+    let builder = match (backend.backend, backend.redis_urls.as_slice()) {
+        (BackendKind::RedisCluster, seeds) => RedisBackend::cluster(seeds.iter().cloned()),
+        (_, [url]) => RedisBackend::builder(url.as_str()),
+        (_, _) => {
+            return Err(Failure::usage(
+                "--redis-url names one server for --backend redis; repeat it only for \
+                 --backend redis-cluster's seed nodes",
+            ))
+        }
+    };
+    builder.build_lazy().map_err(|e| Failure::usage(reason(&e)))
+}
+
 /// `limiter-<purpose>-<pid>-<nanos since the epoch>`.
 pub(crate) fn fresh_prefix(purpose: &str) -> String {
     let nanos = SystemTime::now()
@@ -83,6 +100,7 @@ pub(crate) fn backend_failure(backend: &BackendArgs, what: &str, error: &Error) 
     let backend = match backend.backend {
         BackendKind::Memory => "memory",
         BackendKind::Redis => "Redis",
+        BackendKind::RedisCluster => "Redis Cluster",
     };
     Failure::runtime(format!(
         "{backend} backend failed on {what}: {}",

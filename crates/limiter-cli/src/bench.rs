@@ -174,10 +174,16 @@ pub async fn run(args: &BenchArgs) -> Result<(), Failure> {
                 cleanup: None,
             }
         }
-        BackendKind::Redis => {
-            let (limiter, fresh) = connect_redis(args, policy.clone()).await?;
-            let plain = connect_plain(&args.backend.redis_url).await?;
-            let ceiling = ceiling(plain, args).await?;
+        BackendKind::Redis | BackendKind::RedisCluster => {
+            let redis = backend::redis_backend(&args.backend)?;
+            let server = redis.url().to_owned();
+            let (limiter, fresh) = connect_redis(args, &redis, policy.clone()).await?;
+            let ceiling = match args.backend.backend {
+                BackendKind::RedisCluster => {
+                    ceiling(connect_plain_cluster(&args.backend.redis_urls).await?, args).await?
+                }
+                _ => ceiling(connect_plain(&args.backend.redis_urls[0]).await?, args).await?,
+            };
             let decisions = decide(&limiter, &keys, args).await?;
             let cleanup = if fresh {
                 Some(delete_keys(&limiter, &keys, args.concurrency).await?)
@@ -187,7 +193,7 @@ pub async fn run(args: &BenchArgs) -> Result<(), Failure> {
             Report {
                 args,
                 policy,
-                server: Some(redact_url(&args.backend.redis_url)),
+                server: Some(server),
                 decisions,
                 ceiling: Some(ceiling),
                 cleanup,
@@ -221,16 +227,16 @@ fn wrap(limiter: impl Limiter + 'static, on_failure: OnFailure) -> Arc<dyn Limit
 /// key prefix is a fresh one of this run's.
 async fn connect_redis(
     args: &BenchArgs,
+    redis: &RedisBackend,
     policy: Policy,
 ) -> Result<(Arc<dyn Limiter>, bool), Failure> {
-    let url = args.backend.redis_url.as_str();
     let (prefix, fresh) = match &args.backend.redis_prefix {
         Some(prefix) => (prefix.clone(), false),
         None => (backend::fresh_prefix("bench"), true),
     };
     let build = async {
-        let redis = RedisBackend::builder(url).build().await?;
-        RedisLimiter::builder(&redis, policy)
+        redis.connect().await?;
+        RedisLimiter::builder(redis, policy)
             .key_prefix(prefix)
             .build()
             .await
@@ -242,9 +248,30 @@ async fn connect_redis(
         Ok(Err(e)) => Err(Failure::runtime(backend::reason(&e))),
         Err(_) => Err(Failure::runtime(format!(
             "cannot connect to Redis at {}: no answer within {}s",
-            redact_url(url),
+            redis.url(),
             CONNECT_TIMEOUT.as_secs()
         ))),
+    }
+}
+
+/// The key the ceiling's script is called with (it touches nothing).
+const CEILING_KEY: &str = "{limiter-bench}:ceiling";
+
+/// The ceiling's connection on a cluster: plain redis-rs's cluster client.
+async fn connect_plain_cluster(
+    seeds: &[String],
+) -> Result<redis::cluster_async::ClusterConnection, Failure> {
+    let failed = |e: &dyn std::fmt::Display| {
+        Failure::runtime(format!(
+            "cannot open the ceiling's redis-rs cluster connection: {e}"
+        ))
+    };
+    let client = redis::cluster::ClusterClient::new(seeds.iter().map(String::as_str))
+        .map_err(|e| failed(&e))?;
+    match tokio::time::timeout(CONNECT_TIMEOUT, client.get_async_connection()).await {
+        Ok(Ok(connection)) => Ok(connection),
+        Ok(Err(e)) => Err(failed(&e)),
+        Err(_) => Err(failed(&"no answer within 5s")),
     }
 }
 
@@ -409,10 +436,10 @@ async fn decide(
 /// The ceiling's phase: `return 1` loaded once, then EVALSHA in a loop on
 /// clones of one multiplexed connection. A call is "admitted" when it
 /// answers 1.
-async fn ceiling(
-    connection: redis::aio::MultiplexedConnection,
-    args: &BenchArgs,
-) -> Result<Phase, Failure> {
+async fn ceiling<C>(connection: C, args: &BenchArgs) -> Result<Phase, Failure>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + 'static,
+{
     let mut loader = connection.clone();
     let sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")
@@ -425,8 +452,10 @@ async fn ceiling(
         let (mut connection, sha) = (connection.clone(), Arc::clone(&sha));
         async move {
             let mut tally = Tally::new();
+            // One key, so that a cluster routes it to one node, as it
+            // does a decision.
             let mut call = redis::cmd("EVALSHA");
-            call.arg(&*sha).arg(0);
+            call.arg(&*sha).arg(1).arg(CEILING_KEY);
             loop {
                 let started = Instant::now();
                 if started >= deadline {

@@ -146,6 +146,8 @@ pub enum BackendKind {
     Memory,
     /// A Redis server, one Lua script per decision (limiter-redis).
     Redis,
+    /// A Redis Cluster, found from the `--redis-url` seed nodes.
+    RedisCluster,
 }
 
 impl BackendKind {
@@ -154,6 +156,7 @@ impl BackendKind {
         match self {
             Self::Memory => "memory",
             Self::Redis => "redis",
+            Self::RedisCluster => "redis-cluster",
         }
     }
 }
@@ -164,10 +167,11 @@ pub struct BackendArgs {
     /// The backend that decides.
     #[arg(long, value_enum, default_value_t = BackendKind::Memory)]
     pub backend: BackendKind,
-    /// The Redis server, for `--backend redis`.
-    #[arg(long, value_name = "URL", default_value = DEFAULT_REDIS_URL)]
-    pub redis_url: String,
-    /// The prefix of every Redis key, for `--backend redis`. Runs with the
+    /// The Redis server, for `--backend redis`; for `--backend
+    /// redis-cluster`, a seed node (repeat the flag for several).
+    #[arg(long = "redis-url", value_name = "URL", default_value = DEFAULT_REDIS_URL)]
+    pub redis_urls: Vec<String>,
+    /// The prefix of every Redis key, on Redis. Runs with the
     /// same prefix share state on purpose (e.g. two replays that continue
     /// one another). Default: a fresh prefix per run.
     #[arg(long, value_name = "PREFIX")]

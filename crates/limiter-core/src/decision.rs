@@ -56,6 +56,12 @@ pub struct Decision {
     /// Who decided: the backend itself, or a failure policy while the
     /// backend failed.
     pub source: DecisionSource,
+    /// Under a tiered set of [`Policies`](crate::Policies), the index of
+    /// the part whose `limit` and `remaining` this decision reports: the
+    /// part that bound the answer (docs/spec.md section 7). 0 under one
+    /// policy. See [`SetDecision`](crate::SetDecision) for every part's
+    /// decision.
+    pub bound_by: u8,
 }
 
 /// Who made a [`Decision`]: the backend, or a
@@ -124,6 +130,7 @@ impl Decision {
             wait: Duration::ZERO,
             time_us,
             source: DecisionSource::Backend,
+            bound_by: 0,
         }
     }
 
@@ -156,6 +163,13 @@ impl Decision {
     #[must_use]
     pub const fn with_source(mut self, source: DecisionSource) -> Self {
         self.source = source;
+        self
+    }
+
+    /// With `bound_by`: the part of a policy set that bound the answer.
+    #[must_use]
+    pub const fn with_bound_by(mut self, part: u8) -> Self {
+        self.bound_by = part;
         self
     }
 
@@ -209,13 +223,19 @@ impl TickDecision {
     /// of `D` ticks becomes `(t_eff + D) * tick - time_us` µs, and 0 stays 0.
     #[inline]
     pub fn into_decision(self, policy: &Policy, time_us: u64) -> Decision {
-        let tick = policy.tick_us();
+        let tick = u128::from(policy.tick_us());
         let to_micros = |ticks: u64| {
             if ticks == 0 {
-                Duration::ZERO
-            } else {
-                Duration::from_micros((self.t_eff + ticks) * tick - time_us)
+                return Duration::ZERO;
             }
+            // In u128: a bucket's refill can outlast u64 µs (a capacity of
+            // 10^14 refilled at one a second), and t_eff + ticks can pass
+            // 2^64 before the tick multiplies it. Such a duration
+            // saturates to Duration::MAX.
+            let micros = (u128::from(self.t_eff) + u128::from(ticks)) * tick - u128::from(time_us);
+            u64::try_from(micros / 1_000_000).map_or(Duration::MAX, |secs| {
+                Duration::new(secs, (micros % 1_000_000) as u32 * 1_000)
+            })
         };
         Decision {
             allowed: self.allowed,
@@ -226,6 +246,31 @@ impl TickDecision {
             wait: to_micros(self.wait),
             time_us,
             source: DecisionSource::Backend,
+            bound_by: 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod conversion_tests {
+    use crate::backend::{AlgorithmState, TokenBucket};
+    use crate::{Policy, Rate};
+
+    /// A refill longer than u64 µs (7 * 10^13 s) is reported, not an
+    /// overflow (found by the fuzz target's reference).
+    #[test]
+    fn a_refill_longer_than_u64_micros_converts_without_overflow() {
+        let capacity = 70_372_992_312_949;
+        let policy = Policy::token_bucket(Rate::per_second(1))
+            .unwrap()
+            .with_capacity(capacity)
+            .unwrap();
+        let mut bucket = TokenBucket::fresh(&policy);
+        let drained = bucket.acquire(&policy, 1_000_000, capacity).unwrap();
+        assert!(drained.allowed);
+        assert_eq!(drained.reset_after.as_secs(), capacity);
+        let denied = bucket.acquire(&policy, 1_000_000, capacity).unwrap();
+        assert!(!denied.allowed);
+        assert_eq!(denied.retry_after.as_secs(), capacity);
     }
 }

@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike as _, MultiplexedConnection};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use crate::backend_builder::RedisBackendBuilder;
@@ -47,8 +49,7 @@ pub struct RedisBackend {
 
 /// What every clone of a [`RedisBackend`] shares.
 pub(crate) struct Shared {
-    client: Client,
-    config: AsyncConnectionConfig,
+    connector: Connector,
     /// The URL without its password, for messages.
     url: String,
     connection_timeout: Duration,
@@ -70,12 +71,43 @@ struct Socket {
     reconnecting: tokio::sync::Mutex<()>,
 }
 
+/// How connections are made: to one server, or to a cluster.
+pub(crate) enum Connector {
+    /// One server (or a proxy in front of several).
+    Server {
+        client: Client,
+        config: AsyncConnectionConfig,
+    },
+    /// A Redis Cluster: one connection per node, commands routed by their
+    /// key's slot, `MOVED`/`ASK`/`TRYAGAIN`/`CLUSTERDOWN` retried by the
+    /// client a bounded number of times.
+    Cluster(ClusterClient),
+}
+
 /// A live connection and its id (so a failure retires only the connection
 /// it happened on, never its replacement).
 #[derive(Clone)]
 struct Live {
     id: u64,
-    conn: MultiplexedConnection,
+    conn: Connection,
+}
+
+/// A multiplexed connection to one server, or a cluster connection (which
+/// multiplexes a connection per node). Both are cheap to clone.
+#[derive(Clone)]
+enum Connection {
+    Server(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl Connection {
+    async fn send(&mut self, cmd: &Cmd) -> Result<Value, RedisError> {
+        match self {
+            Self::Server(conn) => conn.send_packed_command(cmd).await,
+            Self::Cluster(conn) => conn.req_packed_command(cmd).await,
+        }?
+        .extract_error()
+    }
 }
 
 impl RedisBackend {
@@ -92,12 +124,33 @@ impl RedisBackend {
         RedisBackendBuilder::from_client(client)
     }
 
-    pub(crate) fn new(
-        client: Client,
-        config: AsyncConnectionConfig,
-        url: String,
-        options: &RedisBackendBuilder,
-    ) -> Self {
+    /// Starts building a backend on a Redis Cluster, found from one or more
+    /// seed nodes (`redis://host:port/` each; all share one user and
+    /// password). Every key of a decision sits in one slot (the user key
+    /// is a hash tag), so decisions are as atomic as on one server; scripts
+    /// are loaded on every primary at connect and again, by `NOSCRIPT`,
+    /// on a primary that joined later (a failover, a new node).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), limiter_core::Error> {
+    /// let redis = limiter_redis::RedisBackend::cluster([
+    ///     "redis://10.0.0.1:7000/",
+    ///     "redis://10.0.0.2:7000/",
+    /// ])
+    /// .build()
+    /// .await?;
+    /// # let _ = redis;
+    /// # Ok(()) }
+    /// ```
+    pub fn cluster<I, S>(seeds: I) -> RedisBackendBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        RedisBackendBuilder::cluster(seeds.into_iter().map(Into::into).collect())
+    }
+
+    pub(crate) fn new(connector: Connector, url: String, options: &RedisBackendBuilder) -> Self {
         let sockets = (0..options.connections)
             .map(|_| Socket {
                 current: Mutex::new(None),
@@ -106,8 +159,7 @@ impl RedisBackend {
             .collect();
         Self {
             shared: Arc::new(Shared {
-                client,
-                config,
+                connector,
                 url,
                 connection_timeout: options.connection_timeout,
                 command_timeout: options.command_timeout,
@@ -141,9 +193,13 @@ impl RedisBackend {
             .map_err(Into::into)
     }
 
-    /// Connects every socket now (bounded by the connection timeout each),
-    /// so the first decisions do not pay for it.
-    pub(crate) async fn connect_all(&self) -> Result<(), BackendError> {
+    /// Opens every connection now, within the timeouts (each connection:
+    /// the connection timeout plus the command timeout), so that the first
+    /// decisions do not pay for it; fails if Redis cannot be reached.
+    /// [`RedisBackendBuilder::build`] does this; a backend from
+    /// [`build_lazy`](RedisBackendBuilder::build_lazy) connects on first
+    /// use otherwise.
+    pub async fn connect(&self) -> Result<(), limiter_core::Error> {
         for socket in self.shared.sockets.iter() {
             socket.live(&self.shared).await?;
         }
@@ -192,11 +248,7 @@ impl RedisBackend {
             }
             let live = socket.live(shared).await?;
             let mut conn = live.conn.clone();
-            let error = match conn
-                .send_packed_command(cmd)
-                .await
-                .and_then(Value::extract_error)
-            {
+            let error = match conn.send(cmd).await {
                 Ok(reply) => return Ok(reply),
                 Err(e) => e,
             };
@@ -292,19 +344,25 @@ impl Shared {
     }
 
     /// Connects, checks the server answers and loads every registered
-    /// script, all within the connection timeout plus the command timeout.
-    async fn open_connection(&self) -> Result<MultiplexedConnection, BackendError> {
+    /// script (on a cluster: `PING` and `SCRIPT LOAD` go to every primary),
+    /// all within the connection timeout plus the command timeout.
+    async fn open_connection(&self) -> Result<Connection, BackendError> {
         let connect = async {
-            let mut conn = self
-                .client
-                .get_multiplexed_async_connection_with_config(&self.config)
-                .await?;
-            let mut setup = redis::pipe();
-            setup.cmd("PING");
-            for script in self.lock_scripts().iter() {
-                setup.add_command(script.load_command()).ignore();
+            let mut conn = match &self.connector {
+                Connector::Server { client, config } => Connection::Server(
+                    client
+                        .get_multiplexed_async_connection_with_config(config)
+                        .await?,
+                ),
+                Connector::Cluster(client) => {
+                    Connection::Cluster(client.get_async_connection().await?)
+                }
+            };
+            let scripts = self.lock_scripts().clone();
+            conn.send(&redis::cmd("PING")).await?;
+            for script in &scripts {
+                conn.send(&script.load_command()).await?;
             }
-            setup.query_async::<()>(&mut conn).await?;
             Ok::<_, RedisError>(conn)
         };
         match tokio::time::timeout(self.connection_timeout + self.command_timeout, connect).await {
@@ -329,17 +387,15 @@ impl Shared {
     /// the command once more.
     async fn reload_and_retry(
         self: &Arc<Self>,
-        conn: &mut MultiplexedConnection,
+        conn: &mut Connection,
         live: &Live,
         socket: &Socket,
         cmd: &Cmd,
         script: &LuaScript,
     ) -> Result<Value, BackendError> {
         let result = async {
-            conn.send_packed_command(&script.load_command())
-                .await?
-                .extract_error()?;
-            conn.send_packed_command(cmd).await?.extract_error()
+            conn.send(&script.load_command()).await?;
+            conn.send(cmd).await
         }
         .await;
         result.map_err(|e| {
@@ -386,7 +442,7 @@ impl Socket {
         }
     }
 
-    fn install(&self, shared: &Shared, conn: MultiplexedConnection) -> Live {
+    fn install(&self, shared: &Shared, conn: Connection) -> Live {
         let live = Live {
             id: shared.next_connection_id.fetch_add(1, Ordering::Relaxed),
             conn,

@@ -4,9 +4,9 @@ use std::fmt;
 use std::time::Duration;
 
 use limiter_core::Error;
-use redis::{AsyncConnectionConfig, Client, IntoConnectionInfo};
+use redis::{AsyncConnectionConfig, Client, ConnectionInfo, IntoConnectionInfo};
 
-use crate::backend::RedisBackend;
+use crate::backend::{Connector, RedisBackend};
 use crate::error::BackendError;
 
 /// Builds a [`RedisBackend`]; made by [`RedisBackend::builder`] or
@@ -31,6 +31,8 @@ pub struct RedisBackendBuilder {
 enum Source {
     Url(String),
     Client(Box<Client>),
+    /// Seed nodes of a cluster.
+    Cluster(Vec<String>),
 }
 
 impl RedisBackendBuilder {
@@ -64,6 +66,10 @@ impl RedisBackendBuilder {
 
     pub(crate) fn from_client(client: Client) -> Self {
         Self::new(Source::Client(Box::new(client)))
+    }
+
+    pub(crate) fn cluster(seeds: Vec<String>) -> Self {
+        Self::new(Source::Cluster(seeds))
     }
 
     /// The ACL user name, overriding the URL's. Defaults to the URL's (or
@@ -138,7 +144,7 @@ impl RedisBackendBuilder {
     /// backend is then used on (its connections run on it).
     pub async fn build(self) -> Result<RedisBackend, Error> {
         let backend = self.build_lazy()?;
-        backend.connect_all().await?;
+        backend.connect().await?;
         Ok(backend)
     }
 
@@ -158,15 +164,6 @@ impl RedisBackendBuilder {
                 "timeouts and the probe interval must be longer than zero",
             ));
         }
-        let (client, url) = self.client()?;
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.connection_timeout))
-            .set_response_timeout(Some(self.command_timeout));
-        Ok(RedisBackend::new(client, config, url, &self))
-    }
-
-    /// The client, with this builder's overrides, and its URL for messages.
-    fn client(&self) -> Result<(Client, String), Error> {
         let (info, url) = match &self.source {
             Source::Url(url) => {
                 let shown = redact_url(url);
@@ -182,7 +179,68 @@ impl RedisBackendBuilder {
                 let url = format!("{:?}", info.addr());
                 (info, url)
             }
+            Source::Cluster(seeds) => {
+                let (connector, url) = self.cluster_client(seeds)?;
+                return Ok(RedisBackend::new(connector, url, &self));
+            }
         };
+        let client = self.client(info, &url)?;
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connection_timeout))
+            .set_response_timeout(Some(self.command_timeout));
+        let connector = Connector::Server { client, config };
+        Ok(RedisBackend::new(connector, url, &self))
+    }
+
+    /// The cluster client, seeded by `seeds`, with this builder's options,
+    /// and the seeds for messages.
+    fn cluster_client(&self, seeds: &[String]) -> Result<(Connector, String), Error> {
+        if seeds.is_empty() {
+            return Err(config("a cluster needs at least one seed node URL"));
+        }
+        if self.db.is_some_and(|db| db != 0) {
+            return Err(config("a Redis Cluster has only database 0"));
+        }
+        let shown = seeds
+            .iter()
+            .map(|url| redact_url(url))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut builder =
+            redis::cluster::ClusterClientBuilder::new(seeds.iter().map(String::as_str))
+                .connection_timeout(self.connection_timeout)
+                .response_timeout(self.command_timeout)
+                // MOVED, ASK, TRYAGAIN and CLUSTERDOWN are retried by the
+                // client: a few times, a few ms apart, well within the command
+                // timeout of a decision.
+                .retries(CLUSTER_RETRIES)
+                .min_retry_wait(CLUSTER_RETRY_WAIT_MS)
+                .max_retry_wait(CLUSTER_RETRY_WAIT_MS * 8);
+        if let Some(username) = &self.username {
+            builder = builder.username(username);
+        }
+        if let Some(password) = &self.password {
+            builder = builder.password(password);
+        }
+        #[cfg(feature = "tls-rustls")]
+        {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+        if let Some(root) = &self.tls_root_certificate {
+            builder = builder.certs(root_certificates(root)?);
+        }
+        let client = builder.build().map_err(|e| {
+            BackendError::config(format!("invalid Redis Cluster seeds {shown}"))
+                .with_source(e)
+                .into_config_error()
+        })?;
+        Ok((Connector::Cluster(client), format!("cluster {shown}")))
+    }
+
+    /// The client of one server at `info`, with this builder's overrides
+    /// (`url` names it in messages).
+    fn client(&self, info: ConnectionInfo, url: &str) -> Result<Client, Error> {
         let mut redis = info.redis_settings().clone().set_skip_set_lib_name();
         if let Some(username) = &self.username {
             redis = redis.set_username(username);
@@ -202,30 +260,39 @@ impl RedisBackendBuilder {
         }
         #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
         if let Some(root) = &self.tls_root_certificate {
-            if !String::from_utf8_lossy(root).contains("-----BEGIN CERTIFICATE-----") {
-                return Err(BackendError::config(
-                    "tls_root_certificate holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
-                )
-                .into_config_error());
-            }
-            let certificates = redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(root.clone()),
-            };
-            let client = Client::build_with_tls(info, certificates).map_err(|e| {
+            let client = Client::build_with_tls(info, root_certificates(root)?).map_err(|e| {
                 BackendError::config(format!("invalid TLS settings for {url}"))
                     .with_source(e)
                     .into_config_error()
             })?;
-            return Ok((client, url));
+            return Ok(client);
         }
-        let client = Client::open(info).map_err(|e| {
+        Client::open(info).map_err(|e| {
             BackendError::config(format!("invalid Redis settings for {url}"))
                 .with_source(e)
                 .into_config_error()
-        })?;
-        Ok((client, url))
+        })
     }
+}
+
+/// How often the cluster client retries a redirected or refused command.
+const CLUSTER_RETRIES: u32 = 6;
+/// The cluster client's first wait between retries, in ms (doubling, up to
+/// eight times this).
+const CLUSTER_RETRY_WAIT_MS: u64 = 10;
+
+/// `pem` as the only trusted roots of a TLS connection.
+#[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+fn root_certificates(pem: &[u8]) -> Result<redis::TlsCertificates, Error> {
+    if !String::from_utf8_lossy(pem).contains("-----BEGIN CERTIFICATE-----") {
+        return Err(config(
+            "tls_root_certificate holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+        ));
+    }
+    Ok(redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(pem.to_vec()),
+    })
 }
 
 fn config(message: &str) -> Error {
@@ -237,6 +304,14 @@ impl fmt::Debug for RedisBackendBuilder {
         let source = match &self.source {
             Source::Url(url) => redact_url(url),
             Source::Client(client) => format!("{:?}", client.get_connection_info().addr()),
+            Source::Cluster(seeds) => format!(
+                "cluster {}",
+                seeds
+                    .iter()
+                    .map(|url| redact_url(url))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
         };
         f.debug_struct("RedisBackendBuilder")
             .field("server", &source)
