@@ -58,6 +58,7 @@ pub use crate::algorithms::{
     check_request, effective_time, AlgorithmState, FixedWindow, KeyState, LeakyBucket, LogUpdate,
     SlidingCounter, SlidingLog, TokenBucket,
 };
+pub use crate::all_of::{all_of, check_policies, SetState};
 pub use crate::decision::TickDecision;
 
 use crate::algorithm::Algorithm;

@@ -82,6 +82,14 @@ pub enum PolicyError {
         /// The option as given.
         option: String,
     },
+    /// A policy set ([`Policies`](crate::Policies)) with no policy.
+    NoPolicies,
+    /// A policy set with more than [`Policies::MAX_PARTS`](crate::Policies::MAX_PARTS)
+    /// policies.
+    TooManyPolicies {
+        /// The policies given.
+        count: usize,
+    },
 }
 
 impl fmt::Display for PolicyError {
@@ -125,6 +133,15 @@ impl fmt::Display for PolicyError {
             Self::UnknownOption { option } => write!(
                 f,
                 "unknown option {option:?} (capacity is for token-bucket, queue for leaky-bucket)"
+            ),
+            Self::NoPolicies => f.write_str(
+                "a policy set needs at least one policy, got none \
+                 (example: sliding-log:5/1s;sliding-log:100/1m)",
+            ),
+            Self::TooManyPolicies { count } => write!(
+                f,
+                "a policy set has at most {} policies, got {count}",
+                crate::Policies::MAX_PARTS
             ),
         }
     }

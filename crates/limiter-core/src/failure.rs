@@ -2,18 +2,20 @@
 //! a [`FailurePolicy`].
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use crate::algorithms::check_request;
+use crate::all_of::{check_policies, SetDecision};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, DecisionSource};
 use crate::error::Error;
 use crate::limiter::Limiter;
-use crate::policy::Policy;
+use crate::policies::Policies;
 
 /// What a [`Resilient`] limiter answers while its backend fails with
 /// [`Error::Backend`].
@@ -145,6 +147,46 @@ impl Mode {
         match self {
             Self::Acquire => "acquire",
             Self::Peek => "peek",
+        }
+    }
+}
+
+/// What a [`Resilient`] call answers: a [`Decision`], or a [`SetDecision`]
+/// with every part's.
+trait Answer: From<Decision> + Send {
+    /// The backend's answer.
+    fn ask<'a, L: Limiter>(
+        inner: &'a L,
+        key: &'a str,
+        cost: u64,
+        mode: Mode,
+    ) -> Pin<Box<dyn Future<Output = Result<Self, Error>> + Send + 'a>>;
+}
+
+impl Answer for Decision {
+    fn ask<'a, L: Limiter>(
+        inner: &'a L,
+        key: &'a str,
+        cost: u64,
+        mode: Mode,
+    ) -> Pin<Box<dyn Future<Output = Result<Self, Error>> + Send + 'a>> {
+        match mode {
+            Mode::Acquire => inner.acquire(key, cost),
+            Mode::Peek => inner.peek(key, cost),
+        }
+    }
+}
+
+impl Answer for SetDecision {
+    fn ask<'a, L: Limiter>(
+        inner: &'a L,
+        key: &'a str,
+        cost: u64,
+        mode: Mode,
+    ) -> Pin<Box<dyn Future<Output = Result<Self, Error>> + Send + 'a>> {
+        match mode {
+            Mode::Acquire => inner.acquire_parts(key, cost),
+            Mode::Peek => inner.peek_parts(key, cost),
         }
     }
 }
@@ -307,9 +349,9 @@ impl<L: Limiter> Resilient<L> {
     }
 
     /// What `outcome`, the backend's answer, becomes.
-    fn after_backend(
+    fn after_backend<T>(
         &self,
-        outcome: &Result<Decision, Error>,
+        outcome: &Result<T, Error>,
         probe: bool,
         key: &str,
         mode: Mode,
@@ -377,10 +419,10 @@ impl<L: Limiter> Resilient<L> {
     /// A fail-open or fail-closed decision, after the checks every request
     /// gets (docs/spec.md rule 2.2).
     fn fixed_answer(&self, source: DecisionSource, cost: u64) -> Result<Decision, Error> {
-        let policy = self.inner.policy();
+        let policies = self.inner.policies();
         let now_us = self.clock.now_us();
-        check_request(policy, now_us, cost)?;
-        let max_cost = policy.max_cost();
+        check_policies(policies, now_us, cost)?;
+        let max_cost = policies.max_cost();
         let decision = if source == DecisionSource::FailClosed {
             let until_probe = self
                 .outage()
@@ -396,22 +438,19 @@ impl<L: Limiter> Resilient<L> {
         Ok(decision.with_source(source))
     }
 
-    async fn decide(&self, key: &str, cost: u64, mode: Mode) -> Result<Decision, Error> {
+    async fn decide<T: Answer>(&self, key: &str, cost: u64, mode: Mode) -> Result<T, Error> {
         let probe = match self.route() {
             Route::Backend { probe } => probe,
             Route::Degrade => {
                 if let Some(degrade) = &self.degrade {
-                    return self.degrade(degrade, key, cost, mode).await;
+                    return self.degrade(degrade, key, cost, mode).await.map(T::from);
                 }
                 false
             }
         };
-        let outcome = match mode {
-            Mode::Acquire => self.inner.acquire(key, cost).await,
-            Mode::Peek => self.inner.peek(key, cost).await,
-        };
+        let outcome = T::ask(&self.inner, key, cost, mode).await;
         match self.after_backend(&outcome, probe, key, mode) {
-            Some(degrade) => self.degrade(degrade, key, cost, mode).await,
+            Some(degrade) => self.degrade(degrade, key, cost, mode).await.map(T::from),
             None => outcome,
         }
     }
@@ -441,8 +480,8 @@ impl<L: Limiter> Resilient<L> {
 
 #[async_trait]
 impl<L: Limiter> Limiter for Resilient<L> {
-    fn policy(&self) -> &Policy {
-        self.inner.policy()
+    fn policies(&self) -> &Policies {
+        self.inner.policies()
     }
 
     async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
@@ -450,6 +489,18 @@ impl<L: Limiter> Limiter for Resilient<L> {
     }
 
     async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        self.decide(key, cost, Mode::Peek).await
+    }
+
+    /// The backend's [`acquire_parts`](Limiter::acquire_parts) while it
+    /// answers; a degraded answer is a [`SetDecision::single`].
+    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+        self.decide(key, cost, Mode::Acquire).await
+    }
+
+    /// The backend's [`peek_parts`](Limiter::peek_parts) while it answers;
+    /// a degraded answer is a [`SetDecision::single`].
+    async fn peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
         self.decide(key, cost, Mode::Peek).await
     }
 

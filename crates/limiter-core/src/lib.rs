@@ -29,6 +29,7 @@
 
 mod algorithm;
 mod algorithms;
+mod all_of;
 pub mod backend;
 mod clock;
 mod decision;
@@ -36,17 +37,20 @@ mod divisor;
 mod error;
 mod failure;
 mod limiter;
+mod policies;
 mod policy;
 mod policy_text;
 mod rate;
 
 pub use self::{
     algorithm::Algorithm,
+    all_of::SetDecision,
     clock::{Clock, ManualClock, SystemClock},
     decision::{Decision, DecisionSource},
     error::{Error, ErrorKind, PolicyError},
     failure::{FailurePolicy, Resilient},
     limiter::{Limiter, LimiterExt},
+    policies::Policies,
     policy::Policy,
     rate::{parse_duration, Rate},
 };

@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::all_of::SetDecision;
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::failure::{FailurePolicy, Resilient};
-use crate::policy::Policy;
+use crate::policies::Policies;
 
-/// A keyed rate limiter under one [`Policy`].
+/// A keyed rate limiter under one [`Policy`](crate::Policy) or a tiered set
+/// of them ([`Policies`], docs/spec.md section 7).
 ///
 /// Object safe, so application code can hold an `Arc<dyn Limiter>` and be
 /// given the in-memory backend in tests and Redis in production: both decide
@@ -40,8 +42,9 @@ use crate::policy::Policy;
 /// [`LimiterExt::until_ready`] does so.
 #[async_trait]
 pub trait Limiter: Send + Sync + fmt::Debug {
-    /// The policy every key is limited by.
-    fn policy(&self) -> &Policy;
+    /// The policies every key is limited by: one policy, or a tiered set
+    /// whose parts must all admit a request.
+    fn policies(&self) -> &Policies;
 
     /// Asks to admit a request of `cost` units on `key`; commits it if admitted.
     ///
@@ -54,6 +57,22 @@ pub trait Limiter: Send + Sync + fmt::Debug {
 
     /// Drops `key`'s state: it starts again with a full quota.
     async fn reset(&self, key: &str) -> Result<(), Error>;
+
+    /// [`acquire`](Self::acquire), with every part's decision beside the
+    /// combined one (see [`SetDecision`]): what to list each policy of a
+    /// tiered set by (an HTTP layer's `RateLimit-Policy`).
+    ///
+    /// The default makes a [`SetDecision::single`] of `acquire`'s decision,
+    /// right for a limiter of one policy; a limiter of a set overrides it.
+    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+        self.acquire(key, cost).await.map(SetDecision::single)
+    }
+
+    /// [`peek`](Self::peek), with every part's decision (see
+    /// [`acquire_parts`](Self::acquire_parts)).
+    async fn peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+        self.peek(key, cost).await.map(SetDecision::single)
+    }
 
     /// [`acquire`](Self::acquire) with a cost of one unit.
     async fn acquire_one(&self, key: &str) -> Result<Decision, Error> {
@@ -82,8 +101,16 @@ macro_rules! forward_limiter {
     ($($wrapper:ty),+) => {$(
         #[async_trait]
         impl<L: Limiter + ?Sized> Limiter for $wrapper {
-            fn policy(&self) -> &Policy {
-                (**self).policy()
+            fn policies(&self) -> &Policies {
+                (**self).policies()
+            }
+
+            async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+                (**self).acquire_parts(key, cost).await
+            }
+
+            async fn peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+                (**self).peek_parts(key, cost).await
             }
 
             async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use limiter_core::{Clock, Policy};
+use limiter_core::{Clock, Policies};
 
 use crate::clock::{AnchoredClock, ClockSource};
 
@@ -31,16 +31,16 @@ pub const DEFAULT_EVICTION_DELAY: Duration = Duration::from_secs(1);
 /// ```
 #[derive(Debug)]
 pub struct MemoryLimiterBuilder {
-    pub(crate) policy: Policy,
+    pub(crate) policies: Policies,
     pub(crate) clock: ClockSource,
     pub(crate) max_keys: Option<usize>,
     pub(crate) eviction_delay_us: u64,
 }
 
 impl MemoryLimiterBuilder {
-    pub(crate) fn new(policy: Policy) -> Self {
+    pub(crate) fn new(policies: Policies) -> Self {
         Self {
-            policy,
+            policies,
             clock: ClockSource::Anchored(AnchoredClock::new()),
             max_keys: None,
             eviction_delay_us: duration_us(DEFAULT_EVICTION_DELAY),

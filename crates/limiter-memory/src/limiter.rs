@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use limiter_core::backend::with_state;
-use limiter_core::{Decision, Error, Limiter, Policy};
+use limiter_core::{Decision, Error, Limiter, Policies, Policy, SetDecision};
 
 use crate::builder::MemoryLimiterBuilder;
 use crate::clock::ClockSource;
-use crate::map::Keys;
+use crate::map::{with_map, Keys};
 use crate::sweep::Sweep;
 
 /// A keyed in-process rate limiter: one algorithm state per key in a
@@ -33,6 +33,8 @@ use crate::sweep::Sweep;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct MemoryLimiter {
+    pub(crate) policies: Policies,
+    /// The first (under one policy, the only) part, read on the hot path.
     pub(crate) policy: Policy,
     pub(crate) clock: ClockSource,
     pub(crate) keys: Keys,
@@ -44,28 +46,32 @@ pub struct MemoryLimiter {
 }
 
 impl MemoryLimiter {
-    /// A limiter for `policy` on the [`AnchoredClock`](crate::AnchoredClock), with no cap on keys and
-    /// the default eviction delay (see [`MemoryLimiterBuilder`]).
-    pub fn new(policy: Policy) -> Self {
-        Self::builder(policy).build()
+    /// A limiter for `policies` (a [`Policy`], or a tiered set of
+    /// [`Policies`]) on the [`AnchoredClock`](crate::AnchoredClock), with no
+    /// cap on keys and the default eviction delay (see
+    /// [`MemoryLimiterBuilder`]).
+    pub fn new(policies: impl Into<Policies>) -> Self {
+        Self::builder(policies).build()
     }
 
-    /// A builder for a limiter of `policy`, to set the clock, a cap on keys
-    /// or the eviction delay.
-    pub fn builder(policy: Policy) -> MemoryLimiterBuilder {
-        MemoryLimiterBuilder::new(policy)
+    /// A builder for a limiter of `policies` (a [`Policy`], or a tiered set
+    /// of [`Policies`]), to set the clock, a cap on keys or the eviction
+    /// delay.
+    pub fn builder(policies: impl Into<Policies>) -> MemoryLimiterBuilder {
+        MemoryLimiterBuilder::new(policies.into())
     }
 
     pub(crate) fn from_builder(builder: MemoryLimiterBuilder) -> Self {
         let MemoryLimiterBuilder {
-            policy,
+            policies,
             clock,
             max_keys,
             eviction_delay_us,
         } = builder;
         Self {
-            keys: Keys::new(&policy),
-            policy,
+            keys: Keys::new(&policies),
+            policy: policies[0].clone(),
+            policies,
             clock,
             max_keys,
             eviction_delay_us,
@@ -74,9 +80,10 @@ impl MemoryLimiter {
         }
     }
 
-    /// The policy every key is limited by.
-    pub fn policy(&self) -> &Policy {
-        &self.policy
+    /// The policies every key is limited by: one, or a tiered set whose
+    /// parts must all admit a request (docs/spec.md section 7).
+    pub fn policies(&self) -> &Policies {
+        &self.policies
     }
 
     /// The cap on keys held, if any (see [`MemoryLimiterBuilder::max_keys`]).
@@ -107,7 +114,23 @@ impl MemoryLimiter {
     #[inline]
     pub fn try_acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
         let now_us = self.clock.now_us();
-        with_state!(&self.keys, map => self.acquire_in(map, key, now_us, cost))
+        match &self.keys {
+            Keys::One(typed) => with_state!(typed, map => self.acquire_in(map, key, now_us, cost)),
+            Keys::Set(map) => self
+                .acquire_in(map, key, now_us, cost)
+                .map(|set| set.decision),
+        }
+    }
+
+    /// [`try_acquire`](Self::try_acquire), with every part's decision (see
+    /// [`SetDecision`]): the synchronous form of [`Limiter::acquire_parts`].
+    pub fn try_acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+        let now_us = self.clock.now_us();
+        match &self.keys {
+            Keys::One(typed) => with_state!(typed, map => self.acquire_in(map, key, now_us, cost))
+                .map(SetDecision::single),
+            Keys::Set(map) => self.acquire_in(map, key, now_us, cost),
+        }
     }
 
     /// Answers what [`try_acquire`](Self::try_acquire) would, now, without
@@ -120,13 +143,27 @@ impl MemoryLimiter {
     /// error: a peek stores nothing.
     pub fn try_peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
         let now_us = self.clock.now_us();
-        with_state!(&self.keys, map => self.peek_in(map, key, now_us, cost))
+        match &self.keys {
+            Keys::One(typed) => with_state!(typed, map => self.peek_in(map, key, now_us, cost)),
+            Keys::Set(map) => self.peek_in(map, key, now_us, cost).map(|set| set.decision),
+        }
+    }
+
+    /// [`try_peek`](Self::try_peek), with every part's decision: the
+    /// synchronous form of [`Limiter::peek_parts`].
+    pub fn try_peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+        let now_us = self.clock.now_us();
+        match &self.keys {
+            Keys::One(typed) => with_state!(typed, map => self.peek_in(map, key, now_us, cost))
+                .map(SetDecision::single),
+            Keys::Set(map) => self.peek_in(map, key, now_us, cost),
+        }
     }
 
     /// Drops `key`'s state, so it starts again with a full quota; returns
     /// whether it was held. The synchronous form of [`Limiter::reset`].
     pub fn remove(&self, key: &str) -> bool {
-        let removed = with_state!(&self.keys, map => map.remove(key).is_some());
+        let removed = with_map!(&self.keys, map => map.remove(key).is_some());
         if removed {
             self.held.fetch_sub(1, Ordering::AcqRel);
         }
@@ -136,7 +173,7 @@ impl MemoryLimiter {
     /// Drops every key's state.
     pub fn clear(&self) {
         let mut removed = 0;
-        with_state!(&self.keys, map => map.retain(|_, _| {
+        with_map!(&self.keys, map => map.retain(|_, _| {
             removed += 1;
             false
         }));
@@ -171,7 +208,7 @@ impl MemoryLimiter {
 impl fmt::Debug for MemoryLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryLimiter")
-            .field("policy", &self.policy)
+            .field("policies", &self.policies)
             .field("clock", &self.clock)
             .field("keys_held", &self.len())
             .field("max_keys", &self.max_keys)
@@ -182,8 +219,8 @@ impl fmt::Debug for MemoryLimiter {
 
 #[async_trait]
 impl Limiter for MemoryLimiter {
-    fn policy(&self) -> &Policy {
-        &self.policy
+    fn policies(&self) -> &Policies {
+        &self.policies
     }
 
     async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
@@ -192,6 +229,14 @@ impl Limiter for MemoryLimiter {
 
     async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
         self.try_peek(key, cost)
+    }
+
+    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+        self.try_acquire_parts(key, cost)
+    }
+
+    async fn peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+        self.try_peek_parts(key, cost)
     }
 
     async fn reset(&self, key: &str) -> Result<(), Error> {
@@ -251,7 +296,7 @@ mod tests {
         for thread in threads {
             thread.join().unwrap();
         }
-        let map_len = || with_state!(&limiter.keys, map => map.len());
+        let map_len = || with_map!(&limiter.keys, map => map.len());
         assert_eq!(limiter.len(), map_len());
         clock.advance(Duration::from_secs(2));
         limiter.sweep_expired();

@@ -5,9 +5,8 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
-use limiter_core::backend::with_state;
-
 use crate::limiter::MemoryLimiter;
+use crate::map::with_map;
 
 /// Without a cap, a sweep runs after this many new keys at the least (more
 /// when more keys are held), so that sweeping stays amortised O(1) per key.
@@ -93,7 +92,7 @@ impl MemoryLimiter {
         earliest.store(u64::MAX, Ordering::SeqCst);
         let mut removed = 0;
         let mut earliest_kept = u64::MAX;
-        with_state!(&self.keys, map => map.retain(|_, slot| {
+        with_map!(&self.keys, map => map.retain(|_, slot| {
             if slot.evict_at <= now_us {
                 removed += 1;
                 false
@@ -108,7 +107,7 @@ impl MemoryLimiter {
             // Give memory back after a burst of one-off keys, with enough
             // slack that a steady population does not shrink and regrow.
             let held = self.len();
-            with_state!(&self.keys, map => {
+            with_map!(&self.keys, map => {
                 if map.capacity() > 4 * held.max(MIN_SWEEP_INTERVAL) {
                     map.shrink_to_fit();
                 }

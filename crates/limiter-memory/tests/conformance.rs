@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use limiter_core::{Limiter, ManualClock, Policy};
+use limiter_core::{Limiter, ManualClock, Policies, Policy};
 use limiter_memory::MemoryLimiter;
 use limiter_test::Harness;
 
@@ -15,6 +15,16 @@ struct MemoryHarness;
 impl Harness for MemoryHarness {
     async fn limiter(&self, policy: Policy, clock: ManualClock) -> Arc<dyn Limiter> {
         Arc::new(MemoryLimiter::builder(policy).clock(clock).build())
+    }
+
+    async fn set_limiter(
+        &self,
+        policies: Policies,
+        clock: ManualClock,
+    ) -> Option<Arc<dyn Limiter>> {
+        Some(Arc::new(
+            MemoryLimiter::builder(policies).clock(clock).build(),
+        ))
     }
 }
 

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use limiter_core::{
-    Decision, DecisionSource, Error, FailurePolicy, Limiter, LimiterExt, ManualClock, Policy, Rate,
+    Decision, DecisionSource, Error, FailurePolicy, Limiter, LimiterExt, ManualClock, Policies,
+    Policy, Rate,
 };
 use limiter_memory::MemoryLimiter;
 
@@ -18,13 +19,16 @@ use limiter_memory::MemoryLimiter;
 #[derive(Debug)]
 struct Fake {
     policy: Policy,
+    policies: Policies,
     used: AtomicU64,
 }
 
 impl Fake {
     fn new(budget: u64) -> Self {
+        let policy = Policy::fixed_window(Rate::per_minute(budget)).unwrap();
         Self {
-            policy: Policy::fixed_window(Rate::per_minute(budget)).unwrap(),
+            policies: Policies::from(&policy),
+            policy,
             used: AtomicU64::new(0),
         }
     }
@@ -32,8 +36,8 @@ impl Fake {
 
 #[async_trait]
 impl Limiter for Fake {
-    fn policy(&self) -> &Policy {
-        &self.policy
+    fn policies(&self) -> &Policies {
+        &self.policies
     }
 
     async fn acquire(&self, _key: &str, cost: u64) -> Result<Decision, Error> {

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use limiter_core::backend::check_request;
-use limiter_core::{Decision, Error, Limiter, Policy};
+use limiter_core::backend::check_policies;
+use limiter_core::{Decision, Error, Limiter, Policies};
 
 /// Forwards to `inner` until told to fail; then every call fails with
 /// [`Error::Backend`] (an `io::Error` "injected outage") and writes
@@ -54,12 +54,12 @@ impl Flaky {
 
 #[async_trait]
 impl Limiter for Flaky {
-    fn policy(&self) -> &Policy {
-        self.inner.policy()
+    fn policies(&self) -> &Policies {
+        self.inner.policies()
     }
 
     async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        check_request(self.inner.policy(), 0, cost)?;
+        check_policies(self.inner.policies(), 0, cost)?;
         match self.outage() {
             Some(error) => Err(error),
             None => self.inner.acquire(key, cost).await,
@@ -67,7 +67,7 @@ impl Limiter for Flaky {
     }
 
     async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        check_request(self.inner.policy(), 0, cost)?;
+        check_policies(self.inner.policies(), 0, cost)?;
         match self.outage() {
             Some(error) => Err(error),
             None => self.inner.peek(key, cost).await,

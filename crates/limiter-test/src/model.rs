@@ -5,64 +5,74 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use limiter_core::backend::KeyState;
-use limiter_core::{Clock, Decision, Error, Limiter, ManualClock, Policy};
+use limiter_core::backend::SetState;
+use limiter_core::{Clock, Decision, Error, Limiter, ManualClock, Policies, Policy, SetDecision};
 
 use crate::Harness;
 
-/// The reference backend: one [`KeyState`] per key in a locked `HashMap`,
-/// never evicted. It is what docs/spec.md sections 2 and 3 mean; the conformance suite runs
-/// against it in this crate's own tests, so a failing case points at the
-/// backend, not at the case.
+/// The reference backend: one [`SetState`] per key (a set of one under one
+/// policy) in a locked `HashMap`, never evicted. It is what docs/spec.md
+/// sections 2, 3 and 7 mean; the conformance suite runs against it in this
+/// crate's own tests, so a failing case points at the backend, not at the
+/// case.
 #[derive(Debug)]
 pub struct ModelLimiter {
-    policy: Policy,
+    policies: Policies,
     clock: Box<dyn Clock>,
-    keys: Mutex<HashMap<String, KeyState>>,
+    keys: Mutex<HashMap<String, SetState>>,
 }
 
 impl ModelLimiter {
-    /// A model limiter for `policy` reading time from `clock`.
-    pub fn new(policy: Policy, clock: impl Clock + 'static) -> Self {
+    /// A model limiter for `policies` (a [`Policy`] or a tiered set)
+    /// reading time from `clock`.
+    pub fn new(policies: impl Into<Policies>, clock: impl Clock + 'static) -> Self {
         Self {
-            policy,
+            policies: policies.into(),
             clock: Box::new(clock),
             keys: Mutex::new(HashMap::new()),
         }
     }
 
-    fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<String, KeyState>> {
+    fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<String, SetState>> {
         self.keys.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 #[async_trait]
 impl Limiter for ModelLimiter {
-    fn policy(&self) -> &Policy {
-        &self.policy
+    fn policies(&self) -> &Policies {
+        &self.policies
     }
 
     async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        self.acquire_parts(key, cost).await.map(|set| set.decision)
+    }
+
+    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        self.peek_parts(key, cost).await.map(|set| set.decision)
+    }
+
+    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
         let now_us = self.clock.now_us();
         let mut keys = self.keys();
         match keys.get_mut(key) {
-            Some(state) => state.acquire(&self.policy, now_us, cost),
+            Some(state) => state.acquire(&self.policies, now_us, cost),
             None => {
-                let mut state = KeyState::fresh(&self.policy);
-                let decision = state.acquire(&self.policy, now_us, cost)?;
-                if decision.allowed {
+                let mut state = SetState::fresh(&self.policies);
+                let set = state.acquire(&self.policies, now_us, cost)?;
+                if set.decision.allowed {
                     keys.insert(key.to_owned(), state);
                 }
-                Ok(decision)
+                Ok(set)
             }
         }
     }
 
-    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+    async fn peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
         let now_us = self.clock.now_us();
         match self.keys().get(key) {
-            Some(state) => state.peek(&self.policy, now_us, cost),
-            None => KeyState::fresh(&self.policy).peek(&self.policy, now_us, cost),
+            Some(state) => state.peek(&self.policies, now_us, cost),
+            None => SetState::fresh(&self.policies).peek(&self.policies, now_us, cost),
         }
     }
 
@@ -80,5 +90,13 @@ pub struct ModelHarness;
 impl Harness for ModelHarness {
     async fn limiter(&self, policy: Policy, clock: ManualClock) -> Arc<dyn Limiter> {
         Arc::new(ModelLimiter::new(policy, clock))
+    }
+
+    async fn set_limiter(
+        &self,
+        policies: Policies,
+        clock: ManualClock,
+    ) -> Option<Arc<dyn Limiter>> {
+        Some(Arc::new(ModelLimiter::new(policies, clock)))
     }
 }

@@ -61,6 +61,11 @@ macro_rules! conformance_suite {
             article_boundary_case,
             // docs/spec.md section 6a
             shared_vectors_replay_byte_for_byte,
+            // docs/spec.md section 7: tiered limits (skipped by a harness
+            // whose set_limiter answers None)
+            all_of_vectors_replay_byte_for_byte,
+            concurrent_acquires_under_a_policy_set_admit_exactly_the_tightest,
+            a_cost_above_any_parts_maximum_is_an_error,
             // concurrency
             concurrent_acquires_on_one_key_admit_exactly_the_limit,
             concurrent_keys_are_isolated,

@@ -98,4 +98,17 @@ impl AlgorithmState for FixedWindow {
     fn apply(&mut self, update: Self) {
         *self = update;
     }
+
+    fn reset_as_it_stands(&self, policy: &Policy, t: u64) -> u64 {
+        // As in `evaluate`: window_start <= t < window_start + W.
+        #[allow(clippy::arithmetic_side_effects)]
+        let window_start = t - policy.window_divisor().rem(t);
+        if window_start == self.window_start && self.count > 0 {
+            #[allow(clippy::arithmetic_side_effects)]
+            let until_next_window = window_start + policy.window_ticks() - t;
+            until_next_window
+        } else {
+            0
+        }
+    }
 }

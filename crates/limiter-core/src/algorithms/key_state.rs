@@ -1,8 +1,13 @@
 //! [`KeyState`]: one key's state under any of the five algorithms.
 
-use super::{AlgorithmState, FixedWindow, LeakyBucket, SlidingCounter, SlidingLog, TokenBucket};
+use std::time::Duration;
+
+use super::{
+    effective_time, AlgorithmState, FixedWindow, LeakyBucket, LogUpdate, SlidingCounter,
+    SlidingLog, TokenBucket,
+};
 use crate::algorithm::Algorithm;
-use crate::decision::Decision;
+use crate::decision::{Decision, TickDecision};
 use crate::error::Error;
 use crate::policy::Policy;
 
@@ -73,4 +78,70 @@ impl KeyState {
     pub fn stamp(&self) -> u64 {
         dispatch!(self, state => state.stamp())
     }
+
+    /// Decides without writing, as [`peek`](Self::peek), and also returns
+    /// the effective time (ticks) and, if admitted, the update to
+    /// [`apply`](Self::apply): one part of a policy set (docs/spec.md
+    /// section 7), which commits only once every part admits.
+    pub(crate) fn evaluate(
+        &self,
+        policy: &Policy,
+        now_us: u64,
+        cost: u64,
+    ) -> Result<(Decision, u64, Option<KeyUpdate>), Error> {
+        macro_rules! part {
+            ($state:expr, $variant:ident) => {{
+                let t_eff = effective_time(policy, $state.stamp(), now_us, cost)?;
+                let (mut ticks, update) = $state.evaluate(policy, t_eff, cost);
+                ticks.t_eff = t_eff;
+                let decision = ticks.into_decision(policy, now_us);
+                Ok((decision, t_eff, update.map(KeyUpdate::$variant)))
+            }};
+        }
+        match self {
+            Self::FixedWindow(state) => part!(state, FixedWindow),
+            Self::SlidingLog(state) => part!(state, SlidingLog),
+            Self::SlidingCounter(state) => part!(state, SlidingCounter),
+            Self::TokenBucket(state) => part!(state, TokenBucket),
+            Self::LeakyBucket(state) => part!(state, LeakyBucket),
+        }
+    }
+
+    /// Commits an update [`evaluate`](Self::evaluate) returned for this state.
+    pub(crate) fn apply(&mut self, update: KeyUpdate) {
+        match (self, update) {
+            (Self::FixedWindow(state), KeyUpdate::FixedWindow(update)) => state.apply(update),
+            (Self::SlidingLog(state), KeyUpdate::SlidingLog(update)) => state.apply(update),
+            (Self::SlidingCounter(state), KeyUpdate::SlidingCounter(update)) => {
+                state.apply(update);
+            }
+            (Self::TokenBucket(state), KeyUpdate::TokenBucket(update)) => state.apply(update),
+            (Self::LeakyBucket(state), KeyUpdate::LeakyBucket(update)) => state.apply(update),
+            // `evaluate` makes each state's update of its own algorithm.
+            (state, update) => debug_assert!(false, "{update:?} does not fit {state:?}"),
+        }
+    }
+
+    /// `reset_after` of this state as it stands, for a request at `now_us`
+    /// whose effective time is `t_eff` ([`evaluate`](Self::evaluate)'s).
+    pub(crate) fn reset_as_it_stands(&self, policy: &Policy, t_eff: u64, now_us: u64) -> Duration {
+        let ticks = dispatch!(self, state => state.reset_as_it_stands(policy, t_eff));
+        TickDecision {
+            reset_after: ticks,
+            t_eff,
+            ..TickDecision::default()
+        }
+        .into_decision(policy, now_us)
+        .reset_after
+    }
+}
+
+/// What an admitted part of a policy set commits, for its algorithm.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum KeyUpdate {
+    FixedWindow(FixedWindow),
+    SlidingLog(LogUpdate),
+    SlidingCounter(SlidingCounter),
+    TokenBucket(TokenBucket),
+    LeakyBucket(LeakyBucket),
 }

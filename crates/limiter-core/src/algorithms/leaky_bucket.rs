@@ -100,4 +100,14 @@ impl AlgorithmState for LeakyBucket {
     fn apply(&mut self, update: Self) {
         *self = update;
     }
+
+    fn reset_as_it_stands(&self, policy: &Policy, t: u64) -> u64 {
+        // The bounds of `evaluate`.
+        #[allow(clippy::arithmetic_side_effects)]
+        let s = {
+            let elapsed = (t - self.last).min(policy.fill_ticks());
+            self.scaled_queued.saturating_sub(elapsed * policy.limit())
+        };
+        policy.limit_divisor().div_ceil(s)
+    }
 }

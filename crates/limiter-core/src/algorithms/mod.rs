@@ -19,6 +19,7 @@ mod sliding_counter;
 mod sliding_log;
 mod token_bucket;
 
+pub(crate) use self::key_state::KeyUpdate;
 pub use self::{
     fixed_window::FixedWindow,
     key_state::KeyState,
@@ -59,6 +60,12 @@ pub trait AlgorithmState: Clone + fmt::Debug + Send + Sync + 'static {
 
     /// Commits an admitted request's update.
     fn apply(&mut self, update: Self::Update);
+
+    /// Ticks until this state, as it stands, is back to the initial state
+    /// at effective time `t_eff` (`>= stamp()`): the `reset_after` a denial
+    /// at `t_eff` would report. A policy set needs it for the parts that
+    /// would have admitted a request the set denied (docs/spec.md section 7).
+    fn reset_as_it_stands(&self, policy: &Policy, t_eff: u64) -> u64;
 
     /// Decides a request at `now_us` and commits it if admitted.
     #[inline]

@@ -136,4 +136,26 @@ impl AlgorithmState for SlidingCounter {
     fn apply(&mut self, update: Self) {
         *self = update;
     }
+
+    fn reset_as_it_stands(&self, policy: &Policy, t: u64) -> u64 {
+        let w = policy.window_ticks();
+        let e = policy.window_divisor().rem(t);
+        // As in `evaluate`.
+        #[allow(clippy::arithmetic_side_effects)]
+        let (window_start, next_after_stored) = (t - e, self.window_start + w);
+        let (prev, curr) = if window_start == self.window_start {
+            (self.previous, self.current)
+        } else if window_start == next_after_stored {
+            (self.current, 0)
+        } else {
+            (0, 0)
+        };
+        // e < W <= 2^51.
+        #[allow(clippy::arithmetic_side_effects)]
+        match (curr, prev) {
+            (0, 0) => 0,
+            (0, _) => w - e,
+            _ => 2 * w - e,
+        }
+    }
 }

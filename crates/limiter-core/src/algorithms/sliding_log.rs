@@ -187,6 +187,18 @@ impl AlgorithmState for SlidingLog {
             }),
         }
     }
+
+    fn reset_as_it_stands(&self, policy: &Policy, t: u64) -> u64 {
+        // The newest entry leaves the window at ts + W (ts <= 2^53, W <=
+        // 2^51); an empty log, or one whose newest entry has left, is reset.
+        #[allow(clippy::arithmetic_side_effects)]
+        match self.entries.back() {
+            Some(newest) if newest.ts + policy.window_ticks() > t => {
+                newest.ts + policy.window_ticks() - t
+            }
+            _ => 0,
+        }
+    }
 }
 
 #[cfg(test)]

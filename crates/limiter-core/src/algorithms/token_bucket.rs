@@ -102,4 +102,15 @@ impl AlgorithmState for TokenBucket {
     fn apply(&mut self, update: Self) {
         *self = update;
     }
+
+    fn reset_as_it_stands(&self, policy: &Policy, t: u64) -> u64 {
+        // The bounds of `evaluate`; s <= full.
+        #[allow(clippy::arithmetic_side_effects)]
+        let empty = {
+            let full = policy.max_cost() * policy.window_ticks();
+            let elapsed = (t - self.last).min(policy.fill_ticks());
+            full - full.min(self.scaled_tokens + elapsed * policy.limit())
+        };
+        policy.limit_divisor().div_ceil(empty)
+    }
 }

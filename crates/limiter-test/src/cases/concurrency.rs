@@ -13,7 +13,10 @@ const REQUESTS_PER_TASK: u64 = 2_000;
 /// Sends `requests` one-unit requests on each of `keys(task, i)` from
 /// `TASKS` spawned tasks at once and returns, per task, the keys it was
 /// admitted on.
-async fn race(limiter: &Arc<dyn Limiter>, keys: fn(u64, u64) -> String) -> Vec<Vec<String>> {
+pub(crate) async fn race(
+    limiter: &Arc<dyn Limiter>,
+    keys: fn(u64, u64) -> String,
+) -> Vec<Vec<String>> {
     let tasks: Vec<_> = (0..TASKS)
         .map(|task| {
             let limiter = Arc::clone(limiter);

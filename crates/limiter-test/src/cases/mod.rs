@@ -9,7 +9,7 @@
 //!
 //! Grouped by theme: the rules every algorithm shares (docs/spec.md section 2), each
 //! algorithm's behaviour (section 3), the shared vectors (section 6a),
-//! concurrency, random traces against the core's model, and the `Limiter`
+//! tiered limits (section 7), concurrency, random traces against the core's model, and the `Limiter`
 //! trait's conveniences.
 
 mod algorithms;
@@ -18,6 +18,7 @@ mod conveniences;
 mod failure;
 mod random;
 mod rules;
+mod tiers;
 mod vectors;
 
 use std::sync::Arc;
@@ -45,6 +46,10 @@ pub use self::{
         peek_writes_nothing, reset_after_is_exact, reset_restores_the_full_quota,
         retry_after_is_exact, time_beyond_2_pow_53_is_an_error,
         time_never_runs_backwards_inside_a_key, zero_cost_is_an_error,
+    },
+    tiers::{
+        a_cost_above_any_parts_maximum_is_an_error, all_of_vectors_replay_byte_for_byte,
+        concurrent_acquires_under_a_policy_set_admit_exactly_the_tightest,
     },
     vectors::shared_vectors_replay_byte_for_byte,
 };
@@ -93,8 +98,8 @@ impl Subject {
         let clock = ManualClock::new(T0);
         let limiter = harness.limiter(policy.clone(), clock.clone()).await;
         assert_eq!(
-            limiter.policy(),
-            policy,
+            limiter.policies().single(),
+            Some(policy),
             "the harness must build a limiter for the policy it is given"
         );
         Self {

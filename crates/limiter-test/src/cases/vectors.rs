@@ -5,17 +5,17 @@ use std::fs;
 use std::path::PathBuf;
 
 use limiter_cli::trace::{decision_row, TraceReader, DECISION_HEADER};
-use limiter_core::{parse_duration, Policy, Rate};
+use limiter_core::{parse_duration, Limiter, ManualClock, Policy, Rate};
 
 use super::{outcome, Subject};
 use crate::Harness;
 
 /// `testdata/vectors` at the workspace root.
-fn vectors_dir() -> PathBuf {
+pub(crate) fn vectors_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vectors")
 }
 
-fn read(path: PathBuf) -> String {
+pub(crate) fn read(path: PathBuf) -> String {
     fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
@@ -47,17 +47,42 @@ fn parse_case(line: &str) -> (String, Policy, String, String) {
 /// CSV as `limiter replay` does.
 async fn replay<H: Harness>(harness: &H, policy: &Policy, trace: &str) -> String {
     let subject = Subject::new(harness, policy).await;
+    replay_into(&*subject.limiter, &subject.clock, trace).await
+}
+
+/// Replays `trace` through `limiter`, setting `clock` (the limiter's) to
+/// each row's time before its request, and prints the decisions CSV as
+/// `limiter replay` does: the replay of every vector, one policy or a set.
+pub(crate) async fn replay_into(limiter: &dyn Limiter, clock: &ManualClock, trace: &str) -> String {
     let mut out = format!("{DECISION_HEADER}\n");
     for request in TraceReader::new(trace.as_bytes()) {
         let request = request.expect("vector traces are well formed");
-        let result = subject
-            .try_acquire(request.time_us, &request.key, request.cost)
-            .await;
+        clock.set(request.time_us);
+        let result = limiter.acquire(&request.key, request.cost).await;
         let decision = outcome(result).ok();
         out.push_str(&decision_row(&request, decision.as_ref()));
         out.push('\n');
     }
     out
+}
+
+/// The first line where `actual` and `expected` differ, for a failure message.
+pub(crate) fn first_difference(actual: &str, expected: &str) -> String {
+    actual
+        .lines()
+        .zip(expected.lines())
+        .enumerate()
+        .find(|(_, (a, e))| a != e)
+        .map_or_else(
+            || {
+                format!(
+                    "  {} lines, expected {}",
+                    actual.lines().count(),
+                    expected.lines().count()
+                )
+            },
+            |(i, (a, e))| format!("  line {}:\n  got      {a}\n  expected {e}", i + 1),
+        )
 }
 
 /// Every case of `testdata/vectors/cases.csv`, replayed through the
@@ -72,21 +97,7 @@ pub async fn shared_vectors_replay_byte_for_byte<H: Harness>(harness: &H) {
         let actual = replay(harness, &policy, &read(dir.join(&trace))).await;
         let expected = read(dir.join(&expected));
         if actual != expected {
-            let first = actual
-                .lines()
-                .zip(expected.lines())
-                .enumerate()
-                .find(|(_, (a, e))| a != e)
-                .map_or_else(
-                    || {
-                        format!(
-                            "  {} lines, expected {}",
-                            actual.lines().count(),
-                            expected.lines().count()
-                        )
-                    },
-                    |(i, (a, e))| format!("  line {}:\n  got      {a}\n  expected {e}", i + 1),
-                );
+            let first = first_difference(&actual, &expected);
             failures.push(format!("case {case} ({policy}) differs:\n{first}"));
         }
         checked += 1;

@@ -1,0 +1,293 @@
+//! Tiered limits (docs/spec.md section 7): one key under every part of a
+//! [`Policies`] set. [`all_of`] combines the parts' decisions, the one
+//! place that rule is written; [`SetState`] is a key's state under a set;
+//! [`SetDecision`] is the combined decision with every part's.
+
+use std::time::Duration;
+
+use crate::algorithms::{check_request, KeyState, KeyUpdate};
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::policies::Policies;
+
+const MAX_PARTS: usize = Policies::MAX_PARTS;
+
+/// The decision on a request under a policy set, with every part's own
+/// decision: what an HTTP layer needs to list each policy in
+/// `RateLimit-Policy` and `RateLimit` headers.
+///
+/// [`decision`](Self::decision) is what [`Limiter::acquire`](crate::Limiter::acquire)
+/// returns. [`parts`](Self::parts) has one decision per part, in the
+/// set's order, each describing that part **as it stands after the
+/// request**:
+///
+/// - the set admitted: each part's admission, the request counted;
+/// - the set denied (nothing counted, docs/spec.md rule 2.1): a part that
+///   denied reports its denial; a part that would have admitted reports
+///   `allowed == true` with its `remaining` and `reset_after` as they stand,
+///   without the request (and no `wait`).
+///
+/// Under one policy, `parts()` is that policy's decision, equal to
+/// `decision`.
+///
+/// ```
+/// use limiter_core::{Decision, SetDecision};
+///
+/// let one = SetDecision::single(Decision::admit(10, 9, 0));
+/// assert_eq!(one.parts(), &[one.decision]);
+/// assert_eq!(one.bound(), &one.decision);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SetDecision {
+    /// The combined decision (docs/spec.md section 7); its
+    /// [`bound_by`](Decision::bound_by) indexes [`parts`](Self::parts).
+    pub decision: Decision,
+    parts: [Decision; MAX_PARTS],
+    len: u8,
+}
+
+impl SetDecision {
+    /// The decision of a single policy, its only part.
+    pub fn single(decision: Decision) -> Self {
+        let mut parts = [decision; MAX_PARTS];
+        parts[0] = decision;
+        Self {
+            decision,
+            parts,
+            len: 1,
+        }
+    }
+
+    /// Every part's decision, in the set's order (see the type's docs).
+    pub fn parts(&self) -> &[Decision] {
+        &self.parts[..usize::from(self.len)]
+    }
+
+    /// The decision of the part that bound the answer
+    /// ([`Decision::bound_by`]).
+    pub fn bound(&self) -> &Decision {
+        let parts = self.parts();
+        parts
+            .get(usize::from(self.decision.bound_by))
+            .unwrap_or(&parts[0])
+    }
+}
+
+impl From<Decision> for SetDecision {
+    fn from(decision: Decision) -> Self {
+        Self::single(decision)
+    }
+}
+
+impl From<SetDecision> for Decision {
+    fn from(set: SetDecision) -> Self {
+        set.decision
+    }
+}
+
+/// Combines the decisions of a policy set's parts on one request into the
+/// set's decision (docs/spec.md section 7): the one place that rule lives.
+///
+/// `parts` holds each part's own decision on the request (1 to
+/// [`Policies::MAX_PARTS`], in the set's order), all made at the same time
+/// and `cost`, each as if it were alone: an admitting part's numbers are
+/// those after its commit. A backend that decides elsewhere (a Redis
+/// script) converts each part's reply with that part's own policy
+/// ([`TickDecision::into_decision`](crate::backend::TickDecision::into_decision))
+/// and passes the [`Decision`]s here; `allowed` says whether each part
+/// admitted.
+///
+/// `reset_as_it_stands(i)` is asked only when the set denies, and only for
+/// the parts `i` that admitted: the `reset_after` of part `i`'s state
+/// without this request (what a denial by that part would report;
+/// [`AlgorithmState::reset_as_it_stands`](crate::backend::AlgorithmState::reset_as_it_stands)
+/// in ticks). The set's `reset_after` covers every part as it stands.
+///
+/// The result: allowed iff every part allows; `remaining` the smallest,
+/// `limit` that of the first part with it ([`Decision::bound_by`] says
+/// which), over every part when allowed and over the denying parts when
+/// denied; `retry_after` the largest over the denying parts (0 when
+/// allowed); `reset_after` the largest; `wait` the largest when allowed, 0
+/// when denied. The backend commits every part if `decision.allowed`, none
+/// otherwise.
+///
+/// ```
+/// use limiter_core::backend::all_of;
+/// use limiter_core::Decision;
+/// use std::time::Duration;
+///
+/// let second = Decision::deny(5, 0, Duration::from_millis(400), 7)
+///     .with_reset_after(Duration::from_millis(900));
+/// let minute = Decision::admit(100, 93, 7).with_reset_after(Duration::from_secs(60));
+/// let set = all_of(&[second, minute], 1, |_| Duration::from_millis(59_800));
+/// assert!(!set.decision.allowed);
+/// assert_eq!((set.decision.limit, set.decision.remaining, set.decision.bound_by), (5, 0, 0));
+/// assert_eq!(set.decision.retry_after, Duration::from_millis(400));
+/// assert_eq!(set.decision.reset_after, Duration::from_millis(59_800));
+/// assert_eq!(set.parts()[1].remaining, 94); // the minute counted nothing
+/// ```
+pub fn all_of(
+    parts: &[Decision],
+    cost: u64,
+    mut reset_as_it_stands: impl FnMut(usize) -> Duration,
+) -> SetDecision {
+    debug_assert!(
+        (1..=MAX_PARTS).contains(&parts.len()),
+        "a set has 1 to 8 parts"
+    );
+    let parts = &parts[..parts.len().min(MAX_PARTS)];
+    let Some(&first) = parts.first() else {
+        return SetDecision::single(Decision::deny(0, 0, Duration::ZERO, 0));
+    };
+    if let [only] = parts {
+        return SetDecision::single(*only);
+    }
+    let allowed = parts.iter().all(|part| part.allowed);
+    let mut stood = [first; MAX_PARTS];
+    stood[..parts.len()].copy_from_slice(parts);
+    // The parts that speak for the request: all of them, or the denying ones.
+    let speaks = |part: &Decision| allowed || !part.allowed;
+    let mut bound = 0;
+    let mut decision = Decision {
+        allowed,
+        remaining: u64::MAX,
+        retry_after: Duration::ZERO,
+        reset_after: Duration::ZERO,
+        wait: Duration::ZERO,
+        ..first
+    };
+    for (i, part) in stood[..parts.len()].iter_mut().enumerate() {
+        if !allowed && part.allowed {
+            // Nothing was counted: the part as it stands, without the request.
+            *part = Decision::admit(
+                part.limit,
+                part.remaining.saturating_add(cost),
+                part.time_us,
+            )
+            .with_reset_after(reset_as_it_stands(i))
+            .with_source(part.source);
+        }
+        if speaks(part) {
+            if part.remaining < decision.remaining {
+                (decision.remaining, decision.limit, bound) = (part.remaining, part.limit, i);
+            }
+            decision.retry_after = decision.retry_after.max(part.retry_after);
+        }
+        decision.reset_after = decision.reset_after.max(part.reset_after);
+        if allowed {
+            decision.wait = decision.wait.max(part.wait);
+        }
+    }
+    // At most MAX_PARTS (8) parts.
+    decision.bound_by = u8::try_from(bound).unwrap_or(u8::MAX);
+    SetDecision {
+        decision,
+        parts: stood,
+        len: u8::try_from(parts.len()).unwrap_or(u8::MAX),
+    }
+}
+
+/// Checks a request against every part of `policies` (docs/spec.md rules
+/// 2.2 and 2.4, section 7), before any state is read: the first part's
+/// error, in the set's order, is the request's.
+#[inline]
+pub fn check_policies(policies: &Policies, now_us: u64, cost: u64) -> Result<(), Error> {
+    policies
+        .iter()
+        .try_for_each(|policy| check_request(policy, now_us, cost))
+}
+
+/// One key's state under a policy set: a [`KeyState`] per part, decided
+/// together (docs/spec.md section 7). A backend keeps one per key, under
+/// one lock, so that the conjunction is atomic.
+///
+/// ```
+/// use limiter_core::backend::SetState;
+/// use limiter_core::Policies;
+///
+/// let tiers: Policies = "sliding-log:2/1s;sliding-log:3/1m".parse()?;
+/// let mut key = SetState::fresh(&tiers);
+/// assert!(key.acquire(&tiers, 0, 1)?.decision.allowed);
+/// assert!(key.acquire(&tiers, 1, 1)?.decision.allowed);
+/// let denied = key.acquire(&tiers, 2, 1)?.decision;
+/// assert!(!denied.allowed && denied.bound_by == 0); // the second tier binds
+/// assert!(key.acquire(&tiers, 1_000_000, 1)?.decision.allowed);
+/// let denied = key.acquire(&tiers, 1_500_000, 1)?.decision;
+/// assert!(!denied.allowed && denied.bound_by == 1); // now the minute binds
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetState {
+    parts: Box<[KeyState]>,
+}
+
+impl SetState {
+    /// The state of a key that has seen nothing, under `policies`.
+    pub fn fresh(policies: &Policies) -> Self {
+        Self {
+            parts: policies.iter().map(KeyState::fresh).collect(),
+        }
+    }
+
+    /// Each part's state, in the set's order.
+    pub fn parts(&self) -> &[KeyState] {
+        &self.parts
+    }
+
+    /// Bytes this key's state takes in memory.
+    pub fn size_bytes(&self) -> usize {
+        self.parts
+            .iter()
+            .map(KeyState::size_bytes)
+            .fold(std::mem::size_of::<Self>(), usize::saturating_add)
+    }
+
+    /// Decides a request of `cost` at `now_us` by every part and commits it
+    /// in every part if every part admits (docs/spec.md section 7).
+    ///
+    /// The state must have been made for `policies`.
+    pub fn acquire(
+        &mut self,
+        policies: &Policies,
+        now_us: u64,
+        cost: u64,
+    ) -> Result<SetDecision, Error> {
+        let (set, updates) = self.evaluate(policies, now_us, cost)?;
+        if set.decision.allowed {
+            for (state, update) in self.parts.iter_mut().zip(updates) {
+                if let Some(update) = update {
+                    state.apply(update);
+                }
+            }
+        }
+        Ok(set)
+    }
+
+    /// Decides a request of `cost` at `now_us` by every part without writing.
+    pub fn peek(&self, policies: &Policies, now_us: u64, cost: u64) -> Result<SetDecision, Error> {
+        self.evaluate(policies, now_us, cost).map(|(set, _)| set)
+    }
+
+    #[inline]
+    fn evaluate(
+        &self,
+        policies: &Policies,
+        now_us: u64,
+        cost: u64,
+    ) -> Result<(SetDecision, [Option<KeyUpdate>; MAX_PARTS]), Error> {
+        check_policies(policies, now_us, cost)?;
+        let mut decisions = [Decision::admit(0, 0, now_us); MAX_PARTS];
+        let mut t_effs = [0; MAX_PARTS];
+        let mut updates = [None; MAX_PARTS];
+        let mut len = 0;
+        for (i, (state, policy)) in self.parts.iter().zip(policies.iter()).enumerate() {
+            let (decision, t_eff, update) = state.evaluate(policy, now_us, cost)?;
+            (decisions[i], t_effs[i], updates[i]) = (decision, t_eff, update);
+            len = i + 1;
+        }
+        let set = all_of(&decisions[..len], cost, |i| {
+            self.parts[i].reset_as_it_stands(&policies[i], t_effs[i], now_us)
+        });
+        Ok((set, updates))
+    }
+}
