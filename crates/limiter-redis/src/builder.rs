@@ -1,10 +1,11 @@
-//! [`RedisLimiterBuilder`]: the options of one policy on a [`RedisBackend`].
+//! [`RedisLimiterBuilder`]: the options of one policy (or policy set) on a
+//! [`RedisBackend`].
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use limiter_core::{Algorithm, Clock, Error, Policy, PolicyError};
+use limiter_core::{Algorithm, Clock, Error, Policies, PolicyError};
 
 use crate::backend::RedisBackend;
 use crate::error::BackendError;
@@ -18,7 +19,7 @@ use crate::scripts::LuaScript;
 #[must_use = "a builder does nothing until `.build().await`"]
 pub struct RedisLimiterBuilder {
     pub(crate) backend: RedisBackend,
-    pub(crate) policy: Policy,
+    pub(crate) policies: Policies,
     pub(crate) key_prefix: String,
     pub(crate) clock: Option<Arc<dyn Clock>>,
     pub(crate) max_sliding_log_limit: u64,
@@ -33,10 +34,10 @@ impl RedisLimiterBuilder {
     /// The default [`ttl_floor`](Self::ttl_floor).
     pub const DEFAULT_TTL_FLOOR: Duration = Duration::from_secs(60);
 
-    pub(crate) fn new(backend: RedisBackend, policy: Policy) -> Self {
+    pub(crate) fn new(backend: RedisBackend, policies: Policies) -> Self {
         Self {
             backend,
-            policy,
+            policies,
             key_prefix: Self::DEFAULT_KEY_PREFIX.to_owned(),
             clock: None,
             max_sliding_log_limit: Self::DEFAULT_MAX_SLIDING_LOG_LIMIT,
@@ -67,7 +68,8 @@ impl RedisLimiterBuilder {
         self
     }
 
-    /// The largest limit accepted for a sliding-log policy, whose key holds
+    /// The largest limit accepted for a sliding-log policy (each part of a
+    /// set), whose key holds
     /// up to one sorted-set entry per admission in the window: a guard
     /// against a policy that would hold millions of entries per key (use a
     /// sliding window counter for such limits). Defaults to 10 000.
@@ -114,15 +116,15 @@ impl RedisLimiterBuilder {
     /// Redis refusing the script (e.g. an ACL without `SCRIPT`) is
     /// [`Error::Backend`].
     pub async fn build(self) -> Result<RedisLimiter, Error> {
-        if self.policy.algorithm() == Algorithm::SlidingLog
-            && self.policy.limit() > self.max_sliding_log_limit
-        {
+        if let Some(log) = self.policies.iter().find(|p| {
+            p.algorithm() == Algorithm::SlidingLog && p.limit() > self.max_sliding_log_limit
+        }) {
             return Err(PolicyError::Unsupported {
                 reason: format!(
                     "a Redis sliding log keeps one entry per admission, and a limit of {} is \
                      above the maximum of {} (raise it with `max_sliding_log_limit`, or use \
                      sliding-counter, which keeps three numbers per key)",
-                    self.policy.limit(),
+                    log.limit(),
                     self.max_sliding_log_limit
                 ),
             }
@@ -136,7 +138,7 @@ impl RedisLimiterBuilder {
             ))
             .into_config_error());
         }
-        let script = LuaScript::for_policy(&self.policy, self.ttl_floor_ms());
+        let script = LuaScript::for_parts(self.policies.parts(), self.ttl_floor_ms());
         self.backend.register(&script).await?;
         Ok(RedisLimiter::new(self, script))
     }
@@ -146,7 +148,7 @@ impl fmt::Debug for RedisLimiterBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiterBuilder")
             .field("backend", &self.backend)
-            .field("policy", &self.policy)
+            .field("policies", &self.policies)
             .field("key_prefix", &self.key_prefix)
             .field("clock", &self.clock)
             .field("max_sliding_log_limit", &self.max_sliding_log_limit)

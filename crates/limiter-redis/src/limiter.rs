@@ -4,8 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use limiter_core::backend::check_request;
-use limiter_core::{Clock, Decision, Error, Limiter, Policy};
+use limiter_core::backend::{all_of, check_policies};
+use limiter_core::{Clock, Decision, Error, Limiter, Policies, SetDecision};
 
 use crate::backend::RedisBackend;
 use crate::builder::RedisLimiterBuilder;
@@ -16,30 +16,41 @@ use crate::scripts::{self, LuaScript, Mode};
 /// A keyed rate limiter whose state lives in Redis: each decision is one
 /// atomic Lua script (one round trip), deciding exactly as `limiter-core`.
 ///
+/// Under a tiered set (several policies), one script decides every part:
+/// each part's state is its own Redis key, all under the user key's hash
+/// tag (one slot, so the set is atomic on a cluster too); a denial writes
+/// nothing, an admission commits every part.
+///
 /// Build one with [`RedisLimiter::builder`] on a shared [`RedisBackend`].
 /// Share it behind an `Arc` (it is `Send + Sync`, and `Arc<dyn Limiter>`
 /// works).
 pub struct RedisLimiter {
-    policy: Policy,
+    policies: Policies,
     backend: RedisBackend,
-    keys: KeyLayout,
+    /// One per part, in the set's order.
+    keys: Box<[KeyLayout]>,
     key_prefix: String,
     clock: Option<Arc<dyn Clock>>,
-    /// The policy's script, with its constants written in.
+    /// The script of every part, with their constants written in.
     script: LuaScript,
 }
 
 impl RedisLimiter {
-    /// Starts building a limiter for `policy` on `backend` (its connections
-    /// are shared with every other limiter built on it).
-    pub fn builder(backend: &RedisBackend, policy: Policy) -> RedisLimiterBuilder {
-        RedisLimiterBuilder::new(backend.clone(), policy)
+    /// Starts building a limiter for `policies` (a [`Policy`](limiter_core::Policy)
+    /// or a tiered set) on `backend` (its connections are shared with every
+    /// other limiter built on it).
+    pub fn builder(backend: &RedisBackend, policies: impl Into<Policies>) -> RedisLimiterBuilder {
+        RedisLimiterBuilder::new(backend.clone(), policies.into())
     }
 
     pub(crate) fn new(builder: RedisLimiterBuilder, script: LuaScript) -> Self {
         Self {
-            keys: KeyLayout::new(&builder.key_prefix, &builder.policy),
-            policy: builder.policy,
+            keys: builder
+                .policies
+                .iter()
+                .map(|policy| KeyLayout::new(&builder.key_prefix, policy))
+                .collect(),
+            policies: builder.policies,
             backend: builder.backend,
             key_prefix: builder.key_prefix,
             clock: builder.clock,
@@ -47,10 +58,20 @@ impl RedisLimiter {
         }
     }
 
-    /// The Redis key holding `key`'s state, e.g.
-    /// `limiter:{user:42}:sl-e77675966f00`: what to inspect with `redis-cli`.
+    /// The Redis key holding `key`'s state (under the first policy of a
+    /// set), e.g. `limiter:{user:42}:sl-e77675966f00`: what to inspect with
+    /// `redis-cli`.
     pub fn redis_key(&self, key: &str) -> String {
-        self.keys.state_key(key)
+        self.keys[0].state_key(key)
+    }
+
+    /// The Redis keys holding `key`'s state, one per policy of the set, in
+    /// its order (all in one cluster slot).
+    pub fn redis_keys(&self, key: &str) -> Vec<String> {
+        self.keys
+            .iter()
+            .map(|layout| layout.state_key(key))
+            .collect()
     }
 
     /// The key prefix (see [`RedisLimiterBuilder::key_prefix`]).
@@ -63,12 +84,13 @@ impl RedisLimiter {
         &self.backend
     }
 
-    /// One decision: validate, run the script (one round trip), convert.
-    async fn decide(&self, key: &str, cost: u64, mode: Mode) -> Result<Decision, Error> {
+    /// One decision: validate, run the script (one round trip), convert,
+    /// combine the parts (docs/spec.md section 7).
+    async fn decide(&self, key: &str, cost: u64, mode: Mode) -> Result<SetDecision, Error> {
         let time_us = self.clock.as_ref().map(|clock| clock.now_us());
         // With Redis TIME the time is checked by the server's clock, which
         // stays below 2^53 µs until the year 2255.
-        check_request(&self.policy, time_us.unwrap_or(0), cost)?;
+        check_policies(&self.policies, time_us.unwrap_or(0), cost)?;
         Ok(self.run(key, cost, time_us, mode).await?)
     }
 
@@ -78,39 +100,65 @@ impl RedisLimiter {
         cost: u64,
         time_us: Option<u64>,
         mode: Mode,
-    ) -> Result<Decision, BackendError> {
-        let cmd = self
-            .script
-            .decide(&self.keys.state_key(key), mode, cost, time_us);
+    ) -> Result<SetDecision, BackendError> {
+        let cmd = match &*self.keys {
+            [only] => self
+                .script
+                .decide(&[only.state_key(key)], mode, cost, time_us),
+            layouts => {
+                let keys: Vec<String> = layouts.iter().map(|l| l.state_key(key)).collect();
+                self.script.decide(&keys, mode, cost, time_us)
+            }
+        };
         let reply = self.backend.query(&cmd, Some(&self.script)).await?;
-        scripts::decision(&self.policy, &reply).ok_or_else(|| {
+        let unexpected = || {
             BackendError::new(
                 BackendErrorKind::Redis,
                 format!("unexpected script reply {reply:?}"),
             )
+        };
+        let parts = self.policies.parts();
+        let mut decisions = [Decision::admit(0, 0, 0); Policies::MAX_PARTS];
+        let mut reset_now = [std::time::Duration::ZERO; Policies::MAX_PARTS];
+        let mut read = 0;
+        scripts::read_reply(parts, &reply, |part| {
+            decisions[read] = part.decision;
+            reset_now[read] = part.reset_now;
+            read += 1;
         })
+        .ok_or_else(unexpected)?;
+        Ok(all_of(&decisions[..read], cost, |i| reset_now[i]))
     }
 }
 
 #[async_trait]
 impl Limiter for RedisLimiter {
-    fn policy(&self) -> &Policy {
-        &self.policy
+    fn policies(&self) -> &Policies {
+        &self.policies
     }
 
     async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        self.decide(key, cost, Mode::Acquire).await
+        Ok(self.decide(key, cost, Mode::Acquire).await?.decision)
     }
 
     async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        Ok(self.decide(key, cost, Mode::Peek).await?.decision)
+    }
+
+    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+        self.decide(key, cost, Mode::Acquire).await
+    }
+
+    async fn peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
         self.decide(key, cost, Mode::Peek).await
     }
 
-    /// Deletes the key's state (`DEL`). Fails with [`Error::Backend`] if
-    /// Redis fails, whatever the failure policy.
+    /// Deletes the key's state under every part (`DEL`, one command: the
+    /// keys share a slot). Fails with [`Error::Backend`] if Redis fails,
+    /// whatever the failure policy.
     async fn reset(&self, key: &str) -> Result<(), Error> {
         let mut del = redis::cmd("DEL");
-        del.arg(self.redis_key(key));
+        del.arg(self.redis_keys(key));
         self.backend
             .query(&del, None)
             .await
@@ -123,7 +171,7 @@ impl fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiter")
             .field("backend", &self.backend)
-            .field("policy", &self.policy)
+            .field("policies", &self.policies)
             .field("key_prefix", &self.key_prefix)
             .field(
                 "time",

@@ -1,34 +1,41 @@
-//! The Lua scripts, one per policy, and their calling convention.
+//! The Lua scripts, one per policy (or policy set), and their calling
+//! convention.
 //!
-//! Every script takes the same `KEYS`/`ARGV` and returns the same reply (see
-//! the comment block opening each `.lua` file): Rust passes the request in
-//! microseconds and the policy in ticks; the script answers in ticks with
-//! `t_eff` and the request time it used, and Rust converts with
+//! Each algorithm's `.lua` file defines one function that decides a request
+//! on one key without writing (see the comment block opening each file and
+//! `prelude.lua`). A script is the prelude, the functions its policies use,
+//! and an epilogue written here: it calls each policy's function on its
+//! key, with the policy's constants written in, commits every part only if
+//! every part admits (docs/spec.md section 7; one part is one policy), and
+//! replies in ticks. Rust converts each part with
 //! [`TickDecision::into_decision`], the single place where the µs
 //! conversion of docs/spec.md section 5 lives.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use limiter_core::backend::{PerAlgorithm, TickDecision};
-use limiter_core::{Algorithm, Decision, Policy};
+use limiter_core::{Decision, Policy};
 use redis::Cmd;
 
 /// The prelude every script starts with (argument parsing, time, expiry).
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
-/// The Lua of each algorithm, following the prelude.
-const ALGORITHM_SOURCES: PerAlgorithm<&str> = PerAlgorithm {
-    fixed_window: include_str!("scripts/fixed_window.lua"),
-    sliding_log: include_str!("scripts/sliding_log.lua"),
-    sliding_counter: include_str!("scripts/sliding_counter.lua"),
-    token_bucket: include_str!("scripts/token_bucket.lua"),
-    leaky_bucket: include_str!("scripts/leaky_bucket.lua"),
+/// Each algorithm's Lua, and the name of the function it defines.
+const ALGORITHMS: PerAlgorithm<(&str, &str)> = PerAlgorithm {
+    fixed_window: (include_str!("scripts/fixed_window.lua"), "fixed_window"),
+    sliding_log: (include_str!("scripts/sliding_log.lua"), "sliding_log"),
+    sliding_counter: (
+        include_str!("scripts/sliding_counter.lua"),
+        "sliding_counter",
+    ),
+    token_bucket: (include_str!("scripts/token_bucket.lua"), "token_bucket"),
+    leaky_bucket: (include_str!("scripts/leaky_bucket.lua"), "leaky_bucket"),
 };
 
-/// The Lua of one algorithm, following the prelude.
-fn algorithm_source(algorithm: Algorithm) -> &'static str {
-    ALGORITHM_SOURCES[algorithm]
-}
+/// Numbers per part in a reply: allowed, remaining, retry_after,
+/// reset_after, reset_now, wait, t_eff.
+const PART_FIELDS: usize = 7;
 
 /// A script's source and SHA1, as `EVALSHA` and `SCRIPT LOAD` need them.
 #[derive(Debug, Clone)]
@@ -46,18 +53,53 @@ impl LuaScript {
         }
     }
 
-    /// The script deciding `policy`: its constants (every one below 2^53,
-    /// so exact as a Lua number literal), the prelude, the algorithm.
-    pub(crate) fn for_policy(policy: &Policy, ttl_floor_ms: u64) -> Self {
-        let constants = format!(
-            "local tick, W, L, M, ttl_floor = {}, {}, {}, {}, {}\n",
-            policy.tick_us(),
-            policy.window_ticks(),
-            policy.limit(),
-            policy.max_cost(),
-            ttl_floor_ms,
+    /// The script deciding `parts` (one policy, or every policy of a
+    /// set) on `KEYS[1..=parts.len()]`: the TTL floor, the prelude, each
+    /// algorithm used once, and the epilogue with each part's constants
+    /// (every one below 2^53, so exact as a Lua number literal).
+    pub(crate) fn for_parts(parts: &[Policy], ttl_floor_ms: u64) -> Self {
+        let mut source = format!("local ttl_floor = {ttl_floor_ms}\n{PRELUDE}");
+        let mut included = PerAlgorithm::from_fn(|_| false);
+        for policy in parts {
+            let algorithm = policy.algorithm();
+            if !std::mem::replace(&mut included[algorithm], true) {
+                source.push_str(ALGORITHMS[algorithm].0);
+            }
+        }
+        for (i, policy) in parts.iter().enumerate() {
+            let p = i + 1;
+            let _ = writeln!(
+                source,
+                "local a{p}, r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}, x{p} = {}(KEYS[{p}], {}, {}, {}, {})",
+                ALGORITHMS[policy.algorithm()].1,
+                policy.tick_us(),
+                policy.window_ticks(),
+                policy.limit(),
+                policy.max_cost(),
+            );
+        }
+        let all = (1..=parts.len())
+            .map(|p| format!("a{p}"))
+            .collect::<Vec<_>>();
+        let commits = (1..=parts.len())
+            .map(|p| format!("x{p}()"))
+            .collect::<Vec<_>>();
+        let _ = writeln!(
+            source,
+            "if acquire and {} then {} end",
+            all.join(" and "),
+            commits.join(" ")
         );
-        Self::new([&constants, PRELUDE, algorithm_source(policy.algorithm())].concat())
+        source
+            .push_str("local function bit(a) if a then return 1 end return 0 end\nreturn {time_us");
+        for p in 1..=parts.len() {
+            let _ = write!(
+                source,
+                ", bit(a{p}), r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}"
+            );
+        }
+        source.push_str("}\n");
+        Self::new(source)
     }
 
     /// The SHA1 of the source, as `EVALSHA` names the script.
@@ -72,16 +114,22 @@ impl LuaScript {
         cmd
     }
 
-    /// `EVALSHA` of one decision on `key`, with the `ARGV` every script
-    /// reads: the mode, the cost, the request time in µs ("" for Redis
-    /// `TIME`).
-    pub(crate) fn decide(&self, key: &str, mode: Mode, cost: u64, time_us: Option<u64>) -> Cmd {
+    /// `EVALSHA` of one decision on `keys` (one per part), with the `ARGV`
+    /// every script reads: the mode, the cost, the request time in µs (""
+    /// for Redis `TIME`).
+    pub(crate) fn decide<K: redis::ToRedisArgs>(
+        &self,
+        keys: &[K],
+        mode: Mode,
+        cost: u64,
+        time_us: Option<u64>,
+    ) -> Cmd {
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&*self.hash)
-            .arg(1)
-            .arg(key)
-            .arg(mode.as_arg())
-            .arg(cost);
+        cmd.arg(&*self.hash).arg(keys.len());
+        for key in keys {
+            cmd.arg(key);
+        }
+        cmd.arg(mode.as_arg()).arg(cost);
         match time_us {
             Some(t) => cmd.arg(t),
             None => cmd.arg(""),
@@ -106,33 +154,62 @@ impl Mode {
     }
 }
 
-/// Reads a script's reply `{allowed, remaining, retry_after, reset_after,
-/// wait, t_eff, time_us}` into a decision; `None` if it has another shape.
-pub(crate) fn decision(policy: &Policy, reply: &redis::Value) -> Option<Decision> {
+/// One part's answer in a script's reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PartReply {
+    /// The part's decision; `reset_after` is the reset after the commit
+    /// when the part admits.
+    pub(crate) decision: Decision,
+    /// The reset of the part's state as it stands (equal to the decision's
+    /// when the part denies).
+    pub(crate) reset_now: std::time::Duration,
+}
+
+/// Reads a script's reply `{time_us, then per part: allowed, remaining,
+/// retry_after, reset_after, reset_now, wait, t_eff}` for `parts`, calling
+/// `each` with every part's answer in order; `None` if the reply has
+/// another shape.
+pub(crate) fn read_reply(
+    parts: &[Policy],
+    reply: &redis::Value,
+    mut each: impl FnMut(PartReply),
+) -> Option<()> {
     let redis::Value::Array(fields) = reply else {
         return None;
     };
-    let mut numbers = [0u64; 7];
-    if fields.len() != numbers.len() {
+    if fields.len() != 1 + PART_FIELDS * parts.len() {
         return None;
     }
-    for (number, field) in numbers.iter_mut().zip(fields) {
-        let redis::Value::Int(value) = field else {
-            return None;
-        };
-        *number = u64::try_from(*value).ok()?;
-    }
-    let [allowed, remaining, retry_after, reset_after, wait, t_eff, time_us] = numbers;
-    if allowed > 1 || time_us / policy.tick_us() > t_eff {
-        return None;
-    }
-    let ticks = TickDecision {
-        allowed: allowed == 1,
-        remaining,
-        retry_after,
-        reset_after,
-        wait,
-        t_eff,
+    let number = |field: &redis::Value| match field {
+        redis::Value::Int(value) => u64::try_from(*value).ok(),
+        _ => None,
     };
-    Some(ticks.into_decision(policy, time_us))
+    let time_us = number(&fields[0])?;
+    for (policy, part) in parts.iter().zip(fields[1..].chunks_exact(PART_FIELDS)) {
+        let mut numbers = [0u64; PART_FIELDS];
+        for (n, field) in numbers.iter_mut().zip(part) {
+            *n = number(field)?;
+        }
+        let [allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff] = numbers;
+        if allowed > 1 || time_us / policy.tick_us() > t_eff {
+            return None;
+        }
+        let ticks = TickDecision {
+            allowed: allowed == 1,
+            remaining,
+            retry_after,
+            reset_after,
+            wait,
+            t_eff,
+        };
+        let now = TickDecision {
+            reset_after: reset_now,
+            ..ticks
+        };
+        each(PartReply {
+            decision: ticks.into_decision(policy, time_us),
+            reset_now: now.into_decision(policy, time_us).reset_after,
+        });
+    }
+    Some(())
 }

@@ -149,7 +149,7 @@ async fn the_defaults_are_as_documented() {
     assert_eq!(limiter.key_prefix(), "limiter");
     let key = limiter.redis_key("u");
     assert!(key.starts_with("limiter:{u}:fw-"), "{key}");
-    assert_eq!(limiter.policy().limit(), 5);
+    assert_eq!(limiter.policies().parts()[0].limit(), 5);
     backend.ping().await.unwrap();
 }
 

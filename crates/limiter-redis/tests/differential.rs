@@ -1,15 +1,17 @@
-//! Model test: random traces through the pure core ([`KeyState`]) and
-//! through Redis (caller time) give identical answers, for all five
-//! algorithms, including peeks, resets, costs above the maximum, time
-//! stepping backwards, ticks above 1 µs and times near 2^53.
+//! Model test: random traces through the pure core ([`SetState`]) and
+//! through Redis (caller time) give identical answers — the combined
+//! decision and every part's — for all five algorithms alone and in tiered
+//! sets of two or three (docs/spec.md section 7), including peeks, resets,
+//! costs above a part's maximum, time stepping backwards, ticks above 1 µs
+//! and times near 2^53.
 
 mod common;
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use limiter_core::backend::KeyState;
-use limiter_core::{Algorithm, Decision, Error, Limiter, ManualClock, Policy, Rate};
+use limiter_core::backend::SetState;
+use limiter_core::{Algorithm, Error, Limiter, ManualClock, Policies, Policy, Rate, SetDecision};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -76,7 +78,15 @@ fn steps(max_cost: u64, window_us: u64) -> impl Strategy<Value = Vec<Step>> {
     prop::collection::vec((dt, op).prop_map(|(dt, op)| Step { dt, op }), 1..60)
 }
 
-fn case() -> impl Strategy<Value = (Policy, u64, Vec<Step>)> {
+/// One policy (half the cases) or a set of two or three, any mix.
+fn policies() -> impl Strategy<Value = Policies> {
+    prop_oneof![
+        policy().prop_map(Policies::from),
+        prop::collection::vec(policy(), 2..=3).prop_map(|parts| Policies::new(parts).unwrap()),
+    ]
+}
+
+fn case() -> impl Strategy<Value = (Policies, u64, Vec<Step>)> {
     let start = prop_oneof![
         Just(0u64),
         0..1_000_000u64,
@@ -85,28 +95,29 @@ fn case() -> impl Strategy<Value = (Policy, u64, Vec<Step>)> {
         // Within a window of the end of the range, where ts + W > 2^53.
         (limiter_core::MAX_TIME_US - 20_000_000)..=limiter_core::MAX_TIME_US,
     ];
-    (policy(), start).prop_flat_map(|(policy, start)| {
-        let steps = steps(policy.max_cost(), policy.window_us());
-        (Just(policy), Just(start), steps)
+    (policies(), start).prop_flat_map(|(policies, start)| {
+        let window = policies.iter().map(Policy::window_us).max().unwrap_or(1);
+        let steps = steps(policies.max_cost(), window);
+        (Just(policies), Just(start), steps)
     })
 }
 
-/// An answer reduced to what must agree: the decision, or the error's kind.
-fn outcome(result: Result<Decision, Error>) -> Result<Decision, String> {
+/// An answer reduced to what must agree: the decisions, or the error's kind.
+fn outcome(result: Result<SetDecision, Error>) -> Result<SetDecision, String> {
     result.map_err(|e| match e {
         Error::Backend(e) => panic!("Redis failed: {e}"),
         e => format!("{e}"),
     })
 }
 
-async fn differ(policy: Policy, start: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
+async fn differ(policies: Policies, start: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
     let clock = ManualClock::new(start);
-    let redis = common::builder(policy.clone())
+    let redis = common::builder(policies.clone())
         .clock(clock.clone())
         .build()
         .await
         .unwrap();
-    let mut model: HashMap<usize, KeyState> = HashMap::new();
+    let mut model: HashMap<usize, SetState> = HashMap::new();
     let mut now = start;
     for (i, step) in steps.iter().enumerate() {
         now = now
@@ -116,17 +127,21 @@ async fn differ(policy: Policy, start: u64, steps: Vec<Step>) -> Result<(), Test
         let name = |key: usize| format!("k{key}");
         let (expected, actual) = match step.op {
             Op::Acquire { key, cost } => {
-                let state = model.entry(key).or_insert_with(|| KeyState::fresh(&policy));
+                let state = model
+                    .entry(key)
+                    .or_insert_with(|| SetState::fresh(&policies));
                 (
-                    outcome(state.acquire(&policy, now, cost)),
-                    outcome(redis.acquire(&name(key), cost).await),
+                    outcome(state.acquire(&policies, now, cost)),
+                    outcome(redis.acquire_parts(&name(key), cost).await),
                 )
             }
             Op::Peek { key, cost } => {
-                let state = model.entry(key).or_insert_with(|| KeyState::fresh(&policy));
+                let state = model
+                    .entry(key)
+                    .or_insert_with(|| SetState::fresh(&policies));
                 (
-                    outcome(state.peek(&policy, now, cost)),
-                    outcome(redis.peek(&name(key), cost).await),
+                    outcome(state.peek(&policies, now, cost)),
+                    outcome(redis.peek_parts(&name(key), cost).await),
                 )
             }
             Op::Reset { key } => {
@@ -142,7 +157,7 @@ async fn differ(policy: Policy, start: u64, steps: Vec<Step>) -> Result<(), Test
             i,
             step,
             now,
-            policy
+            policies
         );
     }
     // Every key the trace left has a TTL, at least the floor (caller time).
@@ -158,8 +173,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
 
     #[test]
-    fn redis_decides_exactly_as_the_core((policy, start, steps) in case()) {
+    fn redis_decides_exactly_as_the_core((policies, start, steps) in case()) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(differ(policy, start, steps))?;
+        runtime.block_on(differ(policies, start, steps))?;
     }
 }

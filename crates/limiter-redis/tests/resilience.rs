@@ -91,6 +91,14 @@ const RECOVERY_BOUND: Duration = Duration::from_millis(
 /// much sooner.
 const POLL_LIMIT: Duration = Duration::from_secs(10);
 
+/// Runs the tests of this file one at a time: each measures waits against
+/// bounds of a few hundred ms, which sixty-four callers of a neighbouring
+/// test on a 2-core machine would otherwise eat into.
+async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    SERIAL.lock().await
+}
+
 fn long_window() -> Policy {
     Policy::sliding_log(Rate::per_hour(LIMIT)).unwrap()
 }
@@ -592,34 +600,40 @@ fn check_calls(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_and_restart() {
+    let _serial = one_at_a_time().await;
     let m = fault_matrix(Fault::KillAndRestart).await;
     assert!(m.failures > 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_restart() {
+    let _serial = one_at_a_time().await;
     fault_matrix(Fault::GracefulRestart).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_flush() {
+    let _serial = one_at_a_time().await;
     let m = fault_matrix(Fault::ScriptFlush).await;
     assert_eq!(m.failures, 0, "NOSCRIPT is reloaded and retried: {m:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_kill() {
+    let _serial = one_at_a_time().await;
     fault_matrix(Fault::ClientKill).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn debug_sleep_longer_than_the_command_timeout() {
+    let _serial = one_at_a_time().await;
     let m = fault_matrix(Fault::DebugSleep).await;
     assert!(m.round_trip_failures > 0, "the hang was noticed: {m:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigstop_then_sigcont() {
+    let _serial = one_at_a_time().await;
     let m = fault_matrix(Fault::Pause).await;
     assert!(m.round_trip_failures > 0, "the hang was noticed: {m:?}");
 }
@@ -629,6 +643,7 @@ async fn sigstop_then_sigcont() {
 /// number of concurrent callers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fault_while_idle_costs_no_decision() {
+    let _serial = one_at_a_time().await;
     let mut server = RedisServer::start();
     let backend = backend_builder(&server.url()).build().await.unwrap();
     let limiter = limiter_on(&backend, FailurePolicy::ReturnError).await;
@@ -701,6 +716,7 @@ async fn futures_join_all<T: Send + 'static>(
 /// probe holds at most one connection at a time (none leak).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_never_answers() {
+    let _serial = one_at_a_time().await;
     let silent = SilentServer::start();
     let since_build = Instant::now();
     let backend = backend_builder(&silent.url()).build_lazy().unwrap();
@@ -767,6 +783,7 @@ async fn a_server_that_never_answers() {
 /// at once, then the circuit answers), never waiting on the probe.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_port() {
+    let _serial = one_at_a_time().await;
     let backend = backend_builder(&closed_port_url()).build_lazy().unwrap();
     let limiter = limiter_on(&backend, FailurePolicy::FailClosed).await;
     let load = Load::start(&limiter);
@@ -887,6 +904,7 @@ async fn guarded(url: &str, on_failure: FailurePolicy) -> Guarded {
 
 #[tokio::test]
 async fn an_unreachable_server_fails_the_backends_build_with_a_clear_error() {
+    let _serial = one_at_a_time().await;
     let url = closed_port_url();
     let started = Instant::now();
     let error = backend_builder(&url).build().await.unwrap_err();
@@ -902,6 +920,7 @@ async fn an_unreachable_server_fails_the_backends_build_with_a_clear_error() {
 
 #[tokio::test]
 async fn a_refused_port_gives_the_failure_policys_answer_at_once() {
+    let _serial = one_at_a_time().await;
     let url = closed_port_url();
     let clock = ManualClock::new(5_000_000);
     let open = short_timeouts(&url)
@@ -951,6 +970,7 @@ async fn a_refused_port_gives_the_failure_policys_answer_at_once() {
 
 #[tokio::test]
 async fn a_killed_server_gives_the_failure_policys_answer_at_once_then_recovers() {
+    let _serial = one_at_a_time().await;
     let mut server = RedisServer::start();
     let url = server.url();
     let limiters = [
@@ -995,6 +1015,7 @@ async fn a_killed_server_gives_the_failure_policys_answer_at_once_then_recovers(
 
 #[tokio::test]
 async fn a_limiter_built_while_redis_is_down_connects_when_it_comes_up() {
+    let _serial = one_at_a_time().await;
     let mut server = RedisServer::start();
     let url = server.url();
     server.stop();
@@ -1009,6 +1030,7 @@ async fn a_limiter_built_while_redis_is_down_connects_when_it_comes_up() {
 
 #[tokio::test]
 async fn a_script_flush_between_calls_is_recovered_with_state_intact() {
+    let _serial = one_at_a_time().await;
     let limiter = common::builder(Policy::sliding_log(Rate::per_minute(3)).unwrap())
         .build()
         .await
@@ -1027,6 +1049,7 @@ async fn a_script_flush_between_calls_is_recovered_with_state_intact() {
 
 #[tokio::test]
 async fn errors_name_the_server_without_its_password() {
+    let _serial = one_at_a_time().await;
     let url = closed_port_url().replace("redis://", "redis://app:s3cret@");
     let error = backend_builder(&url).build().await.unwrap_err();
     let message = chain(&error);

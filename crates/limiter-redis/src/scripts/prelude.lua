@@ -1,27 +1,39 @@
 -- Prelude shared by every script in this folder. The Rust side sends, as
--- one script per policy: a line setting the policy's constants
+-- one script per policy (or policy set):
 --
---   local tick, W, L, M, ttl_floor = ...
+--   local ttl_floor = ...      the TTL floor in ms (0 with Redis TIME)
+--   this prelude
+--   the file of each algorithm the policies use (each defines one function)
+--   an epilogue calling them with each policy's constants, in the text
+--   rather than in ARGV (Redis spends more receiving arguments than on
+--   some of the scripts' commands), and building the reply.
 --
--- (tick q in µs, docs/spec.md section 5; window W in ticks; limit L, for the
--- buckets units per window; maximum cost M: capacity C for the token
--- bucket, queue Q for the leaky bucket, L otherwise; TTL floor in ms, 0
--- with Redis TIME), then this prelude, then one algorithm's file. Constants
--- in the text rather than in ARGV: Redis spends more receiving arguments
--- than on some of the scripts' commands.
---
--- KEYS[1]  the key's state
+-- KEYS[i]  the state of the request's key under the i-th policy
 -- ARGV[1]  "acquire" (commit when admitted) or "peek" (write nothing)
--- ARGV[2]  cost n, 1 <= n <= M (checked by the caller)
+-- ARGV[2]  cost n, 1 <= n <= every policy's max cost (checked by the caller)
 -- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
 --
--- It defines, for the algorithm that follows: key, acquire, n, time_us,
--- t (the request time in ticks), and floor (math.floor, a local: a call
--- through a helper costs Redis measurably more), ceil_div, num (an integer as a
--- string, never in exponent form), ttl_ms(t_eff, reset_after) (the key's
--- TTL after an admission, in ms), save(value, t_eff, reset_after) (writes
--- a string state and its TTL in one SET) and expire(t_eff, reset_after)
--- (sets the TTL of a state kept in another type).
+-- It defines, for the algorithms that follow: acquire, n, time_us, floor
+-- (math.floor, a local: a call through a helper costs Redis measurably
+-- more), ceil_div, num (an integer as a string, never in exponent form),
+-- ttl_ms(tick, t, t_eff, reset_after) (a key's TTL after an admission, in
+-- ms), save(key, value, ms) (a string state and its TTL in one SET) and
+-- expire(key, ms) (the TTL of a state kept in another type).
+--
+-- Each algorithm's function takes (key, tick, W, L, max_cost) — the tick q
+-- in µs (docs/spec.md section 5), the window W in ticks, the limit L (for
+-- the buckets: units per window), the max cost (the capacity C for the
+-- token bucket, the queue Q for the leaky bucket, L otherwise) — decides
+-- the request without writing, and returns
+--
+--   allowed (boolean), remaining, retry_after, reset_after, reset_now,
+--   wait, t_eff, write
+--
+-- durations in the policy's ticks; reset_after is the key's reset after
+-- the admission when allowed (docs/spec.md section 1), reset_now the reset
+-- of its state as it stands (what a denied policy set reports for a part
+-- that would have admitted, docs/spec.md section 7); write commits the
+-- admission (nil when denied).
 
 local floor = math.floor
 local function ceil_div(a, b)
@@ -31,7 +43,6 @@ local function ceil_div(a, b)
 end
 local function num(x) return string.format('%.0f', x) end
 
-local key = KEYS[1]
 local acquire = ARGV[1] == 'acquire'
 local n = tonumber(ARGV[2])
 local time_us = tonumber(ARGV[3])
@@ -41,18 +52,17 @@ if not time_us then
   local now = redis.call('TIME')
   time_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
 end
-local t = floor(time_us / tick)
 
-local function ttl_ms(t_eff, reset_after)
+local function ttl_ms(tick, t, t_eff, reset_after)
   local ms = math.ceil((t_eff - t + reset_after) * tick / 1000) + 1
   if ms < ttl_floor then ms = ttl_floor end
   return num(ms)
 end
 -- One call for the state and its TTL: each redis.call costs the server
 -- about as much as the arithmetic of a whole decision.
-local function save(value, t_eff, reset_after)
-  redis.call('SET', key, value, 'PX', ttl_ms(t_eff, reset_after))
+local function save(key, value, ms)
+  redis.call('SET', key, value, 'PX', ms)
 end
-local function expire(t_eff, reset_after)
-  redis.call('PEXPIRE', key, ttl_ms(t_eff, reset_after))
+local function expire(key, ms)
+  redis.call('PEXPIRE', key, ms)
 end

@@ -1,124 +1,114 @@
 -- Sliding log (docs/spec.md section 3): every admission in the trailing window
 -- (t_eff - W, t_eff], exactly.
 --
--- KEYS[1]  sorted set of admissions: score = tick of the admission,
---          member = running total of units admitted by the key up to and
---          including it (so members are unique even within one tick, and
---          counting a window is a subtraction, not a walk). Admissions at
---          the same tick share one entry. When admitting, entries before the
---          window are dropped except the newest of them, which keeps the
---          total at the window's edge. Totals never pass 2^53: an admission
---          that would carry the newest total past it first rewrites every
---          member as its total minus the edge total (a rebase, as the Rust
---          core does), which brings the newest down to the window's count.
--- ARGV[1]  "acquire" (commit when admitted) or "peek" (write nothing)
--- ARGV[2]  cost n, 1 <= n <= L (checked by the caller)
--- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
--- Policy constants, set in front of the prelude by the Rust side:
--- tick     tick q in µs (docs/spec.md section 5)
--- W        window W in ticks
--- L        limit L
--- M        max cost (L here; unused)
--- ttl_floor TTL floor in ms (0 with Redis TIME)
+-- sliding_log(key, tick, W, L); the key holds a sorted set of admissions:
+-- score = tick of the admission, member = running total of units admitted
+-- by the key up to and including it (so members are unique even within one
+-- tick, and counting a window is a subtraction, not a walk). Admissions at
+-- the same tick share one entry. When admitting, entries before the window
+-- are dropped except the newest of them, which keeps the total at the
+-- window's edge. Totals never pass 2^53: an admission that would carry the
+-- newest total past it first rewrites every member as its total minus the
+-- edge total (a rebase, as the Rust core does), which brings the newest
+-- down to the window's count.
+-- Called as the prelude describes: decides without writing, and returns
+-- (allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff,
+-- write) in ticks, t_eff = max(t div q, T_s), T_s = the newest admission.
 --
--- Returns {allowed (1/0), remaining, retry_after, reset_after, wait,
---          t_eff, time_us}: durations in ticks; t_eff = max(t div q, T_s)
--- in ticks, T_s = the newest admission; time_us is the request time used.
---
--- Every value stays below 2^53, exact in Lua's doubles. A denied request
--- writes nothing (not even the dropping of old entries); an admitted one
--- sets the key's TTL to its reset_after, W (at least the floor).
+-- Every value stays below 2^53, exact in Lua's doubles. A denial writes
+-- nothing (not even the dropping of old entries); an admission sets the
+-- key's TTL to its reset_after, W (at least the floor).
 
--- key, acquire, n, time_us, tick, W, L, M, ttl_floor, t, floor, ceil_div,
--- num and expire come from prelude.lua (sent before this file).
-
--- The newest entry: T_s and the running total.
-local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-local newest_total, newest_ts = 0, 0
-if newest[1] then
-  newest_total = tonumber(newest[1])
-  newest_ts = tonumber(newest[2])
-end
-local t_eff = math.max(t, newest_ts)
-
--- The total at the window's edge: that of the newest entry at or before
--- t_eff - W, or 0 when every entry is inside the window (then the oldest
--- entry is the key's first: no entry was ever dropped).
-local edge = t_eff - W
-local base, base_ts = 0, nil
-if edge >= 0 then
-  local before = redis.call('ZREVRANGEBYSCORE', key, num(edge), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  if before[1] then
-    base = tonumber(before[1])
-    base_ts = tonumber(before[2])
+local function sliding_log(key, tick, W, L)
+  local t = floor(time_us / tick)
+  -- The newest entry: T_s and the running total.
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local newest_total, newest_ts = 0, 0
+  if newest[1] then
+    newest_total = tonumber(newest[1])
+    newest_ts = tonumber(newest[2])
   end
-end
-local count = newest_total - base
+  local t_eff = math.max(t, newest_ts)
 
-if count + n <= L then
-  if acquire then
-    if base_ts then
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. num(base_ts))
+  -- The total at the window's edge: that of the newest entry at or before
+  -- t_eff - W, or 0 when every entry is inside the window (then the oldest
+  -- entry is the key's first: no entry was ever dropped).
+  local edge = t_eff - W
+  local base, base_ts = 0, nil
+  if edge >= 0 then
+    local before = redis.call('ZREVRANGEBYSCORE', key, num(edge), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if before[1] then
+      base = tonumber(before[1])
+      base_ts = tonumber(before[2])
     end
-    if newest[1] and newest_ts == t_eff then
-      redis.call('ZREM', key, newest[1])
-    end
-    -- 2^53 - n is exact; newest_total + n would not be once past 2^53.
-    local total_before = newest_total
-    if total_before > 9007199254740992 - n then
-      -- Rebase: at most min(L, W) members, and rare (the next rebase waits
-      -- for 2^53 - L more units). Every kept total is at least base.
-      local kept = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
-      redis.call('DEL', key)
-      for i = 1, #kept, 2 do
-        redis.call('ZADD', key, num(tonumber(kept[i + 1])), num(tonumber(kept[i]) - base))
+  end
+  local count = newest_total - base
+  -- W - (t_eff - ts) rather than ts + W - t_eff: no intermediate exceeds
+  -- 2^53 (ts + W may, near the end of the range), and t_eff >= every ts.
+  local reset_now = 0
+  if count > 0 then reset_now = W - (t_eff - newest_ts) end
+
+  if count + n <= L then
+    local function write()
+      if base_ts then
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. num(base_ts))
       end
-      total_before = count
+      if newest[1] and newest_ts == t_eff then
+        redis.call('ZREM', key, newest[1])
+      end
+      -- 2^53 - n is exact; newest_total + n would not be once past 2^53.
+      local total_before = newest_total
+      if total_before > 9007199254740992 - n then
+        -- Rebase: at most min(L, W) members, and rare (the next rebase
+        -- waits for 2^53 - L more units). Every kept total is at least base.
+        local kept = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+        redis.call('DEL', key)
+        for i = 1, #kept, 2 do
+          redis.call('ZADD', key, num(tonumber(kept[i + 1])), num(tonumber(kept[i]) - base))
+        end
+        total_before = count
+      end
+      redis.call('ZADD', key, num(t_eff), num(total_before + n))
+      expire(key, ttl_ms(tick, t, t_eff, W))
     end
-    redis.call('ZADD', key, num(t_eff), num(total_before + n))
-    expire(t_eff, W)
+    return true, L - count - n, 0, W, reset_now, 0, t_eff, write
   end
-  return {1, L - count - n, 0, W, 0, t_eff, time_us}
-end
 
--- Denied: the oldest entries leave first. Find the first entry whose total
--- reaches base + need (totals grow with rank). The newest entry does
--- (need <= count, since n <= L), so the answer is in [lo, hi] with
--- total(lo) < target <= total(hi). Each step guesses the rank by
--- interpolating the totals (exact in one or two steps when admissions have
--- similar costs: one ZRANGE each), and bisects instead whenever the last
--- guess did not halve the range, so a denial costs O(log n) steps at worst.
--- The guess may be inexact in doubles; it is only a guess, clamped inside
--- the range, and never decides.
--- need = count + n - L first: base + count + n may pass 2^53 and round.
-local target = base + (count + n - L)
-local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-local lo, lo_total = 0, tonumber(first[1])
-local hi, hi_total, hi_ts = redis.call('ZCARD', key) - 1, newest_total, newest_ts
-if lo_total >= target then
-  hi, hi_ts = 0, tonumber(first[2])
-end
-local bisect = false
-while hi - lo > 1 do
-  local mid
-  if bisect then
-    mid = floor((lo + hi) / 2)
-  else
-    mid = lo + ceil_div((target - lo_total) * (hi - lo), hi_total - lo_total)
-    if mid <= lo then mid = lo + 1 elseif mid >= hi then mid = hi - 1 end
+  -- Denied: the oldest entries leave first. Find the first entry whose
+  -- total reaches base + need (totals grow with rank). The newest entry
+  -- does (need <= count, since n <= L), so the answer is in [lo, hi] with
+  -- total(lo) < target <= total(hi). Each step guesses the rank by
+  -- interpolating the totals (exact in one or two steps when admissions
+  -- have similar costs: one ZRANGE each), and bisects instead whenever the
+  -- last guess did not halve the range, so a denial costs O(log n) steps
+  -- at worst. The guess may be inexact in doubles; it is only a guess,
+  -- clamped inside the range, and never decides.
+  -- need = count + n - L first: base + count + n may pass 2^53 and round.
+  local target = base + (count + n - L)
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  local lo, lo_total = 0, tonumber(first[1])
+  local hi, hi_total, hi_ts = redis.call('ZCARD', key) - 1, newest_total, newest_ts
+  if lo_total >= target then
+    hi, hi_ts = 0, tonumber(first[2])
   end
-  local before = hi - lo
-  local entry = redis.call('ZRANGE', key, mid, mid, 'WITHSCORES')
-  local total = tonumber(entry[1])
-  if total < target then
-    lo, lo_total = mid, total
-  else
-    hi, hi_total, hi_ts = mid, total, tonumber(entry[2])
+  local bisect = false
+  while hi - lo > 1 do
+    local mid
+    if bisect then
+      mid = floor((lo + hi) / 2)
+    else
+      mid = lo + ceil_div((target - lo_total) * (hi - lo), hi_total - lo_total)
+      if mid <= lo then mid = lo + 1 elseif mid >= hi then mid = hi - 1 end
+    end
+    local before = hi - lo
+    local entry = redis.call('ZRANGE', key, mid, mid, 'WITHSCORES')
+    local total = tonumber(entry[1])
+    if total < target then
+      lo, lo_total = mid, total
+    else
+      hi, hi_total, hi_ts = mid, total, tonumber(entry[2])
+    end
+    bisect = (hi - lo) * 2 > before
   end
-  bisect = (hi - lo) * 2 > before
+  return false, L - count, W - (t_eff - hi_ts), reset_now, reset_now, 0, t_eff, nil
 end
--- ts + W - t_eff, written so that no intermediate exceeds 2^53 (ts + W
--- may, near the end of the range): t_eff >= every ts.
-local retry_after = W - (t_eff - hi_ts)
-local reset_after = W - (t_eff - newest_ts)
-return {0, L - count, retry_after, reset_after, 0, t_eff, time_us}

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use limiter_core::{Limiter, ManualClock, Policy};
+use limiter_core::{Limiter, ManualClock, Policies, Policy};
 use limiter_redis::{RedisBackend, RedisLimiter, RedisLimiterBuilder};
 use limiter_test::redis_server::RedisServer;
 use limiter_test::Harness;
@@ -31,14 +31,14 @@ pub fn fresh_prefix(name: &str) -> String {
 
 /// A builder on the shared server under a fresh prefix, with timeouts
 /// generous enough for a loaded machine.
-pub fn builder(policy: Policy) -> RedisLimiterBuilder {
-    builder_at(&server().url(), policy)
+pub fn builder(policies: impl Into<Policies>) -> RedisLimiterBuilder {
+    builder_at(&server().url(), policies)
 }
 
 /// A builder on `url` under a fresh prefix, on a backend of its own that
 /// connects on first use, with generous timeouts.
-pub fn builder_at(url: &str, policy: Policy) -> RedisLimiterBuilder {
-    RedisLimiter::builder(&lazy_backend(url), policy).key_prefix(fresh_prefix("t"))
+pub fn builder_at(url: &str, policies: impl Into<Policies>) -> RedisLimiterBuilder {
+    RedisLimiter::builder(&lazy_backend(url), policies).key_prefix(fresh_prefix("t"))
 }
 
 /// A backend on `url` that connects on first use, with timeouts generous
