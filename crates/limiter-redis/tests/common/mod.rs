@@ -105,4 +105,13 @@ impl Harness for RedisHarness {
         let limiter = builder(policy).clock(clock).build().await.unwrap();
         Arc::new(limiter)
     }
+
+    async fn set_limiter(
+        &self,
+        policies: Policies,
+        clock: ManualClock,
+    ) -> Option<Arc<dyn Limiter>> {
+        let limiter = builder(policies).clock(clock).build().await.unwrap();
+        Some(Arc::new(limiter))
+    }
 }
