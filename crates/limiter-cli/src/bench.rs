@@ -4,7 +4,7 @@
 //!
 //! `N` tokio tasks on a multi-threaded runtime decide in a loop until the
 //! deadline, one unit at a time, spreading their requests over `K` keys.
-//! Every call's latency goes into a per-task log-bucketed [`Histogram`]
+//! Every call's latency goes into a per-task log-bucketed `Histogram`
 //! (bounded memory, percentiles within 1.6 %), merged at the end. On Redis
 //! the same `N` tasks then run for the same duration on a plain shared
 //! multiplexed redis-rs connection, each call an `EVALSHA` of `return 1`:
@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use limiter_core::{
-    parse_duration, DecisionSource, Error, FailurePolicy, Limiter, LimiterExt, Policy, PolicyError,
+    parse_duration, DecisionSource, Error, FailurePolicy, Limiter, LimiterExt, Policies,
+    PolicyError,
 };
 use limiter_memory::MemoryLimiter;
 use limiter_redis::{redact_url, RedisBackend, RedisLimiter};
@@ -79,9 +80,10 @@ Examples:
 pub struct BenchArgs {
     /// The policy every decision is made under, as a policy string
     /// `ALG:LIMIT/WINDOW[,capacity=C|,queue=Q]` (e.g. sliding-log:100/10s,
-    /// token-bucket:2/1s,capacity=10). One per run for now.
-    #[arg(long, value_name = "POLICY", value_parser = parse_policy, required = true)]
-    pub policy: Vec<Policy>,
+    /// token-bucket:2/1s,capacity=10). Repeat it (or join policies with
+    /// `;`) for a tiered set: every decision by all of them (at most 8).
+    #[arg(long, value_name = "POLICY", value_parser = parse_policies, required = true)]
+    pub policy: Vec<Policies>,
     /// Tasks deciding at the same time (1 to 4096).
     #[arg(
         long,
@@ -135,7 +137,7 @@ impl OnFailure {
     }
 }
 
-fn parse_policy(text: &str) -> Result<Policy, PolicyError> {
+fn parse_policies(text: &str) -> Result<Policies, PolicyError> {
     text.parse()
 }
 
@@ -149,14 +151,8 @@ fn parse_run_duration(text: &str) -> Result<Duration, String> {
 
 /// Runs the benchmark and prints its report to stdout.
 pub async fn run(args: &BenchArgs) -> Result<(), Failure> {
-    let policy = match args.policy.as_slice() {
-        [policy] => policy.clone(),
-        _ => {
-            return Err(Failure::usage(
-                "one --policy per run for now (policy sets are not supported yet)",
-            ))
-        }
-    };
+    let policy = Policies::new(args.policy.iter().flat_map(|set| set.iter().cloned()))
+        .map_err(|e| Failure::usage("invalid policy").with_source(e))?;
     let keys: Arc<[String]> = (0..args.keys).map(|i| format!("bench:{i}")).collect();
     let report = match args.backend.backend {
         BackendKind::Memory => {
@@ -228,7 +224,7 @@ fn wrap(limiter: impl Limiter + 'static, on_failure: OnFailure) -> Arc<dyn Limit
 async fn connect_redis(
     args: &BenchArgs,
     redis: &RedisBackend,
-    policy: Policy,
+    policy: Policies,
 ) -> Result<(Arc<dyn Limiter>, bool), Failure> {
     let (prefix, fresh) = match &args.backend.redis_prefix {
         Some(prefix) => (prefix.clone(), false),
@@ -509,7 +505,7 @@ async fn delete_keys(
 /// Everything the report prints.
 struct Report<'a> {
     args: &'a BenchArgs,
-    policy: Policy,
+    policy: Policies,
     /// The Redis URL, password left out.
     server: Option<String>,
     decisions: Phase,

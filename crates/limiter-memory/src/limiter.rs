@@ -15,7 +15,7 @@ use crate::map::{with_map, Keys};
 use crate::sweep::Sweep;
 
 /// A keyed in-process rate limiter: one algorithm state per key in a
-/// sharded [`DashMap`], every decision made by `limiter-core` under the
+/// sharded [`DashMap`](dashmap::DashMap), every decision made by `limiter-core` under the
 /// key's shard lock, so concurrent requests on one key never over-admit.
 ///
 /// Build one with [`MemoryLimiter::new`] or [`MemoryLimiter::builder`]; use
@@ -109,7 +109,7 @@ impl MemoryLimiter {
     ///
     /// [`Error::ZeroCost`], [`Error::CostExceedsCapacity`] and
     /// [`Error::TimeOutOfRange`] as in the core, none of which writes; and
-    /// [`Error::Backend`] wrapping [`KeyLimitReached`] for a new key when
+    /// [`Error::Backend`] wrapping [`KeyLimitReached`](crate::KeyLimitReached) for a new key when
     /// [`max_keys`](MemoryLimiterBuilder::max_keys) live keys are held.
     #[inline]
     pub fn try_acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
