@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use limiter_core::{Error, Limiter, ManualClock, Policy};
+use limiter_core::{Error, Limiter, ManualClock, Policies};
 use limiter_memory::MemoryLimiter;
 use limiter_redis::{RedisBackend, RedisLimiter};
 
@@ -21,16 +21,17 @@ pub(crate) const MEMORY_EVICTION_DELAY: Duration = Duration::from_secs(3600);
 /// up (the Redis builder's own connection timeout, 1 s, bounds each try).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A limiter for `policy` on the chosen backend that reads its time from
+/// A limiter for `policy` (one policy or a tiered set) on the chosen backend that reads its time from
 /// `clock`. On Redis its keys live under `--redis-prefix`, or else under a
 /// fresh prefix, `limiter-<purpose>-<pid>-<nanos>`, so runs never see each
 /// other's state unless asked to.
 pub(crate) async fn connect(
     backend: &BackendArgs,
-    policy: Policy,
+    policy: impl Into<Policies>,
     clock: ManualClock,
     purpose: &str,
 ) -> Result<Arc<dyn Limiter>, Failure> {
+    let policy = policy.into();
     match backend.backend {
         BackendKind::Memory => Ok(Arc::new(
             MemoryLimiter::builder(policy)

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use limiter_core::{parse_duration, Algorithm};
+use limiter_core::{parse_duration, Algorithm, Policies, PolicyError};
 
 use crate::compare::ScenarioName;
 
@@ -16,6 +16,7 @@ pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 const MAIN_AFTER_HELP: &str = "\
 Examples:
   limiter replay --algorithm sliding-log --limit 100 --window 10s trace.csv
+  limiter replay --policy sliding-log:5/1s --policy sliding-log:100/1m trace.csv
   limiter replay --algorithm token-bucket --limit 10 --window 1s --capacity 50 \\
                  --backend redis --redis-url redis://127.0.0.1:6379 trace.csv
   limiter compare
@@ -49,6 +50,13 @@ one (runs with the same prefix and policy share state). The memory backend keeps
 key for an hour of trace time past its reset before it may drop it, so a
 trace whose clock steps back by less than that still replays exactly.
 
+Policies: --algorithm, --limit and --window (with --capacity or --queue), or
+one --policy per policy string (docs/spec.md section 7), e.g.
+--policy sliding-log:5/1s. Several --policy flags (or policy strings joined by
+`;`) make a tiered limit: a request is admitted only if every policy admits it,
+and then every policy counts it; a denial counts nothing. At most 8 policies;
+a cost above any policy's maximum is an `error` row.
+
 Backends may refuse a policy: Redis refuses a sliding log above 10000 per
 window (one sorted-set entry per admission; use sliding-counter).
 
@@ -57,6 +65,7 @@ Progress is shown on stderr when stderr is a terminal, never on stdout.
 Examples:
   limiter replay --algorithm sliding-log --limit 100 --window 10s trace.csv
   limiter replay --algorithm leaky-bucket --limit 10 --window 250ms --queue 20 trace.csv
+  limiter replay --policy sliding-log:5/1s --policy sliding-log:100/1m trace.csv
   cat trace.csv | limiter replay --algorithm fixed-window --limit 5 --window 1m -
   limiter replay --algorithm token-bucket --limit 5 --window 10s \\
                  --backend redis --redis-url redis://127.0.0.1:6379 trace.csv > decisions.csv";
@@ -127,7 +136,7 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Replay a trace through one algorithm and print every decision as CSV.
+    /// Replay a trace through one policy (or a tiered set) and print every decision as CSV.
     #[command(after_help = REPLAY_AFTER_HELP)]
     Replay(ReplayArgs),
     /// Run all five algorithms on the same requests and compare what they admit.
@@ -181,20 +190,32 @@ pub struct BackendArgs {
 /// `limiter replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The algorithm.
-    #[arg(long, value_name = "ALG", value_parser = AlgorithmParser)]
-    pub algorithm: Algorithm,
+    /// A policy string (docs/spec.md section 7), e.g. sliding-log:5/1s or
+    /// token-bucket:2/1s,capacity=10. Repeat it for a tiered limit: every
+    /// request must be admitted by all of them (at most 8). Instead of
+    /// --algorithm, --limit and --window.
+    #[arg(
+        long = "policy",
+        value_name = "POLICY",
+        value_parser = parse_policies,
+        required_unless_present = "algorithm",
+        conflicts_with_all = ["algorithm", "limit", "window", "capacity", "queue"]
+    )]
+    pub policies: Vec<Policies>,
+    /// The algorithm (with --limit and --window; or give --policy).
+    #[arg(long, value_name = "ALG", value_parser = AlgorithmParser, requires_all = ["limit", "window"])]
+    pub algorithm: Option<Algorithm>,
     /// Units admitted per window (for the buckets: the refill or drain rate per window).
-    #[arg(long, value_name = "L")]
-    pub limit: u64,
+    #[arg(long, value_name = "L", requires = "algorithm")]
+    pub limit: Option<u64>,
     /// The window: an integer with a unit, us, ms, s, m, h or d (e.g. 250ms, 10s, 1m).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
-    pub window: Duration,
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "algorithm")]
+    pub window: Option<Duration>,
     /// Token bucket only: the largest burst [default: the limit].
-    #[arg(long, value_name = "C")]
+    #[arg(long, value_name = "C", requires = "algorithm")]
     pub capacity: Option<u64>,
     /// Leaky bucket only: how many units may wait in the queue [default: the limit].
-    #[arg(long, value_name = "Q")]
+    #[arg(long, value_name = "Q", requires = "algorithm")]
     pub queue: Option<u64>,
     /// Where decisions are made.
     #[command(flatten)]
@@ -246,6 +267,12 @@ pub struct CompareArgs {
     /// algorithm and one section per scenario, to this file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+}
+
+/// Parses one `--policy`: a policy string, or several joined by `;`
+/// (docs/spec.md section 7), with the core's parser and its messages.
+pub(crate) fn parse_policies(text: &str) -> Result<Policies, PolicyError> {
+    text.parse()
 }
 
 /// Parses an algorithm with the core's parser (whose error lists the five
@@ -313,7 +340,7 @@ mod tests {
         let Command::Replay(args) = cli.command else {
             panic!("expected replay");
         };
-        assert_eq!(args.algorithm, Algorithm::SlidingLog);
+        assert_eq!(args.algorithm, Some(Algorithm::SlidingLog));
         assert_eq!(args.backend.backend, BackendKind::Memory);
     }
 

@@ -3,7 +3,7 @@
 
 use std::io::{self, BufWriter, Write};
 
-use limiter_core::{Error, ManualClock, Policy, Rate};
+use limiter_core::{Error, ManualClock, Policies, Policy, Rate};
 
 use crate::backend;
 use crate::cli::ReplayArgs;
@@ -52,14 +52,27 @@ impl From<io::Error> for Stop {
     }
 }
 
+/// The policies the flags name: every `--policy` in order (a tiered set,
+/// docs/spec.md section 7), or `--algorithm`, `--limit` and `--window`.
+pub(crate) fn policies(args: &ReplayArgs) -> Result<Policies, Failure> {
+    let invalid = |e| Failure::usage("invalid policy").with_source(e);
+    match (args.algorithm, args.limit, args.window) {
+        (Some(algorithm), Some(limit), Some(window)) => Policy::from_options(
+            algorithm,
+            Rate::new(limit, window),
+            args.capacity,
+            args.queue,
+        )
+        .map(Policies::from)
+        .map_err(invalid),
+        _ => {
+            Policies::new(args.policies.iter().flat_map(|set| set.iter().cloned())).map_err(invalid)
+        }
+    }
+}
+
 async fn replay(args: &ReplayArgs, out: &mut impl Write) -> Result<(), Stop> {
-    let policy = Policy::from_options(
-        args.algorithm,
-        Rate::new(args.limit, args.window),
-        args.capacity,
-        args.queue,
-    )
-    .map_err(|e| Failure::usage("invalid policy").with_source(e))?;
+    let policy = policies(args)?;
     let name = trace_name(&args.trace);
     let input = open_trace(&args.trace)?;
     let clock = ManualClock::new(0);

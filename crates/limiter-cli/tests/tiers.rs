@@ -1,0 +1,199 @@
+//! `limiter replay --policy P [--policy P ...]` through the real binary:
+//! every all-of vector (docs/spec.md section 7) byte for byte, and the
+//! usage errors of bad policy sets.
+
+mod support;
+
+use limiter_test::redis_server::RedisServer;
+use support::{limiter, run, stderr, stdout, vectors_dir};
+
+/// `case,trace,policies,expected` rows of `all-of/cases.csv` (RFC 4180:
+/// the policies field is quoted when it holds a comma).
+fn all_of_cases() -> Vec<[String; 4]> {
+    let text = std::fs::read_to_string(vectors_dir().join("all-of/cases.csv")).unwrap();
+    text.lines()
+        .skip(1)
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let (mut fields, mut field, mut quoted) = (Vec::new(), String::new(), false);
+            for c in line.chars() {
+                match c {
+                    '"' => quoted = !quoted,
+                    ',' if !quoted => fields.push(std::mem::take(&mut field)),
+                    c => field.push(c),
+                }
+            }
+            fields.push(field);
+            fields.try_into().expect("four columns")
+        })
+        .collect()
+}
+
+/// Replays every all-of case with one `--policy` per policy string (plus
+/// `extra`) and returns how many matched.
+fn replay_every_all_of_vector(extra: &[&str]) -> usize {
+    let dir = vectors_dir().join("all-of");
+    let cases = all_of_cases();
+    for [case, trace, policies, expected] in &cases {
+        let mut command = limiter();
+        command.arg("replay");
+        for policy in policies.split(';') {
+            command.args(["--policy", policy]);
+        }
+        let output = command.args(extra).arg(dir.join(trace)).output().unwrap();
+        assert!(output.status.success(), "case {case}: {}", stderr(&output));
+        let expected = std::fs::read_to_string(dir.join(expected)).unwrap();
+        let actual = stdout(&output);
+        if actual != expected {
+            let first = actual
+                .lines()
+                .zip(expected.lines())
+                .enumerate()
+                .find(|(_, (a, e))| a != e)
+                .map_or_else(
+                    || format!("{} lines", actual.lines().count()),
+                    |(i, (a, e))| format!("line {}:\n  got      {a}\n  expected {e}", i + 1),
+                );
+            panic!("case {case} ({policies}) differs: {first}");
+        }
+    }
+    cases.len()
+}
+
+#[test]
+fn replay_with_several_policies_matches_every_all_of_vector_on_memory() {
+    assert_eq!(replay_every_all_of_vector(&[]), 14);
+}
+
+#[test]
+fn replay_with_several_policies_matches_every_all_of_vector_on_redis() {
+    let server = RedisServer::start();
+    let url = server.url();
+    assert_eq!(
+        replay_every_all_of_vector(&["--backend", "redis", "--redis-url", url.as_ref()]),
+        14
+    );
+}
+
+#[test]
+fn one_policy_string_replays_as_the_single_policy_flags() {
+    let trace = "t_us,key,cost\n0,a,1\n1,a,2\n2,a,1\n500000,a,1\n1000001,a,3\n";
+    let flags = run(
+        &[
+            "replay",
+            "--algorithm",
+            "token-bucket",
+            "--limit",
+            "2",
+            "--window",
+            "1s",
+            "--capacity",
+            "3",
+            "-",
+        ],
+        trace,
+    );
+    let string = run(
+        &["replay", "--policy", "token-bucket:2/1s,capacity=3", "-"],
+        trace,
+    );
+    assert!(flags.status.success() && string.status.success());
+    assert_eq!(stdout(&flags), stdout(&string));
+    // Joined by `;` in one flag, or one flag each: the same set.
+    let joined = run(
+        &[
+            "replay",
+            "--policy",
+            "sliding-log:1/1s;fixed-window:5/1s",
+            "-",
+        ],
+        trace,
+    );
+    let apart = run(
+        &[
+            "replay",
+            "--policy",
+            "sliding-log:1/1s",
+            "--policy",
+            "fixed-window:5/1s",
+            "-",
+        ],
+        trace,
+    );
+    assert_eq!(stdout(&joined), stdout(&apart));
+}
+
+#[test]
+fn a_cost_above_any_parts_maximum_is_an_error_row() {
+    let trace = "t_us,key,cost\n0,a,3\n1,a,2\n";
+    let output = run(
+        &[
+            "replay",
+            "--policy",
+            "sliding-log:2/1s",
+            "--policy",
+            "fixed-window:5/1s",
+            "-",
+        ],
+        trace,
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "t_us,key,cost,outcome,limit,remaining,retry_after_us,reset_after_us,wait_us\n\
+         0,a,3,error,,,,,\n\
+         1,a,2,allowed,2,0,0,1000000,0\n"
+    );
+}
+
+#[test]
+fn bad_policy_sets_are_usage_errors() {
+    let nine: Vec<String> = (1..=9).map(|i| format!("fixed-window:{i}/1s")).collect();
+    let mut too_many = vec!["replay"];
+    for policy in &nine {
+        too_many.extend(["--policy", policy.as_str()]);
+    }
+    too_many.push("-");
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["replay", "--policy", "sliding-logs:1/1s", "-"],
+            "unknown algorithm \"sliding-logs\"",
+        ),
+        (
+            &["replay", "--policy", "token-bucket:1/1s,burst=2", "-"],
+            "unknown option \"burst\"",
+        ),
+        (
+            &["replay", "--policy", "sliding-log:5/1s,capacity=3", "-"],
+            "capacity does not apply to sliding-log",
+        ),
+        (&["replay", "--policy", "", "-"], "at least one policy"),
+        (&too_many, "at most 8 policies, got 9"),
+        (
+            &[
+                "replay",
+                "--policy",
+                "sliding-log:5/1s",
+                "--limit",
+                "3",
+                "-",
+            ],
+            "cannot be used with",
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = run(args, "t_us,key,cost\n");
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(expected),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(stdout(&output).is_empty(), "{args:?}");
+    }
+}
