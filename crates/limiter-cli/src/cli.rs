@@ -79,6 +79,15 @@ Built-in scenarios (all run when neither --scenario nor --trace is given):
                      9.5 s (the first straddles a window boundary), 6 times
   many-keys          10 per 1s on each of 1000 keys; 40 requests per key at
                      random times within 2 s (fixed seed)
+  tiered             (run when named) tiered limits, 5 per second and 100 per
+                     minute: one request every 150 ms for 2 minutes; one lane
+                     per algorithm, both tiers of that algorithm
+
+Policy sets: --set \"P1;P2\" (policy strings joined by `;`, docs/spec.md section
+7; repeatable) compares those sets side by side instead of the five
+algorithms, on the scenarios (or --trace) chosen. A request is admitted only
+if every policy of its set admits it. max/W is then shown for every window of
+the sets' policies.
 
 Columns, per algorithm:
   admitted, denied   requests (and `errors`, shown when any: requests that can
@@ -110,6 +119,9 @@ Examples:
   limiter compare --scenario boundary-burst --plot burst.svg
   limiter compare --format json > compare.json
   limiter compare --trace prod.csv --limit 600 --window 1m --capacity 1200
+  limiter compare --scenario tiered
+  limiter compare --scenario steady-over-limit --set \"sliding-log:5/1s;sliding-log:100/1m\" \\
+                  --set \"token-bucket:5/1s,capacity=20;fixed-window:100/1m\"
   limiter compare --backend redis --redis-url redis://127.0.0.1:6379";
 
 /// `limiter`: replay request traces through any rate-limiting algorithm and
@@ -257,6 +269,11 @@ pub struct CompareArgs {
     /// With --trace: the leaky bucket's queue [default: the limit].
     #[arg(long, value_name = "Q", requires = "trace")]
     pub queue: Option<u64>,
+    /// Compare this policy set (policy strings joined by `;`, e.g.
+    /// "sliding-log:5/1s;sliding-log:100/1m"; one policy is a set of one)
+    /// instead of the five algorithms; repeat it to compare sets side by side.
+    #[arg(long = "set", value_name = "POLICIES", value_parser = parse_policies)]
+    pub sets: Vec<Policies>,
     /// Where decisions are made.
     #[command(flatten)]
     pub backend: BackendArgs,

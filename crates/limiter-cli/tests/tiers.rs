@@ -197,3 +197,53 @@ fn bad_policy_sets_are_usage_errors() {
         assert!(stdout(&output).is_empty(), "{args:?}");
     }
 }
+
+#[test]
+fn compare_runs_the_tiered_scenario_and_sets_side_by_side() {
+    let output = run(&["compare", "--scenario", "tiered", "--format", "json"], "");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let json = stdout(&output);
+    // One lane per algorithm, both tiers of it; the sliding log holds 5 in
+    // any second and 100 in any minute.
+    assert!(json.contains(
+        "\"algorithm\": \"sliding-log\", \"policy\": \"sliding-log:5/1s;sliding-log:100/1m\", \
+         \"max_units_within\": [{\"window_us\": 1000000, \"units\": 5}, {\"window_us\": 60000000, \"units\": 100}]"
+    ), "{json}");
+    let output = run(
+        &[
+            "compare",
+            "--scenario",
+            "boundary-burst",
+            "--set",
+            "sliding-log:100/10s",
+            "--set",
+            "sliding-log:50/1s;sliding-log:100/10s",
+        ],
+        "",
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table = stdout(&output);
+    let row = |label: &str| -> Vec<String> {
+        table
+            .lines()
+            .map(|l| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+            .find(|cells| cells.first().map(String::as_str) == Some(label))
+            .unwrap_or_else(|| panic!("no row {label}:\n{table}"))
+    };
+    // policy, admitted, denied, max/1s, max/10s
+    assert_eq!(
+        row("sliding-log:100/10s")[1..5],
+        ["100", "100", "100", "100"]
+    );
+    assert_eq!(
+        row("sliding-log:50/1s;sliding-log:100/10s")[1..5],
+        ["100", "100", "50", "100"]
+    );
+    let bad = run(&["compare", "--set", "sliding-log:5/1s,capacity=2"], "");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("capacity does not apply"),
+        "{}",
+        stderr(&bad)
+    );
+}

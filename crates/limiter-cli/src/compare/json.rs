@@ -10,7 +10,7 @@ use crate::cli::BackendKind;
 /// ```text
 /// {"backend": "memory", "scenarios": [{"name", "description", "limit",
 ///   "window_us", "capacity", "queue", "requests", "keys", "results": [
-///   {"algorithm", "admitted", "admitted_units", "denied", "errors",
+///   {"algorithm", "policy", "max_units_within": [{"window_us", "units"}], "admitted", "admitted_units", "denied", "errors",
 ///    "max_units_in_window", "retry_after_mean_us", "retry_after_max_us",
 ///    "wall_time_us", "decisions_per_second", "bytes_per_key"}]}]}
 /// ```
@@ -49,11 +49,17 @@ pub(crate) fn render(reports: &[ScenarioReport], backend: BackendKind) -> String
             out.push_str(if j == 0 { "\n" } else { ",\n" });
             let _ = write!(
                 out,
-                "        {{\"algorithm\": {}, \"admitted\": {}, \"admitted_units\": {}, \
+                "        {{\"algorithm\": {}, \"policy\": {}, \"max_units_within\": [{}], \"admitted\": {}, \"admitted_units\": {}, \
                  \"denied\": {}, \"errors\": {}, \"max_units_in_window\": {}, \
                  \"retry_after_mean_us\": {}, \"retry_after_max_us\": {}, \
                  \"wall_time_us\": {}, \"decisions_per_second\": {}, \"bytes_per_key\": {}}}",
                 string(r.algorithm.name()),
+                string(&r.label),
+                r.max_units_in_windows
+                    .iter()
+                    .map(|(w, most)| format!("{{\"window_us\": {w}, \"units\": {most}}}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 r.admitted,
                 r.admitted_units,
                 r.denied,

@@ -1,4 +1,5 @@
-//! `limiter compare`: the five algorithms on the same requests, side by side.
+//! `limiter compare`: the five algorithms (or policy sets, `--set`) on the
+//! same requests, side by side.
 //!
 //! Each scenario is replayed once per algorithm on the chosen backend (a
 //! fresh limiter, and on Redis a fresh key prefix, each time) with a manual
@@ -17,7 +18,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::time::Instant;
 
-use limiter_core::{Algorithm, Error, ManualClock, Rate};
+use limiter_core::{Error, ManualClock, Rate};
 
 use self::scenarios::Scenario;
 use self::stats::{AlgorithmResult, Recorder};
@@ -26,7 +27,8 @@ use crate::cli::{BackendArgs, BackendKind, CompareArgs, Format};
 use crate::failure::Failure;
 use crate::progress::Progress;
 
-/// One scenario's results, one per algorithm in [`Algorithm::ALL`] order.
+/// One scenario's results, one per lane: per algorithm in
+/// [`Algorithm::ALL`](limiter_core::Algorithm::ALL) order, or per policy set.
 #[derive(Debug)]
 pub(crate) struct ScenarioReport {
     pub(crate) scenario: Scenario,
@@ -54,13 +56,17 @@ pub async fn run(args: &CompareArgs) -> Result<(), Failure> {
             .map(Scenario::builtin)
             .collect(),
     };
+    let mut scenarios = scenarios;
+    if !args.sets.is_empty() {
+        for scenario in &mut scenarios {
+            scenario.sets = Some(args.sets.clone());
+        }
+    }
     // Every policy is checked before anything runs.
     for scenario in &scenarios {
-        for algorithm in Algorithm::ALL {
-            scenario
-                .policy(algorithm)
-                .map_err(|e| Failure::usage(format!("invalid policy for {algorithm}: {e}")))?;
-        }
+        scenario
+            .lanes()
+            .map_err(|e| Failure::usage("invalid policy").with_source(e))?;
     }
     let mut reports = Vec::with_capacity(scenarios.len());
     for scenario in scenarios {
@@ -96,13 +102,16 @@ async fn run_scenario(
     scenario: Scenario,
     backend: &BackendArgs,
 ) -> Result<ScenarioReport, Failure> {
-    let mut results = Vec::with_capacity(Algorithm::ALL.len());
-    for algorithm in Algorithm::ALL {
-        let policy = scenario
-            .policy(algorithm)
-            .map_err(|e| Failure::usage(format!("invalid policy for {algorithm}: {e}")))?;
+    let lanes = scenario
+        .lanes()
+        .map_err(|e| Failure::usage("invalid policy").with_source(e))?;
+    let windows = scenario.windows();
+    let mut results = Vec::with_capacity(lanes.len());
+    for lane in &lanes {
+        let algorithm = &lane.label;
         let clock = ManualClock::new(0);
-        let limiter = backend::connect(backend, policy.clone(), clock.clone(), "compare").await?;
+        let limiter =
+            backend::connect(backend, lane.policies.clone(), clock.clone(), "compare").await?;
         let requests = &scenario.requests;
         let mut recorder = Recorder::new(requests.keys.len());
         let mut progress = Progress::new(format!("{} / {algorithm}", scenario.name));
@@ -132,8 +141,8 @@ async fn run_scenario(
         let elapsed = started.elapsed();
         progress.finish();
         let bytes_per_key = (backend.backend == BackendKind::Memory)
-            .then(|| stats::state_bytes_per_key(&policy, requests));
-        results.push(recorder.finish(algorithm, &policy, elapsed, bytes_per_key));
+            .then(|| stats::state_bytes_per_key(&lane.policies, requests));
+        results.push(recorder.finish(lane, &windows, elapsed, bytes_per_key));
     }
     Ok(ScenarioReport { scenario, results })
 }

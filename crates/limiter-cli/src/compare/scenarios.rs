@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use clap::ValueEnum;
-use limiter_core::{Algorithm, Policy, PolicyError, Rate};
+use limiter_core::{Algorithm, Policies, Policy, PolicyError, Rate};
 
 use crate::failure::Failure;
 use crate::input::{open_trace, trace_name};
@@ -23,6 +23,10 @@ pub enum ScenarioName {
     OnOffBursts,
     /// 10 per 1 s on each of 1000 keys, 40 requests per key within 2 s.
     ManyKeys,
+    /// Tiered limits: 5 per second and 100 per minute, one request every
+    /// 150 ms for 2 minutes; each lane one algorithm for both tiers. Run
+    /// when named (`--scenario tiered`).
+    Tiered,
 }
 
 impl ScenarioName {
@@ -33,6 +37,15 @@ impl ScenarioName {
         Self::OnOffBursts,
         Self::ManyKeys,
     ];
+}
+
+/// One lane of a comparison: a label, the algorithm whose colour it is
+/// drawn in, and the policies it decides by.
+#[derive(Debug, Clone)]
+pub(crate) struct Lane {
+    pub(crate) label: String,
+    pub(crate) algorithm: Algorithm,
+    pub(crate) policies: Policies,
 }
 
 /// One request, its key interned as an index into [`Requests::keys`].
@@ -78,9 +91,53 @@ pub(crate) struct Scenario {
     /// The leaky bucket's queue (`None`: the limit).
     pub(crate) queue: Option<u64>,
     pub(crate) requests: Requests,
+    /// The policy sets to compare instead of one lane per algorithm
+    /// (`--set`, or the tiered scenario's).
+    pub(crate) sets: Option<Vec<Policies>>,
 }
 
 impl Scenario {
+    /// The lanes: one per algorithm under the shared numbers, or one per
+    /// policy set (labelled by its policy string, drawn in its first part's
+    /// colour).
+    pub(crate) fn lanes(&self) -> Result<Vec<Lane>, PolicyError> {
+        match &self.sets {
+            Some(sets) => Ok(sets
+                .iter()
+                .map(|set| Lane {
+                    label: set.to_string(),
+                    algorithm: set[0].algorithm(),
+                    policies: set.clone(),
+                })
+                .collect()),
+            None => Algorithm::ALL
+                .into_iter()
+                .map(|algorithm| {
+                    Ok(Lane {
+                        label: algorithm.name().to_owned(),
+                        algorithm,
+                        policies: Policies::from(self.policy(algorithm)?),
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// The windows (µs) whose largest admitted sum is reported: the shared
+    /// window, or every window of the sets' policies, shortest first.
+    pub(crate) fn windows(&self) -> Vec<u64> {
+        let mut windows: Vec<u64> = match &self.sets {
+            Some(sets) => sets
+                .iter()
+                .flat_map(|s| s.iter().map(Policy::window_us))
+                .collect(),
+            None => vec![u64::try_from(self.rate.window.as_micros()).unwrap_or(u64::MAX)],
+        };
+        windows.sort_unstable();
+        windows.dedup();
+        windows
+    }
+
     /// The policy `algorithm` runs under: the shared rate, plus the capacity
     /// for the token bucket and the queue for the leaky bucket.
     pub(crate) fn policy(&self, algorithm: Algorithm) -> Result<Policy, PolicyError> {
@@ -95,6 +152,7 @@ impl Scenario {
     pub(crate) fn builtin(name: ScenarioName) -> Self {
         let per_10s = Rate::new(100, Duration::from_secs(10));
         let mut requests = Requests::default();
+        let mut sets = None;
         let (rate, description) = match name {
             ScenarioName::BoundaryBurst => {
                 // As trace 000 of the shared vectors: 1 µs apart.
@@ -148,6 +206,25 @@ impl Scenario {
                     "1000 keys, each sending 40 requests at random times within 2 s (twice the rate)",
                 )
             }
+            ScenarioName::Tiered => {
+                for i in 0..800 {
+                    requests.push(i * 150_000, "user:42", 1);
+                }
+                sets = Some(
+                    Algorithm::ALL
+                        .into_iter()
+                        .map(|algorithm| {
+                            format!("{algorithm}:5/1s;{algorithm}:100/1m")
+                                .parse()
+                                .expect("valid tiers")
+                        })
+                        .collect(),
+                );
+                (
+                    Rate::new(5, Duration::from_secs(1)),
+                    "tiered limits, 5 per second and 100 per minute: one request every 150 ms for 2 minutes, one key",
+                )
+            }
         };
         Self {
             name: name
@@ -158,6 +235,7 @@ impl Scenario {
             capacity: None,
             queue: None,
             requests,
+            sets,
         }
     }
 
@@ -174,10 +252,12 @@ impl Scenario {
             let request = request.map_err(|e| Failure::runtime(format!("{name}: {e}")))?;
             requests.push(request.time_us, &request.key, request.cost);
         }
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         let description = format!(
-            "{} requests on {} keys",
-            requests.requests.len(),
-            requests.keys.len()
+            "{} on {}",
+            plural(requests.requests.len(), "request", "requests"),
+            plural(requests.keys.len(), "key", "keys")
         );
         Ok(Self {
             name,
@@ -186,6 +266,7 @@ impl Scenario {
             capacity,
             queue,
             requests,
+            sets: None,
         })
     }
 }

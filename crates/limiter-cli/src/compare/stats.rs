@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use limiter_core::backend::KeyState;
-use limiter_core::{Algorithm, Decision, Policy};
+use limiter_core::backend::{KeyState, SetState};
+use limiter_core::{Algorithm, Decision, Policies};
 
-use super::scenarios::Requests;
+use super::scenarios::{Lane, Requests};
 
 /// One admitted request: when it proceeds (`t + wait`) and its units.
 pub(crate) type Admission = (u64, u64);
@@ -62,8 +62,8 @@ impl Recorder {
     /// The figures of the run, which decided every request in `elapsed`.
     pub(crate) fn finish(
         mut self,
-        algorithm: Algorithm,
-        policy: &Policy,
+        lane: &Lane,
+        windows: &[u64],
         elapsed: Duration,
         bytes_per_key: Option<f64>,
     ) -> AlgorithmResult {
@@ -72,17 +72,25 @@ impl Recorder {
                 admissions.sort_by_key(|a| a.0);
             }
         }
-        let window_us = policy.window_us();
-        let max_units_in_window = self
-            .admissions
+        let max_units_in_windows: Vec<(u64, u64)> = windows
             .iter()
-            .map(|a| max_units_within(a, window_us))
-            .max()
-            .unwrap_or(0);
+            .map(|&window_us| {
+                let most = self
+                    .admissions
+                    .iter()
+                    .map(|a| max_units_within(a, window_us))
+                    .max()
+                    .unwrap_or(0);
+                (window_us, most)
+            })
+            .collect();
+        let max_units_in_window = max_units_in_windows.first().map_or(0, |&(_, most)| most);
         let decisions = self.admitted + self.denied + self.errors;
         let seconds = elapsed.as_secs_f64();
         AlgorithmResult {
-            algorithm,
+            algorithm: lane.algorithm,
+            label: lane.label.clone(),
+            max_units_in_windows,
             admitted: self.admitted,
             admitted_units: self.admitted_units,
             denied: self.denied,
@@ -103,7 +111,13 @@ impl Recorder {
 /// The figures of one algorithm on one scenario.
 #[derive(Debug, Clone)]
 pub(crate) struct AlgorithmResult {
+    /// The lane's algorithm (its first policy's, for a set): its colour.
     pub(crate) algorithm: Algorithm,
+    /// The algorithm's name, or the set's policy string.
+    pub(crate) label: String,
+    /// `(W, the most units proceeding within any W µs on one key)` for each
+    /// window of the scenario ([`Scenario::windows`](super::scenarios::Scenario::windows)).
+    pub(crate) max_units_in_windows: Vec<(u64, u64)>,
     /// Requests admitted.
     pub(crate) admitted: u64,
     /// Units admitted (the sum of the admitted requests' costs), exact:
@@ -114,7 +128,7 @@ pub(crate) struct AlgorithmResult {
     /// Requests that could not be decided (cost 0 or above the maximum,
     /// time out of range).
     pub(crate) errors: u64,
-    /// The most units proceeding within any window-long interval on one key.
+    /// The most units proceeding within any interval of the first window on one key.
     pub(crate) max_units_in_window: u64,
     pub(crate) retry_after_mean_us: Option<f64>,
     pub(crate) retry_after_max_us: Option<u64>,
@@ -156,18 +170,39 @@ pub(crate) fn max_units_within(admissions: &[Admission], window_us: u64) -> u64 
 /// does, and returns the estimated state per key at the end: the size of
 /// the algorithm's state struct, plus a sliding log's entries
 /// ([`KeyState::size_bytes`]), averaged over the keys seen.
-pub(crate) fn state_bytes_per_key(policy: &Policy, requests: &Requests) -> f64 {
-    let mut states: Vec<Option<KeyState>> = vec![None; requests.keys.len()];
-    for request in &requests.requests {
-        let state = states[request.key as usize].get_or_insert_with(|| KeyState::fresh(policy));
-        // Errors (cost above the maximum) change nothing, as on a backend.
-        let _ = state.acquire(policy, request.time_us, request.cost);
-    }
-    let (keys, bytes) = states
+pub(crate) fn state_bytes_per_key(policies: &Policies, requests: &Requests) -> f64 {
+    // Errors (cost above the maximum) change nothing, as on a backend.
+    let sizes: Vec<Option<usize>> = match policies.single() {
+        Some(policy) => {
+            let mut states: Vec<Option<KeyState>> = vec![None; requests.keys.len()];
+            for request in &requests.requests {
+                let state =
+                    states[request.key as usize].get_or_insert_with(|| KeyState::fresh(policy));
+                let _ = state.acquire(policy, request.time_us, request.cost);
+            }
+            states
+                .iter()
+                .map(|s| s.as_ref().map(KeyState::size_bytes))
+                .collect()
+        }
+        None => {
+            let mut states: Vec<Option<SetState>> = vec![None; requests.keys.len()];
+            for request in &requests.requests {
+                let state =
+                    states[request.key as usize].get_or_insert_with(|| SetState::fresh(policies));
+                let _ = state.acquire(policies, request.time_us, request.cost);
+            }
+            states
+                .iter()
+                .map(|s| s.as_ref().map(SetState::size_bytes))
+                .collect()
+        }
+    };
+    let (keys, bytes) = sizes
         .iter()
         .flatten()
-        .fold((0usize, 0usize), |(keys, bytes), state| {
-            (keys + 1, bytes + state.size_bytes())
+        .fold((0usize, 0usize), |(keys, bytes), size| {
+            (keys + 1, bytes + size)
         });
     if keys == 0 {
         0.0

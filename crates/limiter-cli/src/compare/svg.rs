@@ -138,7 +138,7 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
 <text x="{title_x}" y="{subtitle_y}" text-anchor="end" font-size="11" fill="#555">admitted {admitted}, max/{window} {burst}</text>
 <text x="{tick_x}" y="9" font-size="10" fill="#777">{tallest}</text>
 <text x="{tick_x}" y="{LANE_HEIGHT}" font-size="10" fill="#777">0</text>"##,
-            alg = result.algorithm.name(),
+            alg = escape(&result.label),
             plot_width = PLOT_RIGHT - PLOT_LEFT,
             title_x = PLOT_LEFT - 12.0,
             title_y = LANE_HEIGHT / 2.0 - 2.0,

@@ -38,12 +38,23 @@ fn render_scenario(out: &mut String, report: &ScenarioReport) {
     );
 
     let with_errors = report.results.iter().any(|r| r.errors > 0);
-    let mut header = vec!["algorithm".to_owned(), "admitted".into(), "denied".into()];
+    let first = if scenario.sets.is_some() {
+        "policy"
+    } else {
+        "algorithm"
+    };
+    let mut header = vec![first.to_owned(), "admitted".into(), "denied".into()];
     if with_errors {
         header.push("errors".into());
     }
+    let _ = window;
+    header.extend(
+        scenario
+            .windows()
+            .into_iter()
+            .map(|w| format!("max/{}", compact_duration(w))),
+    );
     header.extend([
-        format!("max/{window}"),
         "mean retry".into(),
         "worst retry".into(),
         "decisions/s".into(),
@@ -52,15 +63,20 @@ fn render_scenario(out: &mut String, report: &ScenarioReport) {
     let mut rows = vec![header];
     for result in &report.results {
         let mut row = vec![
-            result.algorithm.name().to_owned(),
+            result.label.clone(),
             result.admitted.to_string(),
             result.denied.to_string(),
         ];
         if with_errors {
             row.push(result.errors.to_string());
         }
+        row.extend(
+            result
+                .max_units_in_windows
+                .iter()
+                .map(|(_, most)| most.to_string()),
+        );
         row.extend([
-            result.max_units_in_window.to_string(),
             result
                 .retry_after_mean_us
                 .map_or_else(|| "-".to_owned(), human_duration),
