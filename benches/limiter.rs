@@ -10,6 +10,9 @@
 //!   (`acquire().await`, a boxed future; `acquire_now`, the synchronous
 //!   fast path; the same behind `Resilient`) beside the sync
 //!   `MemoryLimiter::try_acquire`;
+//! - `tiers/*`: a tiered set of two policies on the memory backend (one
+//!   map entry and one lock per key, docs/spec.md section 7) beside the sum
+//!   of its parts, each part a `MemoryLimiter` of its own;
 //! - `scaling/*`: one and two threads, distinct keys and one hot key;
 //! - `redis/*`: decisions per second of each algorithm at concurrency 1, 16
 //!   and 64 through one shared `RedisBackend`, beside what the same server
@@ -26,7 +29,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use governor::{Quota, RateLimiter};
-use limiter_core::{Algorithm, FailurePolicy, Limiter, LimiterExt, ManualClock, Policy, Rate};
+use limiter_core::{
+    Algorithm, FailurePolicy, Limiter, LimiterExt, ManualClock, Policies, Policy, Rate,
+};
 use limiter_memory::MemoryLimiter;
 use limiter_redis::{RedisBackend, RedisLimiter};
 
@@ -120,6 +125,65 @@ fn sliding_log_limit(c: &mut Criterion) {
         });
     }
     group.finish();
+}
+
+/// A set of two policies against its parts decided one after the other on
+/// two limiters (what a user without sets would write, minus the race), on
+/// 10,000 keys: allowed (generous parts) and denied (the first part denies).
+fn tiers(c: &mut Criterion) {
+    let pairs = [
+        (
+            "token-bucket+fixed-window",
+            Algorithm::TokenBucket,
+            Algorithm::FixedWindow,
+        ),
+        (
+            "sliding-log+sliding-log",
+            Algorithm::SlidingLog,
+            Algorithm::SlidingLog,
+        ),
+        (
+            "sliding-counter+leaky-bucket",
+            Algorithm::SlidingCounter,
+            Algorithm::LeakyBucket,
+        ),
+    ];
+    for (path, make) in [
+        ("allowed", generous as fn(Algorithm) -> Policy),
+        ("denied", strict),
+    ] {
+        let mut group = c.benchmark_group(format!("tiers/{path}/{KEYS}-keys"));
+        group.throughput(Throughput::Elements(1));
+        let keys = keys(KEYS);
+        for (name, first, second) in pairs {
+            let (first, second) = (make(first), make(second));
+            let alone = [
+                MemoryLimiter::new(first.clone()),
+                MemoryLimiter::new(second.clone()),
+            ];
+            let set = MemoryLimiter::new(Policies::new([first, second]).unwrap());
+            for key in &keys {
+                for limiter in alone.iter().chain([&set]) {
+                    limiter.try_acquire(key, 1).unwrap();
+                }
+            }
+            let mut i = 0;
+            group.bench_function(BenchmarkId::new(name, "sum-of-parts"), |b| {
+                b.iter(|| {
+                    i = (i + 1) % keys.len();
+                    black_box(alone[0].try_acquire(&keys[i], 1).unwrap());
+                    black_box(alone[1].try_acquire(&keys[i], 1).unwrap())
+                })
+            });
+            group.bench_function(BenchmarkId::new(name, "set"), |b| {
+                b.iter(|| {
+                    i = (i + 1) % keys.len();
+                    black_box(set.try_acquire(&keys[i], 1).unwrap())
+                })
+            });
+        }
+        group.finish();
+    }
 }
 
 fn peers(c: &mut Criterion) {
@@ -424,6 +488,7 @@ criterion_group!(
     algorithms,
     sliding_log_limit,
     peers,
+    tiers,
     dyn_path,
     scaling,
     redis
