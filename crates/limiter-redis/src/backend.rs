@@ -59,9 +59,20 @@ pub(crate) struct Shared {
     next_socket: AtomicUsize,
     next_connection_id: AtomicU64,
     circuit: Circuit,
+    /// On a cluster: whether a fresh connection (a fresh slot map) is being
+    /// made in the background, and when the last one was started.
+    refresh: Mutex<Refresh>,
     /// Every script a limiter of this backend uses: loaded on each new
     /// connection, since a new connection often means a restarted server.
     scripts: Mutex<Vec<LuaScript>>,
+}
+
+/// A cluster's background refresh: one at a time, at most one per probe
+/// interval.
+#[derive(Debug, Default)]
+struct Refresh {
+    running: bool,
+    last_start: Option<std::time::Instant>,
 }
 
 /// One multiplexed connection slot: the live connection, if any, and a
@@ -107,6 +118,14 @@ impl Connection {
             Self::Cluster(conn) => conn.req_packed_command(cmd).await,
         }?
         .extract_error()
+    }
+
+    /// Whether a failed command says the connection (not one node of a
+    /// cluster) is gone. A cluster connection holds one connection per node
+    /// and replaces a node's by itself: it is never retired, and a failure
+    /// of one node does not mark the whole cluster down.
+    fn outlives_failures(&self) -> bool {
+        matches!(self, Self::Cluster(_))
     }
 }
 
@@ -168,6 +187,7 @@ impl RedisBackend {
                 next_socket: AtomicUsize::new(0),
                 next_connection_id: AtomicU64::new(0),
                 circuit: Circuit::default(),
+                refresh: Mutex::new(Refresh::default()),
                 scripts: Mutex::new(Vec::new()),
             }),
         }
@@ -259,6 +279,12 @@ impl RedisBackend {
                         .await;
                 }
             }
+            if conn.outlives_failures() {
+                if is_timeout(&error) || is_broken_connection(&error) {
+                    shared.refresh_cluster_view(socket);
+                }
+                return Err(shared.failed(error));
+            }
             if is_timeout(&error) {
                 socket.retire(live.id);
                 shared.trip(&format!("no answer within {:?}", shared.command_timeout));
@@ -294,6 +320,58 @@ impl RedisBackend {
 }
 
 impl Shared {
+    /// After a node failed (killed, failed over, unreachable): opens a
+    /// fresh cluster connection in the background, which reads the slot
+    /// map anew, and serves `socket` with it once it is up. Callers go on
+    /// with the current connection meanwhile: the other nodes' keys are not
+    /// held up, and none of them waits for the refresh. (The client alone
+    /// reconnects to the node it knew, and a promoted replica's slots stay
+    /// unreachable until the map is read again.)
+    fn refresh_cluster_view(self: &Arc<Self>, socket: &Socket) {
+        let index = self
+            .sockets
+            .iter()
+            .position(|s| std::ptr::eq(s, socket))
+            .unwrap_or(0);
+        {
+            let mut refresh = self.refresh.lock().unwrap_or_else(|p| p.into_inner());
+            let now = std::time::Instant::now();
+            let recent = refresh
+                .last_start
+                .is_some_and(|at| now.duration_since(at) < self.probe_interval);
+            if refresh.running || recent {
+                return;
+            }
+            refresh.running = true;
+            refresh.last_start = Some(now);
+        }
+        let shared = Arc::clone(self);
+        tokio::spawn(async move {
+            if let Ok(conn) = shared.open_connection().await {
+                shared.sockets[index].install(&shared, conn);
+                tracing::debug!(url = %shared.url, "Redis Cluster view refreshed");
+            }
+            shared
+                .refresh
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .running = false;
+        });
+    }
+
+    /// A failed command, classified, with nothing retired or tripped (a
+    /// cluster's: it outlives one node's failure).
+    fn failed(&self, error: RedisError) -> BackendError {
+        let (kind, what) = if is_timeout(&error) {
+            (BackendErrorKind::Timeout, "no answer in time")
+        } else if is_broken_connection(&error) {
+            (BackendErrorKind::Connect, "connection lost")
+        } else {
+            (BackendErrorKind::Redis, "command failed")
+        };
+        BackendError::new(kind, format!("Redis at {}: {what}", self.url)).with_source(error)
+    }
+
     /// The socket for the next command: round robin.
     fn pick(&self) -> &Socket {
         let i = match self.sockets.len() {
@@ -359,9 +437,19 @@ impl Shared {
                 }
             };
             let scripts = self.lock_scripts().clone();
-            conn.send(&redis::cmd("PING")).await?;
-            for script in &scripts {
-                conn.send(&script.load_command()).await?;
+            if conn.outlives_failures() {
+                // A cluster connection is up once it has the slot map; a
+                // node down now must not keep it from serving the others,
+                // so the scripts are loaded on the primaries that answer
+                // (NOSCRIPT loads them on the others later).
+                for script in &scripts {
+                    let _ = conn.send(&script.load_command()).await;
+                }
+            } else {
+                conn.send(&redis::cmd("PING")).await?;
+                for script in &scripts {
+                    conn.send(&script.load_command()).await?;
+                }
             }
             Ok::<_, RedisError>(conn)
         };
@@ -393,13 +481,26 @@ impl Shared {
         cmd: &Cmd,
         script: &LuaScript,
     ) -> Result<Value, BackendError> {
+        // A flush can land between the load and the run (a test flushes in
+        // a loop): load again, a few times.
         let result = async {
-            conn.send(&script.load_command()).await?;
-            conn.send(cmd).await
+            let mut tries = 0;
+            loop {
+                conn.send(&script.load_command()).await?;
+                match conn.send(cmd).await {
+                    Err(e)
+                        if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+                            && tries < NOSCRIPT_RELOADS =>
+                    {
+                        tries += 1;
+                    }
+                    result => return result,
+                }
+            }
         }
         .await;
         result.map_err(|e| {
-            if is_timeout(&e) || is_broken_connection(&e) {
+            if !conn.outlives_failures() && (is_timeout(&e) || is_broken_connection(&e)) {
                 socket.retire(live.id);
                 self.trip(&e.to_string());
             }
@@ -503,6 +604,10 @@ async fn probe(shared: Weak<Shared>) {
         }
     }
 }
+
+/// How many times a script is loaded again when `NOSCRIPT` answers the run
+/// that follows a load.
+const NOSCRIPT_RELOADS: u32 = 3;
 
 /// What went wrong, for the circuit's messages (which name the server
 /// already): the client's own error when there is one.

@@ -211,11 +211,10 @@ impl RedisBackendBuilder {
                 .connection_timeout(self.connection_timeout)
                 .response_timeout(self.command_timeout)
                 // MOVED, ASK, TRYAGAIN and CLUSTERDOWN are retried by the
-                // client: a few times, a few ms apart, well within the command
-                // timeout of a decision.
+                // client, a bounded number of times a few ms apart.
                 .retries(CLUSTER_RETRIES)
                 .min_retry_wait(CLUSTER_RETRY_WAIT_MS)
-                .max_retry_wait(CLUSTER_RETRY_WAIT_MS * 8);
+                .max_retry_wait(CLUSTER_RETRY_WAIT_MS * 16);
         if let Some(username) = &self.username {
             builder = builder.username(username);
         }
@@ -276,9 +275,9 @@ impl RedisBackendBuilder {
 }
 
 /// How often the cluster client retries a redirected or refused command.
-const CLUSTER_RETRIES: u32 = 6;
+const CLUSTER_RETRIES: u32 = 8;
 /// The cluster client's first wait between retries, in ms (doubling, up to
-/// eight times this).
+/// sixteen times this).
 const CLUSTER_RETRY_WAIT_MS: u64 = 10;
 
 /// `pem` as the only trusted roots of a TLS connection.
