@@ -84,7 +84,7 @@ Built-in scenarios (all run when neither --scenario nor --trace is given):
                      per algorithm, both tiers of that algorithm
 
 Policy sets: --set \"P1;P2\" (policy strings joined by `;`, docs/spec.md section
-7; repeatable) compares those sets side by side instead of the five
+7; repeatable) compares those sets side by side instead of the
 algorithms, on the scenarios (or --trace) chosen. A request is admitted only
 if every policy of its set admits it. max/W is then shown for every window of
 the sets' policies.
@@ -110,8 +110,8 @@ and the leaky bucket's queue default to the limit. Time is simulated (a
 manual clock set to each request's time), so a scenario of minutes runs in
 milliseconds.
 
---plot writes ONE SVG file with a section per scenario; each section has five
-lanes (one per algorithm) showing admitted units over time (at t + wait),
+--plot writes ONE SVG file with a section per scenario; each section has one
+lane per algorithm showing admitted units over time (at t + wait),
 with the window boundaries dashed.
 
 Examples:
@@ -125,15 +125,15 @@ Examples:
   limiter compare --backend redis --redis-url redis://127.0.0.1:6379";
 
 /// `limiter`: replay request traces through any rate-limiting algorithm and
-/// backend, and compare the five algorithms side by side.
+/// backend, and compare the algorithms side by side.
 #[derive(Debug, Parser)]
 #[command(
     name = "limiter",
     version,
-    about = "Replay request traces through a rate limiter, or compare the five algorithms side by side.",
+    about = "Replay request traces through a rate limiter, or compare the algorithms side by side.",
     long_about = "Replay request traces through a rate limiter (fixed window, sliding log, \
 sliding window counter, token bucket, leaky bucket) on the in-memory or the Redis \
-backend, printing every decision; or compare the five algorithms side by side on \
+backend, printing every decision; or compare the algorithms side by side on \
 built-in scenarios or your own trace; or measure how many decisions per second a \
 deployment gives (limiter bench).",
     after_help = MAIN_AFTER_HELP,
@@ -151,7 +151,7 @@ pub enum Command {
     /// Replay a trace through one policy (or a tiered set) and print every decision as CSV.
     #[command(after_help = REPLAY_AFTER_HELP)]
     Replay(ReplayArgs),
-    /// Run all five algorithms on the same requests and compare what they admit.
+    /// Run every algorithm on the same requests and compare what they admit.
     #[command(after_help = COMPARE_AFTER_HELP)]
     Compare(CompareArgs),
     /// Measure a deployment: decisions per second and their latency at a
@@ -271,7 +271,7 @@ pub struct CompareArgs {
     pub queue: Option<u64>,
     /// Compare this policy set (policy strings joined by `;`, e.g.
     /// "sliding-log:5/1s;sliding-log:100/1m"; one policy is a set of one)
-    /// instead of the five algorithms; repeat it to compare sets side by side.
+    /// instead of the algorithms; repeat it to compare sets side by side.
     #[arg(long = "set", value_name = "POLICIES", value_parser = parse_policies)]
     pub sets: Vec<Policies>,
     /// Where decisions are made.

@@ -1,6 +1,6 @@
 //! The `limiter` command: `limiter replay` prints every decision of one
-//! algorithm on a trace (docs/spec.md section 6), `limiter compare` runs all five
-//! algorithms on built-in scenarios or a trace and tabulates, plots or
+//! algorithm on a trace (docs/spec.md section 6), `limiter compare` runs every
+//! algorithm on built-in scenarios or a trace and tabulates, plots or
 //! exports what each admitted, `limiter bench` measures a deployment's
 //! decisions per second and latency beside its Redis server's ceiling.
 //!

@@ -1,4 +1,4 @@
-//! `limiter compare`: the five algorithms (or policy sets, `--set`) on the
+//! `limiter compare`: every algorithm (or policy sets, `--set`) on the
 //! same requests, side by side.
 //!
 //! Each scenario is replayed once per algorithm on the chosen backend (a
