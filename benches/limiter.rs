@@ -4,8 +4,11 @@
 //!   algorithm, allowed and denied, on one key and on 10,000 keys;
 //! - `sliding-log-by-limit/*`: a sliding log's cost per request at limits
 //!   of 10, 1,000 and 100,000, denied and allowed;
-//! - `peers/token-bucket`: limiter's memory token bucket against governor's
-//!   keyed limiter on the same 10,000 `String` keys;
+//! - `peers/{1,10000,1000000}-string-keys`: every algorithm of
+//!   limiter-memory against governor's keyed limiter on equal terms (the
+//!   same `String` keys and as many, the same aHash map, a quanta TSC clock
+//!   on both sides), with governor's default SipHash map as a second,
+//!   labelled row;
 //! - `dyn-path/*`: the memory token bucket through `Arc<dyn Limiter>`
 //!   (`acquire().await`, a boxed future; `acquire_now`, the synchronous
 //!   fast path; the same behind `Resilient`) beside the sync
@@ -13,7 +16,8 @@
 //! - `tiers/*`: a tiered set of two policies on the memory backend (one
 //!   map entry and one lock per key, docs/spec.md section 7) beside the sum
 //!   of its parts, each part a `MemoryLimiter` of its own;
-//! - `scaling/*`: one and two threads, distinct keys and one hot key;
+//! - `peers/threads/*`: one and two threads, distinct keys and one hot
+//!   key, the token bucket against both governors;
 //! - `redis/*`: decisions per second of each algorithm at concurrency 1, 16
 //!   and 64 through one shared `RedisBackend`, beside what the same server
 //!   gives a plain redis-rs multiplexed connection in the same run: the
@@ -28,6 +32,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use governor::clock::QuantaClock;
+use governor::state::keyed::DashMapStateStore;
 use governor::{Quota, RateLimiter};
 use limiter_core::{
     Algorithm, FailurePolicy, Limiter, LimiterExt, ManualClock, Policies, Policy, Rate,
@@ -186,46 +192,104 @@ fn tiers(c: &mut Criterion) {
     }
 }
 
+/// The quota every governor limiter of the peers groups runs under: a
+/// billion per second, so every request is admitted, as under [`generous`].
+fn governor_quota() -> Quota {
+    Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap())
+}
+
+/// governor's keyed limiter on the map limiter-memory uses: a DashMap of
+/// `String` keys hashed by aHash (a `RandomState` keyed at random per
+/// process, as limiter-memory's), on governor's quanta clock (one TSC read
+/// scaled to ns, as limiter-memory's `AnchoredClock`: one TSC read scaled
+/// to µs). The equal-terms row.
+type GovernorAHash =
+    RateLimiter<String, DashMapStateStore<String, ahash::RandomState>, QuantaClock>;
+
+fn governor_ahash() -> GovernorAHash {
+    RateLimiter::dashmap_with_clock_and_hasher(
+        governor_quota(),
+        QuantaClock::default(),
+        ahash::RandomState::new(),
+    )
+}
+
+/// governor's default keyed limiter (`RateLimiter::keyed`): the same
+/// DashMap and quanta clock, hashed by std's SipHash. Shown beside the
+/// equal-terms row, labelled: limiter-memory does not use SipHash.
+type GovernorSipHash = RateLimiter<String, DashMapStateStore<String>, QuantaClock>;
+
+fn governor_siphash() -> GovernorSipHash {
+    RateLimiter::keyed(governor_quota())
+}
+
+/// One decision per iteration, single thread, round-robin over `keys`:
+/// every limiter against governor on equal terms (same `String` keys, same
+/// number of them, same hasher for the `ahash` row, a quanta TSC clock on
+/// both sides), every request admitted. Each limiter is filled with every
+/// key first, then dropped before the next is built.
 fn peers(c: &mut Criterion) {
-    let mut group = c.benchmark_group("peers/token-bucket-10000-string-keys");
-    group.throughput(Throughput::Elements(1));
-    let keys = keys(KEYS);
-
-    let ours = MemoryLimiter::new(generous(Algorithm::TokenBucket));
-    let mut i = 0;
-    group.bench_function(BenchmarkId::new("token-bucket", "limiter-memory"), |b| {
-        b.iter(|| {
-            i = (i + 1) % keys.len();
-            black_box(ours.try_acquire(&keys[i], 1).unwrap().allowed)
-        })
-    });
-
-    // The same limiter on a clock that costs nothing to read: what the
-    // decision itself costs, without the system clock's read.
-    let manual = MemoryLimiter::builder(generous(Algorithm::TokenBucket))
-        .clock(ManualClock::new(1_000_000))
-        .build();
-    let mut i = 0;
-    group.bench_function(
-        BenchmarkId::new("token-bucket", "limiter-memory-manual-clock"),
-        |b| {
-            b.iter(|| {
-                i = (i + 1) % keys.len();
-                black_box(manual.try_acquire(&keys[i], 1).unwrap().allowed)
-            })
-        },
-    );
-
-    let quota = Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap());
-    let governor = RateLimiter::<String, _, _>::keyed(quota);
-    let mut i = 0;
-    group.bench_function(BenchmarkId::new("gcra", "governor-keyed"), |b| {
-        b.iter(|| {
-            i = (i + 1) % keys.len();
-            black_box(governor.check_key(&keys[i]).is_ok())
-        })
-    });
-    group.finish();
+    for key_count in [1, KEYS, 1_000_000] {
+        let mut group = c.benchmark_group(format!("peers/{key_count}-string-keys"));
+        group.throughput(Throughput::Elements(1));
+        let keys = keys(key_count);
+        let next = |i: &mut usize| {
+            *i += 1;
+            if *i == key_count {
+                *i = 0;
+            }
+            *i
+        };
+        for algorithm in Algorithm::ALL {
+            let ours = MemoryLimiter::new(generous(algorithm));
+            for key in &keys {
+                ours.try_acquire(key, 1).unwrap();
+            }
+            let mut i = 0;
+            group.bench_function(BenchmarkId::new("limiter-memory", algorithm.name()), |b| {
+                b.iter(|| black_box(ours.try_acquire(&keys[next(&mut i)], 1).unwrap().allowed))
+            });
+        }
+        {
+            // What the token bucket's decision costs without a clock read.
+            let manual = MemoryLimiter::builder(generous(Algorithm::TokenBucket))
+                .clock(ManualClock::new(1_000_000))
+                .build();
+            for key in &keys {
+                manual.try_acquire(key, 1).unwrap();
+            }
+            let mut i = 0;
+            group.bench_function(
+                BenchmarkId::new("limiter-memory-manual-clock", "token-bucket"),
+                |b| {
+                    b.iter(|| {
+                        black_box(manual.try_acquire(&keys[next(&mut i)], 1).unwrap().allowed)
+                    })
+                },
+            );
+        }
+        {
+            let governor = governor_ahash();
+            for key in &keys {
+                governor.check_key(key).unwrap();
+            }
+            let mut i = 0;
+            group.bench_function(BenchmarkId::new("governor-gcra", "ahash"), |b| {
+                b.iter(|| black_box(governor.check_key(&keys[next(&mut i)]).is_ok()))
+            });
+        }
+        {
+            let governor = governor_siphash();
+            for key in &keys {
+                governor.check_key(key).unwrap();
+            }
+            let mut i = 0;
+            group.bench_function(BenchmarkId::new("governor-gcra", "siphash-default"), |b| {
+                b.iter(|| black_box(governor.check_key(&keys[next(&mut i)]).is_ok()))
+            });
+        }
+        group.finish();
+    }
 }
 
 /// What `Arc<dyn Limiter>` costs over the sync call on the memory backend:
@@ -313,6 +377,11 @@ fn run_threads(
     start.elapsed()
 }
 
+/// One and two threads at once, each deciding on its own half of the
+/// 10,000 keys (`distinct-keys`) or all on one key (`one-hot-key`):
+/// limiter-memory's token bucket against governor with the same hasher
+/// (and, labelled, its default SipHash), every limiter filled first.
+/// Throughput is decisions per second over all threads.
 fn scaling(c: &mut Criterion) {
     let keys = keys(KEYS);
     for hot_key in [false, true] {
@@ -321,24 +390,37 @@ fn scaling(c: &mut Criterion) {
         } else {
             "distinct-keys"
         };
-        let mut group = c.benchmark_group(format!("scaling/token-bucket/{name}"));
+        let mut group = c.benchmark_group(format!("peers/threads/{name}"));
         for threads in [1, 2] {
             group.throughput(Throughput::Elements(threads as u64));
             let ours = MemoryLimiter::new(generous(Algorithm::TokenBucket));
+            let governor = governor_ahash();
+            let siphash = governor_siphash();
+            for key in &keys {
+                ours.try_acquire(key, 1).unwrap();
+                governor.check_key(key).unwrap();
+                siphash.check_key(key).unwrap();
+            }
             let decide = |key: &String| {
-                black_box(ours.try_acquire(key, 1).unwrap());
+                black_box(ours.try_acquire(key, 1).unwrap().allowed);
             };
-            group.bench_function(BenchmarkId::new("limiter-memory", threads), |b| {
-                b.iter_custom(|iters| run_threads(&decide, &keys, threads, iters, hot_key))
-            });
-            let quota = Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap());
-            let governor = RateLimiter::<String, _, _>::keyed(quota);
+            group.bench_function(
+                BenchmarkId::new("limiter-memory-token-bucket", threads),
+                |b| b.iter_custom(|iters| run_threads(&decide, &keys, threads, iters, hot_key)),
+            );
             let decide = |key: &String| {
                 black_box(governor.check_key(key).is_ok());
             };
-            group.bench_function(BenchmarkId::new("governor-keyed", threads), |b| {
+            group.bench_function(BenchmarkId::new("governor-gcra-ahash", threads), |b| {
                 b.iter_custom(|iters| run_threads(&decide, &keys, threads, iters, hot_key))
             });
+            let decide = |key: &String| {
+                black_box(siphash.check_key(key).is_ok());
+            };
+            group.bench_function(
+                BenchmarkId::new("governor-gcra-siphash-default", threads),
+                |b| b.iter_custom(|iters| run_threads(&decide, &keys, threads, iters, hot_key)),
+            );
         }
         group.finish();
     }
@@ -456,16 +538,27 @@ fn redis(c: &mut Criterion) {
             })
         });
 
-        for algorithm in Algorithm::ALL {
+        // Each algorithm alone, then a tiered set of two token buckets (one
+        // script, one round trip: beside the single token bucket).
+        let tiered = Policies::new([
+            generous_for_redis(Algorithm::TokenBucket),
+            Policy::token_bucket(Rate::per_minute(600_000)).unwrap(),
+        ])
+        .unwrap();
+        let runs = Algorithm::ALL
+            .into_iter()
+            .map(|a| (a.name(), Policies::from(generous_for_redis(a))))
+            .chain([("tiered-token-bucket-x2", tiered)]);
+        for (name, policies) in runs {
             let limiter = runtime.block_on(async {
-                let limiter = RedisLimiter::builder(&backend, generous_for_redis(algorithm))
+                let limiter = RedisLimiter::builder(&backend, policies)
                     .key_prefix(format!("bench-{concurrency}"))
                     .build()
                     .await
                     .unwrap();
                 Arc::new(limiter)
             });
-            group.bench_function(BenchmarkId::new(algorithm.name(), "redis"), |b| {
+            group.bench_function(BenchmarkId::new(name, "redis"), |b| {
                 b.to_async(&runtime).iter_custom(|iters| {
                     let (limiter, keys) = (Arc::clone(&limiter), Arc::clone(&keys));
                     run_concurrently(concurrency, iters, move |i| {
