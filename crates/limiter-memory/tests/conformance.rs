@@ -17,14 +17,8 @@ impl Harness for MemoryHarness {
         Arc::new(MemoryLimiter::builder(policy).clock(clock).build())
     }
 
-    async fn set_limiter(
-        &self,
-        policies: Policies,
-        clock: ManualClock,
-    ) -> Option<Arc<dyn Limiter>> {
-        Some(Arc::new(
-            MemoryLimiter::builder(policies).clock(clock).build(),
-        ))
+    async fn set_limiter(&self, policies: Policies, clock: ManualClock) -> Arc<dyn Limiter> {
+        Arc::new(MemoryLimiter::builder(policies).clock(clock).build())
     }
 }
 

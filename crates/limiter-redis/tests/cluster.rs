@@ -85,18 +85,14 @@ impl Harness for ClusterHarness {
         Arc::new(limiter)
     }
 
-    async fn set_limiter(
-        &self,
-        policies: Policies,
-        clock: ManualClock,
-    ) -> Option<Arc<dyn Limiter>> {
+    async fn set_limiter(&self, policies: Policies, clock: ManualClock) -> Arc<dyn Limiter> {
         let limiter = RedisLimiter::builder(&self.backend, policies)
             .key_prefix(common::fresh_prefix("suite"))
             .clock(clock)
             .build()
             .await
             .unwrap();
-        Some(Arc::new(limiter))
+        Arc::new(limiter)
     }
 }
 

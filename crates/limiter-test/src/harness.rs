@@ -16,21 +16,7 @@ pub trait Harness: Send + Sync {
     async fn limiter(&self, policy: Policy, clock: ManualClock) -> Arc<dyn Limiter>;
 
     /// A fresh limiter for a policy set (docs/spec.md section 7), as
-    /// [`limiter`](Self::limiter) for one policy; `None` if this backend
-    /// does not decide by sets, and then the cases that need a set of two
-    /// or more are skipped, saying so on stderr.
-    ///
-    /// The default builds a set of one with [`limiter`](Self::limiter) and
-    /// answers `None` for larger sets: a backend that decides by sets
-    /// overrides it.
-    async fn set_limiter(
-        &self,
-        policies: Policies,
-        clock: ManualClock,
-    ) -> Option<Arc<dyn Limiter>> {
-        match policies.single() {
-            Some(policy) => Some(self.limiter(policy.clone(), clock).await),
-            None => None,
-        }
-    }
+    /// [`limiter`](Self::limiter) for one policy. Every backend decides by
+    /// sets: no case is skipped.
+    async fn set_limiter(&self, policies: Policies, clock: ManualClock) -> Arc<dyn Limiter>;
 }

@@ -8,7 +8,7 @@
 //! use std::sync::Arc;
 //!
 //! use async_trait::async_trait;
-//! use limiter_core::{Limiter, ManualClock, Policy};
+//! use limiter_core::{Limiter, ManualClock, Policies, Policy};
 //! use limiter_test::{Harness, ModelLimiter};
 //!
 //! struct MyHarness;
@@ -18,6 +18,11 @@
 //!     async fn limiter(&self, policy: Policy, clock: ManualClock) -> Arc<dyn Limiter> {
 //!         // A backend builds its own limiter here, reading time from `clock`.
 //!         Arc::new(ModelLimiter::new(policy, clock))
+//!     }
+//!
+//!     async fn set_limiter(&self, policies: Policies, clock: ManualClock) -> Arc<dyn Limiter> {
+//!         // The same for a tiered set (docs/spec.md section 7).
+//!         Arc::new(ModelLimiter::new(policies, clock))
 //!     }
 //! }
 //!

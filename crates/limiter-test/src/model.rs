@@ -92,11 +92,7 @@ impl Harness for ModelHarness {
         Arc::new(ModelLimiter::new(policy, clock))
     }
 
-    async fn set_limiter(
-        &self,
-        policies: Policies,
-        clock: ManualClock,
-    ) -> Option<Arc<dyn Limiter>> {
-        Some(Arc::new(ModelLimiter::new(policies, clock)))
+    async fn set_limiter(&self, policies: Policies, clock: ManualClock) -> Arc<dyn Limiter> {
+        Arc::new(ModelLimiter::new(policies, clock))
     }
 }

@@ -61,8 +61,7 @@ macro_rules! conformance_suite {
             article_boundary_case,
             // docs/spec.md section 6a
             shared_vectors_replay_byte_for_byte,
-            // docs/spec.md section 7: tiered limits (skipped by a harness
-            // whose set_limiter answers None)
+            // docs/spec.md section 7: tiered limits
             all_of_vectors_replay_byte_for_byte,
             concurrent_acquires_under_a_policy_set_admit_exactly_the_tightest,
             a_cost_above_any_parts_maximum_is_an_error,

@@ -106,12 +106,8 @@ impl Harness for RedisHarness {
         Arc::new(limiter)
     }
 
-    async fn set_limiter(
-        &self,
-        policies: Policies,
-        clock: ManualClock,
-    ) -> Option<Arc<dyn Limiter>> {
+    async fn set_limiter(&self, policies: Policies, clock: ManualClock) -> Arc<dyn Limiter> {
         let limiter = builder(policies).clock(clock).build().await.unwrap();
-        Some(Arc::new(limiter))
+        Arc::new(limiter)
     }
 }

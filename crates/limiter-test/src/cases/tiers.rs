@@ -1,6 +1,5 @@
 //! Tiered limits (docs/spec.md section 7): one key under every part of a
-//! policy set. A backend that builds no sets ([`Harness::set_limiter`]
-//! answers `None`) skips these cases, saying so on stderr.
+//! policy set, on every backend ([`Harness::set_limiter`]).
 
 use std::sync::Arc;
 
@@ -10,24 +9,19 @@ use super::vectors::{first_difference, read, replay_into, vectors_dir};
 use super::{concurrency::race, T0};
 use crate::Harness;
 
-/// A fresh limiter for `policies` on a clock at `T0`, or `None` (after
-/// saying so) if the harness builds no sets.
+/// A fresh limiter for `policies` on a clock at `T0`.
 async fn set_subject<H: Harness>(
     harness: &H,
     policies: &Policies,
-    case: &str,
-) -> Option<(Arc<dyn Limiter>, ManualClock)> {
+) -> (Arc<dyn Limiter>, ManualClock) {
     let clock = ManualClock::new(T0);
-    let Some(limiter) = harness.set_limiter(policies.clone(), clock.clone()).await else {
-        eprintln!("{case}: skipped, this backend builds no policy sets (Harness::set_limiter)");
-        return None;
-    };
+    let limiter = harness.set_limiter(policies.clone(), clock.clone()).await;
     assert_eq!(
         limiter.policies(),
         policies,
         "the harness must build a limiter for the policies it is given"
     );
-    Some((limiter, clock))
+    (limiter, clock)
 }
 
 /// Splits one RFC 4180 CSV record (quoted fields may hold commas; `""` is
@@ -66,9 +60,7 @@ pub async fn all_of_vectors_replay_byte_for_byte<H: Harness>(harness: &H) {
         let policies: Policies = fields[2]
             .parse()
             .unwrap_or_else(|e| panic!("case {case}: {e}"));
-        let Some((limiter, clock)) = set_subject(harness, &policies, case).await else {
-            return;
-        };
+        let (limiter, clock) = set_subject(harness, &policies).await;
         let actual = replay_into(&*limiter, &clock, &read(dir.join(trace))).await;
         let expected = read(dir.join(expected));
         if actual != expected {
@@ -103,9 +95,7 @@ pub async fn concurrent_acquires_under_a_policy_set_admit_exactly_the_tightest<H
         ("sliding-log:1000/1h;fixed-window:5000/1h", 1_000),
     ] {
         let policies: Policies = text.parse().expect("valid policies");
-        let Some((limiter, _clock)) = set_subject(harness, &policies, text).await else {
-            return;
-        };
+        let (limiter, _clock) = set_subject(harness, &policies).await;
         let admitted = race(&limiter, |_, _| "hot".to_owned()).await;
         let total: usize = admitted.iter().map(Vec::len).sum();
         assert_eq!(
@@ -131,10 +121,7 @@ pub async fn a_cost_above_any_parts_maximum_is_an_error<H: Harness>(harness: &H)
     let policies: Policies = "sliding-log:5/1s;token-bucket:1/1s,capacity=100"
         .parse()
         .expect("valid policies");
-    let case = "a_cost_above_any_parts_maximum_is_an_error";
-    let Some((limiter, clock)) = set_subject(harness, &policies, case).await else {
-        return;
-    };
+    let (limiter, clock) = set_subject(harness, &policies).await;
     assert_eq!(policies.max_cost(), 5);
     match limiter.acquire("k", 6).await {
         Err(Error::CostExceedsCapacity {
