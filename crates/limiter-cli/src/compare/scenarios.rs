@@ -56,20 +56,47 @@ pub(crate) struct Request {
     pub(crate) cost: u64,
 }
 
+/// The most requests `compare` holds from a trace: it keeps a trace in
+/// memory, since every algorithm replays it (`replay` streams instead).
+/// About 24 bytes each: 240 MB at most.
+const MAX_TRACE_REQUESTS: usize = 10_000_000;
+/// The most bytes of distinct keys `compare` holds from a trace.
+const MAX_TRACE_KEY_BYTES: usize = 256 << 20;
+
 /// A trace held in memory, keys interned.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Requests {
     pub(crate) keys: Vec<String>,
     pub(crate) requests: Vec<Request>,
     index: HashMap<String, u32>,
+    /// The bytes of `keys`.
+    key_bytes: usize,
 }
 
 impl Requests {
+    /// Whether one more request on `key` would pass the bounds of a trace
+    /// held in memory; `Some(what)` names the bound.
+    fn would_overflow(&self, key: &str) -> Option<String> {
+        if self.requests.len() >= MAX_TRACE_REQUESTS {
+            return Some(format!("more than {MAX_TRACE_REQUESTS} requests"));
+        }
+        if !self.index.contains_key(key) && self.key_bytes + key.len() > MAX_TRACE_KEY_BYTES {
+            return Some(format!(
+                "more than {} MiB of distinct keys",
+                MAX_TRACE_KEY_BYTES >> 20
+            ));
+        }
+        None
+    }
+
     fn push(&mut self, time_us: u64, key: &str, cost: u64) {
         let key = match self.index.get(key) {
             Some(&id) => id,
             None => {
+                // Traces are bounded far below 2^32 keys (would_overflow);
+                // the built-in scenarios hold a few thousand.
                 let id = u32::try_from(self.keys.len()).expect("fewer than 2^32 keys");
+                self.key_bytes += key.len();
                 self.keys.push(key.to_owned());
                 self.index.insert(key.to_owned(), id);
                 id
@@ -250,6 +277,13 @@ impl Scenario {
         let mut requests = Requests::default();
         for request in TraceReader::new(open_trace(path)?) {
             let request = request.map_err(|e| Failure::runtime(format!("{name}: {e}")))?;
+            if let Some(bound) = requests.would_overflow(&request.key) {
+                return Err(Failure::runtime(format!(
+                    "{name}: {bound}: compare holds a trace in memory (every algorithm replays \
+                     it); compare a sample of it, or replay it with `limiter replay`, which \
+                     streams any length"
+                )));
+            }
             requests.push(request.time_us, &request.key, request.cost);
         }
         let plural =
@@ -289,6 +323,29 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trace_held_in_memory_is_bounded_in_requests_and_key_bytes() {
+        let mut requests = Requests::default();
+        assert_eq!(requests.would_overflow("k"), None);
+        requests.key_bytes = MAX_TRACE_KEY_BYTES;
+        let bound = requests
+            .would_overflow("new")
+            .expect("a new key passes the bound");
+        assert!(bound.contains("MiB of distinct keys"), "{bound}");
+        requests.push(0, "known", 1);
+        requests.key_bytes = MAX_TRACE_KEY_BYTES + 5;
+        assert_eq!(
+            requests.would_overflow("known"),
+            None,
+            "a known key adds no bytes"
+        );
+        requests.requests = vec![requests.requests[0]; MAX_TRACE_REQUESTS];
+        let bound = requests
+            .would_overflow("known")
+            .expect("at the request bound");
+        assert!(bound.contains("10000000 requests"), "{bound}");
+    }
 
     #[test]
     fn the_boundary_burst_is_the_shared_vector_trace() {
