@@ -576,6 +576,86 @@ fn redis(c: &mut Criterion) {
     }
 }
 
+/// A Redis Cluster (3 primaries, 3 replicas) beside one server, in the same
+/// run: the token bucket through `RedisBackend::cluster` and through one
+/// server, and the cluster's own ceiling, `EVALSHA` of `return 1` on a key
+/// of one slot through a plain redis-rs cluster connection. (All six nodes
+/// share this machine's cores: no horizontal scaling can show here.)
+fn redis_cluster(c: &mut Criterion) {
+    let cluster = limiter_test::redis_cluster::RedisCluster::start();
+    let server = limiter_test::redis_server::RedisServer::start();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let keys = Arc::new(keys(KEYS));
+    let trivial = redis::Script::new("return 1");
+    let plain = runtime.block_on(async {
+        redis::cluster::ClusterClient::new(cluster.seed_urls())
+            .unwrap()
+            .get_async_connection()
+            .await
+            .unwrap()
+    });
+    let token_bucket_on = |backend: limiter_redis::RedisBackendBuilder| {
+        runtime.block_on(async {
+            let backend = backend
+                .connection_timeout(Duration::from_secs(30))
+                .command_timeout(Duration::from_secs(30))
+                .build()
+                .await
+                .unwrap();
+            let limiter =
+                RedisLimiter::builder(&backend, generous_for_redis(Algorithm::TokenBucket))
+                    .key_prefix("bench-cluster")
+                    .build()
+                    .await
+                    .unwrap();
+            Arc::new(limiter)
+        })
+    };
+    let on_cluster = token_bucket_on(RedisBackend::cluster(cluster.seed_urls()));
+    let on_server = token_bucket_on(RedisBackend::builder(server.url()));
+    for concurrency in [1u64, 16, 64] {
+        let mut group = c.benchmark_group(format!("redis-cluster/concurrency-{concurrency}"));
+        group.throughput(Throughput::Elements(1));
+        group.sample_size(20);
+        group.measurement_time(Duration::from_secs(4));
+        let (conn, script) = (plain.clone(), trivial.clone());
+        group.bench_function(
+            BenchmarkId::new("ceiling-evalsha-return-1", "cluster"),
+            |b| {
+                b.to_async(&runtime).iter_custom(|iters| {
+                    let (conn, script) = (conn.clone(), script.clone());
+                    run_concurrently(concurrency, iters, move |_| {
+                        let (mut conn, script) = (conn.clone(), script.clone());
+                        async move {
+                            let one: i64 = script
+                                .key("{bench}:ceiling")
+                                .invoke_async(&mut conn)
+                                .await
+                                .unwrap();
+                            black_box(one);
+                        }
+                    })
+                })
+            },
+        );
+        for (backend, limiter) in [("cluster", &on_cluster), ("redis", &on_server)] {
+            group.bench_function(BenchmarkId::new("token-bucket", backend), |b| {
+                b.to_async(&runtime).iter_custom(|iters| {
+                    let (limiter, keys) = (Arc::clone(limiter), Arc::clone(&keys));
+                    run_concurrently(concurrency, iters, move |i| {
+                        let (limiter, keys) = (Arc::clone(&limiter), Arc::clone(&keys));
+                        async move {
+                            let key = &keys[(i.wrapping_mul(7919) % KEYS as u64) as usize];
+                            black_box(limiter.acquire(key, 1).await.unwrap());
+                        }
+                    })
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
 criterion_group!(
     benches,
     algorithms,
@@ -584,6 +664,7 @@ criterion_group!(
     tiers,
     dyn_path,
     scaling,
-    redis
+    redis,
+    redis_cluster
 );
 criterion_main!(benches);
