@@ -27,6 +27,7 @@ use limiter_redis::{redact_url, RedisBackend, RedisLimiter};
 use crate::backend;
 use crate::cli::{BackendArgs, BackendKind, Format};
 use crate::failure::Failure;
+use crate::json_string::string;
 
 /// The most concurrent tasks (each holds a 9 KiB histogram).
 const MAX_CONCURRENCY: i64 = 4096;
@@ -715,27 +716,6 @@ fn seconds(duration: Duration) -> String {
 
 fn null() -> String {
     "null".to_owned()
-}
-
-/// A JSON string literal.
-fn string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// A JSON number with at most `decimals` decimals, or `null`.

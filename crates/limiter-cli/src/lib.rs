@@ -13,6 +13,7 @@ pub mod cli;
 pub mod compare;
 mod failure;
 mod input;
+mod json_string;
 mod progress;
 pub mod replay;
 pub mod trace;

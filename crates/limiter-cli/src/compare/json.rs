@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use super::ScenarioReport;
 use crate::cli::BackendKind;
+use crate::json_string::string;
 
 /// The document:
 ///
@@ -88,27 +89,6 @@ pub(crate) fn render(reports: &[ScenarioReport], backend: BackendKind) -> String
     } else {
         "\n  ]\n}\n"
     });
-    out
-}
-
-/// A JSON string literal.
-fn string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
     out
 }
 
