@@ -31,7 +31,10 @@ invalid policy, malformed Redis URL).";
 
 const REPLAY_AFTER_HELP: &str = "\
 Input: a CSV with the header `t_us,key,cost` (or `t_us,key`: every cost is 1);
-t_us is the request time in microseconds since the Unix epoch. `-` reads the
+t_us is the request time in microseconds since the Unix epoch. A trace whose
+times all read as dates of 2000-2099 in seconds or in milliseconds since the
+epoch (1700000000, 1700000000000) gets one warning on stderr naming the
+likely unit; the decisions are printed all the same. `-` reads the
 trace from standard input. The trace is streamed: any length, bounded memory
 (apart from the backend's per-key state).
 
@@ -254,7 +257,8 @@ pub struct CompareArgs {
     pub scenario: Vec<ScenarioName>,
     /// Compare on this trace (CSV `t_us,key,cost`, or `-` for standard input)
     /// instead of the built-in scenarios; it is read into memory, since each
-    /// algorithm replays it.
+    /// algorithm replays it. Times that look like seconds or milliseconds
+    /// since the epoch get a warning, as in `limiter replay`.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
     /// With --trace: units admitted per window.

@@ -11,6 +11,7 @@ mod backend;
 pub mod bench;
 pub mod cli;
 pub mod compare;
+mod epoch;
 mod failure;
 mod input;
 mod json_string;

@@ -7,6 +7,7 @@ use limiter_core::{Error, ManualClock, Policies, Policy, Rate};
 
 use crate::backend;
 use crate::cli::ReplayArgs;
+use crate::epoch::{self, EpochUnitCheck};
 use crate::failure::Failure;
 use crate::input::{open_trace, trace_name};
 use crate::progress::Progress;
@@ -15,11 +16,18 @@ use crate::trace::{decision_row, TraceReader, DECISION_HEADER};
 /// Replays `args.trace` and writes the decisions to stdout.
 ///
 /// A broken pipe on stdout (`limiter replay … | head`) ends the replay
-/// quietly and successfully.
+/// quietly and successfully. When the replay ends so, or at the end of the
+/// trace, times that look like seconds or milliseconds since the epoch get
+/// one warning on stderr ([`crate::epoch`]).
 pub async fn run(args: &ReplayArgs) -> Result<(), Failure> {
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
-    match replay(args, &mut out).await {
+    let mut times = EpochUnitCheck::new();
+    let result = replay(args, &mut out, &mut times).await;
+    if matches!(&result, Ok(()) | Err(Stop::Output(_))) {
+        epoch::warn(&times, &trace_name(&args.trace));
+    }
+    match result {
         Err(Stop::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         Err(Stop::Output(e)) => Err(Failure::runtime("cannot write decisions").with_source(e)),
         Err(Stop::Failure(failure)) => {
@@ -71,7 +79,11 @@ pub(crate) fn policies(args: &ReplayArgs) -> Result<Policies, Failure> {
     }
 }
 
-async fn replay(args: &ReplayArgs, out: &mut impl Write) -> Result<(), Stop> {
+async fn replay(
+    args: &ReplayArgs,
+    out: &mut impl Write,
+    times: &mut EpochUnitCheck,
+) -> Result<(), Stop> {
     let policy = policies(args)?;
     let name = trace_name(&args.trace);
     let input = open_trace(&args.trace)?;
@@ -82,6 +94,7 @@ async fn replay(args: &ReplayArgs, out: &mut impl Write) -> Result<(), Stop> {
     let mut progress = Progress::new(format!("replaying {name}"));
     for (index, request) in TraceReader::new(input).enumerate() {
         let request = request.map_err(|e| Failure::runtime(name.to_string()).with_source(e))?;
+        times.observe(request.time_us);
         clock.set(request.time_us);
         let decision = match limiter.acquire(&request.key, request.cost).await {
             Ok(decision) => Some(decision),

@@ -211,6 +211,56 @@ fn a_user_trace_is_compared_with_its_own_policy() {
 }
 
 #[test]
+fn a_user_trace_in_epoch_seconds_gets_one_warning_and_the_same_table() {
+    let seconds: String = (0..200)
+        .map(|i| format!("{},a,1\n", 1_700_000_000 + i))
+        .collect();
+    let flags = ["compare", "--trace", "-", "--limit", "10", "--window", "1s"];
+    let output = run(&flags, &format!("t_us,key,cost\n{seconds}"));
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stderr(&output),
+        "warning: <stdin>: t_us values look like seconds since the epoch (1700000000 to \
+         1700000199; as seconds from 2023-11-14 22:13:20 UTC); t_us is microseconds: \
+         multiply by 1000000\n"
+    );
+    // The table is the one the same times give without the warning: shifted
+    // by a real microsecond date (so no warning), the decisions are alike.
+    let shifted: String = (0..200)
+        .map(|i| format!("{},a,1\n", 1_700_000_000_000_000u64 + i))
+        .collect();
+    let quiet = run(&flags, &format!("t_us,key,cost\n{shifted}"));
+    assert!(quiet.status.success(), "{}", stderr(&quiet));
+    assert_eq!(stderr(&quiet), "");
+    let admitted = |text: &str| -> Vec<String> {
+        text.lines()
+            .skip(2)
+            .take(5)
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    assert_eq!(admitted(&stdout(&output)), admitted(&stdout(&quiet)));
+    assert_eq!(admitted(&stdout(&output))[0], "fixed-window 10 190");
+
+    // Milliseconds, in JSON: stdout is still one JSON document.
+    let millis: String = (0..50)
+        .map(|i| format!("{},a\n", 1_700_000_000_000u64 + i * 100))
+        .collect();
+    let mut json_flags = flags.to_vec();
+    json_flags.extend(["--format", "json"]);
+    let output = run(&json_flags, &format!("t_us,key\n{millis}"));
+    assert!(output.status.success(), "{}", stderr(&output));
+    json::parse(&stdout(&output)).expect("JSON on stdout");
+    let warnings = stderr(&output);
+    assert_eq!(warnings.lines().count(), 1, "{warnings}");
+    assert!(
+        warnings.contains("look like milliseconds since the epoch")
+            && warnings.ends_with("multiply by 1000\n"),
+        "{warnings}"
+    );
+}
+
+#[test]
 fn compare_gives_the_same_decisions_on_redis() {
     let server = RedisServer::start();
     let url = server.url();

@@ -218,3 +218,63 @@ fn replays_under_one_redis_prefix_share_state() {
     );
     assert_eq!(replay(None), ["allowed", "allowed"]);
 }
+
+#[test]
+fn times_in_epoch_seconds_or_milliseconds_get_one_warning_and_the_same_rows() {
+    let flags = [
+        "replay",
+        "--algorithm",
+        "fixed-window",
+        "--limit",
+        "2",
+        "--window",
+        "1s",
+        "-",
+    ];
+    // Unix seconds: read as microseconds, all three fall in one window.
+    let output = run(
+        &flags,
+        "t_us,key\n1700000000,a\n1700000001,a\n1700000002,a\n",
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "t_us,key,cost,outcome,limit,remaining,retry_after_us,reset_after_us,wait_us\n\
+         1700000000,a,1,allowed,2,1,0,1000000,0\n\
+         1700000001,a,1,allowed,2,0,0,999999,0\n\
+         1700000002,a,1,denied,2,0,999998,999998,0\n"
+    );
+    assert_eq!(
+        stderr(&output),
+        "warning: <stdin>: t_us values look like seconds since the epoch (1700000000 to \
+         1700000002; as seconds from 2023-11-14 22:13:20 UTC); t_us is microseconds: \
+         multiply by 1000000\n"
+    );
+
+    // Unix milliseconds, over many rows: still one warning.
+    let mut trace = String::from("t_us,key,cost\n");
+    for i in 0..1000u64 {
+        trace.push_str(&format!("{},k{},1\n", 1_700_000_000_000 + i * 50, i % 3));
+    }
+    let output = run(&flags, &trace);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output).lines().count(), 1001);
+    let warnings = stderr(&output);
+    assert_eq!(warnings.lines().count(), 1, "{warnings}");
+    assert!(
+        warnings
+            .starts_with("warning: <stdin>: t_us values look like milliseconds since the epoch")
+            && warnings.ends_with("t_us is microseconds: multiply by 1000\n"),
+        "{warnings}"
+    );
+
+    // Microseconds since the epoch, and relative times: no warning.
+    for trace in [
+        "t_us,key\n1700000000000000,a\n1700000000000001,a\n",
+        "t_us,key\n0,a\n1700000000,a\n",
+    ] {
+        let output = run(&flags, trace);
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert_eq!(stderr(&output), "", "{trace}");
+    }
+}

@@ -42,6 +42,7 @@ fn replay_every_all_of_vector(extra: &[&str]) -> usize {
         }
         let output = command.args(extra).arg(dir.join(trace)).output().unwrap();
         assert!(output.status.success(), "case {case}: {}", stderr(&output));
+        assert_eq!(stderr(&output), "", "case {case}: no warning on a vector");
         let expected = std::fs::read_to_string(dir.join(expected)).unwrap();
         let actual = stdout(&output);
         if actual != expected {

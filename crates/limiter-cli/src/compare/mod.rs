@@ -24,7 +24,9 @@ use self::scenarios::Scenario;
 use self::stats::{AlgorithmResult, Recorder};
 use crate::backend;
 use crate::cli::{BackendArgs, BackendKind, CompareArgs, Format};
+use crate::epoch::{self, EpochUnitCheck};
 use crate::failure::Failure;
+use crate::input::trace_name;
 use crate::progress::Progress;
 
 /// One scenario's results, one per lane: per algorithm in
@@ -39,12 +41,20 @@ pub(crate) struct ScenarioReport {
 /// plot if asked.
 pub async fn run(args: &CompareArgs) -> Result<(), Failure> {
     let scenarios = match &args.trace {
-        Some(path) => vec![Scenario::from_trace(
-            path,
-            Rate::new(args.limit, args.window),
-            args.capacity,
-            args.queue,
-        )?],
+        Some(path) => {
+            let scenario = Scenario::from_trace(
+                path,
+                Rate::new(args.limit, args.window),
+                args.capacity,
+                args.queue,
+            )?;
+            let mut times = EpochUnitCheck::new();
+            for request in &scenario.requests.requests {
+                times.observe(request.time_us);
+            }
+            epoch::warn(&times, &trace_name(path));
+            vec![scenario]
+        }
         None if args.scenario.is_empty() => ScenarioName::ALL
             .into_iter()
             .map(Scenario::builtin)
@@ -178,6 +188,19 @@ pub(crate) fn human_duration(micros: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_built_in_scenario_looks_like_epoch_seconds_or_milliseconds() {
+        use clap::ValueEnum;
+        for &name in ScenarioName::value_variants() {
+            let scenario = Scenario::builtin(name);
+            let mut times = EpochUnitCheck::new();
+            for request in &scenario.requests.requests {
+                times.observe(request.time_us);
+            }
+            assert_eq!(times.likely_unit(), None, "{}", scenario.name);
+        }
+    }
 
     #[test]
     fn durations_read_well() {

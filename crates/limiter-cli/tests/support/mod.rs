@@ -114,6 +114,12 @@ pub fn replay_every_vector(extra: &[&str]) -> usize {
             case.name,
             stderr(&output)
         );
+        assert_eq!(
+            stderr(&output),
+            "",
+            "case {}: no warning (nor progress) on a shared vector",
+            case.name
+        );
         let expected = std::fs::read(&case.expected).unwrap();
         if output.stdout != expected {
             let actual = stdout(&output);
