@@ -115,7 +115,9 @@ milliseconds.
 
 --plot writes ONE SVG file with a section per scenario; each section has one
 lane per algorithm showing admitted units over time (at t + wait),
-with the window boundaries dashed.
+with the window boundaries dashed. Every lane has the same scale; a lane
+whose bars stay under a quarter of the tallest (the leaky bucket's trickle)
+is also outlined on its own scale.
 
 Examples:
   limiter compare

@@ -346,6 +346,134 @@ fn the_plot_has_five_lanes_per_scenario() {
     assert!(burst.contains(">admitted 100, max/10s 100</text>"));
 }
 
+#[test]
+fn the_leaky_bucket_lane_of_the_plot_is_clearly_visible() {
+    let dir = std::env::temp_dir().join(format!("limiter-cli-leaky-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plot.svg");
+    compare(&[
+        "--scenario",
+        "boundary-burst",
+        "--plot",
+        path.to_str().unwrap(),
+    ]);
+    let svg = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    check_well_formed(&svg);
+
+    // Each lane's bar colour; the leaky bucket's differs from every other.
+    let lanes: BTreeMap<&str, &str> = algorithms()
+        .into_iter()
+        .map(|algorithm| (algorithm, lane(&svg, algorithm)))
+        .collect();
+    let fills = |lane: &str| -> Vec<String> {
+        tags(lane, "<rect class=\"bar\"")
+            .map(|bar| attribute(bar, "fill").to_owned())
+            .collect()
+    };
+    let leaky = lanes["leaky-bucket"];
+    let leaky_fills = fills(leaky);
+    // 100 queued requests let out one by one over 10 s: about 50 bins.
+    assert!(leaky_fills.len() >= 40, "{} bars", leaky_fills.len());
+    let colour = leaky_fills[0].clone();
+    assert!(leaky_fills.iter().all(|f| *f == colour), "{leaky_fills:?}");
+    for (algorithm, lane) in &lanes {
+        if *algorithm != "leaky-bucket" {
+            let theirs = fills(lane);
+            assert!(
+                !theirs.is_empty() && !theirs.contains(&colour),
+                "{algorithm}"
+            );
+        }
+    }
+    // Dark enough on the lane's grey: WCAG contrast of at least 4.5.
+    let background = attribute(
+        tags(leaky, "<rect class=\"lane-background\"")
+            .next()
+            .unwrap(),
+        "fill",
+    );
+    assert!(
+        contrast(&colour, background) >= 4.5,
+        "{colour} on {background}"
+    );
+
+    // Its bars (1 or 2 units beside the others' 100) are a band, not a
+    // hairline, and the baseline is drawn under them, not over them.
+    for bar in tags(leaky, "<rect class=\"bar\"") {
+        let height: f64 = attribute(bar, "height").parse().unwrap();
+        assert!(height >= 3.0, "{bar}");
+    }
+    assert!(leaky.find("class=\"lane-baseline\"").unwrap() < leaky.find("class=\"bar\"").unwrap());
+
+    // And it is outlined on its own scale, most of the lane's height, in its
+    // colour; the lanes with a burst of 100 are not.
+    let outline = tags(leaky, "<path class=\"own-scale\"")
+        .next()
+        .expect("an own-scale outline");
+    assert_eq!(attribute(outline, "stroke"), colour);
+    assert_eq!(attribute(outline, "fill"), colour);
+    let ys: Vec<f64> = attribute(outline, "d")
+        .split([' ', 'Z'])
+        .filter_map(|point| point.split_once(','))
+        .map(|(_, y)| y.parse().unwrap())
+        .collect();
+    let lane_height = 64.0;
+    let top = ys.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(lane_height - top >= 40.0, "outline {top}: {ys:?}");
+    assert!(leaky.contains(">outline: own scale (tallest bar 2)</text>"));
+    for algorithm in [
+        "fixed-window",
+        "sliding-log",
+        "sliding-counter",
+        "token-bucket",
+    ] {
+        assert!(!lanes[algorithm].contains("own-scale"), "{algorithm}");
+    }
+}
+
+/// The text of the first lane of `algorithm` in `svg`.
+fn lane<'a>(svg: &'a str, algorithm: &str) -> &'a str {
+    let start = svg
+        .find(&format!("<g class=\"lane\" data-algorithm=\"{algorithm}\""))
+        .unwrap_or_else(|| panic!("no {algorithm} lane"));
+    let rest = &svg[start..];
+    &rest[..rest.find("</g>").unwrap()]
+}
+
+/// Every tag of `text` that starts with `start`, up to its `>`.
+fn tags<'a>(text: &'a str, start: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    text.match_indices(start)
+        .map(move |(i, _)| &text[i..i + text[i..].find('>').unwrap() + 1])
+}
+
+/// The value of `name="…"` in `tag`.
+fn attribute<'a>(tag: &'a str, name: &str) -> &'a str {
+    let needle = format!(" {name}=\"");
+    let start = tag
+        .find(&needle)
+        .unwrap_or_else(|| panic!("no {name} in {tag}"))
+        + needle.len();
+    &tag[start..start + tag[start..].find('"').unwrap()]
+}
+
+/// The WCAG 2 contrast ratio of two `#rrggbb` colours.
+fn contrast(a: &str, b: &str) -> f64 {
+    let luminance = |hex: &str| -> f64 {
+        let channel = |i: usize| {
+            let c = f64::from(u8::from_str_radix(&hex[1 + 2 * i..3 + 2 * i], 16).unwrap()) / 255.0;
+            if c <= 0.039_28 {
+                c / 12.92
+            } else {
+                ((c + 0.055) / 1.055).powf(2.4)
+            }
+        };
+        0.2126 * channel(0) + 0.7152 * channel(1) + 0.0722 * channel(2)
+    };
+    let (la, lb) = (luminance(a), luminance(b));
+    (la.max(lb) + 0.05) / (la.min(lb) + 0.05)
+}
+
 /// The text of one scenario's section.
 fn section<'a>(svg: &'a str, name: &str) -> &'a str {
     let start = svg

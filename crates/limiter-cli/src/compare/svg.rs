@@ -29,13 +29,26 @@ fn section_height() -> f64 {
     SECTION_HEADER + Algorithm::ALL.len() as f64 * (LANE_HEIGHT + LANE_GAP) + AXIS_SPACE
 }
 
-/// The colour of each algorithm's lane.
+/// The lowest bar drawn, in pixels: a lane that admits a smooth trickle
+/// (the leaky bucket, whose bins hold a unit or two beside another lane's
+/// burst of 100) is a band that can be seen, not a hairline.
+const MIN_BAR_HEIGHT: f64 = 3.0;
+
+/// A lane whose tallest bar is below this share of the tallest in every lane
+/// (a trickle beside a burst) is also outlined on its own scale.
+const OWN_SCALE_BELOW: f64 = 0.25;
+/// The top of an own-scale outline, below its label.
+const OWN_SCALE_TOP: f64 = 14.0;
+
+/// The colour of each algorithm's lane. The leaky bucket's is a dark purple:
+/// its bars are the lowest, so they need the strongest contrast with the
+/// lane's grey background.
 const COLOURS: PerAlgorithm<&str> = PerAlgorithm {
     fixed_window: "#d62728",
     sliding_log: "#1f77b4",
     sliding_counter: "#2ca02c",
     token_bucket: "#ff7f0e",
-    leaky_bucket: "#9467bd",
+    leaky_bucket: "#6a3d9a",
 };
 
 /// The colour of an algorithm's lane.
@@ -130,6 +143,7 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
     for (lane, (result, counts)) in report.results.iter().zip(&counts).enumerate() {
         let lane_top = SECTION_HEADER + lane as f64 * (LANE_HEIGHT + LANE_GAP);
         let fill = colour(result.algorithm);
+        // The baseline comes before the bars, so it never covers the lowest.
         let _ = writeln!(
             out,
             r##"<g class="lane" data-algorithm="{alg}" transform="translate(0,{lane_top})">
@@ -137,7 +151,8 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
 <text x="{title_x}" y="{title_y}" text-anchor="end" font-size="14" font-weight="bold" fill="{fill}">{alg}</text>
 <text x="{title_x}" y="{subtitle_y}" text-anchor="end" font-size="11" fill="#555">admitted {admitted}, max/{window} {burst}</text>
 <text x="{tick_x}" y="9" font-size="10" fill="#777">{tallest}</text>
-<text x="{tick_x}" y="{LANE_HEIGHT}" font-size="10" fill="#777">0</text>"##,
+<text x="{tick_x}" y="{LANE_HEIGHT}" font-size="10" fill="#777">0</text>
+<line class="lane-baseline" x1="{PLOT_LEFT}" y1="{LANE_HEIGHT}" x2="{PLOT_RIGHT}" y2="{LANE_HEIGHT}" stroke="#999"/>"##,
             alg = escape(&result.label),
             plot_width = PLOT_RIGHT - PLOT_LEFT,
             title_x = PLOT_LEFT - 12.0,
@@ -148,26 +163,35 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
             tick_x = PLOT_RIGHT + 5.0,
         );
         let bar_width = bin as f64 / span as f64 * (PLOT_RIGHT - PLOT_LEFT);
+        let peak = counts.iter().copied().max().unwrap_or(0);
+        if peak > 0 && (peak as f64) < OWN_SCALE_BELOW * tallest as f64 {
+            own_scale_outline(out, counts, peak, fill, &|i| {
+                x(start
+                    .saturating_add((i as u64).saturating_mul(bin))
+                    .min(end))
+            });
+            let _ = writeln!(
+                out,
+                r#"<text class="own-scale-label" x="{}" y="10" text-anchor="end" font-size="10" fill="{fill}">outline: own scale (tallest bar {peak})</text>"#,
+                PLOT_RIGHT - 4.0
+            );
+        }
         for (i, &count) in counts.iter().enumerate() {
             if count == 0 {
                 continue;
             }
-            // At least a pixel, so a smooth trickle stays visible.
-            let height = (count as f64 / tallest as f64 * LANE_HEIGHT).max(1.0);
+            // At least MIN_BAR_HEIGHT, so a smooth trickle stays visible.
+            let height = (count as f64 / tallest as f64 * LANE_HEIGHT).max(MIN_BAR_HEIGHT);
             let _ = writeln!(
                 out,
-                r#"<rect x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}" fill="{fill}"/>"#,
+                r#"<rect class="bar" x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}" fill="{fill}"/>"#,
                 x(start + i as u64 * bin),
                 LANE_HEIGHT - height,
                 (bar_width - 0.3).max(0.6),
                 height
             );
         }
-        let _ = writeln!(
-            out,
-            r##"<line x1="{PLOT_LEFT}" y1="{LANE_HEIGHT}" x2="{PLOT_RIGHT}" y2="{LANE_HEIGHT}" stroke="#999"/>
-</g>"##
-        );
+        out.push_str("</g>\n");
     }
 
     // Window boundaries across every lane.
@@ -229,6 +253,41 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
         axis_y + 38.0,
         (SECTION_HEADER + lanes_bottom) / 2.0,
         compact_duration(bin),
+    );
+}
+
+/// A lane's bars on its own scale (its tallest bar reaching
+/// [`OWN_SCALE_TOP`]), as one filled, stroked step outline from its first
+/// non-empty bin to its last; `bin_x(i)` is the left edge of bin `i`.
+fn own_scale_outline(
+    out: &mut String,
+    counts: &[u64],
+    peak: u64,
+    colour: &str,
+    bin_x: &dyn Fn(usize) -> f64,
+) {
+    let (Some(first), Some(last)) = (
+        counts.iter().position(|&c| c > 0),
+        counts.iter().rposition(|&c| c > 0),
+    ) else {
+        return;
+    };
+    let y = |count: u64| LANE_HEIGHT - count as f64 / peak as f64 * (LANE_HEIGHT - OWN_SCALE_TOP);
+    let mut d = format!("M{:.2},{LANE_HEIGHT}", bin_x(first));
+    for (i, &count) in counts.iter().enumerate().take(last + 1).skip(first) {
+        let _ = write!(
+            d,
+            " L{:.2},{:.2} L{:.2},{:.2}",
+            bin_x(i),
+            y(count),
+            bin_x(i + 1),
+            y(count)
+        );
+    }
+    let _ = writeln!(
+        out,
+        r#"<path class="own-scale" d="{d} L{:.2},{LANE_HEIGHT} Z" fill="{colour}" fill-opacity="0.15" stroke="{colour}" stroke-width="1.5"/>"#,
+        bin_x(last + 1)
     );
 }
 
