@@ -8,6 +8,7 @@ use std::process::Stdio;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use limiter_test::redis_cluster::RedisCluster;
 use limiter_test::redis_server::RedisServer;
 use support::{limiter, replay_every_vector, run, stderr, stdout, vectors_dir};
 
@@ -277,4 +278,16 @@ fn times_in_epoch_seconds_or_milliseconds_get_one_warning_and_the_same_rows() {
         assert!(output.status.success(), "{}", stderr(&output));
         assert_eq!(stderr(&output), "", "{trace}");
     }
+}
+
+/// The shared vectors on a Redis Cluster started as docs/backends.md
+/// documents it (3 primaries, 3 replicas), found from one seed node.
+#[test]
+fn replay_matches_every_shared_vector_on_a_redis_cluster() {
+    let cluster = RedisCluster::start();
+    let seed = &cluster.seed_urls()[0];
+    assert_eq!(
+        replay_every_vector(&["--backend", "redis-cluster", "--redis-url", seed]),
+        32
+    );
 }

@@ -4,6 +4,7 @@
 
 mod support;
 
+use limiter_test::redis_cluster::RedisCluster;
 use limiter_test::redis_server::RedisServer;
 use support::{limiter, run, stderr, stdout, vectors_dir};
 
@@ -246,5 +247,15 @@ fn compare_runs_the_tiered_scenario_and_sets_side_by_side() {
         stderr(&bad).contains("capacity does not apply"),
         "{}",
         stderr(&bad)
+    );
+}
+
+#[test]
+fn replay_with_several_policies_matches_every_all_of_vector_on_a_redis_cluster() {
+    let cluster = RedisCluster::start();
+    let seed = &cluster.seed_urls()[0];
+    assert_eq!(
+        replay_every_all_of_vector(&["--backend", "redis-cluster", "--redis-url", seed]),
+        14
     );
 }
