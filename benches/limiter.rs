@@ -464,6 +464,30 @@ end
 return 0
 ";
 
+/// One-unit acquires on `limiter` from `concurrency` tasks at once, each
+/// on a spread of `keys` different for every task.
+fn bench_acquires(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    id: BenchmarkId,
+    runtime: &tokio::runtime::Runtime,
+    concurrency: u64,
+    limiter: &Arc<RedisLimiter>,
+    keys: &Arc<Vec<String>>,
+) {
+    group.bench_function(id, |b| {
+        b.to_async(runtime).iter_custom(|iters| {
+            let (limiter, keys) = (Arc::clone(limiter), Arc::clone(keys));
+            run_concurrently(concurrency, iters, move |i| {
+                let (limiter, keys) = (Arc::clone(&limiter), Arc::clone(&keys));
+                async move {
+                    let key = &keys[(i.wrapping_mul(7919) % KEYS as u64) as usize];
+                    black_box(limiter.acquire(key, 1).await.unwrap());
+                }
+            })
+        })
+    });
+}
+
 fn redis(c: &mut Criterion) {
     let server = limiter_test::redis_server::RedisServer::start();
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -558,19 +582,8 @@ fn redis(c: &mut Criterion) {
                     .unwrap();
                 Arc::new(limiter)
             });
-            group.bench_function(BenchmarkId::new(name, "redis"), |b| {
-                b.to_async(&runtime).iter_custom(|iters| {
-                    let (limiter, keys) = (Arc::clone(&limiter), Arc::clone(&keys));
-                    run_concurrently(concurrency, iters, move |i| {
-                        let (limiter, keys) = (Arc::clone(&limiter), Arc::clone(&keys));
-                        async move {
-                            // A spread of keys, different for every task.
-                            let key = &keys[(i.wrapping_mul(7919) % KEYS as u64) as usize];
-                            black_box(limiter.acquire(key, 1).await.unwrap());
-                        }
-                    })
-                })
-            });
+            let id = BenchmarkId::new(name, "redis");
+            bench_acquires(&mut group, id, &runtime, concurrency, &limiter, &keys);
         }
         group.finish();
     }
@@ -639,18 +652,8 @@ fn redis_cluster(c: &mut Criterion) {
             },
         );
         for (backend, limiter) in [("cluster", &on_cluster), ("redis", &on_server)] {
-            group.bench_function(BenchmarkId::new("token-bucket", backend), |b| {
-                b.to_async(&runtime).iter_custom(|iters| {
-                    let (limiter, keys) = (Arc::clone(limiter), Arc::clone(&keys));
-                    run_concurrently(concurrency, iters, move |i| {
-                        let (limiter, keys) = (Arc::clone(&limiter), Arc::clone(&keys));
-                        async move {
-                            let key = &keys[(i.wrapping_mul(7919) % KEYS as u64) as usize];
-                            black_box(limiter.acquire(key, 1).await.unwrap());
-                        }
-                    })
-                })
-            });
+            let id = BenchmarkId::new("token-bucket", backend);
+            bench_acquires(&mut group, id, &runtime, concurrency, limiter, &keys);
         }
         group.finish();
     }
