@@ -67,7 +67,6 @@ fn the_default_table_shows_the_articles_case() {
             "retry",
             "worst",
             "retry",
-            "decisions/s",
             "bytes/key"
         ]
     );
@@ -83,6 +82,67 @@ fn the_default_table_shows_the_articles_case() {
     assert_eq!(row("sliding-log")[1..4], ["100", "100", "100"]);
     for scenario in ["steady-over-limit", "on-off-bursts", "many-keys"] {
         assert!(table.contains(&format!("\n{scenario} (")), "{table}");
+    }
+}
+
+#[test]
+fn decisions_per_second_is_in_the_table_only_with_timing() {
+    // By default no table has it: 200 decisions take tens of microseconds.
+    let table = compare(&[]);
+    assert!(!table.contains("decisions/s"), "{table}");
+    let headers: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with("  algorithm"))
+        .collect();
+    assert_eq!(headers.len(), 4, "{table}");
+
+    // --timing adds the column, with a figure in every row.
+    let timed = compare(&["--scenario", "boundary-burst", "--timing"]);
+    let lines: Vec<Vec<&str>> = timed
+        .lines()
+        .skip(1)
+        .take(6)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let column = lines[0].len() - 2;
+    assert_eq!(lines[0][column], "decisions/s", "{timed}");
+    assert_eq!(lines[0][column + 1], "bytes/key", "{timed}");
+    for row in &lines[1..] {
+        let figure = row[row.len() - 2];
+        assert!(
+            figure.trim_end_matches(['k', 'M']).parse::<f64>().unwrap() > 0.0,
+            "{timed}"
+        );
+    }
+    // The other figures are the same with and without it.
+    let untimed = compare(&["--scenario", "boundary-burst"]);
+    let without_timing = |text: &str, timing: bool| -> Vec<Vec<String>> {
+        text.lines()
+            .skip(2)
+            .take(5)
+            .map(|l| {
+                let mut cells: Vec<String> = l.split_whitespace().map(str::to_owned).collect();
+                if timing {
+                    cells.remove(cells.len() - 2);
+                }
+                cells
+            })
+            .collect()
+    };
+    assert_eq!(
+        without_timing(&timed, true),
+        without_timing(&untimed, false)
+    );
+
+    // JSON keeps the figure, with or without --timing.
+    for args in [&[][..], &["--timing"][..]] {
+        let mut all = vec!["--scenario", "boundary-burst"];
+        all.extend_from_slice(args);
+        let doc = compare_json(&all);
+        for result in results(&doc, "boundary-burst").values() {
+            assert!(result.get("decisions_per_second").num() > 0.0);
+            assert!(result.get("wall_time_us").num() >= 0.0);
+        }
     }
 }
 

@@ -60,6 +60,8 @@ fn compare_help_has_every_flag_with_its_default_and_explains_the_columns() {
         "--format <FORMAT>",
         "[default: table]",
         "--plot <FILE.svg>",
+        "--timing",
+        "only with --timing",
         "bytes/key",
         "ONE SVG file with a section per scenario",
         "Examples:",

@@ -84,7 +84,7 @@ pub async fn run(args: &CompareArgs) -> Result<(), Failure> {
     }
 
     let text = match args.format {
-        Format::Table => table::render(&reports, args.backend.backend),
+        Format::Table => table::render(&reports, args.backend.backend, args.timing),
         Format::Json => json::render(&reports, args.backend.backend),
     };
     let mut stdout = io::stdout().lock();

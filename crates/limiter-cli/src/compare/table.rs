@@ -5,11 +5,13 @@ use std::fmt::Write as _;
 use super::{compact_duration, human_duration, ScenarioReport};
 use crate::cli::BackendKind;
 
-/// One table per scenario, then a legend.
-pub(crate) fn render(reports: &[ScenarioReport], backend: BackendKind) -> String {
+/// One table per scenario, then a legend. `timing` adds the decisions/s
+/// column (`--timing`): left out by default, since the wall time of a
+/// scenario of a few hundred decisions is tens of microseconds, mostly noise.
+pub(crate) fn render(reports: &[ScenarioReport], backend: BackendKind, timing: bool) -> String {
     let mut out = String::new();
     for report in reports {
-        render_scenario(&mut out, report);
+        render_scenario(&mut out, report, timing);
         out.push('\n');
     }
     let _ = writeln!(
@@ -21,7 +23,7 @@ pub(crate) fn render(reports: &[ScenarioReport], backend: BackendKind) -> String
     out
 }
 
-fn render_scenario(out: &mut String, report: &ScenarioReport) {
+fn render_scenario(out: &mut String, report: &ScenarioReport, timing: bool) {
     let scenario = &report.scenario;
     let window = compact_duration(scenario.rate.window.as_micros() as u64);
     let mut policy = format!("{} per {window}", scenario.rate.limit);
@@ -54,12 +56,11 @@ fn render_scenario(out: &mut String, report: &ScenarioReport) {
             .into_iter()
             .map(|w| format!("max/{}", compact_duration(w))),
     );
-    header.extend([
-        "mean retry".into(),
-        "worst retry".into(),
-        "decisions/s".into(),
-        "bytes/key".into(),
-    ]);
+    header.extend(["mean retry".into(), "worst retry".into()]);
+    if timing {
+        header.push("decisions/s".into());
+    }
+    header.push("bytes/key".into());
     let mut rows = vec![header];
     for result in &report.results {
         let mut row = vec![
@@ -83,13 +84,19 @@ fn render_scenario(out: &mut String, report: &ScenarioReport) {
             result
                 .retry_after_max_us
                 .map_or_else(|| "-".to_owned(), |us| human_duration(us as f64)),
-            result
-                .decisions_per_second
-                .map_or_else(|| "-".to_owned(), rate),
+        ]);
+        if timing {
+            row.push(
+                result
+                    .decisions_per_second
+                    .map_or_else(|| "-".to_owned(), rate),
+            );
+        }
+        row.push(
             result
                 .bytes_per_key
                 .map_or_else(|| "-".to_owned(), |b| format!("{b:.0}")),
-        ]);
+        );
         rows.push(row);
     }
     let widths: Vec<usize> = (0..rows[0].len())
