@@ -1,0 +1,55 @@
+//! HTTP rate limiting for [`limiter`](limiter_core) as a [`tower::Layer`]:
+//! one line protects a route of an axum, hyper or tonic service.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use limiter_core::Policies;
+//! use limiter_memory::MemoryLimiter;
+//! use limiter_tower::{KeyExtractor, RateLimitLayer};
+//!
+//! let tiers: Policies = "sliding-log:5/1s;sliding-log:100/1m".parse()?;
+//! let layer = RateLimitLayer::new(MemoryLimiter::new(tiers)).key(KeyExtractor::ip());
+//! // Router::new().route("/login", post(login)).route_layer(layer)
+//! # let _ = layer;
+//! # Ok::<(), limiter_core::PolicyError>(())
+//! ```
+//!
+//! # What a request gets
+//!
+//! - Admitted: the inner service's response, with the rate-limit headers
+//!   ([`HeaderStyle`]): `X-RateLimit-Limit`, `X-RateLimit-Remaining`,
+//!   `X-RateLimit-Reset` (seconds, rounded up, until the binding policy is
+//!   back to full), `RateLimit-Policy` (every policy of the set) and
+//!   `RateLimit` (the binding one).
+//! - Denied: `429 Too Many Requests` with `Retry-After` (whole seconds,
+//!   rounded up, never 0) and the same headers; the body is
+//!   `{"error":"rate_limited","retry_after_ms":…}` when the request's
+//!   `Accept` includes `application/json`, plain text otherwise.
+//! - The backend failed, under [`FailurePolicy`](limiter_core::FailurePolicy):
+//!   fail-open passes with `X-RateLimit-Degraded: fail-open` and no counted
+//!   headers (nothing was counted); fail-closed answers `503` with
+//!   `Retry-After` and `X-RateLimit-Degraded: fail-closed`; a fallback's
+//!   decision is reported with the legacy headers (its own numbers) and
+//!   `X-RateLimit-Degraded: fallback`; an error (`ReturnError`) answers `503`.
+//! - No key: a request without its header (or custom key) answers `401`
+//!   unless the key falls back to the address; a request without a peer
+//!   address (the server does not record it) answers `500`: never
+//!   unlimited.
+//!
+//! See docs/http.md for the setup with each framework and the proxy trust
+//! model.
+
+mod body;
+mod key;
+mod layer;
+mod response;
+
+pub use self::{
+    body::ResponseBody,
+    key::{client_ip, normalize_ip, Fallback, IpNet, IpNetError, KeyExtractor, RequestView},
+    layer::{RateLimit, RateLimitLayer, ResponseFuture},
+    response::{
+        HeaderStyle, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_DEGRADED, X_RATELIMIT_LIMIT,
+        X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
+    },
+};

@@ -1,0 +1,323 @@
+//! What a decision becomes: headers on an admitted response, or the
+//! layer's own answer (429, 503, 401, 500).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{HeaderName, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use limiter_core::{Decision, DecisionSource, Error, Policies, SetDecision};
+
+/// `X-RateLimit-Limit`: the binding policy's max cost.
+pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// `X-RateLimit-Remaining`: units left under the binding policy.
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// `X-RateLimit-Reset`: seconds (rounded up) until the binding policy is back to full.
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+/// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers): every policy of the set.
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit` (draft-ietf-httpapi-ratelimit-headers): the binding policy's state.
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+/// `X-RateLimit-Degraded`: set to the decision's source (`fail-open`,
+/// `fail-closed`, `fallback`) when the backend did not decide.
+pub const X_RATELIMIT_DEGRADED: HeaderName = HeaderName::from_static("x-ratelimit-degraded");
+
+/// Which rate-limit headers responses carry. `Retry-After` is sent on
+/// every 429 and 503 whatever the style.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum HeaderStyle {
+    /// No rate-limit headers.
+    None,
+    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`.
+    Legacy,
+    /// `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers).
+    Ietf,
+    /// Both the legacy and the IETF headers. The default.
+    #[default]
+    Both,
+}
+
+impl HeaderStyle {
+    fn legacy(self) -> bool {
+        matches!(self, Self::Legacy | Self::Both)
+    }
+
+    fn ietf(self) -> bool {
+        matches!(self, Self::Ietf | Self::Both)
+    }
+}
+
+/// Whole seconds in `duration`, rounded up.
+pub(crate) fn ceil_secs(duration: Duration) -> u64 {
+    duration.as_secs() + u64::from(duration.subsec_nanos() > 0)
+}
+
+/// Milliseconds in `duration`, rounded up.
+fn ceil_millis(duration: Duration) -> u128 {
+    let nanos = duration.as_nanos();
+    nanos.div_ceil(1_000_000)
+}
+
+/// `Retry-After` for a denial: whole seconds rounded up, at least 1.
+pub(crate) fn retry_after_secs(duration: Duration) -> u64 {
+    ceil_secs(duration).max(1)
+}
+
+/// A part's name in the IETF headers: its policy string, as an
+/// sf-string (policy strings hold no `"` or `\`).
+fn policy_name(policies: &Policies, index: usize) -> String {
+    policies
+        .get(index)
+        .map_or_else(|| "policy".to_owned(), ToString::to_string)
+}
+
+/// The headers fixed by the limiter's policies, computed once.
+#[derive(Debug, Clone)]
+pub(crate) struct PolicyHeaders {
+    /// `RateLimit-Policy`: `"<policy>";q=<limit>;w=<window s>` per part.
+    policy: HeaderValue,
+    /// Each part's quoted name.
+    names: Vec<String>,
+}
+
+impl PolicyHeaders {
+    pub(crate) fn new(policies: &Policies) -> Self {
+        let names: Vec<String> = (0..policies.len())
+            .map(|i| format!("\"{}\"", policy_name(policies, i)))
+            .collect();
+        let items: Vec<String> = policies
+            .iter()
+            .zip(&names)
+            .map(|(policy, name)| {
+                format!(
+                    "{name};q={};w={}",
+                    policy.limit(),
+                    ceil_secs(policy.window()).max(1)
+                )
+            })
+            .collect();
+        let policy = HeaderValue::from_str(&items.join(", "))
+            .unwrap_or_else(|_| HeaderValue::from_static("\"policy\""));
+        Self { policy, names }
+    }
+}
+
+/// What the layer does with a request.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// Call the inner service and add these headers to its response.
+    Pass(HeaderMap),
+    /// Answer this instead.
+    Respond(Response<Bytes>),
+}
+
+fn number(value: u64) -> HeaderValue {
+    HeaderValue::from(value)
+}
+
+/// The counted headers of a decision by the backend (or a fallback: legacy
+/// headers only, its numbers being the fallback's policy's).
+fn rate_headers(
+    headers: &mut HeaderMap,
+    set: &SetDecision,
+    style: HeaderStyle,
+    policy_headers: &PolicyHeaders,
+) {
+    let decision = &set.decision;
+    let bound = set.bound();
+    if style.legacy() {
+        headers.insert(X_RATELIMIT_LIMIT, number(decision.limit));
+        headers.insert(X_RATELIMIT_REMAINING, number(decision.remaining));
+        headers.insert(X_RATELIMIT_RESET, number(ceil_secs(bound.reset_after)));
+    }
+    if style.ietf() && decision.source == DecisionSource::Backend {
+        headers.insert(RATELIMIT_POLICY, policy_headers.policy.clone());
+        let name = policy_headers
+            .names
+            .get(usize::from(decision.bound_by))
+            .map_or("\"policy\"", String::as_str);
+        let value = format!(
+            "{name};r={};t={}",
+            decision.remaining,
+            ceil_secs(bound.reset_after)
+        );
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(RATELIMIT, value);
+        }
+    }
+}
+
+fn degraded(headers: &mut HeaderMap, source: DecisionSource) {
+    if source.is_degraded() {
+        headers.insert(
+            X_RATELIMIT_DEGRADED,
+            HeaderValue::from_static(source.name()),
+        );
+    }
+}
+
+/// Whether the request's `Accept` includes `application/json`.
+pub(crate) fn accepts_json(headers: &HeaderMap) -> bool {
+    headers.get_all(ACCEPT).iter().any(|value| {
+        value
+            .to_str()
+            .is_ok_and(|value| value.to_ascii_lowercase().contains("application/json"))
+    })
+}
+
+/// A response of the layer's own: `error` as JSON or as `text`.
+fn answer(
+    status: StatusCode,
+    json: bool,
+    error: &str,
+    retry_after: Option<Duration>,
+    text: &str,
+) -> Response<Bytes> {
+    let body = if json {
+        match retry_after {
+            Some(retry) => format!(
+                "{{\"error\":\"{error}\",\"retry_after_ms\":{}}}",
+                ceil_millis(retry)
+            ),
+            None => format!("{{\"error\":\"{error}\"}}"),
+        }
+    } else {
+        format!("{text}\n")
+    };
+    let mut response = Response::new(Bytes::from(body));
+    *response.status_mut() = status;
+    let content_type = if json {
+        "application/json"
+    } else {
+        "text/plain; charset=utf-8"
+    };
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if let Some(retry) = retry_after {
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, number(retry_after_secs(retry)));
+    }
+    response
+}
+
+/// The layer's answer to a decision (or a limiter error).
+pub(crate) fn verdict(
+    result: Result<SetDecision, Error>,
+    json: bool,
+    style: HeaderStyle,
+    policy_headers: &PolicyHeaders,
+) -> Verdict {
+    let set = match result {
+        Ok(set) => set,
+        Err(_) => {
+            // A backend failure under ReturnError (or any other error): the
+            // limiter cannot say, so the request is not let through.
+            return Verdict::Respond(answer(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json,
+                "rate_limiter_unavailable",
+                Some(Duration::from_secs(1)),
+                "Service Unavailable: the rate limiter failed",
+            ));
+        }
+    };
+    let decision: &Decision = &set.decision;
+    match decision.source {
+        DecisionSource::FailOpen => {
+            // Nothing was counted: no counted headers, only the marker.
+            let mut headers = HeaderMap::new();
+            degraded(&mut headers, decision.source);
+            Verdict::Pass(headers)
+        }
+        DecisionSource::FailClosed => {
+            let mut response = answer(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json,
+                "rate_limiter_unavailable",
+                Some(decision.retry_after),
+                &format!(
+                    "Service Unavailable: the rate limiter failed; retry after {} s",
+                    retry_after_secs(decision.retry_after)
+                ),
+            );
+            degraded(response.headers_mut(), decision.source);
+            Verdict::Respond(response)
+        }
+        _ => {
+            let mut headers = HeaderMap::new();
+            rate_headers(&mut headers, &set, style, policy_headers);
+            degraded(&mut headers, decision.source);
+            if decision.allowed {
+                Verdict::Pass(headers)
+            } else {
+                let mut response = answer(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    json,
+                    "rate_limited",
+                    Some(decision.retry_after),
+                    &format!(
+                        "Too Many Requests: retry after {} s",
+                        retry_after_secs(decision.retry_after)
+                    ),
+                );
+                response.headers_mut().extend(headers);
+                Verdict::Respond(response)
+            }
+        }
+    }
+}
+
+/// 401 for a request without its key.
+pub(crate) fn missing_key(json: bool) -> Response<Bytes> {
+    answer(
+        StatusCode::UNAUTHORIZED,
+        json,
+        "missing_rate_limit_key",
+        None,
+        "Unauthorized: the request lacks the key it is rate limited by",
+    )
+}
+
+/// 500 for a request without a peer address (the server was not set up
+/// to record it).
+pub(crate) fn missing_peer(json: bool) -> Response<Bytes> {
+    answer(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        json,
+        "no_peer_address",
+        None,
+        "Internal Server Error: no peer address to rate limit by (serve with \
+         ConnectInfo<SocketAddr> or insert a SocketAddr extension)",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_round_up_and_retry_after_is_never_zero() {
+        assert_eq!(ceil_secs(Duration::ZERO), 0);
+        assert_eq!(ceil_secs(Duration::from_micros(1)), 1);
+        assert_eq!(ceil_secs(Duration::from_secs(3)), 3);
+        assert_eq!(ceil_secs(Duration::from_millis(8_800)), 9);
+        assert_eq!(retry_after_secs(Duration::ZERO), 1);
+        assert_eq!(ceil_millis(Duration::from_micros(1_001)), 2);
+    }
+
+    #[test]
+    fn policy_header_lists_every_part() {
+        let set: Policies = "sliding-log:5/1s;token-bucket:100/1m,capacity=10;fixed-window:3/250ms"
+            .parse()
+            .unwrap();
+        let headers = PolicyHeaders::new(&set);
+        assert_eq!(
+            headers.policy.to_str().unwrap(),
+            "\"sliding-log:5/1s\";q=5;w=1, \"token-bucket:100/1m,capacity=10\";q=100;w=60, \
+             \"fixed-window:3/250ms\";q=3;w=1"
+        );
+    }
+}
