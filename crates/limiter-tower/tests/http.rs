@@ -1,0 +1,568 @@
+//! The layer behind a real HTTP server (axum on an ephemeral loopback
+//! port) and a real client (hyper-util's). Limiters run on a
+//! [`ManualClock`] that does not move unless a test moves it, so the counts
+//! do not depend on how fast this machine runs the requests.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing;
+use axum::Router;
+use bytes::Bytes;
+use http::{HeaderMap, Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use limiter_core::{Decision, FailurePolicy, Limiter, ManualClock, Policies, Resilient};
+use limiter_memory::MemoryLimiter;
+use limiter_test::Flaky;
+use limiter_tower::{HeaderStyle, KeyExtractor, RateLimitLayer};
+
+/// A request time far from the epoch, in µs.
+const T0: u64 = 1_700_000_000_000_000;
+
+type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+
+/// A memory limiter of `policies` on `clock`.
+fn memory(policies: &str, clock: &ManualClock) -> MemoryLimiter {
+    let policies: Policies = policies.parse().unwrap();
+    MemoryLimiter::builder(policies)
+        .clock(clock.clone())
+        .build()
+}
+
+/// Serves `GET /` (200 "ok") behind `layer` on 127.0.0.1, an ephemeral
+/// port, recording each connection's peer address as axum's `ConnectInfo`.
+async fn serve(layer: RateLimitLayer) -> SocketAddr {
+    let router = Router::new()
+        .route("/", routing::get(|| async { "ok" }))
+        .layer(layer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    addr
+}
+
+fn client() -> HttpClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// A response's status, headers and body.
+#[derive(Debug)]
+struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|value| value.to_str().unwrap())
+    }
+
+    fn number(&self, name: &str) -> u64 {
+        self.header(name)
+            .unwrap_or_else(|| panic!("no {name} in {:?}", self.headers))
+            .parse()
+            .unwrap()
+    }
+}
+
+/// `GET /` on `addr` with `headers`.
+async fn get_with(client: &HttpClient, addr: SocketAddr, headers: &[(&str, &str)]) -> Reply {
+    let mut request = Request::get(format!("http://{addr}/"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = client
+        .request(request.body(Empty::new()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    Reply {
+        status,
+        headers,
+        body: String::from_utf8(body.to_vec()).unwrap(),
+    }
+}
+
+async fn get(client: &HttpClient, addr: SocketAddr) -> Reply {
+    get_with(client, addr, &[]).await
+}
+
+/// `total` requests from `concurrency` tasks at once; the count of each status.
+async fn load(addr: SocketAddr, total: usize, concurrency: usize) -> BTreeMap<u16, usize> {
+    let client = client();
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|worker| {
+            let client = client.clone();
+            let share = total / concurrency + usize::from(worker < total % concurrency);
+            tokio::spawn(async move {
+                let mut statuses = Vec::with_capacity(share);
+                for _ in 0..share {
+                    statuses.push(get(&client, addr).await.status.as_u16());
+                }
+                statuses
+            })
+        })
+        .collect();
+    let mut counts = BTreeMap::new();
+    for task in tasks {
+        for status in task.await.unwrap() {
+            *counts.entry(status).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+fn ceil_secs(duration: Duration) -> u64 {
+    duration.as_secs() + u64::from(duration.subsec_nanos() > 0)
+}
+
+/// The legacy headers and `Retry-After` of `reply` equal `decision`'s.
+fn assert_headers_match(reply: &Reply, decision: &Decision) {
+    assert_eq!(
+        reply.number("x-ratelimit-limit"),
+        decision.limit,
+        "{reply:?}"
+    );
+    assert_eq!(
+        reply.number("x-ratelimit-remaining"),
+        decision.remaining,
+        "{reply:?}"
+    );
+    assert_eq!(
+        reply.number("x-ratelimit-reset"),
+        ceil_secs(decision.reset_after),
+        "{reply:?}"
+    );
+    if decision.allowed {
+        assert_eq!(reply.status, StatusCode::OK, "{reply:?}");
+        assert_eq!(reply.header("retry-after"), None);
+    } else {
+        assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS, "{reply:?}");
+        assert_eq!(
+            reply.number("retry-after"),
+            ceil_secs(decision.retry_after).max(1)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_articles_load_test_admits_exactly_100_of_500() {
+    let clock = ManualClock::new(T0);
+    let addr = serve(RateLimitLayer::new(memory("sliding-log:100/10s", &clock))).await;
+    let counts = load(addr, 500, 50).await;
+    assert_eq!(counts, BTreeMap::from([(200, 100), (429, 400)]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_gin_case_admits_exactly_5_of_20_concurrent() {
+    let clock = ManualClock::new(T0);
+    let addr = serve(RateLimitLayer::new(memory("sliding-log:5/10s", &clock))).await;
+    let counts = load(addr, 20, 20).await;
+    assert_eq!(counts, BTreeMap::from([(200, 5), (429, 15)]));
+}
+
+#[tokio::test]
+async fn sliding_log_headers_equal_the_decision() {
+    let clock = ManualClock::new(T0);
+    let addr = serve(RateLimitLayer::new(memory("sliding-log:2/10s", &clock))).await;
+    // A twin limiter on the same clock decides the same requests.
+    let twin = memory("sliding-log:2/10s", &clock);
+    let client = client();
+
+    let first = get(&client, addr).await;
+    assert_headers_match(&first, &twin.try_acquire("k", 1).unwrap());
+    assert_eq!(first.number("x-ratelimit-remaining"), 1);
+    assert_eq!(first.number("x-ratelimit-reset"), 10);
+    assert_eq!(
+        first.header("ratelimit"),
+        Some("\"sliding-log:2/10s\";r=1;t=10")
+    );
+    assert_eq!(
+        first.header("ratelimit-policy"),
+        Some("\"sliding-log:2/10s\";q=2;w=10")
+    );
+    assert_eq!(first.body, "ok");
+
+    clock.advance(Duration::from_millis(500));
+    let second = get(&client, addr).await;
+    assert_headers_match(&second, &twin.try_acquire("k", 1).unwrap());
+    assert_eq!(second.number("x-ratelimit-remaining"), 0);
+
+    // 1.2 s after the first: it leaves the window 8.8 s from now.
+    clock.advance(Duration::from_millis(700));
+    let denied = get(&client, addr).await;
+    let decision = twin.try_acquire("k", 1).unwrap();
+    assert!(!decision.allowed);
+    assert_headers_match(&denied, &decision);
+    assert_eq!(denied.number("retry-after"), 9); // 8.8 s rounded up
+    assert_eq!(denied.number("x-ratelimit-reset"), 10); // 9.3 s rounded up
+    assert_eq!(
+        denied.header("ratelimit"),
+        Some("\"sliding-log:2/10s\";r=0;t=10")
+    );
+    assert!(denied
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/plain"));
+    assert_eq!(denied.body, "Too Many Requests: retry after 9 s\n");
+
+    // 0.1 s before the first request leaves the window: still denied, and
+    // Retry-After is 1, never 0.
+    clock.advance(Duration::from_millis(8_700));
+    let last = get(&client, addr).await;
+    let decision = twin.try_acquire("k", 1).unwrap();
+    assert_eq!(decision.retry_after, Duration::from_millis(100));
+    assert_headers_match(&last, &decision);
+    assert_eq!(last.number("retry-after"), 1);
+}
+
+#[tokio::test]
+async fn token_bucket_headers_equal_the_decision_and_json_is_answered_as_json() {
+    let clock = ManualClock::new(T0);
+    let policy = "token-bucket:1/2s,capacity=2";
+    let addr = serve(RateLimitLayer::new(memory(policy, &clock))).await;
+    let twin = memory(policy, &clock);
+    let client = client();
+
+    let first = get(&client, addr).await;
+    assert_headers_match(&first, &twin.try_acquire("k", 1).unwrap());
+    assert_eq!(
+        (
+            first.number("x-ratelimit-limit"),
+            first.number("x-ratelimit-remaining")
+        ),
+        (2, 1)
+    );
+    assert_eq!(first.number("x-ratelimit-reset"), 2);
+    let second = get(&client, addr).await;
+    assert_headers_match(&second, &twin.try_acquire("k", 1).unwrap());
+    assert_eq!(second.number("x-ratelimit-reset"), 4);
+
+    clock.advance(Duration::from_millis(500));
+    let json = [("accept", "text/html, application/json;q=0.9")];
+    let denied = get_with(&client, addr, &json).await;
+    let decision = twin.try_acquire("k", 1).unwrap();
+    assert_eq!(decision.retry_after, Duration::from_millis(1_500));
+    assert_headers_match(&denied, &decision);
+    assert_eq!(denied.number("retry-after"), 2);
+    assert_eq!(denied.number("x-ratelimit-reset"), 4); // 3.5 s rounded up
+    assert_eq!(denied.header("content-type"), Some("application/json"));
+    assert_eq!(
+        denied.body,
+        r#"{"error":"rate_limited","retry_after_ms":1500}"#
+    );
+}
+
+#[tokio::test]
+async fn a_tiered_set_lists_both_policies_and_names_the_binding_one() {
+    let clock = ManualClock::new(T0);
+    let addr = serve(RateLimitLayer::new(memory(
+        "sliding-log:2/1s;sliding-log:3/1m",
+        &clock,
+    )))
+    .await;
+    let client = client();
+    let policy = "\"sliding-log:2/1s\";q=2;w=1, \"sliding-log:3/1m\";q=3;w=60";
+
+    let first = get(&client, addr).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(first.header("ratelimit-policy"), Some(policy));
+    assert_eq!(
+        first.header("ratelimit"),
+        Some("\"sliding-log:2/1s\";r=1;t=1")
+    );
+    let second = get(&client, addr).await;
+    assert_eq!(
+        second.header("ratelimit"),
+        Some("\"sliding-log:2/1s\";r=0;t=1")
+    );
+
+    // The per-second part has room again; the per-minute part binds.
+    clock.advance(Duration::from_millis(1_500));
+    let third = get(&client, addr).await;
+    assert_eq!(third.status, StatusCode::OK);
+    assert_eq!(third.header("ratelimit-policy"), Some(policy));
+    assert_eq!(
+        third.header("ratelimit"),
+        Some("\"sliding-log:3/1m\";r=0;t=60")
+    );
+    assert_eq!(third.number("x-ratelimit-limit"), 3);
+
+    let denied = get(&client, addr).await;
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(denied.header("ratelimit-policy"), Some(policy));
+    assert_eq!(denied.number("x-ratelimit-limit"), 3);
+    // The first request leaves the minute 58.5 s from now.
+    assert_eq!(denied.number("retry-after"), 59);
+}
+
+#[tokio::test]
+async fn header_styles_select_the_headers() {
+    let clock = ManualClock::new(T0);
+    let cases = [
+        (HeaderStyle::None, false, false),
+        (HeaderStyle::Legacy, true, false),
+        (HeaderStyle::Ietf, false, true),
+        (HeaderStyle::Both, true, true),
+    ];
+    let client = client();
+    for (style, legacy, ietf) in cases {
+        let layer = RateLimitLayer::new(memory("fixed-window:1/1m", &clock)).headers(style);
+        let addr = serve(layer).await;
+        for expected in [StatusCode::OK, StatusCode::TOO_MANY_REQUESTS] {
+            let reply = get(&client, addr).await;
+            assert_eq!(reply.status, expected, "{style:?}");
+            assert_eq!(
+                reply.header("x-ratelimit-remaining").is_some(),
+                legacy,
+                "{style:?}"
+            );
+            assert_eq!(
+                reply.header("x-ratelimit-limit").is_some(),
+                legacy,
+                "{style:?}"
+            );
+            assert_eq!(reply.header("ratelimit").is_some(), ietf, "{style:?}");
+            assert_eq!(
+                reply.header("ratelimit-policy").is_some(),
+                ietf,
+                "{style:?}"
+            );
+            let retry = reply.header("retry-after").is_some();
+            assert_eq!(
+                retry,
+                expected == StatusCode::TOO_MANY_REQUESTS,
+                "{style:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn forwarded_for_from_an_untrusted_peer_is_ignored() {
+    let clock = ManualClock::new(T0);
+    let addr = serve(RateLimitLayer::new(memory("sliding-log:2/10s", &clock))).await;
+    let client = client();
+    // Each claims another address; all are 127.0.0.1, which trusts no proxy.
+    let mut statuses = Vec::new();
+    for claimed in ["1.2.3.4", "5.6.7.8", "9.9.9.9, 8.8.8.8"] {
+        let reply = get_with(&client, addr, &[("x-forwarded-for", claimed)]).await;
+        statuses.push(reply.status);
+    }
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
+}
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_the_right_most_untrusted_address_is_the_key() {
+    let clock = ManualClock::new(T0);
+    let layer = RateLimitLayer::new(memory("sliding-log:2/10s", &clock))
+        .trusted_proxies(["127.0.0.1".parse().unwrap(), "10.0.0.0/8".parse().unwrap()]);
+    let addr = serve(layer).await;
+    let client = client();
+    let status = |claimed: &'static str| {
+        let client = client.clone();
+        async move {
+            get_with(&client, addr, &[("x-forwarded-for", claimed)])
+                .await
+                .status
+        }
+    };
+    assert_eq!(status("1.2.3.4").await, StatusCode::OK);
+    assert_eq!(status("1.2.3.4, 10.0.0.7").await, StatusCode::OK);
+    // A forged left-most entry does not give 1.2.3.4 a new budget.
+    assert_eq!(
+        status("6.6.6.6, 1.2.3.4").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        status("7.7.7.7, 1.2.3.4:4444").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // Another client behind the proxy has its own.
+    assert_eq!(status("1.2.3.4, 5.6.7.8").await, StatusCode::OK);
+    // Without the header the key is the proxy itself.
+    assert_eq!(get(&client, addr).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_header_key_rejects_or_falls_back_to_the_address() {
+    let clock = ManualClock::new(T0);
+    let strict = RateLimitLayer::new(memory("sliding-log:1/10s", &clock))
+        .key(KeyExtractor::header("x-api-key"));
+    let addr = serve(strict).await;
+    let client = client();
+    let missing = get(&client, addr).await;
+    assert_eq!(missing.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(missing.header("x-ratelimit-remaining"), None);
+    let key = |value: &'static str| [("x-api-key", value)];
+    assert_eq!(
+        get_with(&client, addr, &key("a")).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        get_with(&client, addr, &key("a")).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        get_with(&client, addr, &key("b")).await.status,
+        StatusCode::OK
+    );
+
+    let lenient = RateLimitLayer::new(memory("sliding-log:1/10s", &clock))
+        .key(KeyExtractor::header("x-api-key").or_ip());
+    let addr = serve(lenient).await;
+    assert_eq!(get(&client, addr).await.status, StatusCode::OK);
+    assert_eq!(
+        get(&client, addr).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        get_with(&client, addr, &key("a")).await.status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn a_custom_key_and_the_global_key() {
+    let clock = ManualClock::new(T0);
+    let by_path = RateLimitLayer::new(memory("sliding-log:1/10s", &clock))
+        .key(KeyExtractor::custom(|req| Some(req.uri.path().to_owned())));
+    let addr = serve(by_path).await;
+    let client = client();
+    assert_eq!(get(&client, addr).await.status, StatusCode::OK);
+    assert_eq!(
+        get(&client, addr).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+
+    let global =
+        RateLimitLayer::new(memory("sliding-log:1/10s", &clock)).key(KeyExtractor::global());
+    let addr = serve(global).await;
+    assert_eq!(get(&client, addr).await.status, StatusCode::OK);
+    let spoof = [("x-forwarded-for", "1.2.3.4")];
+    assert_eq!(
+        get_with(&client, addr, &spoof).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test]
+async fn without_a_peer_address_the_ip_key_answers_500_not_unlimited() {
+    let clock = ManualClock::new(T0);
+    let router = Router::new()
+        .route("/", routing::get(|| async { "ok" }))
+        .layer(RateLimitLayer::new(memory("sliding-log:1/10s", &clock)));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // No ConnectInfo: the peer address is not recorded.
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let reply = get(&client(), addr).await;
+    assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
+}
+
+/// A server limited by `flaky` (sliding-log:5/10s) under `policy`.
+async fn flaky_server(policy: Option<FailurePolicy>) -> (Arc<Flaky>, SocketAddr) {
+    let clock = ManualClock::new(T0);
+    let flaky = Arc::new(Flaky::new(Arc::new(memory("sliding-log:5/10s", &clock))));
+    let limiter: Arc<dyn Limiter> = match policy {
+        Some(policy) => {
+            Arc::new(Resilient::new(Arc::clone(&flaky), policy).probe_interval(Duration::ZERO))
+        }
+        None => Arc::clone(&flaky) as Arc<dyn Limiter>,
+    };
+    (flaky, serve(RateLimitLayer::from_arc(limiter)).await)
+}
+
+#[tokio::test]
+async fn fail_open_passes_marked_without_a_remaining_count() {
+    let (flaky, addr) = flaky_server(Some(FailurePolicy::FailOpen)).await;
+    let client = client();
+    let healthy = get(&client, addr).await;
+    assert_eq!(healthy.status, StatusCode::OK);
+    assert_eq!(healthy.number("x-ratelimit-remaining"), 4);
+    assert_eq!(healthy.header("x-ratelimit-degraded"), None);
+
+    flaky.set_failing(true);
+    for _ in 0..10 {
+        let open = get(&client, addr).await;
+        assert_eq!(open.status, StatusCode::OK, "{open:?}");
+        assert_eq!(open.body, "ok");
+        assert_eq!(open.header("x-ratelimit-degraded"), Some("fail-open"));
+        for counted in [
+            "x-ratelimit-remaining",
+            "x-ratelimit-limit",
+            "ratelimit",
+            "retry-after",
+        ] {
+            assert_eq!(open.header(counted), None, "{counted} on {open:?}");
+        }
+    }
+
+    flaky.set_failing(false);
+    let recovered = get(&client, addr).await;
+    assert_eq!(recovered.status, StatusCode::OK);
+    assert_eq!(recovered.number("x-ratelimit-remaining"), 3);
+    assert_eq!(recovered.header("x-ratelimit-degraded"), None);
+}
+
+#[tokio::test]
+async fn fail_closed_answers_503_with_retry_after() {
+    let (flaky, addr) = flaky_server(Some(FailurePolicy::FailClosed)).await;
+    let client = client();
+    assert_eq!(get(&client, addr).await.status, StatusCode::OK);
+
+    flaky.set_failing(true);
+    let closed = get_with(&client, addr, &[("accept", "application/json")]).await;
+    assert_eq!(closed.status, StatusCode::SERVICE_UNAVAILABLE, "{closed:?}");
+    assert!(closed.number("retry-after") >= 1);
+    assert_eq!(closed.header("x-ratelimit-degraded"), Some("fail-closed"));
+    assert_eq!(closed.header("x-ratelimit-remaining"), None);
+    assert!(
+        closed
+            .body
+            .starts_with(r#"{"error":"rate_limiter_unavailable","retry_after_ms":"#),
+        "{}",
+        closed.body
+    );
+
+    flaky.set_failing(false);
+    let recovered = get(&client, addr).await;
+    assert_eq!(recovered.status, StatusCode::OK);
+    assert_eq!(recovered.number("x-ratelimit-remaining"), 3);
+}
+
+#[tokio::test]
+async fn a_limiter_error_answers_503() {
+    let (flaky, addr) = flaky_server(None).await;
+    let client = client();
+    assert_eq!(get(&client, addr).await.status, StatusCode::OK);
+    flaky.set_failing(true);
+    let failed = get(&client, addr).await;
+    assert_eq!(failed.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(failed.number("retry-after"), 1);
+    assert_eq!(failed.header("x-ratelimit-remaining"), None);
+    flaky.set_failing(false);
+    assert_eq!(get(&client, addr).await.status, StatusCode::OK);
+}
