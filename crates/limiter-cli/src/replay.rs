@@ -18,7 +18,7 @@ use crate::trace::{decision_row, TraceReader, DECISION_HEADER};
 /// A broken pipe on stdout (`limiter replay … | head`) ends the replay
 /// quietly and successfully. When the replay ends so, or at the end of the
 /// trace, times that look like seconds or milliseconds since the epoch get
-/// one warning on stderr ([`crate::epoch`]).
+/// one warning on stderr (see the `epoch` module).
 pub async fn run(args: &ReplayArgs) -> Result<(), Failure> {
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
