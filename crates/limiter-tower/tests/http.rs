@@ -37,9 +37,16 @@ fn memory(policies: &str, clock: &ManualClock) -> MemoryLimiter {
 /// Serves `GET /` (200 "ok") behind `layer` on 127.0.0.1, an ephemeral
 /// port, recording each connection's peer address as axum's `ConnectInfo`.
 async fn serve(layer: RateLimitLayer) -> SocketAddr {
-    let router = Router::new()
-        .route("/", routing::get(|| async { "ok" }))
-        .layer(layer);
+    serve_router(
+        Router::new()
+            .route("/", routing::get(|| async { "ok" }))
+            .layer(layer),
+    )
+    .await
+}
+
+/// Serves `router` on 127.0.0.1, an ephemeral port, with `ConnectInfo`.
+async fn serve_router(router: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -80,7 +87,17 @@ impl Reply {
 
 /// `GET /` on `addr` with `headers`.
 async fn get_with(client: &HttpClient, addr: SocketAddr, headers: &[(&str, &str)]) -> Reply {
-    let mut request = Request::get(format!("http://{addr}/"));
+    get_path(client, addr, "/", headers).await
+}
+
+/// `GET path` on `addr` with `headers`.
+async fn get_path(
+    client: &HttpClient,
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Reply {
+    let mut request = Request::get(format!("http://{addr}{path}"));
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
@@ -565,4 +582,100 @@ async fn a_limiter_error_answers_503() {
     assert_eq!(failed.header("x-ratelimit-remaining"), None);
     flaky.set_failing(false);
     assert_eq!(get(&client, addr).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_router_default_and_a_stricter_route_layer_both_apply() {
+    let clock = ManualClock::new(T0);
+    let router = Router::new()
+        .route(
+            "/login",
+            routing::get(|| async { "login" })
+                .route_layer(RateLimitLayer::new(memory("sliding-log:1/10s", &clock))),
+        )
+        .route("/", routing::get(|| async { "ok" }))
+        .layer(RateLimitLayer::new(memory("sliding-log:3/10s", &clock)));
+    let addr = serve_router(router).await;
+    let client = client();
+    let login = |client: HttpClient| async move { get_path(&client, addr, "/login", &[]).await };
+    let first = login(client.clone()).await;
+    assert_eq!(
+        (first.status, first.body.as_str()),
+        (StatusCode::OK, "login")
+    );
+    // The stricter limit denies the second login; the default counted it.
+    assert_eq!(
+        login(client.clone()).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let third = get(&client, addr).await;
+    assert_eq!(third.status, StatusCode::OK);
+    assert_eq!(third.number("x-ratelimit-remaining"), 0);
+    assert_eq!(
+        get(&client, addr).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+/// A plain tower service answering 200 "hello".
+#[derive(Debug, Clone)]
+struct Hello;
+
+impl tower::Service<Request<hyper::body::Incoming>> for Hello {
+    type Response = http::Response<http_body_util::Full<Bytes>>;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request<hyper::body::Incoming>) -> Self::Future {
+        std::future::ready(Ok(http::Response::new(Bytes::from("hello").into())))
+    }
+}
+
+#[tokio::test]
+async fn the_same_layer_on_a_hyper_server_with_a_socket_addr_extension() {
+    use tower::{Layer, Service};
+
+    let clock = ManualClock::new(T0);
+    let limited = RateLimitLayer::new(memory("sliding-log:2/10s", &clock)).layer(Hello);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, peer) = listener.accept().await.unwrap();
+            let limited = limited.clone();
+            let service =
+                hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert(peer);
+                    let mut limited = limited.clone();
+                    async move {
+                        std::future::poll_fn(|cx| limited.poll_ready(cx)).await?;
+                        limited.call(req).await
+                    }
+                });
+            tokio::spawn(async move {
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, service)
+                    .await;
+            });
+        }
+    });
+    let client = client();
+    let first = get(&client, addr).await;
+    assert_eq!(
+        (first.status, first.body.as_str()),
+        (StatusCode::OK, "hello")
+    );
+    assert_eq!(first.number("x-ratelimit-remaining"), 1);
+    assert_eq!(get(&client, addr).await.status, StatusCode::OK);
+    let denied = get(&client, addr).await;
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(denied.number("retry-after"), 10);
 }
