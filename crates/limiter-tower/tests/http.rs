@@ -679,3 +679,102 @@ async fn the_same_layer_on_a_hyper_server_with_a_socket_addr_extension() {
     assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(denied.number("retry-after"), 10);
 }
+
+#[tokio::test]
+async fn a_fallback_decision_is_reported_with_its_own_numbers_and_marked() {
+    let clock = ManualClock::new(T0);
+    let flaky = Arc::new(Flaky::new(Arc::new(memory("sliding-log:5/10s", &clock))));
+    let share: Arc<dyn Limiter> = Arc::new(memory("sliding-log:1/10s", &clock));
+    let limiter = Resilient::new(Arc::clone(&flaky), FailurePolicy::Fallback(share))
+        .probe_interval(Duration::ZERO);
+    let addr = serve(RateLimitLayer::new(limiter)).await;
+    let client = client();
+    flaky.set_failing(true);
+    let admitted = get(&client, addr).await;
+    assert_eq!(admitted.status, StatusCode::OK);
+    assert_eq!(admitted.header("x-ratelimit-degraded"), Some("fallback"));
+    assert_eq!(admitted.number("x-ratelimit-limit"), 1);
+    assert_eq!(admitted.number("x-ratelimit-remaining"), 0);
+    // The IETF headers would name the primary's policies: left out.
+    assert_eq!(admitted.header("ratelimit-policy"), None);
+    assert_eq!(admitted.header("ratelimit"), None);
+    let denied = get(&client, addr).await;
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(denied.header("x-ratelimit-degraded"), Some("fallback"));
+    assert_eq!(denied.number("retry-after"), 10);
+}
+
+/// Checks `value` against the subset of RFC 8941 the draft's headers use:
+/// a List of Items, each an sf-string with integer parameters
+/// (`"name";q=5;w=1, "other";q=9;w=60`); answers each item's name and
+/// parameters.
+fn parse_sf_list(value: &str) -> Vec<(String, Vec<(String, u64)>)> {
+    let mut items = Vec::new();
+    let mut rest = value;
+    loop {
+        let body = rest.strip_prefix('"').expect("an item is an sf-string");
+        let end = body.find('"').expect("a closing quote");
+        let name = &body[..end];
+        assert!(
+            name.bytes()
+                .all(|b| (0x20..=0x7e).contains(&b) && b != b'\\'),
+            "{name:?}"
+        );
+        rest = &body[end + 1..];
+        let mut params = Vec::new();
+        while let Some(after) = rest.strip_prefix(';') {
+            let key_len = after
+                .find(|c: char| {
+                    !(c.is_ascii_lowercase() || c.is_ascii_digit() || "_-.*".contains(c))
+                })
+                .unwrap_or(after.len());
+            let key = &after[..key_len];
+            assert!(key.starts_with(|c: char| c.is_ascii_lowercase()), "{key:?}");
+            let after = after[key_len..]
+                .strip_prefix('=')
+                .expect("an integer parameter");
+            let digits = after
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(after.len());
+            assert!((1..=15).contains(&digits), "sf-integer in {value:?}");
+            params.push((key.to_owned(), after[..digits].parse().unwrap()));
+            rest = &after[digits..];
+        }
+        items.push((name.to_owned(), params));
+        if rest.is_empty() {
+            return items;
+        }
+        rest = rest
+            .strip_prefix(',')
+            .expect("items are separated by commas")
+            .trim_start_matches([' ', '\t']);
+    }
+}
+
+#[tokio::test]
+async fn the_ietf_headers_follow_the_structured_field_grammar() {
+    let clock = ManualClock::new(T0);
+    let set = "token-bucket:3/250ms,capacity=6;sliding-log:10/1m;leaky-bucket:5/1s,queue=10";
+    let addr = serve(RateLimitLayer::new(memory(set, &clock))).await;
+    let reply = get(&client(), addr).await;
+    let policy = parse_sf_list(reply.header("ratelimit-policy").unwrap());
+    let expected: Vec<(String, Vec<(String, u64)>)> = [
+        ("token-bucket:3/250ms,capacity=6", 3, 1),
+        ("sliding-log:10/1m", 10, 60),
+        ("leaky-bucket:5/1s,queue=10", 5, 1),
+    ]
+    .into_iter()
+    .map(|(name, q, w)| {
+        (
+            name.to_owned(),
+            vec![("q".to_owned(), q), ("w".to_owned(), w)],
+        )
+    })
+    .collect();
+    assert_eq!(policy, expected);
+    let state = parse_sf_list(reply.header("ratelimit").unwrap());
+    assert_eq!(state.len(), 1);
+    assert!(expected.iter().any(|(name, _)| *name == state[0].0));
+    let keys: Vec<&str> = state[0].1.iter().map(|(key, _)| key.as_str()).collect();
+    assert_eq!(keys, ["r", "t"]);
+}
