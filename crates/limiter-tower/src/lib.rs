@@ -36,8 +36,15 @@
 //!   address (the server does not record it) answers `500`: never
 //!   unlimited.
 //!
-//! See docs/http.md for the setup with each framework and the proxy trust
-//! model.
+//! # Not built yet
+//!
+//! This is a first cut: named policies from a configuration file,
+//! allowlists and bans, shaping (a leaky bucket's admission passes at once,
+//! its `wait` is not slept), metrics and `tracing` spans, RFC 7239
+//! `Forwarded` and IPv6 prefix grouping are not built.
+//!
+//! See docs/http.md for the setup with each framework, the proxy trust
+//! model and the full list of what is left.
 
 mod body;
 mod key;
