@@ -250,6 +250,19 @@ fn peers(c: &mut Criterion) {
                 b.iter(|| black_box(ours.try_acquire(&keys[next(&mut i)], 1).unwrap().allowed))
             });
         }
+        for algorithm in [Algorithm::TokenBucket, Algorithm::FixedWindow] {
+            // The same decision for a caller that needs only `allowed`, as
+            // governor's `check_key` answers.
+            let ours = MemoryLimiter::new(generous(algorithm));
+            for key in &keys {
+                ours.try_acquire(key, 1).unwrap();
+            }
+            let mut i = 0;
+            group.bench_function(
+                BenchmarkId::new("limiter-memory-allowed-only", algorithm.name()),
+                |b| b.iter(|| black_box(ours.try_acquire_allowed(&keys[next(&mut i)], 1).unwrap())),
+            );
+        }
         {
             // What the token bucket's decision costs without a clock read.
             let manual = MemoryLimiter::builder(generous(Algorithm::TokenBucket))

@@ -30,9 +30,9 @@
 //!
 //! # Memory
 //!
-//! Each admission records when the key will be back to its initial state
-//! (`time_us + reset_after`). Once the limiter's clock has passed that time
-//! plus the [eviction delay](MemoryLimiterBuilder::eviction_delay) (1 s by
+//! A key's state tells when it will be back to its initial state (its last
+//! admission's `time_us + reset_after`). Once the limiter's clock has
+//! passed that time plus the [eviction delay](MemoryLimiterBuilder::eviction_delay) (1 s by
 //! default), the key may be dropped: a dropped key and a kept one decide
 //! every later request identically while time moves forward (docs/spec.md rule 2.5).
 //! Sweeps are amortised over requests on keys not held: after as many new
@@ -51,19 +51,22 @@
 //! than itself.
 //!
 //! Each map is typed by the policy's algorithm, so a key stores only its
-//! algorithm's state: an entry is 40 bytes (fixed window, token and leaky
-//! bucket), 48 (sliding counter) or 64 (sliding log) plus the key's own
-//! bytes. Measured resident memory per key on x86-64 Linux (12-byte keys,
-//! 100,000 to 1,000,000 keys; `cargo run --release -p limiter-memory
-//! --example bytes_per_key`): 87–118 bytes for the fixed window and the
-//! buckets, 97–135 for the sliding counter, 198–249 for a sliding log with
-//! up to 4 entries, and about 16 bytes per entry beyond that (the log's
-//! deque doubles). The range is the hash table's load factor. See
-//! `docs/backends.md` for the table and how it was measured.
+//! algorithm's state, and no more (when a key may be dropped is read from
+//! its state): an entry is 40 bytes (fixed window, token and leaky
+//! bucket), 48 (sliding counter) or 64 (sliding log), the key included:
+//! a key of up to 22 bytes is stored in the entry, with no allocation, a
+//! longer one on the heap. Measured resident memory per key on x86-64
+//! Linux (12-byte keys, 100,000 to 1,000,000 keys): 56–86 bytes for the
+//! fixed window and the buckets, 68–103 for the sliding counter, 166–216
+//! for a sliding log with one entry, and about 16 bytes per entry beyond
+//! that (the log's deque doubles). The range is the hash table's load
+//! factor. See `docs/benchmarks.md` (memory per key) for the table and
+//! how it was measured.
 
 mod builder;
 mod clock;
 mod error;
+mod key;
 mod key_cap;
 mod limiter;
 mod map;

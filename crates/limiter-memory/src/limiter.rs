@@ -122,6 +122,25 @@ impl MemoryLimiter {
         }
     }
 
+    /// [`try_acquire`](Self::try_acquire), answering only whether the
+    /// request was admitted: the same decision, committed the same way,
+    /// without the [`Decision`]'s numbers (`remaining`, and the durations
+    /// converted from ticks to µs), for callers that send no headers.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    #[inline]
+    pub fn try_acquire_allowed(&self, key: &str, cost: u64) -> Result<bool, Error> {
+        let now_us = self.clock.now_us();
+        match &self.keys {
+            Keys::One(typed) => {
+                with_state!(typed, map => self.acquire_allowed_in(map, key, now_us, cost))
+            }
+            Keys::Set(map) => self.acquire_allowed_in(map, key, now_us, cost),
+        }
+    }
+
     /// [`try_acquire`](Self::try_acquire), with every part's decision (see
     /// [`SetDecision`]): the synchronous form of [`Limiter::acquire_parts`].
     pub fn try_acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
@@ -163,7 +182,7 @@ impl MemoryLimiter {
     /// Drops `key`'s state, so it starts again with a full quota; returns
     /// whether it was held. The synchronous form of [`Limiter::reset`].
     pub fn remove(&self, key: &str) -> bool {
-        let removed = with_map!(&self.keys, map => map.remove(key).is_some());
+        let removed = with_map!(&self.keys, map => map.remove(key.as_bytes()).is_some());
         if removed {
             self.held.fetch_sub(1, Ordering::AcqRel);
         }
@@ -264,6 +283,48 @@ mod tests {
     use limiter_core::{ManualClock, Rate};
 
     use super::*;
+
+    #[test]
+    fn acquiring_for_allowed_only_decides_and_commits_as_a_full_acquire() {
+        use limiter_core::Algorithm;
+        let sets = Algorithm::ALL
+            .into_iter()
+            .map(|algorithm| Policies::from(Policy::new(algorithm, Rate::per_second(3)).unwrap()));
+        let tiered = Policies::new([
+            Policy::token_bucket(Rate::per_second(3)).unwrap(),
+            Policy::sliding_log(Rate::per_minute(5)).unwrap(),
+        ])
+        .unwrap();
+        for policies in sets.chain([tiered]) {
+            let clock = ManualClock::new(1_000_000);
+            let build = || {
+                MemoryLimiter::builder(policies.clone())
+                    .clock(clock.clone())
+                    .eviction_delay(Duration::ZERO)
+                    .build()
+            };
+            let (full, allowed_only) = (build(), build());
+            for step in 0..40u64 {
+                let (key, cost) = (["a", "b"][(step % 2) as usize], 1 + step % 3);
+                let decision = full.try_acquire(key, cost).unwrap();
+                assert_eq!(
+                    allowed_only.try_acquire_allowed(key, cost).unwrap(),
+                    decision.allowed,
+                    "{policies} step {step}"
+                );
+                assert_eq!(
+                    allowed_only.try_peek_parts(key, 1).unwrap(),
+                    full.try_peek_parts(key, 1).unwrap()
+                );
+                clock.advance(Duration::from_millis(97 * (step % 5)));
+            }
+            // The same eviction times: both drop the same keys.
+            clock.advance(Duration::from_millis(700));
+            assert_eq!(allowed_only.sweep_expired(), full.sweep_expired());
+            assert_eq!(allowed_only.len(), full.len());
+            assert!(allowed_only.try_acquire_allowed("a", 0).is_err());
+        }
+    }
 
     #[test]
     fn the_count_of_keys_held_matches_the_map_after_concurrent_churn() {

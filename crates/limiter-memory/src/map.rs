@@ -6,9 +6,13 @@ use std::sync::atomic::Ordering;
 
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
-use limiter_core::backend::{check_policies, AlgorithmState, ForAlgorithm, SetState, StateFamily};
+use limiter_core::backend::{
+    check_policies, effective_time, AlgorithmState, ForAlgorithm, SetState, StateFamily,
+    TickDecision,
+};
 use limiter_core::{Decision, Error, Policy, SetDecision};
 
+use crate::key::Key;
 use crate::limiter::MemoryLimiter;
 
 /// The keys. Under one policy, one map typed by its algorithm, so each key
@@ -48,11 +52,13 @@ macro_rules! with_map {
 }
 pub(crate) use with_map;
 
-/// A map of keys to what is stored per key. Hashed with aHash under
-/// per-process random keys: clients choose the keys (IPs, user ids), so
-/// the hash must resist flooding, and aHash does so at about half the cost
-/// of SipHash.
-pub(crate) type Map<S> = DashMap<Box<str>, Slot<S>, ahash::RandomState>;
+/// A map of keys to what is stored per key: the state alone, no more (the
+/// time a key may be dropped is read from its state, see
+/// [`Stored::reset_time_us`]). Hashed with aHash under per-process random
+/// keys: clients choose the keys (IPs, user ids), so the hash must resist
+/// flooding, and aHash does so at about half the cost of SipHash. Looked up
+/// by the key's bytes; a short key is stored inline (see [`Key`]).
+pub(crate) type Map<S> = DashMap<Key, S, ahash::RandomState>;
 
 /// The [`StateFamily`] of [`Map`]s.
 #[derive(Debug)]
@@ -67,7 +73,7 @@ impl StateFamily for Maps {
 }
 
 /// A key's state as a map stores it: one algorithm's state (one policy) or
-/// a [`SetState`] (a tiered set).
+/// a [`Tiered`] set's.
 pub(crate) trait Stored: Send + Sync + Sized + 'static {
     /// The answer to one request: a [`Decision`], or a [`SetDecision`].
     type Answer: Answer;
@@ -75,16 +81,44 @@ pub(crate) trait Stored: Send + Sync + Sized + 'static {
     /// A key that has seen nothing, under `limiter`'s policies.
     fn fresh(limiter: &MemoryLimiter) -> Self;
 
+    /// What [`acquire`](Self::acquire) decides under the key's lock,
+    /// before it is made the answer (outside the lock).
+    type Raw;
+
+    /// Decides and commits if admitted, as far as the lock is needed.
+    fn decide(
+        &mut self,
+        limiter: &MemoryLimiter,
+        now_us: u64,
+        cost: u64,
+    ) -> Result<Self::Raw, Error>;
+
+    /// Whether the request `raw` decides was admitted.
+    fn allowed(raw: &Self::Raw) -> bool;
+
+    /// The answer `raw` makes, for a request at `now_us`.
+    fn answer(limiter: &MemoryLimiter, raw: Self::Raw, now_us: u64) -> Self::Answer;
+
     /// Decides and commits if admitted.
+    #[inline]
     fn acquire(
         &mut self,
         limiter: &MemoryLimiter,
         now_us: u64,
         cost: u64,
-    ) -> Result<Self::Answer, Error>;
+    ) -> Result<Self::Answer, Error> {
+        let raw = self.decide(limiter, now_us, cost)?;
+        Ok(Self::answer(limiter, raw, now_us))
+    }
 
     /// Decides without writing.
     fn peek(&self, limiter: &MemoryLimiter, now_us: u64, cost: u64) -> Result<Self::Answer, Error>;
+
+    /// The time (µs since the epoch) this key is back to its initial state
+    /// if nothing else arrives: its last admission's `time_us +
+    /// reset_after` (under a set, the latest of its parts'). Only admitted
+    /// keys are stored, so there is a last admission.
+    fn reset_time_us(&self, limiter: &MemoryLimiter) -> u64;
 }
 
 /// A [`Decision`] or a [`SetDecision`].
@@ -115,75 +149,117 @@ impl<S: AlgorithmState> Stored for S {
         S::fresh(&limiter.policy)
     }
 
+    type Raw = TickDecision;
+
+    /// [`AlgorithmState::acquire`] up to the decision in ticks: its µs
+    /// conversion ([`TickDecision::into_decision`]) is left to
+    /// [`answer`](Stored::answer), out of the lock, and skipped by callers
+    /// that only need `allowed`.
     #[inline]
-    fn acquire(
+    fn decide(
         &mut self,
         limiter: &MemoryLimiter,
         now_us: u64,
         cost: u64,
-    ) -> Result<Decision, Error> {
-        AlgorithmState::acquire(self, &limiter.policy, now_us, cost)
+    ) -> Result<TickDecision, Error> {
+        let policy = &limiter.policy;
+        let t_eff = effective_time(policy, self.stamp(), now_us, cost)?;
+        let (mut decision, update) = self.evaluate(policy, t_eff, cost);
+        if let Some(update) = update {
+            self.apply(update);
+        }
+        decision.t_eff = t_eff;
+        Ok(decision)
+    }
+
+    #[inline]
+    fn allowed(raw: &TickDecision) -> bool {
+        raw.allowed
+    }
+
+    #[inline]
+    fn answer(limiter: &MemoryLimiter, raw: TickDecision, now_us: u64) -> Decision {
+        raw.into_decision(&limiter.policy, now_us)
     }
 
     #[inline]
     fn peek(&self, limiter: &MemoryLimiter, now_us: u64, cost: u64) -> Result<Decision, Error> {
         AlgorithmState::peek(self, &limiter.policy, now_us, cost)
     }
+
+    /// `(T_s + reset) * tick`, `reset` being the state's
+    /// [`reset_as_it_stands`](AlgorithmState::reset_as_it_stands) at its own
+    /// stamp `T_s`: an admission at `t_eff` leaves a state whose stamp is
+    /// `t_eff` (or, for the windowed algorithms, the start of `t_eff`'s
+    /// window, with the reset counted from there), so this is the
+    /// admission's `(t_eff + reset_after) * tick`, i.e. its `time_us +
+    /// reset_after` (`TickDecision::into_decision`); the test
+    /// `the_reset_time_read_from_the_state_is_the_last_admissions` checks
+    /// it against every admission.
+    #[inline]
+    fn reset_time_us(&self, limiter: &MemoryLimiter) -> u64 {
+        let policy = &limiter.policy;
+        let stamp = self.stamp();
+        // Saturating, as a reset time beyond u64 µs is.
+        stamp
+            .saturating_add(self.reset_as_it_stands(policy, stamp))
+            .saturating_mul(policy.tick_us())
+    }
 }
 
 /// A key's [`SetState`] under a tiered set (a type of this crate's, so
-/// that it is not taken for an [`AlgorithmState`]).
+/// that it is not taken for an [`AlgorithmState`]), with its last
+/// admission's reset time.
 #[derive(Debug)]
-pub(crate) struct Tiered(SetState);
+pub(crate) struct Tiered {
+    set: SetState,
+    reset_time_us: u64,
+}
 
 impl Stored for Tiered {
     type Answer = SetDecision;
 
     fn fresh(limiter: &MemoryLimiter) -> Self {
-        Self(SetState::fresh(&limiter.policies))
+        Self {
+            set: SetState::fresh(&limiter.policies),
+            reset_time_us: 0,
+        }
     }
 
+    type Raw = SetDecision;
+
     #[inline]
-    fn acquire(
+    fn decide(
         &mut self,
         limiter: &MemoryLimiter,
         now_us: u64,
         cost: u64,
     ) -> Result<SetDecision, Error> {
-        self.0.acquire(&limiter.policies, now_us, cost)
+        let answer = self.set.acquire(&limiter.policies, now_us, cost)?;
+        // A denial changes nothing, the reset time included (docs/spec.md rule 2.1).
+        if answer.decision.allowed {
+            self.reset_time_us = reset_time_us(&answer.decision);
+        }
+        Ok(answer)
+    }
+
+    #[inline]
+    fn allowed(raw: &SetDecision) -> bool {
+        raw.decision.allowed
+    }
+
+    #[inline]
+    fn answer(_: &MemoryLimiter, raw: SetDecision, _: u64) -> SetDecision {
+        raw
     }
 
     #[inline]
     fn peek(&self, limiter: &MemoryLimiter, now_us: u64, cost: u64) -> Result<SetDecision, Error> {
-        self.0.peek(&limiter.policies, now_us, cost)
+        self.set.peek(&limiter.policies, now_us, cost)
     }
-}
 
-/// What is stored per key.
-#[derive(Debug)]
-pub(crate) struct Slot<S> {
-    pub(crate) state: S,
-    /// µs since the epoch from which the key may be dropped: the last
-    /// admission's `time_us + reset_after` (under a set, the largest
-    /// reset of its parts), plus the eviction delay.
-    pub(crate) evict_at: u64,
-}
-
-impl<S: Stored> Slot<S> {
-    #[inline]
-    fn acquire(
-        &mut self,
-        limiter: &MemoryLimiter,
-        now_us: u64,
-        cost: u64,
-    ) -> Result<S::Answer, Error> {
-        let answer = self.state.acquire(limiter, now_us, cost)?;
-        let decision = answer.decision();
-        if decision.allowed {
-            // A denial changes nothing, the reset time included (docs/spec.md rule 2.1).
-            self.evict_at = reset_time_us(decision).saturating_add(limiter.eviction_delay_us);
-        }
-        Ok(answer)
+    fn reset_time_us(&self, _: &MemoryLimiter) -> u64 {
+        self.reset_time_us
     }
 }
 
@@ -191,7 +267,7 @@ impl<S: Stored> Slot<S> {
 /// state if nothing else arrives.
 #[inline]
 fn reset_time_us(decision: &Decision) -> u64 {
-    // u64 arithmetic: `as_micros` works in u128, slow on the hot path.
+    // u64 arithmetic: `as_micros` works in u128.
     let reset_after = decision
         .reset_after
         .as_secs()
@@ -201,6 +277,15 @@ fn reset_time_us(decision: &Decision) -> u64 {
 }
 
 impl MemoryLimiter {
+    /// µs since the epoch from which `state`'s key may be dropped: its
+    /// reset time plus the eviction delay.
+    #[inline]
+    pub(crate) fn evict_at<S: Stored>(&self, state: &S) -> u64 {
+        state
+            .reset_time_us(self)
+            .saturating_add(self.eviction_delay_us)
+    }
+
     /// [`try_peek`](Self::try_peek) in the map.
     pub(crate) fn peek_in<S: Stored>(
         &self,
@@ -209,8 +294,8 @@ impl MemoryLimiter {
         now_us: u64,
         cost: u64,
     ) -> Result<S::Answer, Error> {
-        match map.get(key) {
-            Some(slot) => slot.state.peek(self, now_us, cost),
+        match map.get(key.as_bytes()) {
+            Some(state) => state.peek(self, now_us, cost),
             None => S::fresh(self).peek(self, now_us, cost),
         }
     }
@@ -224,10 +309,31 @@ impl MemoryLimiter {
         now_us: u64,
         cost: u64,
     ) -> Result<S::Answer, Error> {
-        if let Some(mut slot) = map.get_mut(key) {
-            return slot.acquire(self, now_us, cost);
+        let held = map.get_mut(key.as_bytes()).map(|mut state| {
+            let raw = state.decide(self, now_us, cost);
+            drop(state); // the answer is made out of the lock
+            raw
+        });
+        match held {
+            Some(raw) => raw.map(|raw| S::answer(self, raw, now_us)),
+            None => self.acquire_new_key(map, key, now_us, cost),
+        }
+    }
+
+    /// [`try_acquire_allowed`](Self::try_acquire_allowed) in the map.
+    #[inline]
+    pub(crate) fn acquire_allowed_in<S: Stored>(
+        &self,
+        map: &Map<S>,
+        key: &str,
+        now_us: u64,
+        cost: u64,
+    ) -> Result<bool, Error> {
+        if let Some(mut state) = map.get_mut(key.as_bytes()) {
+            return state.decide(self, now_us, cost).map(|raw| S::allowed(&raw));
         }
         self.acquire_new_key(map, key, now_us, cost)
+            .map(|answer| answer.decision().allowed)
     }
 
     /// The slow path of [`try_acquire`](Self::try_acquire): `key` was not held.
@@ -247,24 +353,21 @@ impl MemoryLimiter {
             self.scheduled_sweep(now_us);
         }
         self.reserve_key(now_us)?;
-        let decision = match map.entry(Box::from(key)) {
+        let decision = match map.entry(Key::new(key)) {
             Entry::Occupied(mut held) => {
                 // Another request inserted the key since our lookup.
                 self.release_keys(1);
                 return held.get_mut().acquire(self, now_us, cost);
             }
             Entry::Vacant(vacant) => {
-                let mut slot = Slot {
-                    state: S::fresh(self),
-                    evict_at: 0,
-                };
-                let decision = slot.acquire(self, now_us, cost);
+                let mut state = S::fresh(self);
+                let decision = state.acquire(self, now_us, cost);
                 match decision {
                     // A fresh key admits every valid cost; should it ever
                     // not, a denial stores nothing (docs/spec.md rule 2.1).
                     Ok(answer) if answer.decision().allowed => {
-                        let evict_at = slot.evict_at;
-                        drop(vacant.insert(slot));
+                        let evict_at = self.evict_at(&state);
+                        drop(vacant.insert(state));
                         self.note_evict_at(evict_at);
                         return Ok(answer);
                     }
@@ -280,24 +383,82 @@ impl MemoryLimiter {
 #[cfg(test)]
 mod tests {
     use std::mem::size_of;
+    use std::time::Duration;
 
     use limiter_core::backend::{
         FixedWindow, LeakyBucket, SlidingCounter, SlidingLog, TokenBucket,
     };
+    use limiter_core::{Algorithm, Clock, ManualClock, Rate};
 
     use super::*;
 
     #[test]
     fn entries_are_small() {
-        // A boxed key (16 bytes), the algorithm's state, the eviction time.
-        assert_eq!(size_of::<Box<str>>(), 16);
-        assert_eq!(size_of::<(Box<str>, Slot<FixedWindow>)>(), 40);
-        assert_eq!(size_of::<(Box<str>, Slot<TokenBucket>)>(), 40);
-        assert_eq!(size_of::<(Box<str>, Slot<LeakyBucket>)>(), 40);
-        assert_eq!(size_of::<(Box<str>, Slot<SlidingCounter>)>(), 48);
+        // The key (24 bytes, its bytes inline up to 22) and the algorithm's
+        // state: nothing else.
+        assert_eq!(size_of::<Key>(), 24);
+        assert_eq!(size_of::<(Key, FixedWindow)>(), 40);
+        assert_eq!(size_of::<(Key, TokenBucket)>(), 40);
+        assert_eq!(size_of::<(Key, LeakyBucket)>(), 40);
+        assert_eq!(size_of::<(Key, SlidingCounter)>(), 48);
         // The log's deque and running total: one cache line with the key.
-        assert_eq!(size_of::<(Box<str>, Slot<SlidingLog>)>(), 64);
-        // A tiered set: the boxed parts (each a KeyState on the heap).
-        assert_eq!(size_of::<(Box<str>, Slot<Tiered>)>(), 40);
+        assert_eq!(size_of::<(Key, SlidingLog)>(), 64);
+        // A tiered set: the boxed parts (each a KeyState on the heap) and
+        // the reset time.
+        assert_eq!(size_of::<(Key, Tiered)>(), 48);
+    }
+
+    /// The eviction time is read from the state (`reset_time_us`): after
+    /// every admission it must be that admission's `time_us +
+    /// reset_after`, for every algorithm, tick size and cost, at times
+    /// before and after the stamp (docs/spec.md rule 2.3).
+    #[test]
+    fn the_reset_time_read_from_the_state_is_the_last_admissions() {
+        let rates = [
+            Rate::per_second(3),
+            Rate::per_minute(7),
+            Rate::new(5, Duration::from_micros(10)),
+            // A million a day: a 100 µs tick.
+            Rate::new(1_000_000, Duration::from_secs(86_400)),
+        ];
+        let mut admissions = 0;
+        for algorithm in Algorithm::ALL {
+            for rate in rates {
+                let policy = Policy::new(algorithm, rate).unwrap();
+                let clock = ManualClock::new(1_700_000_000_123_457);
+                let limiter = MemoryLimiter::builder(policy.clone())
+                    .clock(clock.clone())
+                    .build();
+                let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+                for _ in 0..300 {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    let key = ["a", "b", "c"][(seed % 3) as usize];
+                    let cost = 1 + (seed >> 8) % policy.max_cost().min(3);
+                    // Mostly forward, sometimes back (a request stamped
+                    // before the key's last admission).
+                    let step = (seed >> 16) % (2 * rate.window.as_micros() as u64 / 3 + 2);
+                    if (seed >> 40).is_multiple_of(5) {
+                        clock.set(clock.now_us().saturating_sub(step / 2));
+                    } else {
+                        clock.advance(Duration::from_micros(step));
+                    }
+                    let decision = limiter.try_acquire(key, cost).unwrap();
+                    if decision.allowed {
+                        admissions += 1;
+                        let Keys::One(typed) = &limiter.keys else {
+                            unreachable!("one policy")
+                        };
+                        let held = limiter_core::backend::with_state!(
+                            typed,
+                            map => map.get(key.as_bytes()).unwrap().reset_time_us(&limiter)
+                        );
+                        assert_eq!(held, reset_time_us(&decision), "{policy} {decision:?}");
+                    }
+                }
+            }
+        }
+        assert!(admissions > 1_000, "{admissions}");
     }
 }

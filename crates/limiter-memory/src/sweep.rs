@@ -21,7 +21,7 @@ pub(crate) struct Sweep {
     /// Sweep when `new_key_requests` reaches this: `max(held, MIN_SWEEP_INTERVAL)`
     /// after the last sweep.
     pub(crate) interval: AtomicUsize,
-    /// A lower bound of every held key's `evict_at`: while the clock is
+    /// A lower bound of every held key's eviction time: while the clock is
     /// below it, a sweep would find nothing and is skipped.
     pub(crate) earliest_evict_at: AtomicU64,
     /// One sweep at a time.
@@ -80,7 +80,7 @@ impl MemoryLimiter {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Drops the keys whose `evict_at` has passed; the caller holds the
+    /// Drops the keys whose eviction time has passed; the caller holds the
     /// sweep lock.
     pub(crate) fn sweep_locked(&self, now_us: u64) -> usize {
         let earliest = &self.sweep.earliest_evict_at;
@@ -93,11 +93,12 @@ impl MemoryLimiter {
         let mut removed = 0;
         let mut earliest_kept = u64::MAX;
         with_map!(&self.keys, map => map.retain(|_, slot| {
-            if slot.evict_at <= now_us {
+            let evict_at = self.evict_at(slot);
+            if evict_at <= now_us {
                 removed += 1;
                 false
             } else {
-                earliest_kept = earliest_kept.min(slot.evict_at);
+                earliest_kept = earliest_kept.min(evict_at);
                 true
             }
         }));
