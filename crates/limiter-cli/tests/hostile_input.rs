@@ -4,12 +4,9 @@
 
 mod support;
 
-use std::io::Write;
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
-
-use support::limiter;
 
 /// A run that takes longer has hung.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -17,18 +14,7 @@ const DEADLINE: Duration = Duration::from_secs(60);
 /// Runs `limiter ARGS…` on `stdin` bytes, killing it (and failing) if it
 /// has not ended within [`DEADLINE`].
 fn run_bytes(args: &[&str], stdin: Vec<u8>) -> Output {
-    let mut child = limiter()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the limiter binary runs");
-    let mut input = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || match input.write_all(&stdin) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
-        _ => Ok(()),
-    });
+    let (mut child, writer) = support::spawn(args, stdin);
     let started = Instant::now();
     while child.try_wait().unwrap().is_none() {
         if started.elapsed() > DEADLINE {

@@ -6,7 +6,8 @@ pub mod json;
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::thread::JoinHandle;
 
 /// The `limiter` binary built by cargo for these tests.
 pub fn limiter() -> Command {
@@ -14,11 +15,18 @@ pub fn limiter() -> Command {
 }
 
 /// Runs `limiter ARGS…` with `stdin` as standard input.
-///
-/// The input is written from another thread, so a large output cannot
-/// block the child while we still write; and a child that exits without
-/// reading its input (a usage error) is no failure of ours.
 pub fn run(args: &[&str], stdin: &str) -> Output {
+    let (child, writer) = spawn(args, stdin.as_bytes().to_vec());
+    let output = child.wait_with_output().unwrap();
+    writer.join().unwrap().expect("write the trace to limiter");
+    output
+}
+
+/// Starts `limiter ARGS…` and writes `stdin` to it from another thread, so
+/// a large output cannot block the child while we still write; a child
+/// that exits without reading its input (a usage error) is no failure of
+/// ours. Join the thread after the child has ended.
+pub fn spawn(args: &[&str], stdin: Vec<u8>) -> (Child, JoinHandle<std::io::Result<()>>) {
     let mut child = limiter()
         .args(args)
         .stdin(Stdio::piped())
@@ -27,14 +35,11 @@ pub fn run(args: &[&str], stdin: &str) -> Output {
         .spawn()
         .expect("the limiter binary runs");
     let mut input = child.stdin.take().unwrap();
-    let bytes = stdin.as_bytes().to_vec();
-    let writer = std::thread::spawn(move || match input.write_all(&bytes) {
+    let writer = std::thread::spawn(move || match input.write_all(&stdin) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
         _ => Ok(()),
     });
-    let output = child.wait_with_output().unwrap();
-    writer.join().unwrap().expect("write the trace to limiter");
-    output
+    (child, writer)
 }
 
 pub fn stdout(output: &Output) -> String {
