@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use limiter_core::{
     DecisionSource, Error, FailurePolicy, Limiter, LimiterExt, ManualClock, Policy, Rate, Resilient,
 };
-use limiter_redis::{BackendError, BackendErrorKind, RedisBackend, RedisLimiter};
+use limiter_redis::{BackendErrorKind, RedisBackend, RedisLimiter};
 
 /// A Redis limiter under a failure policy (core's wrapper). The wrapper
 /// tries the backend on every request (probe interval zero): the backend's
@@ -122,28 +122,6 @@ async fn limiter_on(backend: &RedisBackend, on_failure: FailurePolicy) -> Arc<Gu
             .on_failure(on_failure)
             .probe_interval(Duration::ZERO),
     )
-}
-
-fn backend_kind(error: &Error) -> BackendErrorKind {
-    match error {
-        Error::Backend(e) => e
-            .downcast_ref::<BackendError>()
-            .expect("backend errors are BackendError")
-            .kind(),
-        other => panic!("expected a backend error, got {other:?}"),
-    }
-}
-
-/// The error and every cause, as a chain reporter prints them.
-fn chain(error: &Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Polls `condition` every 2 ms until it holds; panics after [`POLL_LIMIT`].
@@ -241,7 +219,7 @@ impl Load {
                         let outcome = match &result {
                             Ok(d) if d.allowed => Outcome::Admitted,
                             Ok(_) => Outcome::Denied,
-                            Err(e) => Outcome::Failed(backend_kind(e)),
+                            Err(e) => Outcome::Failed(common::backend_kind(e)),
                         };
                         match outcome {
                             Outcome::Failed(_) => {
@@ -682,7 +660,7 @@ async fn a_fault_while_idle_costs_no_decision() {
                     assert!(d.allowed, "{name}: {d:?}");
                     d.remaining
                 }
-                Err(e) => panic!("{name}: a decision failed: {}", chain(&e)),
+                Err(e) => panic!("{name}: a decision failed: {}", e.chain()),
             })
             .collect();
         remaining.sort_unstable();
@@ -797,11 +775,15 @@ async fn a_refused_port() {
     assert!(calls.iter().all(|c| c.outcome == Outcome::Denied));
     let error = backend.ping().await.unwrap_err();
     assert_eq!(
-        backend_kind(&error),
+        common::backend_kind(&error),
         BackendErrorKind::Unavailable,
         "{error}"
     );
-    assert!(chain(&error).contains("unavailable"), "{}", chain(&error));
+    assert!(
+        error.chain().to_string().contains("unavailable"),
+        "{}",
+        error.chain().to_string()
+    );
     println!("refused port: {} calls, slowest {slowest:?}", calls.len());
 }
 
@@ -909,8 +891,8 @@ async fn an_unreachable_server_fails_the_backends_build_with_a_clear_error() {
     let started = Instant::now();
     let error = backend_builder(&url).build().await.unwrap_err();
     assert!(started.elapsed() <= FAST, "{:?}", started.elapsed());
-    assert_eq!(backend_kind(&error), BackendErrorKind::Connect);
-    let message = chain(&error);
+    assert_eq!(common::backend_kind(&error), BackendErrorKind::Connect);
+    let message = error.chain().to_string();
     assert!(message.contains(&url), "{message}");
     assert!(message.to_lowercase().contains("refused"), "{message}");
     // A limiter on a lazy backend builds: its script waits for the
@@ -956,7 +938,7 @@ async fn a_refused_port_gives_the_failure_policys_answer_at_once() {
     ));
     // A reset cannot be faked: it fails whatever the policy.
     for limiter in [&open, &closed] {
-        let kind = backend_kind(&limiter.reset("k").await.unwrap_err());
+        let kind = common::backend_kind(&limiter.reset("k").await.unwrap_err());
         assert!(
             matches!(
                 kind,
@@ -988,7 +970,7 @@ async fn a_killed_server_gives_the_failure_policys_answer_at_once_then_recovers(
         let e = error.acquire("k", 1).await.unwrap_err();
         assert!(
             matches!(
-                backend_kind(&e),
+                common::backend_kind(&e),
                 BackendErrorKind::Connect | BackendErrorKind::Unavailable
             ),
             "{e}"
@@ -1052,7 +1034,7 @@ async fn errors_name_the_server_without_its_password() {
     let _serial = one_at_a_time().await;
     let url = closed_port_url().replace("redis://", "redis://app:s3cret@");
     let error = backend_builder(&url).build().await.unwrap_err();
-    let message = chain(&error);
+    let message = error.chain().to_string();
     assert!(message.contains("app:***@127.0.0.1"), "{message}");
     assert!(!message.contains("s3cret"), "{message}");
     let debug = format!("{:?}", RedisBackend::builder(url));

@@ -27,28 +27,6 @@ fn tls_backend(url: &str, ca_pem: Option<Vec<u8>>) -> limiter_redis::RedisBacken
     }
 }
 
-/// The error and every cause, as a chain reporter prints them.
-fn chain(error: &Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
-fn backend_kind(error: &Error) -> BackendErrorKind {
-    match error {
-        Error::Backend(e) => e
-            .downcast_ref::<BackendError>()
-            .expect("backend errors are BackendError")
-            .kind(),
-        other => panic!("expected a backend error, got {other:?}"),
-    }
-}
-
 #[tokio::test]
 async fn rediss_with_a_private_ca_decides_as_the_core() {
     let server = RedisServer::start_tls();
@@ -110,8 +88,12 @@ async fn a_certificate_from_an_untrusted_ca_is_refused_with_a_clear_error() {
             "{name}: {:?}",
             started.elapsed()
         );
-        assert_eq!(backend_kind(&error), BackendErrorKind::Connect, "{name}");
-        let message = chain(&error);
+        assert_eq!(
+            common::backend_kind(&error),
+            BackendErrorKind::Connect,
+            "{name}"
+        );
+        let message = error.chain().to_string();
         assert!(message.contains(&server.tls_url()), "{name}: {message}");
         assert!(
             message.to_lowercase().contains("certificate"),
@@ -130,12 +112,12 @@ async fn a_root_certificate_without_a_certificate_is_a_configuration_error() {
     let error = tls_backend(&server.tls_url(), Some(b"not a certificate".to_vec()))
         .build_lazy()
         .unwrap_err();
-    println!("not a certificate: {}", chain(&error));
+    println!("not a certificate: {}", error.chain());
     match error {
         Error::InvalidConfig(e) => {
             let e = e.downcast::<BackendError>().expect("a BackendError");
             assert_eq!(e.kind(), BackendErrorKind::Config, "{e}");
         }
-        other => panic!("expected a configuration error, got {}", chain(&other)),
+        other => panic!("expected a configuration error, got {}", other.chain()),
     }
 }

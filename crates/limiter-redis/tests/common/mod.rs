@@ -7,8 +7,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use limiter_core::{Limiter, ManualClock, Policies, Policy};
-use limiter_redis::{RedisBackend, RedisLimiter, RedisLimiterBuilder};
+use limiter_core::{Error, Limiter, ManualClock, Policies, Policy};
+use limiter_redis::{
+    BackendError, BackendErrorKind, RedisBackend, RedisLimiter, RedisLimiterBuilder,
+};
 use limiter_test::redis_server::RedisServer;
 use limiter_test::Harness;
 
@@ -109,5 +111,16 @@ impl Harness for RedisHarness {
     async fn set_limiter(&self, policies: Policies, clock: ManualClock) -> Arc<dyn Limiter> {
         let limiter = builder(policies).clock(clock).build().await.unwrap();
         Arc::new(limiter)
+    }
+}
+
+/// The kind of a backend error (panics on any other error).
+pub fn backend_kind(error: &Error) -> BackendErrorKind {
+    match error {
+        Error::Backend(e) => e
+            .downcast_ref::<BackendError>()
+            .expect("backend errors are BackendError")
+            .kind(),
+        other => panic!("expected a backend error, got {other:?}"),
     }
 }
