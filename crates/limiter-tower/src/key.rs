@@ -1,12 +1,13 @@
 //! [`KeyExtractor`]: which key a request is limited under, and the client
-//! address behind [trusted proxies](crate::RateLimitLayer::trusted_proxies).
+//! address behind [trusted proxies](crate::RateLimitLayer::trusted_proxies)
+//! (`X-Forwarded-For` and RFC 7239 `Forwarded`).
 
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::str::FromStr;
 use std::sync::Arc;
 
-use http::header::HeaderName;
+use http::header::{HeaderName, FORWARDED};
 use http::{Extensions, HeaderMap, Method, Uri};
 
 /// `X-Forwarded-For`.
@@ -38,6 +39,7 @@ enum Kind {
     Global,
     Ip,
     Header(HeaderName),
+    Route,
     Custom(CustomKey),
 }
 
@@ -57,7 +59,7 @@ pub enum Fallback {
 ///
 /// Keys are prefixed by their kind, so that a header value can never
 /// collide with an address: `global`, `ip:203.0.113.7`, `header:<value>`,
-/// `custom:<value>`. A request whose key cannot be found is never let
+/// `route:GET /users/{id}`, `custom:<value>`. A request whose key cannot be found is never let
 /// through unlimited: a missing header or custom key goes to the
 /// [`Fallback`] (401 by default), a missing peer address answers 500.
 ///
@@ -65,13 +67,18 @@ pub enum Fallback {
 /// use limiter_tower::KeyExtractor;
 ///
 /// let by_user = KeyExtractor::header("x-user-id").or_ip();
-/// let by_route = KeyExtractor::custom(|req| Some(format!("{} {}", req.method, req.uri.path())));
-/// # let _ = (by_user, by_route);
+/// let by_network = KeyExtractor::ip().ipv6_prefix(64);
+/// let by_tenant = KeyExtractor::custom(|req| {
+///     req.uri.host().map(str::to_owned)
+/// });
+/// # let _ = (by_user, by_network, by_tenant);
 /// ```
 #[derive(Clone)]
 pub struct KeyExtractor {
     kind: Kind,
     fallback: Fallback,
+    /// Group IPv6 client addresses by this many leading bits.
+    ipv6_prefix: Option<u8>,
 }
 
 impl KeyExtractor {
@@ -85,7 +92,8 @@ impl KeyExtractor {
     /// `ConnectInfo<SocketAddr>`), normalized (an IPv4-mapped IPv6 address
     /// is its IPv4 address; the port is dropped), or, when the peer is a
     /// trusted proxy, the right-most untrusted address of
-    /// `X-Forwarded-For`. The default.
+    /// `X-Forwarded-For` or `Forwarded` (see [`client_ip`]). The default;
+    /// [`ipv6_prefix`](Self::ipv6_prefix) groups IPv6 networks.
     pub fn ip() -> Self {
         Self::of(Kind::Ip)
     }
@@ -99,6 +107,14 @@ impl KeyExtractor {
     pub fn header(name: &str) -> Self {
         let name = HeaderName::from_str(name).expect("a valid header name");
         Self::of(Kind::Header(name))
+    }
+
+    /// The method and the route: with the `axum` feature the route pattern
+    /// matched (axum's `MatchedPath`, `GET /users/{id}`), so every user id
+    /// shares one budget; otherwise, or outside an axum router, the URI
+    /// path (`GET /users/42`). Never missing.
+    pub fn route() -> Self {
+        Self::of(Kind::Route)
     }
 
     /// The key `f` answers; `None` goes to the [`Fallback`].
@@ -128,10 +144,39 @@ impl KeyExtractor {
         self
     }
 
+    /// Limits IPv6 clients by their first `prefix` bits, in this key and
+    /// in an [`Fallback::Ip`]: one host commonly holds a whole /64 and can
+    /// take a fresh address per request, so `ipv6_prefix(64)` gives every
+    /// address of a /64 one budget (key `ip:2001:db8:1:2::/64`). IPv4
+    /// addresses are not grouped. Defaults to none (each address alone).
+    ///
+    /// # Panics
+    ///
+    /// If `prefix` is above 128.
+    #[must_use]
+    pub fn ipv6_prefix(mut self, prefix: u8) -> Self {
+        assert!(prefix <= 128, "an IPv6 prefix is at most 128 bits");
+        self.ipv6_prefix = Some(prefix);
+        self
+    }
+
     fn of(kind: Kind) -> Self {
         Self {
             kind,
             fallback: Fallback::default(),
+            ipv6_prefix: None,
+        }
+    }
+
+    /// `ip:<addr>`, or `ip:<network>/<prefix>` for a grouped IPv6 address.
+    fn ip_key(&self, ip: Option<IpAddr>) -> Result<String, Missing> {
+        match (ip.ok_or(Missing::PeerAddress)?, self.ipv6_prefix) {
+            (IpAddr::V6(v6), Some(prefix)) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+                let network = Ipv6Addr::from(u128::from(v6) & mask);
+                Ok(format!("ip:{network}/{prefix}"))
+            }
+            (ip, _) => Ok(format!("ip:{ip}")),
         }
     }
 
@@ -139,7 +184,8 @@ impl KeyExtractor {
     pub(crate) fn key(&self, view: &RequestView<'_>) -> Result<String, Missing> {
         let found = match &self.kind {
             Kind::Global => return Ok("global".to_owned()),
-            Kind::Ip => return ip_key(view.client_ip),
+            Kind::Ip => return self.ip_key(view.client_ip),
+            Kind::Route => return Ok(route_key(view)),
             Kind::Header(name) => view
                 .headers
                 .get(name)
@@ -149,7 +195,7 @@ impl KeyExtractor {
         };
         match (found, self.fallback) {
             (Some(key), _) => Ok(key),
-            (None, Fallback::Ip) => ip_key(view.client_ip),
+            (None, Fallback::Ip) => self.ip_key(view.client_ip),
             (None, Fallback::Reject) => Err(Missing::Key),
         }
     }
@@ -167,11 +213,13 @@ impl fmt::Debug for KeyExtractor {
             Kind::Global => "global".to_owned(),
             Kind::Ip => "ip".to_owned(),
             Kind::Header(name) => format!("header:{name}"),
+            Kind::Route => "route".to_owned(),
             Kind::Custom(_) => "custom".to_owned(),
         };
         f.debug_struct("KeyExtractor")
             .field("kind", &kind)
             .field("fallback", &self.fallback)
+            .field("ipv6_prefix", &self.ipv6_prefix)
             .finish()
     }
 }
@@ -185,8 +233,13 @@ pub(crate) enum Missing {
     PeerAddress,
 }
 
-fn ip_key(ip: Option<IpAddr>) -> Result<String, Missing> {
-    ip.map(|ip| format!("ip:{ip}")).ok_or(Missing::PeerAddress)
+/// `route:<method> <matched route or path>`.
+fn route_key(view: &RequestView<'_>) -> String {
+    #[cfg(feature = "axum")]
+    if let Some(route) = view.extensions.get::<axum::extract::MatchedPath>() {
+        return format!("route:{} {}", view.method, route.as_str());
+    }
+    format!("route:{} {}", view.method, view.uri.path())
 }
 
 /// An IPv4-mapped IPv6 address (`::ffff:10.0.0.15`) as its IPv4 address;
@@ -299,49 +352,147 @@ impl FromStr for IpNet {
 }
 
 /// The client address of a request whose peer is `peer`: the peer itself,
-/// unless it is one of `trusted`; then the right-most address of
-/// `X-Forwarded-For` (every such header, in order) that is not trusted.
+/// unless it is one of `trusted`; then the right-most address of the
+/// forwarding headers that is not trusted.
 ///
-/// The left-most entries are never believed: any client can write them.
-/// If every entry is trusted, the left-most one is the client; an entry
-/// that is not an address (`unknown`, garbage) ends the walk, and the last
-/// trusted address seen is the client. `Forwarded` (RFC 7239) is not read
-/// yet.
+/// The headers are `X-Forwarded-For` (every such header, in order, comma
+/// separated) and RFC 7239 `Forwarded` (the `for=` of each element, in
+/// order), each walked from the right. The left-most entries are never
+/// believed: any client can write them. If every entry is trusted, the
+/// left-most one is the client. An entry that is not an address ends the
+/// walk, and the last trusted address seen is the client: `unknown`, an
+/// obfuscated identifier (`for=_hidden`), an element without `for=`, or
+/// garbage, since what lies left of a hop that hid its client cannot be
+/// told from what the client wrote.
+///
+/// A proxy writes one header and passes the other through as the client
+/// sent it, so when both are present and name different clients, one of
+/// them is forged and the client is the peer (the nearest proxy): a forger
+/// shares its proxy's budget rather than picking a fresh key per request.
 pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
     let peer = normalize_ip(peer);
     let is_trusted = |ip: IpAddr| trusted.iter().any(|net| net.contains(ip));
     if !is_trusted(peer) {
         return peer;
     }
-    let mut client = peer;
-    let entries: Vec<&str> = headers
+    let walk = |entries: Vec<Option<IpAddr>>| {
+        let mut client = peer;
+        for entry in entries.into_iter().rev() {
+            match entry {
+                Some(ip) => {
+                    client = ip;
+                    if !is_trusted(ip) {
+                        break;
+                    }
+                }
+                None => break,
+            }
+        }
+        client
+    };
+    let forwarded_for = headers
+        .contains_key(X_FORWARDED_FOR)
+        .then(|| walk(x_forwarded_for(headers)));
+    let forwarded = headers
+        .contains_key(FORWARDED)
+        .then(|| walk(forwarded(headers)));
+    match (forwarded_for, forwarded) {
+        (Some(one), Some(other)) if one != other => peer,
+        (Some(client), _) | (None, Some(client)) => client,
+        (None, None) => peer,
+    }
+}
+
+/// The entries of every `X-Forwarded-For` header, in order: an address, or
+/// `None` for one that is not.
+fn x_forwarded_for(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
+    headers
         .get_all(X_FORWARDED_FOR)
         .iter()
         .flat_map(|value| value.to_str().unwrap_or("").split(','))
-        .collect();
-    for entry in entries.iter().rev() {
-        match parse_forwarded_ip(entry) {
-            Some(ip) => {
-                client = ip;
-                if !is_trusted(ip) {
-                    return ip;
-                }
-            }
-            None => return client,
-        }
-    }
-    client
+        .map(parse_node)
+        .collect()
 }
 
-/// An `X-Forwarded-For` entry: an address, with or without a port
-/// (`10.0.0.15:53214`, `[2001:db8::1]:443`), normalized.
-fn parse_forwarded_ip(entry: &str) -> Option<IpAddr> {
-    let entry = entry.trim();
-    entry
-        .parse::<IpAddr>()
-        .or_else(|_| entry.parse::<SocketAddr>().map(|addr| addr.ip()))
-        .ok()
-        .map(normalize_ip)
+/// The `for=` of each element of every `Forwarded` header (RFC 7239), in
+/// order: an address, or `None` for an element without one (`unknown`, an
+/// obfuscated identifier, no `for=`, not parsable).
+fn forwarded(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
+    headers
+        .get_all(FORWARDED)
+        .iter()
+        .flat_map(|value| split_unquoted(value.to_str().unwrap_or(""), ','))
+        .map(|element| {
+            split_unquoted(element, ';')
+                .filter_map(|pair| pair.split_once('='))
+                .find(|(name, _)| name.trim().eq_ignore_ascii_case("for"))
+                .and_then(|(_, value)| parse_node(&unquote(value.trim())))
+        })
+        .collect()
+}
+
+/// `s` split at each `delimiter` outside a quoted string.
+fn split_unquoted(s: &str, delimiter: char) -> impl Iterator<Item = &str> {
+    let mut quoted = false;
+    let mut escaped = false;
+    let mut start = 0;
+    let mut cuts = Vec::new();
+    for (at, c) in s.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            c if c == delimiter && !quoted => {
+                cuts.push(&s[start..at]);
+                start = at + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    cuts.push(&s[start..]);
+    cuts.into_iter()
+}
+
+/// A token as it is, or a quoted string without its quotes and escapes.
+fn unquote(value: &str) -> String {
+    match value
+        .strip_prefix('"')
+        .and_then(|inner| inner.strip_suffix('"'))
+    {
+        Some(inner) => {
+            let mut out = String::with_capacity(inner.len());
+            let mut chars = inner.chars();
+            while let Some(c) = chars.next() {
+                out.push(if c == '\\' {
+                    chars.next().unwrap_or(c)
+                } else {
+                    c
+                });
+            }
+            out
+        }
+        None => value.to_owned(),
+    }
+}
+
+/// A forwarded node: an address, with or without a port (`10.0.0.15:53214`,
+/// `[2001:db8::1]:443`, `[2001:db8::1]`; the port, obfuscated or not, is
+/// dropped), normalized; `None` for anything else.
+fn parse_node(node: &str) -> Option<IpAddr> {
+    let node = node.trim();
+    let ip = if let Some(bracketed) = node.strip_prefix('[') {
+        let (host, rest) = bracketed.split_once(']')?;
+        if !(rest.is_empty() || rest.starts_with(':')) {
+            return None;
+        }
+        IpAddr::V6(host.parse().ok()?)
+    } else if let Ok(ip) = node.parse::<IpAddr>() {
+        ip
+    } else {
+        let (host, _port) = node.rsplit_once(':')?;
+        IpAddr::V4(host.parse::<Ipv4Addr>().ok()?)
+    };
+    Some(normalize_ip(ip))
 }
 
 /// The peer address in `extensions`: a [`SocketAddr`], or (feature `axum`)
@@ -366,12 +517,33 @@ mod tests {
         s.parse().unwrap()
     }
 
-    fn xff(values: &[&str]) -> HeaderMap {
+    fn headers(name: HeaderName, values: &[&str]) -> HeaderMap {
         let mut headers = HeaderMap::new();
         for value in values {
-            headers.append(X_FORWARDED_FOR, HeaderValue::from_str(value).unwrap());
+            headers.append(&name, HeaderValue::from_str(value).unwrap());
         }
         headers
+    }
+
+    fn xff(values: &[&str]) -> HeaderMap {
+        headers(X_FORWARDED_FOR, values)
+    }
+
+    fn fwd(values: &[&str]) -> HeaderMap {
+        headers(FORWARDED, values)
+    }
+
+    /// The key `extractor` gives a GET of `uri` from `client_ip`.
+    fn key_of(extractor: &KeyExtractor, uri: &str, client_ip: &str) -> Result<String, Missing> {
+        let uri: Uri = uri.parse().unwrap();
+        let view = RequestView {
+            method: &Method::GET,
+            uri: &uri,
+            headers: &HeaderMap::new(),
+            extensions: &Extensions::new(),
+            client_ip: Some(ip(client_ip)),
+        };
+        extractor.key(&view)
     }
 
     #[test]
@@ -379,15 +551,9 @@ mod tests {
         assert_eq!(normalize_ip(ip("::ffff:10.0.0.15")), ip("10.0.0.15"));
         assert_eq!(normalize_ip(ip("2001:db8::1")), ip("2001:db8::1"));
         assert_eq!(normalize_ip(ip("10.0.0.15")), ip("10.0.0.15"));
-        assert_eq!(
-            parse_forwarded_ip(" 10.0.0.15:53214"),
-            Some(ip("10.0.0.15"))
-        );
-        assert_eq!(
-            parse_forwarded_ip("[::ffff:1.2.3.4]:80"),
-            Some(ip("1.2.3.4"))
-        );
-        assert_eq!(parse_forwarded_ip("unknown"), None);
+        assert_eq!(parse_node(" 10.0.0.15:53214"), Some(ip("10.0.0.15")));
+        assert_eq!(parse_node("[::ffff:1.2.3.4]:80"), Some(ip("1.2.3.4")));
+        assert_eq!(parse_node("unknown"), None);
     }
 
     #[test]
@@ -449,6 +615,104 @@ mod tests {
         assert_eq!(
             client_ip(ip("10.0.0.1"), &garbage, &trusted),
             ip("10.0.0.2")
+        );
+    }
+
+    #[test]
+    fn forwarded_elements_give_their_for_address() {
+        let parsed = forwarded(&fwd(&[
+            "for=192.0.2.60;proto=http;by=203.0.113.43, For=\"[2001:db8:cafe::17]:4711\"",
+            "for=\"198.51.100.1:8080\", for=\"[2001:db8::2]\"",
+            "for=unknown, for=_hidden, for=\"[2001:db8::3]:_port\", proto=https",
+            "ext=\"a,b;for=6.6.6.6\";for=192.0.2.1, for=\"\\1.2.3.4\"",
+        ]));
+        assert_eq!(
+            parsed,
+            vec![
+                Some(ip("192.0.2.60")),
+                Some(ip("2001:db8:cafe::17")),
+                Some(ip("198.51.100.1")),
+                Some(ip("2001:db8::2")),
+                None, // unknown
+                None, // obfuscated
+                Some(ip("2001:db8::3")),
+                None,                  // no for=
+                Some(ip("192.0.2.1")), // the quoted `for=` is another parameter's value
+                Some(ip("1.2.3.4")),   // an escaped character in a quoted string
+            ]
+        );
+    }
+
+    #[test]
+    fn forwarded_is_walked_as_x_forwarded_for() {
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let spoofed = fwd(&["for=1.2.3.4"]);
+        assert_eq!(
+            client_ip(ip("203.0.113.9"), &spoofed, &trusted),
+            ip("203.0.113.9")
+        );
+        let chain = fwd(&["for=6.6.6.6, for=\"198.51.100.7:5555\"", "for=10.0.0.2"]);
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), &chain, &trusted),
+            ip("198.51.100.7")
+        );
+        // A proxy that hides its client ends the walk at that proxy.
+        let hidden = fwd(&["for=6.6.6.6, for=_hidden;by=10.0.0.2, for=10.0.0.2"]);
+        assert_eq!(client_ip(ip("10.0.0.1"), &hidden, &trusted), ip("10.0.0.2"));
+        let unknown = fwd(&["for=6.6.6.6, for=unknown"]);
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), &unknown, &trusted),
+            ip("10.0.0.1")
+        );
+    }
+
+    #[test]
+    fn both_headers_must_agree_or_the_proxy_is_the_client() {
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let mut both = xff(&["6.6.6.6, 198.51.100.7"]);
+        both.append(FORWARDED, HeaderValue::from_static("for=198.51.100.7"));
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), &both, &trusted),
+            ip("198.51.100.7")
+        );
+        // The proxy appended to X-Forwarded-For; the client wrote Forwarded.
+        let mut forged = xff(&["198.51.100.7"]);
+        forged.append(FORWARDED, HeaderValue::from_static("for=1.2.3.4"));
+        assert_eq!(client_ip(ip("10.0.0.1"), &forged, &trusted), ip("10.0.0.1"));
+    }
+
+    #[test]
+    fn ipv6_clients_are_grouped_by_prefix() {
+        let by_64 = KeyExtractor::ip().ipv6_prefix(64);
+        let key = |client: &str| key_of(&by_64, "/", client).unwrap();
+        assert_eq!(key("2001:db8:1:2:aaaa::1"), "ip:2001:db8:1:2::/64");
+        assert_eq!(key("2001:db8:1:2:bbbb::9"), "ip:2001:db8:1:2::/64");
+        assert_eq!(key("2001:db8:1:3::1"), "ip:2001:db8:1:3::/64");
+        assert_eq!(key("203.0.113.7"), "ip:203.0.113.7"); // IPv4 is not grouped
+        let everything = KeyExtractor::ip().ipv6_prefix(0);
+        assert_eq!(key_of(&everything, "/", "2001:db8::1").unwrap(), "ip:::/0");
+        let exact = KeyExtractor::ip().ipv6_prefix(128);
+        assert_eq!(
+            key_of(&exact, "/", "2001:db8::1").unwrap(),
+            "ip:2001:db8::1/128"
+        );
+        assert_eq!(
+            key_of(&KeyExtractor::ip(), "/", "2001:db8::1").unwrap(),
+            "ip:2001:db8::1"
+        );
+        // The grouping holds for a header key's fallback too.
+        let fallback = KeyExtractor::header("x-user-id").or_ip().ipv6_prefix(48);
+        assert_eq!(
+            key_of(&fallback, "/", "2001:db8:1:2::1").unwrap(),
+            "ip:2001:db8:1::/48"
+        );
+    }
+
+    #[test]
+    fn the_route_key_is_the_method_and_path_outside_a_router() {
+        assert_eq!(
+            key_of(&KeyExtractor::route(), "/users/42?x=1", "203.0.113.7").unwrap(),
+            "route:GET /users/42"
         );
     }
 }

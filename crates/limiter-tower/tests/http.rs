@@ -311,6 +311,110 @@ async fn behind_a_trusted_proxy_the_right_most_untrusted_address_is_the_key() {
 }
 
 #[tokio::test]
+async fn rfc_7239_forwarded_is_ignored_from_an_untrusted_peer_and_walked_behind_a_trusted_one() {
+    let clock = ManualClock::new(T0);
+    let direct = serve(RateLimitLayer::new(memory("sliding-log:2/10s", &clock))).await;
+    let client = client();
+    let status = async |addr, headers| get_with(&client, addr, headers).await.status;
+    // 127.0.0.1 trusts no proxy: every claim is 127.0.0.1's.
+    assert_eq!(
+        status(direct, &[("forwarded", "for=1.2.3.4")]).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status(direct, &[("forwarded", "for=\"[2001:db8::1]:80\"")]).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status(direct, &[("forwarded", "for=5.6.7.8;proto=https")]).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+
+    let layer = RateLimitLayer::new(memory("sliding-log:2/10s", &clock))
+        .trusted_proxies(["127.0.0.1".parse().unwrap(), "10.0.0.0/8".parse().unwrap()]);
+    let proxied = serve(layer).await;
+    assert_eq!(
+        status(
+            proxied,
+            &[("forwarded", "for=1.2.3.4;proto=https, for=10.0.0.7")]
+        )
+        .await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status(proxied, &[("forwarded", "for=\"1.2.3.4:4444\"")]).await,
+        StatusCode::OK
+    );
+    // A forged left-most element does not give 1.2.3.4 a new budget.
+    assert_eq!(
+        status(proxied, &[("forwarded", "for=6.6.6.6, for=1.2.3.4")]).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // The proxy wrote X-Forwarded-For, the client a Forwarded that
+    // disagrees: the request is the proxy's (127.0.0.1), twice, then denied.
+    let forged = &[("x-forwarded-for", "5.6.7.8"), ("forwarded", "for=9.9.9.9")];
+    assert_eq!(status(proxied, forged).await, StatusCode::OK);
+    assert_eq!(status(proxied, forged).await, StatusCode::OK);
+    assert_eq!(
+        status(proxied, &[("forwarded", "for=unknown")]).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // 5.6.7.8 itself, seen through one header, still has its own budget.
+    assert_eq!(
+        status(proxied, &[("x-forwarded-for", "5.6.7.8")]).await,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn with_ipv6_prefix_64_the_addresses_of_one_network_share_a_budget() {
+    let clock = ManualClock::new(T0);
+    let layer = RateLimitLayer::new(memory("sliding-log:2/10s", &clock))
+        .key(KeyExtractor::ip().ipv6_prefix(64))
+        .trusted_proxies(["127.0.0.1".parse().unwrap()]);
+    let addr = serve(layer).await;
+    let client = client();
+    let status = |client_ip: &'static str| {
+        let client = client.clone();
+        async move {
+            get_with(&client, addr, &[("x-forwarded-for", client_ip)])
+                .await
+                .status
+        }
+    };
+    assert_eq!(status("2001:db8:1:2::1").await, StatusCode::OK);
+    assert_eq!(status("2001:db8:1:2:ffff::2").await, StatusCode::OK);
+    assert_eq!(
+        status("2001:db8:1:2:aaaa:bbbb:cccc:dddd").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(status("2001:db8:1:3::1").await, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn the_route_key_is_the_method_and_the_matched_route() {
+    let clock = ManualClock::new(T0);
+    let layer = RateLimitLayer::new(memory("sliding-log:2/10s", &clock)).key(KeyExtractor::route());
+    let addr = serve_router(
+        Router::new()
+            .route("/users/{id}", routing::get(|| async { "user" }))
+            .route("/items/{id}", routing::get(|| async { "item" }))
+            .layer(layer),
+    )
+    .await;
+    let client = client();
+    let status = |path: &'static str| {
+        let client = client.clone();
+        async move { get_path(&client, addr, path, &[]).await.status }
+    };
+    assert_eq!(status("/users/1").await, StatusCode::OK);
+    assert_eq!(status("/users/2").await, StatusCode::OK);
+    // Every user id is one route, `GET /users/{id}`.
+    assert_eq!(status("/users/3").await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(status("/items/1").await, StatusCode::OK);
+}
+
+#[tokio::test]
 async fn a_header_key_rejects_or_falls_back_to_the_address() {
     let clock = ManualClock::new(T0);
     let strict = RateLimitLayer::new(memory("sliding-log:1/10s", &clock))
