@@ -36,6 +36,7 @@ mod backend;
 mod backend_builder;
 mod builder;
 mod circuit;
+mod commands;
 mod error;
 mod keys;
 mod limiter;

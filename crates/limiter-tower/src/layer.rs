@@ -2,21 +2,28 @@
 
 use std::fmt;
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, Request, Response};
-use limiter_core::{Error, Limiter, SetDecision};
+use http::{HeaderMap, Request, Response, StatusCode};
+use limiter_core::{Decision, DecisionSource, Error, Limiter, SetDecision};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
+use tracing::Instrument;
 
+use crate::allow::Allowlist;
+use crate::ban::{BanList, Penalty};
 use crate::body::ResponseBody;
 use crate::key::{client_ip, peer_addr, IpNet, KeyExtractor, Missing, RequestView};
+use crate::observe::{Observer, Outcome, Timer};
 use crate::response::{
-    accepts_json, missing_key, missing_peer, verdict, HeaderStyle, PolicyHeaders, Verdict,
+    accepts_json, banned, missing_key, missing_peer, verdict, HeaderStyle, PolicyHeaders, Verdict,
 };
+use crate::shaping::{Plan, Shaping};
 
 /// What every [`RateLimit`] of a layer shares.
 #[derive(Clone)]
@@ -26,15 +33,26 @@ struct Config {
     trusted: Vec<IpNet>,
     style: HeaderStyle,
     policy_headers: PolicyHeaders,
+    allow: Allowlist,
+    bans: Option<BanList>,
+    ban_status: StatusCode,
+    penalty: Option<Penalty>,
+    shaping: Shaping,
+    observer: Observer,
 }
 
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
+            .field("name", &self.observer.policy())
             .field("policies", self.limiter.policies())
             .field("key", &self.key)
             .field("trusted", &self.trusted)
             .field("style", &self.style)
+            .field("allow", &self.allow)
+            .field("bans", &self.bans)
+            .field("penalty", &self.penalty)
+            .field("shaping", &self.shaping)
             .finish_non_exhaustive()
     }
 }
@@ -45,7 +63,10 @@ impl fmt::Debug for Config {
 /// A denied request is answered `429 Too Many Requests` without reaching
 /// the inner service; an admitted one reaches it and its response carries
 /// the rate-limit headers (see [`HeaderStyle`]). Each request costs one
-/// unit.
+/// unit. In order, a request is: keyed, let through if
+/// [allowlisted](Self::allow_ips), refused if [banned](Self::bans), decided
+/// by the limiter, and, if admitted with a leaky bucket's wait,
+/// [shaped](Self::shaping).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -54,8 +75,10 @@ impl fmt::Debug for Config {
 ///
 /// let limiter = MemoryLimiter::new("sliding-log:100/10s".parse::<limiter_core::Policy>()?);
 /// let layer = RateLimitLayer::new(limiter)
+///     .name("api")
 ///     .key(KeyExtractor::ip())
 ///     .trusted_proxies(["10.0.0.0/8".parse()?])
+///     .allow_ips(["192.0.2.10".parse()?]) // the health checker
 ///     .headers(HeaderStyle::Both);
 /// // axum: Router::new().route("/", get(handler)).layer(layer)
 /// # let _ = layer;
@@ -76,6 +99,7 @@ impl RateLimitLayer {
     /// [`new`](Self::new) with a shared `Arc<dyn Limiter>`.
     pub fn from_arc(limiter: Arc<dyn Limiter>) -> Self {
         let policy_headers = PolicyHeaders::new(limiter.policies());
+        let observer = Observer::new(limiter.policies().to_string());
         Self {
             config: Arc::new(Config {
                 limiter,
@@ -83,8 +107,23 @@ impl RateLimitLayer {
                 trusted: Vec::new(),
                 style: HeaderStyle::default(),
                 policy_headers,
+                allow: Allowlist::default(),
+                bans: None,
+                ban_status: StatusCode::FORBIDDEN,
+                penalty: None,
+                shaping: Shaping::default(),
+                observer,
             }),
         }
+    }
+
+    /// The name metrics and `tracing` events report this layer under (the
+    /// `policy` label), e.g. `"login"`. Defaults to the limiter's policy
+    /// string (`sliding-log:100/10s`).
+    #[must_use]
+    pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
+        Arc::make_mut(&mut self.config).observer = Observer::new(name);
+        self
     }
 
     /// Which key a request is limited under ([`KeyExtractor::ip`] by default).
@@ -109,6 +148,70 @@ impl RateLimitLayer {
         Arc::make_mut(&mut self.config).style = style;
         self
     }
+
+    /// Client addresses (or blocks) that are never limited nor banned
+    /// (none by default; calls add up). The client address is the one the
+    /// layer resolved behind its trusted proxies, normalized: no port, an
+    /// IPv4-mapped IPv6 address as its IPv4 address. Their responses carry
+    /// no rate-limit headers.
+    #[must_use]
+    pub fn allow_ips(mut self, nets: impl IntoIterator<Item = IpNet>) -> Self {
+        Arc::make_mut(&mut self.config).allow.add_nets(nets);
+        self
+    }
+
+    /// Keys that are never limited nor banned (none by default; calls add
+    /// up): the whole key, kind prefix included (`header:partner-key`, see
+    /// [`KeyExtractor`]).
+    #[must_use]
+    pub fn allow_keys<K: Into<String>>(mut self, keys: impl IntoIterator<Item = K>) -> Self {
+        Arc::make_mut(&mut self.config).allow.add_keys(keys);
+        self
+    }
+
+    /// Checks `bans` before the limiter (no ban list by default): a banned
+    /// key is answered [`ban_status`](Self::ban_status) with `Retry-After`
+    /// (whole seconds until the ban ends, rounded up, at least 1) and is
+    /// not counted.
+    ///
+    /// A check that fails (Redis down: it fails at once while the backend
+    /// knows Redis is down, or within its command timeout) bans no one:
+    /// the request goes on to the limiter, whose failure policy then
+    /// applies if it shares that Redis (fail-open passes and marks,
+    /// fail-closed answers 503); the failure is counted in
+    /// [`METRIC_BAN_CHECK_ERRORS`](crate::METRIC_BAN_CHECK_ERRORS).
+    #[must_use]
+    pub fn bans(mut self, bans: BanList) -> Self {
+        Arc::make_mut(&mut self.config).bans = Some(bans);
+        self
+    }
+
+    /// The status of a banned request's answer: 403 Forbidden (the
+    /// default) or 429 Too Many Requests.
+    #[must_use]
+    pub fn ban_status(mut self, status: StatusCode) -> Self {
+        Arc::make_mut(&mut self.config).ban_status = status;
+        self
+    }
+
+    /// Bans a key that is denied too often (see [`Penalty`]), in the
+    /// layer's [`bans`](Self::bans); a layer without a ban list gets an
+    /// in-process one ([`BanList::memory`]). No penalty by default.
+    #[must_use]
+    pub fn penalty(mut self, penalty: Penalty) -> Self {
+        let config = Arc::make_mut(&mut self.config);
+        config.penalty = Some(penalty);
+        config.bans.get_or_insert_with(BanList::memory);
+        self
+    }
+
+    /// What a request admitted with a leaky bucket's wait does
+    /// ([`Shaping::Wait`] by default: it waits, so output is smooth).
+    #[must_use]
+    pub fn shaping(mut self, shaping: Shaping) -> Self {
+        Arc::make_mut(&mut self.config).shaping = shaping;
+        self
+    }
 }
 
 impl<S> Layer<S> for RateLimitLayer {
@@ -123,7 +226,7 @@ impl<S> Layer<S> for RateLimitLayer {
 }
 
 /// The service of a [`RateLimitLayer`]: asks the limiter, then calls
-/// `inner` or answers 429 (or 503, 401, 500; see the crate docs).
+/// `inner` or answers 429 (or 403, 503, 401, 500; see the crate docs).
 #[derive(Debug, Clone)]
 pub struct RateLimit<S> {
     inner: S,
@@ -137,8 +240,144 @@ impl<S> RateLimit<S> {
     }
 }
 
-/// The limiter's boxed answer, when it cannot answer at once.
-type Decide = Pin<Box<dyn Future<Output = Result<SetDecision, Error>> + Send>>;
+/// A decision still to be made (a ban store or limiter out of process, a
+/// penalty to count, a wait to sleep).
+type Decide = Pin<Box<dyn Future<Output = Verdict> + Send>>;
+
+/// One request's decision, with what it needs to answer.
+struct Pending {
+    config: Arc<Config>,
+    key: String,
+    json: bool,
+    timer: Timer,
+}
+
+impl Pending {
+    /// The answer to a banned request, or `None` to go on (not banned, or
+    /// the check failed).
+    fn ban_verdict(&self, check: Result<Option<Duration>, Error>) -> Option<Verdict> {
+        match check {
+            Ok(Some(left)) => {
+                self.config.observer.record(Outcome::Banned, self.timer);
+                Some(Verdict::Respond(banned(
+                    self.config.ban_status,
+                    self.json,
+                    left,
+                )))
+            }
+            Ok(None) => None,
+            Err(e) => {
+                self.config.observer.ban_check_failed(&e);
+                None
+            }
+        }
+    }
+
+    /// The limiter's decision now, if it decides in process.
+    fn acquire_now(&self) -> Option<Result<SetDecision, Error>> {
+        let limiter = &self.config.limiter;
+        limiter.policies().single()?;
+        Some(limiter.acquire_now(&self.key, 1)?.map(SetDecision::single))
+    }
+
+    /// Whether `result` needs more than a synchronous answer: a denial to
+    /// count against a penalty, or a wait to sleep (or refuse).
+    fn needs_follow_up(&self, result: &Result<SetDecision, Error>) -> bool {
+        let Ok(set) = result else { return false };
+        let decision = &set.decision;
+        if decision.allowed {
+            self.config.shaping.plan(decision.wait) != Plan::Pass
+        } else {
+            self.config.penalty.is_some() && counts_as_denial(decision)
+        }
+    }
+
+    /// The answer to `result`, counted.
+    fn finish(&self, result: Result<SetDecision, Error>) -> Verdict {
+        self.config
+            .observer
+            .record(Outcome::of(&result), self.timer);
+        let config = &self.config;
+        verdict(result, self.json, config.style, &config.policy_headers)
+    }
+
+    /// Everything from the ban check on (the ban check only if
+    /// `check_bans`).
+    async fn decide(self, check_bans: bool) -> Verdict {
+        if check_bans {
+            if let Some(bans) = &self.config.bans {
+                let banned = bans.banned_for(&self.key).await;
+                if let Some(verdict) = self.ban_verdict(banned) {
+                    return verdict;
+                }
+            }
+        }
+        let result = match self.acquire_now() {
+            Some(result) => result,
+            None => self.config.limiter.acquire_parts(&self.key, 1).await,
+        };
+        self.follow_up(result).await
+    }
+
+    /// The answer to `result`, after counting a denial against the penalty
+    /// and sleeping (or refusing) a wait.
+    async fn follow_up(self, result: Result<SetDecision, Error>) -> Verdict {
+        let config = &self.config;
+        let mut set = match result {
+            Ok(set) => set,
+            Err(_) => return self.finish(result),
+        };
+        if !set.decision.allowed {
+            if let (Some(penalty), Some(bans), true) = (
+                &config.penalty,
+                &config.bans,
+                counts_as_denial(&set.decision),
+            ) {
+                match penalty.punish(bans, &self.key).await {
+                    Ok(true) => tracing::info!(
+                        target: "limiter_tower",
+                        policy = config.observer.policy(),
+                        ban_for_ms = penalty.ban_for().as_millis() as u64,
+                        "a key denied too often is banned"
+                    ),
+                    Ok(false) => {}
+                    Err(e) => tracing::debug!(
+                        target: "limiter_tower",
+                        policy = config.observer.policy(),
+                        error = %e,
+                        "counting a denial for the penalty failed"
+                    ),
+                }
+            }
+            return self.finish(Ok(set));
+        }
+        match config.shaping.plan(set.decision.wait) {
+            Plan::Pass => self.finish(Ok(set)),
+            Plan::Sleep(wait) => {
+                let verdict = self.finish(Ok(set));
+                tokio::time::sleep(wait).await;
+                verdict
+            }
+            Plan::Deny(retry_after) => {
+                // Admitted, but later than the layer may hold it: answered
+                // as a denial with the decision's numbers.
+                set.decision.allowed = false;
+                set.decision.retry_after = retry_after;
+                self.finish(Ok(set))
+            }
+        }
+    }
+}
+
+/// Whether a denial counts against a [`Penalty`]: one decided by the
+/// backend or its fallback, not a fail-closed answer (nothing was counted).
+fn counts_as_denial(decision: &Decision) -> bool {
+    !decision.allowed
+        && matches!(
+            decision.source,
+            DecisionSource::Backend | DecisionSource::Fallback
+        )
+}
 
 impl<S, B, ResB> Service<Request<B>> for RateLimit<S>
 where
@@ -153,36 +392,61 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
+        let timer = Timer::start();
         let config = &self.config;
         let json = accepts_json(req.headers());
+        let ip: Option<IpAddr> =
+            peer_addr(req.extensions()).map(|peer| client_ip(peer, req.headers(), &config.trusted));
         let view = RequestView {
             method: req.method(),
             uri: req.uri(),
             headers: req.headers(),
             extensions: req.extensions(),
-            client_ip: peer_addr(req.extensions())
-                .map(|peer| client_ip(peer, req.headers(), &config.trusted)),
+            client_ip: ip,
         };
         let key = match config.key.key(&view) {
             Ok(key) => key,
-            Err(Missing::Key) => return ResponseFuture::done(missing_key(json)),
-            Err(Missing::PeerAddress) => return ResponseFuture::done(missing_peer(json)),
-        };
-        // The synchronous fast path (an in-process limiter of one policy):
-        // no future, no allocation beyond the key.
-        if config.limiter.policies().single().is_some() {
-            if let Some(result) = config.limiter.acquire_now(&key, 1) {
-                let result = result.map(SetDecision::single);
-                return match verdict(result, json, config.style, &config.policy_headers) {
-                    Verdict::Pass(headers) => {
-                        ResponseFuture::calling(self.inner.call(req), headers)
-                    }
-                    Verdict::Respond(response) => ResponseFuture::done(response),
-                };
+            Err(missing) => {
+                config.observer.record(Outcome::MissingKey, timer);
+                return ResponseFuture::done(match missing {
+                    Missing::Key => missing_key(json),
+                    Missing::PeerAddress => missing_peer(json),
+                });
             }
+        };
+        if config.allow.allows(ip, &key) {
+            config.observer.record(Outcome::Allowlisted, timer);
+            return ResponseFuture::calling(self.inner.call(req), HeaderMap::new());
         }
-        let limiter = Arc::clone(&config.limiter);
-        let decide: Decide = Box::pin(async move { limiter.acquire_parts(&key, 1).await });
+        let request = Pending {
+            config: Arc::clone(config),
+            key,
+            json,
+            timer,
+        };
+        // Synchronously as far as every part decides in process (no bans
+        // or in-process bans, a limiter of one policy in process): no
+        // future, no allocation beyond the key.
+        let banned_now = match &config.bans {
+            None => Some(None),
+            Some(bans) => bans.banned_for_now(&request.key),
+        };
+        let decide: Decide = match banned_now {
+            None => self.boxed(request.decide(true)),
+            Some(banned) => {
+                if let Some(verdict) = request.ban_verdict(Ok(banned)) {
+                    return self.answer_now(verdict, req);
+                }
+                match request.acquire_now() {
+                    Some(result) if !request.needs_follow_up(&result) => {
+                        let verdict = request.finish(result);
+                        return self.answer_now(verdict, req);
+                    }
+                    Some(result) => self.boxed(request.follow_up(result)),
+                    None => self.boxed(request.decide(false)),
+                }
+            }
+        };
         // The ready service goes with the request; a clone takes its place.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
@@ -191,9 +455,34 @@ where
                 decide,
                 inner: Some(inner),
                 req: Some(req),
-                config: Arc::clone(&self.config),
-                json,
             },
+        }
+    }
+}
+
+impl<S> RateLimit<S> {
+    /// `decide`, boxed, in a span naming the layer.
+    fn boxed(&self, decide: impl Future<Output = Verdict> + Send + 'static) -> Decide {
+        let span = tracing::debug_span!(
+            target: "limiter_tower",
+            "rate_limit",
+            policy = self.config.observer.policy()
+        );
+        Box::pin(decide.instrument(span))
+    }
+
+    /// The future of a request decided synchronously.
+    fn answer_now<B, ResB>(
+        &mut self,
+        verdict: Verdict,
+        req: Request<B>,
+    ) -> ResponseFuture<S::Future, S, B>
+    where
+        S: Service<Request<B>, Response = Response<ResB>>,
+    {
+        match verdict {
+            Verdict::Pass(headers) => ResponseFuture::calling(self.inner.call(req), headers),
+            Verdict::Respond(response) => ResponseFuture::done(response),
         }
     }
 }
@@ -213,8 +502,6 @@ pin_project! {
             decide: Decide,
             inner: Option<S>,
             req: Option<Request<B>>,
-            config: Arc<Config>,
-            json: bool,
         },
         Calling {
             #[pin]
@@ -267,15 +554,8 @@ where
         let mut this = self.project();
         loop {
             let next = match this.state.as_mut().project() {
-                StateProj::Deciding {
-                    decide,
-                    inner,
-                    req,
-                    config,
-                    json,
-                } => {
-                    let result = ready!(decide.as_mut().poll(cx));
-                    match verdict(result, *json, config.style, &config.policy_headers) {
+                StateProj::Deciding { decide, inner, req } => {
+                    match ready!(decide.as_mut().poll(cx)) {
                         Verdict::Pass(headers) => {
                             let mut inner = inner.take().expect("polled after completion");
                             let req = req.take().expect("polled after completion");

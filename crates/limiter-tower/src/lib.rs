@@ -46,17 +46,34 @@
 //! See docs/http.md for the setup with each framework, the proxy trust
 //! model and the full list of what is left.
 
+mod allow;
+mod ban;
 mod body;
+#[cfg(feature = "config")]
+mod config;
 mod key;
 mod layer;
+mod observe;
+#[cfg(feature = "config")]
+mod registry;
 mod response;
+mod shaping;
 
 pub use self::{
+    ban::{BanList, Penalty},
     body::ResponseBody,
     key::{client_ip, normalize_ip, Fallback, IpNet, IpNetError, KeyExtractor, RequestView},
     layer::{RateLimit, RateLimitLayer, ResponseFuture},
+    observe::{METRIC_BAN_CHECK_ERRORS, METRIC_DECISION_SECONDS, METRIC_REQUESTS},
     response::{
         HeaderStyle, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_DEGRADED, X_RATELIMIT_LIMIT,
         X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
     },
+    shaping::Shaping,
+};
+
+#[cfg(feature = "config")]
+pub use self::{
+    config::{Config, ConfigError, ConfigErrorKind},
+    registry::Registry,
 };

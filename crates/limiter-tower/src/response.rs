@@ -270,6 +270,21 @@ pub(crate) fn verdict(
     }
 }
 
+/// `status` (403 or 429) for a banned request, retried after `left`.
+pub(crate) fn banned(status: StatusCode, json: bool, left: Duration) -> Response<Bytes> {
+    answer(
+        status,
+        json,
+        "banned",
+        Some(left),
+        &format!(
+            "{}: banned; retry after {} s",
+            status.canonical_reason().unwrap_or("Banned"),
+            retry_after_secs(left)
+        ),
+    )
+}
+
 /// 401 for a request without its key.
 pub(crate) fn missing_key(json: bool) -> Response<Bytes> {
     answer(

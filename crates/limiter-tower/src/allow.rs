@@ -1,0 +1,60 @@
+//! The allowlist: client addresses and keys that are never limited.
+
+use std::collections::HashSet;
+use std::net::IpAddr;
+
+use crate::key::IpNet;
+
+/// Addresses (blocks) and keys that skip limiting: the office, the health
+/// checker, a partner's API key. Neither the ban list nor the limiter is
+/// asked for them, and their responses carry no rate-limit headers.
+///
+/// Addresses are matched against the client address the layer resolved
+/// (behind [trusted proxies](crate::RateLimitLayer::trusted_proxies)),
+/// normalized: without its port, an IPv4-mapped IPv6 address as its IPv4
+/// address. Keys are matched against the whole key of the layer's
+/// [`KeyExtractor`](crate::KeyExtractor), kind prefix included
+/// (`header:partner-key`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Allowlist {
+    nets: Vec<IpNet>,
+    keys: HashSet<String>,
+}
+
+impl Allowlist {
+    pub(crate) fn add_nets(&mut self, nets: impl IntoIterator<Item = IpNet>) {
+        self.nets.extend(nets);
+    }
+
+    pub(crate) fn add_keys<K: Into<String>>(&mut self, keys: impl IntoIterator<Item = K>) {
+        self.keys.extend(keys.into_iter().map(Into::into));
+    }
+
+    /// Whether a request from `ip` (if known) under `key` skips limiting.
+    pub(crate) fn allows(&self, ip: Option<IpAddr>, key: &str) -> bool {
+        ip.is_some_and(|ip| self.nets.iter().any(|net| net.contains(ip))) || self.keys.contains(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_match_their_blocks_and_keys_match_whole() {
+        let mut allow = Allowlist::default();
+        allow.add_nets([
+            "10.0.0.0/8".parse().unwrap(),
+            "2001:db8::/32".parse().unwrap(),
+        ]);
+        allow.add_keys(["header:partner"]);
+        let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
+        assert!(allow.allows(ip("10.1.2.3"), "ip:10.1.2.3"));
+        assert!(allow.allows(ip("::ffff:10.1.2.3"), "ip:10.1.2.3"));
+        assert!(allow.allows(ip("2001:db8::7"), "x"));
+        assert!(!allow.allows(ip("11.0.0.1"), "ip:11.0.0.1"));
+        assert!(allow.allows(None, "header:partner"));
+        assert!(!allow.allows(None, "header:partner2"));
+        assert!(!allow.allows(None, "partner"));
+    }
+}

@@ -1,0 +1,321 @@
+//! [`BanList`]: keys refused outright until their ban ends, checked before
+//! the limiter; and [`Penalty`]: the ban a key earns by being denied too
+//! often.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use limiter_core::{Clock, Error, Limiter, SystemClock};
+
+/// Where a [`BanList`] keeps its bans.
+enum Store {
+    /// In this process: a ban holds on this instance only.
+    Memory(MemoryBans),
+    /// A Redis key per ban, `{prefix}:{key}`, with the ban's TTL: every
+    /// instance on that Redis sees it, and Redis ends it.
+    #[cfg(feature = "redis")]
+    Redis {
+        backend: limiter_redis::RedisBackend,
+        prefix: String,
+    },
+}
+
+/// In-process bans: each key's end, in µs of `clock`.
+struct MemoryBans {
+    clock: Arc<dyn Clock>,
+    bans: Mutex<Bans>,
+}
+
+#[derive(Default)]
+struct Bans {
+    until_us: HashMap<String, u64>,
+    /// Expired bans are dropped when looked up, and all at once when the
+    /// map has grown to this size since the last sweep.
+    sweep_at: usize,
+}
+
+/// The smallest map size worth a sweep.
+const MIN_SWEEP: usize = 64;
+
+impl MemoryBans {
+    fn lock(&self) -> MutexGuard<'_, Bans> {
+        self.bans.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn ban(&self, key: &str, duration: Duration) {
+        let now = self.clock.now_us();
+        let mut bans = self.lock();
+        if duration.is_zero() {
+            bans.until_us.remove(key);
+            return;
+        }
+        let until = now.saturating_add(u64::try_from(duration.as_micros()).unwrap_or(u64::MAX));
+        bans.until_us.insert(key.to_owned(), until);
+        if bans.until_us.len() >= bans.sweep_at.max(MIN_SWEEP) {
+            bans.until_us.retain(|_, until| *until > now);
+            bans.sweep_at = bans.until_us.len() * 2;
+        }
+    }
+
+    fn banned_for(&self, key: &str) -> Option<Duration> {
+        let now = self.clock.now_us();
+        let mut bans = self.lock();
+        match bans.until_us.get(key) {
+            Some(&until) if until > now => Some(Duration::from_micros(until - now)),
+            Some(_) => {
+                bans.until_us.remove(key);
+                None
+            }
+            None => None,
+        }
+    }
+}
+
+/// Keys refused outright until their ban ends: checked by a
+/// [`RateLimitLayer`](crate::RateLimitLayer) before its limiter (a banned
+/// request is not counted), answered 403 (or 429, see
+/// [`ban_status`](crate::RateLimitLayer::ban_status)) with `Retry-After`.
+///
+/// A key is the layer's whole key, kind prefix included: `ip:203.0.113.7`,
+/// `header:<api key>` (see [`KeyExtractor`](crate::KeyExtractor)). Clones
+/// share the bans: keep one to call [`ban`](Self::ban) and
+/// [`unban`](Self::unban) from an admin endpoint while layers check it.
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_tower::BanList;
+///
+/// # async fn run() -> Result<(), limiter_core::Error> {
+/// let bans = BanList::memory();
+/// bans.ban("ip:203.0.113.7", Duration::from_secs(600)).await?;
+/// assert!(bans.banned_for("ip:203.0.113.7").await?.is_some());
+/// bans.unban("ip:203.0.113.7").await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct BanList {
+    store: Arc<Store>,
+}
+
+impl BanList {
+    /// Bans kept in this process, on the system clock: they hold on this
+    /// instance only, and are gone when it exits.
+    pub fn memory() -> Self {
+        Self::memory_with_clock(SystemClock)
+    }
+
+    /// [`memory`](Self::memory) on `clock` (a
+    /// [`ManualClock`](limiter_core::ManualClock) in tests).
+    pub fn memory_with_clock(clock: impl Clock + 'static) -> Self {
+        Self::of(Store::Memory(MemoryBans {
+            clock: Arc::new(clock),
+            bans: Mutex::new(Bans::default()),
+        }))
+    }
+
+    /// Bans kept in Redis, on `backend`'s shared connections: the ban of
+    /// key `k` is the Redis key `{prefix}:{k}`, which expires when the ban
+    /// ends (Redis's clock decides). Every instance on that Redis sees every
+    /// ban. A failed check (Redis down) bans no one: see
+    /// [`RateLimitLayer::bans`](crate::RateLimitLayer::bans).
+    #[cfg(feature = "redis")]
+    pub fn redis(backend: &limiter_redis::RedisBackend, prefix: impl Into<String>) -> Self {
+        Self::of(Store::Redis {
+            backend: backend.clone(),
+            prefix: prefix.into(),
+        })
+    }
+
+    fn of(store: Store) -> Self {
+        Self {
+            store: Arc::new(store),
+        }
+    }
+
+    /// Bans `key` for `duration` (on Redis rounded up to a whole
+    /// millisecond), replacing any ban it had; a zero `duration` lifts the
+    /// ban.
+    pub async fn ban(&self, key: &str, duration: Duration) -> Result<(), Error> {
+        match &*self.store {
+            Store::Memory(bans) => {
+                bans.ban(key, duration);
+                Ok(())
+            }
+            #[cfg(feature = "redis")]
+            Store::Redis { backend, prefix } => {
+                if duration.is_zero() {
+                    return self.unban(key).await;
+                }
+                let millis =
+                    u64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
+                let mut set = redis::cmd("SET");
+                set.arg(format!("{prefix}:{key}"))
+                    .arg(1)
+                    .arg("PX")
+                    .arg(millis);
+                backend.command::<()>(&set).await
+            }
+        }
+    }
+
+    /// Lifts `key`'s ban, if it has one.
+    pub async fn unban(&self, key: &str) -> Result<(), Error> {
+        match &*self.store {
+            Store::Memory(bans) => {
+                bans.ban(key, Duration::ZERO);
+                Ok(())
+            }
+            #[cfg(feature = "redis")]
+            Store::Redis { backend, prefix } => {
+                backend
+                    .command::<()>(redis::cmd("DEL").arg(format!("{prefix}:{key}")))
+                    .await
+            }
+        }
+    }
+
+    /// How long `key` stays banned: `None` if it is not.
+    ///
+    /// A Redis key without a TTL (set by hand) is a ban until
+    /// [`unban`](Self::unban)ned, reported as one day.
+    pub async fn banned_for(&self, key: &str) -> Result<Option<Duration>, Error> {
+        match &*self.store {
+            Store::Memory(bans) => Ok(bans.banned_for(key)),
+            #[cfg(feature = "redis")]
+            Store::Redis { backend, prefix } => {
+                let ttl_ms: i64 = backend
+                    .command(redis::cmd("PTTL").arg(format!("{prefix}:{key}")))
+                    .await?;
+                Ok(match ttl_ms {
+                    -2 => None,
+                    ms if ms < 0 => Some(Duration::from_secs(24 * 60 * 60)),
+                    ms => Some(Duration::from_millis(ms.unsigned_abs().max(1))),
+                })
+            }
+        }
+    }
+
+    /// [`banned_for`](Self::banned_for), answered now if the bans are in
+    /// process; `None` means ask `banned_for`.
+    pub(crate) fn banned_for_now(&self, key: &str) -> Option<Option<Duration>> {
+        match &*self.store {
+            Store::Memory(bans) => Some(bans.banned_for(key)),
+            #[cfg(feature = "redis")]
+            Store::Redis { .. } => None,
+        }
+    }
+}
+
+impl fmt::Debug for BanList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &*self.store {
+            Store::Memory(bans) => f
+                .debug_struct("BanList")
+                .field("store", &"memory")
+                .field("bans", &bans.lock().until_us.len())
+                .finish(),
+            #[cfg(feature = "redis")]
+            Store::Redis { backend, prefix } => f
+                .debug_struct("BanList")
+                .field("store", &"redis")
+                .field("url", &backend.url())
+                .field("prefix", prefix)
+                .finish(),
+        }
+    }
+}
+
+/// The ban a key earns by being denied too often: each denial by the
+/// layer's limiter costs the key one unit of `counter` (under the key
+/// `penalty:<key>`), and the denial that uses up `counter`'s limit bans the
+/// key for `ban_for` in the layer's [`BanList`].
+///
+/// Give `counter` a sliding log (or a fixed window) of `N` per window:
+/// `sliding-log:5/1m` bans a key on its fifth denial within a minute. On a
+/// Redis limiter the count is shared by every instance, like the bans.
+///
+/// ```
+/// use std::time::Duration;
+/// use limiter_memory::MemoryLimiter;
+/// use limiter_tower::Penalty;
+///
+/// let five_a_minute = MemoryLimiter::new("sliding-log:5/1m".parse::<limiter_core::Policy>()?);
+/// let penalty = Penalty::new(five_a_minute, Duration::from_secs(15 * 60));
+/// # let _ = penalty;
+/// # Ok::<(), limiter_core::PolicyError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Penalty {
+    counter: Arc<dyn Limiter>,
+    ban_for: Duration,
+}
+
+impl Penalty {
+    /// Bans a key for `ban_for` once its denials use up `counter`'s limit.
+    pub fn new(counter: impl Limiter + 'static, ban_for: Duration) -> Self {
+        Self::from_arc(Arc::new(counter), ban_for)
+    }
+
+    /// [`new`](Self::new) with a shared `Arc<dyn Limiter>`.
+    pub fn from_arc(counter: Arc<dyn Limiter>, ban_for: Duration) -> Self {
+        Self { counter, ban_for }
+    }
+
+    /// Counts a denial of `key`; bans it in `bans` if that was one too
+    /// many. Answers whether it did. A degraded count (the counter's
+    /// backend failing) bans no one.
+    pub(crate) async fn punish(&self, bans: &BanList, key: &str) -> Result<bool, Error> {
+        let denial_key = format!("penalty:{key}");
+        let counted = match self.counter.acquire_now(&denial_key, 1) {
+            Some(counted) => counted?,
+            None => self.counter.acquire(&denial_key, 1).await?,
+        };
+        let earned = !counted.is_degraded() && (!counted.allowed || counted.remaining == 0);
+        if earned {
+            bans.ban(key, self.ban_for).await?;
+        }
+        Ok(earned)
+    }
+
+    /// How long an earned ban lasts.
+    pub(crate) fn ban_for(&self) -> Duration {
+        self.ban_for
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use limiter_core::ManualClock;
+
+    #[test]
+    fn memory_bans_end_and_sweep() {
+        let clock = ManualClock::new(1_000_000);
+        let bans = BanList::memory_with_clock(clock.clone());
+        let Store::Memory(memory) = &*bans.store else {
+            unreachable!()
+        };
+        memory.ban("a", Duration::from_millis(1_500));
+        assert_eq!(
+            bans.banned_for_now("a"),
+            Some(Some(Duration::from_millis(1_500)))
+        );
+        clock.advance(Duration::from_millis(1_499));
+        assert_eq!(
+            bans.banned_for_now("a"),
+            Some(Some(Duration::from_millis(1)))
+        );
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(bans.banned_for_now("a"), Some(None));
+        // Many short bans never looked up again are swept by later bans.
+        for i in 0..1_000 {
+            memory.ban(&format!("k{i}"), Duration::from_secs(1));
+            clock.advance(Duration::from_millis(10));
+        }
+        assert!(memory.lock().until_us.len() <= 2 * 100 + MIN_SWEEP);
+        memory.ban("k999", Duration::ZERO);
+        assert_eq!(bans.banned_for_now("k999"), Some(None));
+    }
+}

@@ -1,0 +1,425 @@
+//! [`Config`]: named policies read from a TOML file and checked whole at
+//! startup, and [`ConfigError`], which names the file, the entry and the
+//! reason of the first thing wrong.
+
+use std::collections::BTreeMap;
+use std::error::Error as StdError;
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use http::header::HeaderName;
+use limiter_core::{Limiter, Policies, Policy};
+use serde::Deserialize;
+
+use crate::key::{Fallback, IpNet, KeyExtractor};
+use crate::layer::RateLimitLayer;
+use crate::response::HeaderStyle;
+
+/// Named policies, each a [`RateLimitLayer`] to be: read from TOML, every
+/// entry checked before anything is served, so a typo fails the startup
+/// instead of leaving a route unlimited.
+///
+/// ```toml
+/// [policies.login]
+/// limits = ["sliding-log:10/5m"]      # one policy string, or several: a tiered set
+/// key = "ip"                          # ip (default), global, route, header:NAME
+/// trusted_proxies = ["10.0.0.0/8"]    # whose X-Forwarded-For / Forwarded is believed
+///
+/// [policies.user]
+/// limits = ["token-bucket:300/1m,capacity=50", "sliding-log:10000/1d"]
+/// key = "header:x-user-id"
+/// fallback = "ip"                     # without the header: reject (401, default) or ip
+/// ipv6_prefix = 64                    # group IPv6 clients by network (ip keys)
+/// headers = "ietf"                    # none, legacy, ietf, both (default)
+/// ```
+///
+/// A [`Registry`](crate::Registry) builds the layers on a backend.
+///
+/// ```
+/// use limiter_tower::Config;
+///
+/// let config = Config::from_toml("limits.toml", r#"
+///     [policies.login]
+///     limits = ["sliding-log:10/5m"]
+/// "#)?;
+/// assert_eq!(config.names().collect::<Vec<_>>(), ["login"]);
+///
+/// let error = Config::from_toml("limits.toml", r#"
+///     [policies.login]
+///     limits = ["sliding-lgo:10/5m"]
+/// "#).unwrap_err();
+/// assert_eq!(error.entry(), "policies.login.limits[0]");
+/// assert!(error.to_string().starts_with("limits.toml: policies.login.limits[0]: unknown algorithm"));
+/// # Ok::<(), limiter_tower::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config {
+    file: String,
+    policies: BTreeMap<String, NamedPolicy>,
+}
+
+impl Config {
+    /// Reads and checks the TOML file at `path`.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            ConfigError::new(&file, "", ConfigErrorKind::Io, error.to_string()).with_source(error)
+        })?;
+        Self::from_toml(file, &text)
+    }
+
+    /// Checks `text`; errors name it `file` (a path, or where the text
+    /// came from).
+    pub fn from_toml(file: impl Into<String>, text: &str) -> Result<Self, ConfigError> {
+        let file = file.into();
+        let table: toml::Table = toml::from_str(text).map_err(|error| {
+            let entry = error
+                .span()
+                .map(|span| line_and_column(text, span.start))
+                .unwrap_or_default();
+            ConfigError::new(&file, entry, ConfigErrorKind::Syntax, error.message())
+        })?;
+        let mut policies = BTreeMap::new();
+        for (name, value) in table {
+            if name != "policies" {
+                let reason = "unknown table; expected `policies`";
+                return Err(ConfigError::new(
+                    &file,
+                    name,
+                    ConfigErrorKind::Schema,
+                    reason,
+                ));
+            }
+            let toml::Value::Table(named) = value else {
+                let reason = "expected a table of named policies ([policies.NAME])";
+                return Err(ConfigError::new(
+                    &file,
+                    name,
+                    ConfigErrorKind::Schema,
+                    reason,
+                ));
+            };
+            for (name, value) in named {
+                let entry = format!("policies.{}", toml_key(&name));
+                let raw: RawPolicy = value.try_into().map_err(|error: toml::de::Error| {
+                    ConfigError::new(&file, &entry, ConfigErrorKind::Schema, error.message())
+                })?;
+                let policy = raw.check().map_err(|(field, kind, reason, source)| {
+                    ConfigError::new(&file, format!("{entry}.{field}"), kind, reason)
+                        .with_boxed_source(source)
+                })?;
+                policies.insert(name, policy);
+            }
+        }
+        Ok(Self { file, policies })
+    }
+
+    /// The file the configuration came from, as errors name it.
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// The names of the policies, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.policies.keys().map(String::as_str)
+    }
+
+    /// Each name with its checked policy.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &NamedPolicy)> {
+        self.policies
+            .iter()
+            .map(|(name, policy)| (name.as_str(), policy))
+    }
+}
+
+/// One `[policies.NAME]` table as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    limits: Vec<String>,
+    key: Option<String>,
+    fallback: Option<String>,
+    #[serde(default)]
+    trusted_proxies: Vec<String>,
+    ipv6_prefix: Option<u8>,
+    headers: Option<String>,
+}
+
+/// What is wrong with one field: its name (and index), the kind, the
+/// reason, and the error that said so.
+type FieldError = (String, ConfigErrorKind, String, Option<BoxError>);
+
+type BoxError = Box<dyn StdError + Send + Sync>;
+
+impl RawPolicy {
+    fn check(self) -> Result<NamedPolicy, FieldError> {
+        let mut parts = Vec::with_capacity(self.limits.len());
+        for (index, text) in self.limits.iter().enumerate() {
+            let policy = text.parse::<Policy>().map_err(|error| {
+                let field = format!("limits[{index}]");
+                (
+                    field,
+                    ConfigErrorKind::Policy,
+                    error.to_string(),
+                    Some(error.into()),
+                )
+            })?;
+            parts.push(policy);
+        }
+        let policies = Policies::new(parts).map_err(|error| {
+            let reason = error.to_string();
+            (
+                "limits".to_owned(),
+                ConfigErrorKind::Policy,
+                reason,
+                Some(error.into()),
+            )
+        })?;
+
+        let key_error = |field: &str, reason: String| {
+            Err((field.to_owned(), ConfigErrorKind::Key, reason, None))
+        };
+        let kind = self.key.as_deref().unwrap_or("ip");
+        let mut key = match kind {
+            "ip" => KeyExtractor::ip(),
+            "global" => KeyExtractor::global(),
+            "route" => KeyExtractor::route(),
+            _ => match kind.strip_prefix("header:") {
+                Some(name) if HeaderName::from_bytes(name.as_bytes()).is_ok() => {
+                    KeyExtractor::header(name)
+                }
+                Some(name) => return key_error("key", format!("invalid header name {name:?}")),
+                None => {
+                    let reason = format!(
+                        "unknown key kind {kind:?}; expected ip, global, route or header:NAME"
+                    );
+                    return key_error("key", reason);
+                }
+            },
+        };
+        let header_key = kind.starts_with("header:");
+        if let Some(fallback) = self.fallback.as_deref() {
+            if !header_key {
+                let reason = format!("a fallback is for a header key, and the key is {kind:?}");
+                return key_error("fallback", reason);
+            }
+            key = key.fallback(match fallback {
+                "reject" => Fallback::Reject,
+                "ip" => Fallback::Ip,
+                other => {
+                    let reason = format!("unknown fallback {other:?}; expected reject or ip");
+                    return key_error("fallback", reason);
+                }
+            });
+        }
+        if let Some(prefix) = self.ipv6_prefix {
+            let by_ip = kind == "ip" || (header_key && self.fallback.as_deref() == Some("ip"));
+            if !by_ip {
+                let reason = format!("an IPv6 prefix groups ip keys, and the key is {kind:?}");
+                return key_error("ipv6_prefix", reason);
+            }
+            if prefix > 128 {
+                return key_error("ipv6_prefix", format!("{prefix} is above 128 bits"));
+            }
+            key = key.ipv6_prefix(prefix);
+        }
+
+        let mut trusted = Vec::with_capacity(self.trusted_proxies.len());
+        for (index, text) in self.trusted_proxies.iter().enumerate() {
+            let net = text.parse::<IpNet>().map_err(|error| {
+                let field = format!("trusted_proxies[{index}]");
+                (
+                    field,
+                    ConfigErrorKind::Address,
+                    error.to_string(),
+                    Some(error.into()),
+                )
+            })?;
+            trusted.push(net);
+        }
+
+        let headers = match self.headers.as_deref() {
+            None | Some("both") => HeaderStyle::Both,
+            Some("none") => HeaderStyle::None,
+            Some("legacy") => HeaderStyle::Legacy,
+            Some("ietf") => HeaderStyle::Ietf,
+            Some(other) => {
+                let reason =
+                    format!("unknown header style {other:?}; expected none, legacy, ietf or both");
+                return Err(("headers".to_owned(), ConfigErrorKind::Headers, reason, None));
+            }
+        };
+        Ok(NamedPolicy {
+            policies,
+            key,
+            trusted,
+            headers,
+        })
+    }
+}
+
+/// One `[policies.NAME]` table, checked.
+#[derive(Debug, Clone)]
+pub(crate) struct NamedPolicy {
+    pub(crate) policies: Policies,
+    key: KeyExtractor,
+    trusted: Vec<IpNet>,
+    headers: HeaderStyle,
+}
+
+impl NamedPolicy {
+    /// The layer of this policy over `limiter` (a limiter of `policies`).
+    pub(crate) fn layer(&self, limiter: Arc<dyn Limiter>) -> RateLimitLayer {
+        RateLimitLayer::from_arc(limiter)
+            .key(self.key.clone())
+            .trusted_proxies(self.trusted.iter().copied())
+            .headers(self.headers)
+    }
+}
+
+/// `name` as a TOML key: bare when it may be, else quoted.
+pub(crate) fn toml_key(name: &str) -> String {
+    let bare = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if bare {
+        name.to_owned()
+    } else {
+        format!("{name:?}")
+    }
+}
+
+/// `line L, column C` (from 1) of byte `offset` in `text`.
+fn line_and_column(text: &str, offset: usize) -> String {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .map_or(0, |last| last.chars().count())
+        + 1;
+    format!("line {line}, column {column}")
+}
+
+/// What kind of thing is wrong in a configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigErrorKind {
+    /// The file could not be read.
+    Io,
+    /// The text is not TOML.
+    Syntax,
+    /// An unknown table or field, a missing field, or a value of the wrong type.
+    Schema,
+    /// A policy string that does not parse (an unknown algorithm, a bad
+    /// rate, an option that does not apply), or an empty or too long set.
+    Policy,
+    /// A trusted proxy that is not an address or an address block.
+    Address,
+    /// An unknown key kind, a bad header name, a fallback or IPv6 prefix
+    /// that does not apply.
+    Key,
+    /// An unknown header style.
+    Headers,
+    /// A policy asked for by name that the file does not configure.
+    NotConfigured,
+    /// The backend refused the policy (e.g. a Redis sliding log above its
+    /// maximum limit).
+    Backend,
+}
+
+/// A configuration that cannot be served: the file, the entry
+/// (`policies.login.limits[0]`, or the line and column of a syntax error)
+/// and the reason, all three in its `Display`:
+/// `limits.toml: policies.login.limits[0]: unknown algorithm "sliding-lgo"; expected one of: …`.
+#[derive(Debug)]
+pub struct ConfigError {
+    file: String,
+    entry: String,
+    kind: ConfigErrorKind,
+    reason: String,
+    source: Option<BoxError>,
+}
+
+impl ConfigError {
+    pub(crate) fn new(
+        file: &str,
+        entry: impl Into<String>,
+        kind: ConfigErrorKind,
+        reason: impl Into<String>,
+    ) -> Self {
+        Self {
+            file: file.to_owned(),
+            entry: entry.into(),
+            kind,
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    pub(crate) fn with_source(self, source: impl StdError + Send + Sync + 'static) -> Self {
+        self.with_boxed_source(Some(Box::new(source)))
+    }
+
+    fn with_boxed_source(mut self, source: Option<BoxError>) -> Self {
+        self.source = source;
+        self
+    }
+
+    /// The file, as given to [`Config::from_file`] or [`Config::from_toml`].
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// The entry at fault: `policies.login.limits[0]`, `policies.login`
+    /// (an unknown or missing field), `line 3, column 7` (a syntax error),
+    /// or empty when the file could not be read.
+    pub fn entry(&self) -> &str {
+        &self.entry
+    }
+
+    /// What kind of thing is wrong.
+    pub fn kind(&self) -> ConfigErrorKind {
+        self.kind
+    }
+
+    /// Why, in words.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.entry.is_empty() {
+            write!(f, "{}: {}", self.file, self.reason)
+        } else {
+            write!(f, "{}: {}: {}", self.file, self.entry, self.reason)
+        }
+    }
+}
+
+impl StdError for ConfigError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|source| source as &(dyn StdError + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_toml_keys_and_offsets_are_lines_and_columns() {
+        assert_eq!(toml_key("login"), "login");
+        assert_eq!(toml_key("a.b"), "\"a.b\"");
+        assert_eq!(toml_key(""), "\"\"");
+        assert_eq!(line_and_column("a\nbc\nd", 4), "line 2, column 3");
+        assert_eq!(line_and_column("abc", 0), "line 1, column 1");
+    }
+}

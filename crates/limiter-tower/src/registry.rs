@@ -1,0 +1,74 @@
+//! [`Registry`]: one [`RateLimitLayer`] per named policy of a [`Config`],
+//! on one backend, so routes refer to policies by name.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use limiter_memory::MemoryLimiter;
+
+use crate::config::{Config, ConfigError, ConfigErrorKind};
+use crate::layer::RateLimitLayer;
+
+/// The layers of a [`Config`]'s named policies, built once on a backend.
+///
+/// Each name has its own limiter, so two names with the same limits and
+/// key still count apart. A name that is not configured is an error at
+/// startup, where the router is built, never an unlimited route.
+///
+/// ```
+/// use axum::{routing::{get, post}, Router};
+/// use limiter_tower::{Config, Registry};
+///
+/// let config = Config::from_toml("limits.toml", r#"
+///     [policies.default]
+///     limits = ["sliding-log:100/10s"]
+///     [policies.login]
+///     limits = ["sliding-log:10/5m"]
+/// "#)?;
+/// let registry = Registry::memory(&config);
+/// let app: Router = Router::new()
+///     .route("/login", post(|| async { "welcome" }))
+///     .route_layer(registry.layer("login")?)
+///     .route("/", get(|| async { "ok" }))
+///     .layer(registry.layer("default")?);
+///
+/// let error = registry.layer("signup").unwrap_err();
+/// assert_eq!(error.to_string(), "limits.toml: policies.signup: not configured (the file has: default, login)");
+/// # Ok::<(), limiter_tower::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Registry {
+    file: String,
+    layers: BTreeMap<String, RateLimitLayer>,
+}
+
+impl Registry {
+    /// Each policy on its own in-process [`MemoryLimiter`].
+    pub fn memory(config: &Config) -> Self {
+        let layers = config
+            .iter()
+            .map(|(name, policy)| {
+                let limiter = MemoryLimiter::new(policy.policies.clone());
+                (name.to_owned(), policy.layer(Arc::new(limiter)))
+            })
+            .collect();
+        Self {
+            file: config.file().to_owned(),
+            layers,
+        }
+    }
+
+    /// The layer of policy `name` (a clone: every clone shares the
+    /// limiter), or an error naming the file and the missing entry.
+    pub fn layer(&self, name: &str) -> Result<RateLimitLayer, ConfigError> {
+        self.layers.get(name).cloned().ok_or_else(|| {
+            let names: Vec<&str> = self.layers.keys().map(String::as_str).collect();
+            ConfigError::new(
+                &self.file,
+                format!("policies.{}", crate::config::toml_key(name)),
+                ConfigErrorKind::NotConfigured,
+                format!("not configured (the file has: {})", names.join(", ")),
+            )
+        })
+    }
+}
