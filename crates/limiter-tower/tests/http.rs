@@ -1,7 +1,8 @@
 //! The layer behind a real HTTP server (axum on an ephemeral loopback
 //! port) and a real client (hyper-util's). Limiters run on a
 //! [`ManualClock`] that does not move unless a test moves it, so the counts
-//! do not depend on how fast this machine runs the requests.
+//! do not depend on how fast this machine runs the requests. The load tests
+//! run once on memory and once on a real `redis-server` (same body).
 
 mod support;
 
@@ -18,7 +19,9 @@ use limiter_core::{Decision, FailurePolicy, Limiter, ManualClock, Policies, Resi
 use limiter_memory::MemoryLimiter;
 use limiter_test::Flaky;
 use limiter_tower::{HeaderStyle, KeyExtractor, RateLimitLayer};
-use support::{client, get, get_path, get_with, load, serve, serve_router, HttpClient, Reply};
+use support::{
+    client, get, get_path, get_with, limiter, load, serve, serve_router, Backend, HttpClient, Reply,
+};
 
 /// A request time far from the epoch, in µs.
 const T0: u64 = 1_700_000_000_000_000;
@@ -64,20 +67,56 @@ fn assert_headers_match(reply: &Reply, decision: &Decision) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_articles_load_test_admits_exactly_100_of_500() {
+/// `total` requests from `concurrency` tasks against `policy` on `backend`:
+/// the count of each status.
+async fn load_on(
+    backend: Backend,
+    policy: &str,
+    total: usize,
+    concurrency: usize,
+) -> BTreeMap<u16, usize> {
     let clock = ManualClock::new(T0);
-    let addr = serve(RateLimitLayer::new(memory("sliding-log:100/10s", &clock))).await;
-    let counts = load(addr, 500, 50).await;
-    assert_eq!(counts, BTreeMap::from([(200, 100), (429, 400)]));
+    let addr = serve(RateLimitLayer::from_arc(
+        limiter(backend, policy, &clock).await,
+    ))
+    .await;
+    load(addr, total, concurrency).await
+}
+
+/// The article's load test: 500 requests at concurrency 50 against 100 per 10 s.
+async fn the_articles_load_test(backend: Backend) {
+    let counts = load_on(backend, "sliding-log:100/10s", 500, 50).await;
+    assert_eq!(
+        counts,
+        BTreeMap::from([(200, 100), (429, 400)]),
+        "{backend:?}"
+    );
+}
+
+/// The gin case: 20 concurrent requests against 5 per 10 s.
+async fn the_gin_case(backend: Backend) {
+    let counts = load_on(backend, "sliding-log:5/10s", 20, 20).await;
+    assert_eq!(counts, BTreeMap::from([(200, 5), (429, 15)]), "{backend:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_gin_case_admits_exactly_5_of_20_concurrent() {
-    let clock = ManualClock::new(T0);
-    let addr = serve(RateLimitLayer::new(memory("sliding-log:5/10s", &clock))).await;
-    let counts = load(addr, 20, 20).await;
-    assert_eq!(counts, BTreeMap::from([(200, 5), (429, 15)]));
+async fn the_articles_load_test_admits_exactly_100_of_500_on_memory() {
+    the_articles_load_test(Backend::Memory).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_articles_load_test_admits_exactly_100_of_500_on_redis() {
+    the_articles_load_test(Backend::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_gin_case_admits_exactly_5_of_20_concurrent_on_memory() {
+    the_gin_case(Backend::Memory).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_gin_case_admits_exactly_5_of_20_concurrent_on_redis() {
+    the_gin_case(Backend::Redis).await;
 }
 
 #[tokio::test]

@@ -3,7 +3,10 @@
 #![allow(dead_code, unreachable_pub)] // each test binary uses a part
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use axum::routing;
 use axum::Router;
@@ -13,6 +16,10 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use limiter_core::{Limiter, ManualClock, Policies};
+use limiter_memory::MemoryLimiter;
+use limiter_redis::{RedisBackend, RedisLimiter};
+use limiter_test::redis_server::RedisServer;
 use limiter_tower::RateLimitLayer;
 
 pub type HttpClient = Client<HttpConnector, Empty<Bytes>>;
@@ -30,7 +37,13 @@ pub async fn serve(layer: RateLimitLayer) -> SocketAddr {
 
 /// Serves `router` on 127.0.0.1, an ephemeral port, with `ConnectInfo`.
 pub async fn serve_router(router: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_router_on(Ipv4Addr::LOCALHOST.into(), router).await
+}
+
+/// Serves `router` on loopback address `ip` (`::1` for an IPv6 peer), an
+/// ephemeral port, with `ConnectInfo`.
+pub async fn serve_router_on(ip: IpAddr, router: Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         axum::serve(
@@ -125,4 +138,65 @@ pub async fn load(addr: SocketAddr, total: usize, concurrency: usize) -> BTreeMa
         }
     }
     counts
+}
+
+/// Where a test's limiter keeps its counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+    /// The test binary's [`redis_server`].
+    Redis,
+}
+
+/// A limiter of `policies` on `backend`, its time taken from `clock` (on
+/// Redis too, instead of Redis `TIME`), so counts do not depend on how
+/// fast the machine runs the requests.
+pub async fn limiter(backend: Backend, policies: &str, clock: &ManualClock) -> Arc<dyn Limiter> {
+    let policies: Policies = policies.parse().unwrap();
+    match backend {
+        Backend::Memory => Arc::new(
+            MemoryLimiter::builder(policies)
+                .clock(clock.clone())
+                .build(),
+        ),
+        Backend::Redis => Arc::new(
+            RedisLimiter::builder(&redis_backend(&redis_server().url()), policies)
+                .key_prefix(fresh_prefix("limit"))
+                .clock(clock.clone())
+                .build()
+                .await
+                .unwrap(),
+        ),
+    }
+}
+
+/// The test binary's `redis-server`, started on first use and stopped when
+/// the process exits (a missing `redis-server` fails loudly, with the
+/// install command).
+pub fn redis_server() -> &'static RedisServer {
+    static SERVER: OnceLock<RedisServer> = OnceLock::new();
+    SERVER.get_or_init(RedisServer::start)
+}
+
+/// A backend on `url` that connects on first use, with timeouts generous
+/// enough for a loaded machine and a short probe interval. (Each test
+/// builds its own: a backend's connections run on the Tokio runtime that
+/// opened them, and every test has its own runtime.)
+pub fn redis_backend(url: &str) -> RedisBackend {
+    RedisBackend::builder(url)
+        .connection_timeout(Duration::from_secs(5))
+        .command_timeout(Duration::from_secs(5))
+        .probe_interval(Duration::from_millis(100))
+        .build_lazy()
+        .unwrap()
+}
+
+/// A Redis key prefix no other test of this process uses.
+pub fn fresh_prefix(name: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "test-{name}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
