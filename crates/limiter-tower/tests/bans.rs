@@ -1,0 +1,201 @@
+//! Bans over HTTP, kept in memory and in a real `redis-server` (one test
+//! body for both): a ban refuses before the limiter counts, with 403 (or
+//! 429) and `Retry-After`, until it is lifted or ends; a ban in Redis holds
+//! on every instance; and a key denied too often earns one.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::StatusCode;
+use limiter_core::{Limiter, ManualClock};
+use limiter_tower::{BanList, Penalty, RateLimitLayer};
+use support::{
+    client, fresh_prefix, get, get_with, limiter, redis_backend, redis_server, serve, Backend,
+};
+
+/// A request time far from the epoch, in µs.
+const T0: u64 = 1_700_000_000_000_000;
+
+/// Every request of these tests comes from 127.0.0.1.
+const ME: &str = "ip:127.0.0.1";
+
+/// An empty ban list on `backend` (on Redis under a fresh prefix).
+fn ban_list(backend: Backend, prefix: &str) -> BanList {
+    match backend {
+        Backend::Memory => BanList::memory(),
+        Backend::Redis => BanList::redis(&redis_backend(&redis_server().url()), prefix),
+    }
+}
+
+/// A layer of 100 per 10 s on memory that checks `bans`.
+async fn layer_with(bans: &BanList) -> RateLimitLayer {
+    let clock = ManualClock::new(T0);
+    RateLimitLayer::from_arc(limiter(Backend::Memory, "sliding-log:100/10s", &clock).await)
+        .bans(bans.clone())
+}
+
+async fn a_ban_refuses_uncounted_until_lifted(backend: Backend) {
+    let bans = ban_list(backend, &fresh_prefix("ban"));
+    let addr = serve(layer_with(&bans).await).await;
+    let client = client();
+    assert_eq!(get(&client, addr).await.number("x-ratelimit-remaining"), 99);
+
+    bans.ban(ME, Duration::from_secs(90)).await.unwrap();
+    assert!(bans.banned_for(ME).await.unwrap().unwrap() > Duration::from_secs(89));
+    let json = [("accept", "application/json")];
+    for _ in 0..3 {
+        let refused = get_with(&client, addr, &json).await;
+        assert_eq!(
+            refused.status,
+            StatusCode::FORBIDDEN,
+            "{backend:?} {refused:?}"
+        );
+        assert_eq!(refused.number("retry-after"), 90, "{refused:?}");
+        assert!(refused
+            .body
+            .starts_with(r#"{"error":"banned","retry_after_ms":"#));
+        assert_eq!(refused.header("x-ratelimit-remaining"), None);
+    }
+    let text = get(&client, addr).await;
+    assert_eq!(text.body, "Forbidden: banned; retry after 90 s\n");
+
+    bans.unban(ME).await.unwrap();
+    assert_eq!(bans.banned_for(ME).await.unwrap(), None);
+    let back = get(&client, addr).await;
+    assert_eq!(back.status, StatusCode::OK);
+    // The refused requests were not counted.
+    assert_eq!(back.number("x-ratelimit-remaining"), 98);
+}
+
+async fn a_ban_ends_by_itself(backend: Backend) {
+    let bans = ban_list(backend, &fresh_prefix("ban"));
+    let addr = serve(layer_with(&bans).await).await;
+    let client = client();
+    bans.ban(ME, Duration::from_millis(1_200)).await.unwrap();
+    let refused = get(&client, addr).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    // 1.2 s (less the time taken since) rounded up.
+    assert_eq!(refused.number("retry-after"), 2);
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    assert_eq!(get(&client, addr).await.status, StatusCode::OK);
+    assert_eq!(bans.banned_for(ME).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_ban_in_memory_refuses_uncounted_until_lifted() {
+    a_ban_refuses_uncounted_until_lifted(Backend::Memory).await;
+}
+
+#[tokio::test]
+async fn a_ban_in_redis_refuses_uncounted_until_lifted() {
+    a_ban_refuses_uncounted_until_lifted(Backend::Redis).await;
+}
+
+#[tokio::test]
+async fn a_ban_in_memory_ends_by_itself() {
+    a_ban_ends_by_itself(Backend::Memory).await;
+}
+
+#[tokio::test]
+async fn a_ban_in_redis_ends_by_itself() {
+    a_ban_ends_by_itself(Backend::Redis).await;
+}
+
+#[tokio::test]
+async fn a_ban_can_answer_429() {
+    let bans = BanList::memory();
+    let addr = serve(
+        layer_with(&bans)
+            .await
+            .ban_status(StatusCode::TOO_MANY_REQUESTS),
+    )
+    .await;
+    bans.ban(ME, Duration::from_millis(100)).await.unwrap();
+    let refused = get(&client(), addr).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    // Never 0 while banned.
+    assert_eq!(refused.number("retry-after"), 1);
+    assert_eq!(refused.body, "Too Many Requests: banned; retry after 1 s\n");
+}
+
+#[tokio::test]
+async fn a_ban_in_redis_holds_on_every_instance() {
+    let prefix = fresh_prefix("shared-ban");
+    // Two instances: each its own backend, ban list and server.
+    let (one, two) = (
+        ban_list(Backend::Redis, &prefix),
+        ban_list(Backend::Redis, &prefix),
+    );
+    let first = serve(layer_with(&one).await).await;
+    let second = serve(layer_with(&two).await).await;
+    let client = client();
+    one.ban(ME, Duration::from_millis(1_500)).await.unwrap();
+    for addr in [first, second] {
+        assert_eq!(get(&client, addr).await.status, StatusCode::FORBIDDEN);
+    }
+    // Lifted on the second, lifted on the first.
+    two.unban(ME).await.unwrap();
+    assert_eq!(get(&client, first).await.status, StatusCode::OK);
+    // And an expiry seen by both.
+    two.ban(ME, Duration::from_millis(800)).await.unwrap();
+    assert_eq!(get(&client, first).await.status, StatusCode::FORBIDDEN);
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    for addr in [first, second] {
+        assert_eq!(get(&client, addr).await.status, StatusCode::OK);
+    }
+}
+
+/// One request a minute per key (on memory), and a ban of 10 minutes in
+/// `bans` for the third denial within a minute counted by `denials`.
+async fn penalized(
+    bans: BanList,
+    denials: Arc<dyn Limiter>,
+    clock: &ManualClock,
+) -> RateLimitLayer {
+    RateLimitLayer::from_arc(limiter(Backend::Memory, "fixed-window:1/1m", clock).await)
+        .bans(bans)
+        .penalty(Penalty::from_arc(denials, Duration::from_secs(600)))
+}
+
+#[tokio::test]
+async fn a_key_denied_three_times_in_a_minute_is_banned() {
+    let clock = ManualClock::new(T0);
+    let denials = limiter(Backend::Memory, "sliding-log:3/1m", &clock).await;
+    let addr = serve(penalized(BanList::memory(), denials, &clock).await).await;
+    let client = client();
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        statuses.push(get(&client, addr).await.status.as_u16());
+    }
+    // Admitted, denied three times (the third earns the ban), banned.
+    assert_eq!(statuses, [200, 429, 429, 429, 403]);
+    assert_eq!(get(&client, addr).await.number("retry-after"), 600);
+}
+
+#[tokio::test]
+async fn a_penalty_in_redis_counts_the_denials_of_every_instance() {
+    let clock = ManualClock::new(T0);
+    let prefix = fresh_prefix("penalty");
+    // The denial counter's keys must be shared too: one limiter for both.
+    let denials = limiter(Backend::Redis, "sliding-log:3/1m", &clock).await;
+    let instance = || {
+        penalized(
+            ban_list(Backend::Redis, &prefix),
+            Arc::clone(&denials),
+            &clock,
+        )
+    };
+    let first = serve(instance().await).await;
+    let second = serve(instance().await).await;
+    let client = client();
+    // Each instance admits one and denies the next; the third denial, on
+    // the first instance, bans the key on both.
+    let mut statuses = Vec::new();
+    for addr in [first, first, second, second, first, second] {
+        statuses.push(get(&client, addr).await.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 429, 200, 429, 429, 403]);
+    assert_eq!(get(&client, first).await.status, StatusCode::FORBIDDEN);
+}
