@@ -1,0 +1,86 @@
+//! Shaping over HTTP: requests admitted by a leaky bucket reach the inner
+//! service one interval apart however they arrive, and one that would wait
+//! longer than the layer's maximum is answered 429.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::{routing, Router};
+use limiter_core::{ManualClock, Policy};
+use limiter_memory::MemoryLimiter;
+use limiter_tower::{KeyExtractor, RateLimitLayer, Shaping};
+use support::{load, serve, serve_router};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_concurrent_requests_reach_the_service_100_ms_apart() {
+    // 10 per second on the system clock, with room in the queue for all 20.
+    let policy: Policy = "leaky-bucket:10/1s,queue=20".parse().unwrap();
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&arrivals);
+    let router = Router::new()
+        .route(
+            "/",
+            routing::get(move || {
+                record.lock().unwrap().push(Instant::now());
+                async { "ok" }
+            }),
+        )
+        .layer(RateLimitLayer::new(MemoryLimiter::new(policy)).key(KeyExtractor::global()));
+    let addr = serve_router(router).await;
+
+    let counts = load(addr, 20, 20).await;
+    assert_eq!(counts.get(&200), Some(&20), "{counts:?}");
+    let mut arrivals = arrivals.lock().unwrap().clone();
+    arrivals.sort();
+    // Request k is admitted to leave at the bucket's k-th departure, k x 100
+    // ms after the first, and sleeps until then; a sleep never ends early
+    // (Tokio rounds deadlines up to its 1 ms tick), but it may end late by
+    // the scheduling delay of a busy machine. A gap is 100 ms plus this
+    // request's delay minus the previous one's: 15 ms allows for a previous
+    // request woken up to 15 ms late, which a 2-core machine running other
+    // tests can do, while a layer that did not shape would show gaps of
+    // about 0.
+    let tolerance = Duration::from_millis(15);
+    for pair in arrivals.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap + tolerance >= Duration::from_millis(100),
+            "gap of {gap:?}"
+        );
+    }
+    // And the whole: 19 intervals, the first request's delay the only slack.
+    assert!(arrivals[19] - arrivals[0] + tolerance >= Duration::from_millis(1_900));
+}
+
+#[tokio::test]
+async fn a_wait_beyond_the_maximum_is_denied() {
+    // The clock does not move: the waits are exactly 0, 100, 200, … ms.
+    let clock = ManualClock::new(1_700_000_000_000_000);
+    let policy: Policy = "leaky-bucket:10/1s,queue=20".parse().unwrap();
+    let limiter = MemoryLimiter::builder(policy).clock(clock).build();
+    let layer = RateLimitLayer::new(limiter)
+        .key(KeyExtractor::global())
+        .shaping(Shaping::WaitAtMost(Duration::from_millis(250)));
+    let addr = serve(layer).await;
+    let counts = load(addr, 10, 10).await;
+    // Waits of 0, 100 and 200 ms pass; 300 ms and more are denied.
+    assert_eq!(counts, [(200, 3), (429, 7)].into_iter().collect());
+}
+
+#[tokio::test]
+async fn passing_at_once_does_not_wait() {
+    let clock = ManualClock::new(1_700_000_000_000_000);
+    let policy: Policy = "leaky-bucket:1/1s,queue=5".parse().unwrap();
+    let limiter = MemoryLimiter::builder(policy).clock(clock).build();
+    let layer = RateLimitLayer::new(limiter)
+        .key(KeyExtractor::global())
+        .shaping(Shaping::PassAtOnce);
+    let addr = serve(layer).await;
+    let started = Instant::now();
+    let counts = load(addr, 5, 5).await;
+    assert_eq!(counts, [(200, 5)].into_iter().collect());
+    // Shaped, the last would have waited 4 s.
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
