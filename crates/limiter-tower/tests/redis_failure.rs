@@ -1,0 +1,134 @@
+//! Redis killed during load, behind a real HTTP server: under fail-open
+//! every request passes and is marked `X-RateLimit-Degraded: fail-open`,
+//! under fail-closed every request is answered 503, none waits for Redis
+//! (the ban check on the same Redis included), and both recover when Redis
+//! is back.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::StatusCode;
+use limiter_core::{FailurePolicy, LimiterExt, Policy};
+use limiter_redis::RedisLimiter;
+use limiter_test::redis_server::RedisServer;
+use limiter_tower::{BanList, RateLimitLayer};
+use support::{client, fresh_prefix, get, redis_backend, serve};
+
+/// One answered request: when it started and ended, its status and its
+/// `X-RateLimit-Degraded`.
+#[derive(Debug)]
+struct Answer {
+    started: Instant,
+    ended: Instant,
+    status: StatusCode,
+    degraded: Option<String>,
+}
+
+/// Kills Redis under load from four clients, restarts it, and checks the
+/// answers: healthy ones before, `degraded` with `status` while Redis is
+/// down, healthy ones again once it is back.
+async fn redis_killed_during_load(policy: FailurePolicy, status: StatusCode, degraded: &str) {
+    // Its own server: this test kills it.
+    let mut server = RedisServer::start();
+    let backend = redis_backend(&server.url());
+    // Far above what the load sends: a healthy answer is always 200.
+    let policy_of_limits: Policy = "token-bucket:100000/1s".parse().unwrap();
+    let limiter = RedisLimiter::builder(&backend, policy_of_limits)
+        .key_prefix(fresh_prefix("limit"))
+        .build()
+        .await
+        .unwrap()
+        .on_failure(policy)
+        .probe_interval(Duration::from_millis(100));
+    let layer = RateLimitLayer::new(limiter).bans(BanList::redis(&backend, fresh_prefix("ban")));
+    let addr = serve(layer).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            let stop = Arc::clone(&stop);
+            tokio::spawn(async move {
+                let client = client();
+                let mut answers = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let started = Instant::now();
+                    let reply = get(&client, addr).await;
+                    answers.push(Answer {
+                        started,
+                        ended: Instant::now(),
+                        status: reply.status,
+                        degraded: reply.header("x-ratelimit-degraded").map(str::to_owned),
+                    });
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                answers
+            })
+        })
+        .collect();
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let killing = Instant::now();
+    server.kill();
+    let killed = Instant::now();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let restarting = Instant::now();
+    server.restart();
+    let restarted = Instant::now();
+    // Long enough for a probe (every 100 ms) to find the new server.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut answers = Vec::new();
+    for client in clients {
+        answers.extend(client.await.unwrap());
+    }
+
+    let healthy = |a: &Answer| a.status == StatusCode::OK && a.degraded.is_none();
+    let before: Vec<_> = answers.iter().filter(|a| a.ended < killing).collect();
+    let during: Vec<_> = answers
+        .iter()
+        .filter(|a| a.started > killed && a.ended < restarting)
+        .collect();
+    assert!(
+        before.len() >= 10 && before.iter().all(|a| healthy(a)),
+        "{before:?}"
+    );
+    // Answered at once, not after a timeout: many answers, none slow.
+    assert!(
+        during.len() >= 20,
+        "{} answers while Redis was down",
+        during.len()
+    );
+    for answer in &during {
+        assert_eq!(answer.status, status, "{answer:?}");
+        assert_eq!(answer.degraded.as_deref(), Some(degraded), "{answer:?}");
+        assert!(
+            answer.ended - answer.started < Duration::from_secs(1),
+            "{answer:?}"
+        );
+    }
+    // Back: the last second's answers are all healthy.
+    let recovered: Vec<_> = answers
+        .iter()
+        .filter(|a| a.started > restarted + Duration::from_millis(500))
+        .collect();
+    assert!(recovered.len() >= 10, "{recovered:?}");
+    assert!(recovered.iter().all(|a| healthy(a)), "{recovered:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fail_open_passes_marked_while_redis_is_down_and_recovers() {
+    redis_killed_during_load(FailurePolicy::FailOpen, StatusCode::OK, "fail-open").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fail_closed_answers_503_while_redis_is_down_and_recovers() {
+    redis_killed_during_load(
+        FailurePolicy::FailClosed,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "fail-closed",
+    )
+    .await;
+}
