@@ -31,16 +31,27 @@
 //!   `Retry-After` and `X-RateLimit-Degraded: fail-closed`; a fallback's
 //!   decision is reported with the legacy headers (its own numbers) and
 //!   `X-RateLimit-Degraded: fallback`; an error (`ReturnError`) answers `503`.
+//! - Allowlisted ([`RateLimitLayer::allow_ips`], [`allow_keys`](RateLimitLayer::allow_keys)):
+//!   the inner service's response, no rate-limit headers, nothing counted.
+//! - Banned ([`BanList`], in memory or in Redis for every instance;
+//!   [`Penalty`] bans a key denied too often): `403` (or `429`) with
+//!   `Retry-After` until the ban ends, before the limiter counts anything.
+//! - Admitted by a leaky bucket with a `wait`: the inner service runs once
+//!   the wait is over, so output is smooth ([`Shaping`]; a wait beyond
+//!   [`Shaping::WaitAtMost`] answers `429`).
 //! - No key: a request without its header (or custom key) answers `401`
 //!   unless the key falls back to the address; a request without a peer
 //!   address (the server does not record it) answers `500`: never
 //!   unlimited.
 //!
+//! Each request is reported under the layer's [name](RateLimitLayer::name):
+//! a `tracing` event (target `limiter_tower`) with the outcome and, with the
+//! `metrics` feature, the counter [`METRIC_REQUESTS`] by `policy` and
+//! `outcome` and the histogram [`METRIC_DECISION_SECONDS`].
+//!
 //! # Not built yet
 //!
-//! This is a first cut: named policies from a configuration file,
-//! allowlists and bans, shaping (a leaky bucket's admission passes at once,
-//! its `wait` is not slept), metrics and `tracing` spans, RFC 7239
+//! This is a first cut: named policies from a configuration file, RFC 7239
 //! `Forwarded` and IPv6 prefix grouping are not built.
 //!
 //! See docs/http.md for the setup with each framework, the proxy trust

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use limiter_core::{DecisionSource, Error, SetDecision};
 
 /// Requests, by `policy` (the layer's [name](crate::RateLimitLayer::name))
-/// and `outcome` ([`Outcome::name`]).
+/// and `outcome`: `allowed`, `denied`, `banned`, `allowlisted`,
+/// `failed_open`, `failed_closed`, `error` or `missing_key`.
 pub const METRIC_REQUESTS: &str = "limiter_http_requests_total";
 /// Seconds from a request's arrival to the layer's answer (the ban check
 /// and the limiter; not a shaped request's wait, nor the inner service),
