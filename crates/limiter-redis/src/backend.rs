@@ -16,12 +16,12 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike as _, MultiplexedConnection};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
+use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, Value};
 
 use crate::backend_builder::RedisBackendBuilder;
 use crate::circuit::Circuit;
 use crate::error::{BackendError, BackendErrorKind};
-use crate::scripts::LuaScript;
+use crate::scripts::LuaFunction;
 
 /// A handle on one Redis server, shared by every [`RedisLimiter`](crate::RedisLimiter)
 /// of an application: build it once, clone it freely (clones share the
@@ -62,9 +62,9 @@ pub(crate) struct Shared {
     /// On a cluster: whether a fresh connection (a fresh slot map) is being
     /// made in the background, and when the last one was started.
     refresh: Mutex<Refresh>,
-    /// Every script a limiter of this backend uses: loaded on each new
+    /// Every function library a limiter of this backend uses: loaded on each new
     /// connection, since a new connection often means a restarted server.
-    scripts: Mutex<Vec<LuaScript>>,
+    functions: Mutex<Vec<LuaFunction>>,
 }
 
 /// A cluster's background refresh: one at a time, at most one per probe
@@ -146,9 +146,10 @@ impl RedisBackend {
     /// Starts building a backend on a Redis Cluster, found from one or more
     /// seed nodes (`redis://host:port/` each; all share one user and
     /// password). Every key of a decision sits in one slot (the user key
-    /// is a hash tag), so decisions are as atomic as on one server; scripts
-    /// are loaded on every primary at connect and again, by `NOSCRIPT`,
-    /// on a primary that joined later (a failover, a new node).
+    /// is a hash tag), so decisions are as atomic as on one server; the
+    /// function libraries are loaded on every primary at connect, and again
+    /// on a primary that answers "function not found" (a new node; a
+    /// promoted replica already has them, by replication).
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), limiter_core::Error> {
@@ -188,7 +189,7 @@ impl RedisBackend {
                 next_connection_id: AtomicU64::new(0),
                 circuit: Circuit::default(),
                 refresh: Mutex::new(Refresh::default()),
-                scripts: Mutex::new(Vec::new()),
+                functions: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -226,28 +227,40 @@ impl RedisBackend {
         Ok(())
     }
 
-    /// Adds `script` to the scripts loaded on every new connection, and
-    /// loads it now unless Redis is down (scripts are server-wide: one load
+    /// Adds `function` to the libraries loaded on every new connection, and
+    /// loads it now unless Redis is down (libraries are server-wide: one load
     /// serves every connection to the server). Fails only if Redis refuses
-    /// the script.
-    pub(crate) async fn register(&self, script: &LuaScript) -> Result<(), BackendError> {
+    /// the library: then it is not kept either (e.g. a server older than
+    /// Redis 7.0, which has no `FUNCTION LOAD`).
+    pub(crate) async fn register(&self, function: &LuaFunction) -> Result<(), BackendError> {
         {
-            let mut scripts = self.shared.lock_scripts();
-            if scripts.iter().any(|s| s.hash() == script.hash()) {
+            let mut functions = self.shared.lock_functions();
+            if functions.iter().any(|f| f.name() == function.name()) {
                 return Ok(());
             }
-            scripts.push(script.clone());
+            functions.push(function.clone());
         }
-        match self.query(&script.load_command(), None).await {
+        match self.query(&function.load_command(), None).await {
             Ok(_) => Ok(()),
             // Redis is down: the connection that ends the outage loads it.
             Err(e) if e.is_outage() => Ok(()),
-            Err(e) => Err(e),
+            Err(e) => {
+                self.shared
+                    .lock_functions()
+                    .retain(|f| f.name() != function.name());
+                Err(e.with_message(format!(
+                    "Redis at {} refused the limiter's function library (FUNCTION LOAD; \
+                     limiter-redis needs Redis 7.0 or later, and an ACL allowing FUNCTION \
+                     and FCALL)",
+                    self.shared.url
+                )))
+            }
         }
     }
 
-    /// Runs `cmd` (an `EVALSHA` of `script`, if given: loaded again and
-    /// retried once on `NOSCRIPT`, after a `SCRIPT FLUSH`).
+    /// Runs `cmd` (an `FCALL` of `function`, if given: loaded again and
+    /// retried when Redis answers that the function is not found, after a
+    /// `FUNCTION FLUSH` or a restart without persistence).
     ///
     /// Fails at once while the circuit is open. A connection that turns out
     /// dead (the server restarted) is replaced and the command retried once
@@ -257,7 +270,7 @@ impl RedisBackend {
     pub(crate) async fn query(
         &self,
         cmd: &Cmd,
-        script: Option<&LuaScript>,
+        function: Option<&LuaFunction>,
     ) -> Result<Value, BackendError> {
         let shared = &self.shared;
         let socket = shared.pick();
@@ -272,10 +285,10 @@ impl RedisBackend {
                 Ok(reply) => return Ok(reply),
                 Err(e) => e,
             };
-            if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) {
-                if let Some(script) = script {
+            if is_function_missing(&error) {
+                if let Some(function) = function {
                     return shared
-                        .reload_and_retry(&mut conn, &live, socket, cmd, script)
+                        .reload_and_retry(&mut conn, &live, socket, cmd, function)
                         .await;
                 }
             }
@@ -381,8 +394,8 @@ impl Shared {
         &self.sockets[i]
     }
 
-    fn lock_scripts(&self) -> std::sync::MutexGuard<'_, Vec<LuaScript>> {
-        self.scripts
+    fn lock_functions(&self) -> std::sync::MutexGuard<'_, Vec<LuaFunction>> {
+        self.functions
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -422,7 +435,7 @@ impl Shared {
     }
 
     /// Connects, checks the server answers and loads every registered
-    /// script (on a cluster: `PING` and `SCRIPT LOAD` go to every primary),
+    /// function library (on a cluster: `PING` and `FUNCTION LOAD` go to every primary),
     /// all within the connection timeout plus the command timeout.
     async fn open_connection(&self) -> Result<Connection, BackendError> {
         let connect = async {
@@ -436,19 +449,19 @@ impl Shared {
                     Connection::Cluster(client.get_async_connection().await?)
                 }
             };
-            let scripts = self.lock_scripts().clone();
+            let functions = self.lock_functions().clone();
             if conn.outlives_failures() {
                 // A cluster connection is up once it has the slot map; a
                 // node down now must not keep it from serving the others,
-                // so the scripts are loaded on the primaries that answer
-                // (NOSCRIPT loads them on the others later).
-                for script in &scripts {
-                    let _ = conn.send(&script.load_command()).await;
+                // so the libraries are loaded on the primaries that answer
+                // ("function not found" loads them on the others later).
+                for function in &functions {
+                    let _ = conn.send(&function.load_command()).await;
                 }
             } else {
                 conn.send(&redis::cmd("PING")).await?;
-                for script in &scripts {
-                    conn.send(&script.load_command()).await?;
+                for function in &functions {
+                    conn.send(&function.load_command()).await?;
                 }
             }
             Ok::<_, RedisError>(conn)
@@ -471,7 +484,7 @@ impl Shared {
         }
     }
 
-    /// After `NOSCRIPT`: loads the script on the same connection and runs
+    /// After "function not found": loads the library on the same connection and runs
     /// the command once more.
     async fn reload_and_retry(
         self: &Arc<Self>,
@@ -479,19 +492,16 @@ impl Shared {
         live: &Live,
         socket: &Socket,
         cmd: &Cmd,
-        script: &LuaScript,
+        function: &LuaFunction,
     ) -> Result<Value, BackendError> {
         // A flush can land between the load and the run (a test flushes in
         // a loop): load again, a few times.
         let result = async {
             let mut tries = 0;
             loop {
-                conn.send(&script.load_command()).await?;
+                conn.send(&function.load_command()).await?;
                 match conn.send(cmd).await {
-                    Err(e)
-                        if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
-                            && tries < NOSCRIPT_RELOADS =>
-                    {
+                    Err(e) if is_function_missing(&e) && tries < FUNCTION_RELOADS => {
                         tries += 1;
                     }
                     result => return result,
@@ -506,7 +516,7 @@ impl Shared {
             }
             BackendError::new(
                 BackendErrorKind::Redis,
-                format!("Redis at {}: reloading the script failed", self.url),
+                format!("Redis at {}: reloading the function failed", self.url),
             )
             .with_source(e)
         })
@@ -605,9 +615,9 @@ async fn probe(shared: Weak<Shared>) {
     }
 }
 
-/// How many times a script is loaded again when `NOSCRIPT` answers the run
+/// How many times a library is loaded again when "function not found" answers the run
 /// that follows a load.
-const NOSCRIPT_RELOADS: u32 = 3;
+const FUNCTION_RELOADS: u32 = 3;
 
 /// What went wrong, for the circuit's messages (which name the server
 /// already): the client's own error when there is one.
@@ -623,6 +633,15 @@ fn cause(error: &BackendError) -> String {
 /// connection, which is the command timeout).
 fn is_timeout(error: &RedisError) -> bool {
     error.is_timeout()
+}
+
+/// `FCALL` of a function the server does not have (flushed, or lost in a
+/// restart without persistence): load it and call again.
+fn is_function_missing(error: &RedisError) -> bool {
+    error.code() == Some("ERR")
+        && error
+            .detail()
+            .is_some_and(|detail| detail.starts_with("Function not found"))
 }
 
 /// The connection is dead: the command can be retried on a new one.

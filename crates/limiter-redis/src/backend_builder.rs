@@ -111,7 +111,7 @@ impl RedisBackendBuilder {
     }
 
     /// How long connecting may take (TCP, TLS, `AUTH`, then `PING` and the
-    /// scripts' `SCRIPT LOAD`, which also wait for the
+    /// function libraries' `FUNCTION LOAD`, which also wait for the
     /// [`command_timeout`](Self::command_timeout)). Must not be zero.
     /// Defaults to 1 second.
     pub fn connection_timeout(mut self, timeout: Duration) -> Self {

@@ -10,7 +10,7 @@ use limiter_core::{Algorithm, Clock, Error, Policies, PolicyError};
 use crate::backend::RedisBackend;
 use crate::error::BackendError;
 use crate::limiter::RedisLimiter;
-use crate::scripts::LuaScript;
+use crate::scripts::LuaFunction;
 
 /// Builds a [`RedisLimiter`]; made by [`RedisLimiter::builder`].
 ///
@@ -100,8 +100,8 @@ impl RedisLimiterBuilder {
         }
     }
 
-    /// Checks every option, then loads the policy's script (it is loaded
-    /// again on every new connection of the backend).
+    /// Checks every option, then loads the policy's function library (it
+    /// is loaded again on every new connection of the backend).
     ///
     /// A bad option or policy is an error before any round trip: a
     /// sliding-log limit above
@@ -110,11 +110,11 @@ impl RedisLimiterBuilder {
     /// with braces is [`Error::InvalidConfig`] (a [`BackendError`] of kind
     /// [`Config`](crate::BackendErrorKind::Config)).
     ///
-    /// An outage does not fail the build: while Redis is down the script
+    /// An outage does not fail the build: while Redis is down the library
     /// waits to be loaded with the next connection, and decisions fail
     /// (see [`limiter_core::FailurePolicy`] for what they answer then).
-    /// Redis refusing the script (e.g. an ACL without `SCRIPT`) is
-    /// [`Error::Backend`].
+    /// Redis refusing the library (a server older than 7.0, or an ACL
+    /// without `FUNCTION`) is [`Error::Backend`].
     pub async fn build(self) -> Result<RedisLimiter, Error> {
         if let Some(log) = self.policies.iter().find(|p| {
             p.algorithm() == Algorithm::SlidingLog && p.limit() > self.max_sliding_log_limit
@@ -138,9 +138,9 @@ impl RedisLimiterBuilder {
             ))
             .into_config_error());
         }
-        let script = LuaScript::for_parts(self.policies.parts(), self.ttl_floor_ms());
-        self.backend.register(&script).await?;
-        Ok(RedisLimiter::new(self, script))
+        let function = LuaFunction::for_parts(self.policies.parts(), self.ttl_floor_ms());
+        self.backend.register(&function).await?;
+        Ok(RedisLimiter::new(self, function))
     }
 }
 

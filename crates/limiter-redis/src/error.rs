@@ -51,6 +51,12 @@ impl BackendError {
         self
     }
 
+    /// The same failure, told as what the limiter was doing.
+    pub(crate) fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+
     pub(crate) fn config(message: impl Into<String>) -> Self {
         Self::new(BackendErrorKind::Config, message)
     }

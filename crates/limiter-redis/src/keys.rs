@@ -16,9 +16,21 @@ const SHORT_NAMES: PerAlgorithm<&str> = PerAlgorithm {
     leaky_bucket: "lb",
 };
 
+/// Each algorithm's state encoding, in the digest from the second on: a
+/// new encoding moves the keys, so an app instance never reads a state
+/// written in another. The string states went from text (`"s l"`) to packed
+/// doubles (see scripts/prelude.lua) in version 2.
+const STATE_ENCODINGS: PerAlgorithm<u32> = PerAlgorithm {
+    fixed_window: 2,
+    sliding_log: 1,
+    sliding_counter: 2,
+    token_bucket: 2,
+    leaky_bucket: 2,
+};
+
 /// The policy part of a key, e.g. `sl-e77675966f00`: the algorithm's short
 /// name and 48 bits of an FNV-1a digest of the policy's identity (algorithm,
-/// limit, window in µs, capacity or queue).
+/// limit, window in µs, capacity or queue, state encoding).
 ///
 /// The identity is written out here, not taken from `Policy`'s `Display`,
 /// so that no change of how policies print can move every key.
@@ -30,6 +42,10 @@ pub(crate) fn policy_tag(policy: &Policy) -> String {
         policy.limit(),
         policy.window_us()
     );
+    let encoding = STATE_ENCODINGS[policy.algorithm()];
+    if encoding > 1 {
+        identity = format!("v{encoding}:{identity}");
+    }
     if let Some(capacity) = policy.capacity() {
         identity.push_str(&format!(",capacity={capacity}"));
     }
@@ -106,6 +122,8 @@ mod tests {
         let pinned = Policy::sliding_log(Rate::per_minute(10)).unwrap();
         assert_eq!(policy_tag(&pinned), policy_tag(&pinned.clone()));
         assert_eq!(policy_tag(&pinned), "sl-e77675966f00");
+        let packed = Policy::token_bucket(Rate::per_minute(10)).unwrap();
+        assert_eq!(policy_tag(&packed), "tb-10456c6c3435");
         let mut tags = HashSet::new();
         for algorithm in Algorithm::ALL {
             for (limit, window) in [(5, 10), (100, 60), (5, 60), (100, 10)] {

@@ -1,4 +1,4 @@
-//! A distributed rate limiter on Redis: one atomic Lua script per algorithm,
+//! A distributed rate limiter on Redis: one atomic Lua function per algorithm,
 //! deciding exactly as [`limiter_core`] does, so a service tested on the
 //! in-memory backend behaves the same on Redis.
 //!
@@ -18,10 +18,11 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Each decision is one `EVALSHA` of the policy's script on one of the
-//! backend's multiplexed connections, which pipeline any number of
-//! concurrent decisions. Scripts are loaded on every new connection (and
-//! again after a `SCRIPT FLUSH`). Times come from Redis `TIME` unless a
+//! Each decision is one `FCALL` of the policy's function (Redis Functions:
+//! Redis 7.0 or later) on one of the backend's multiplexed connections,
+//! which pipeline any number of concurrent decisions. Function libraries
+//! are loaded on every new connection (and again after a `FUNCTION
+//! FLUSH`). Times come from Redis `TIME` unless a
 //! [`Clock`](limiter_core::Clock) is given ([`RedisLimiterBuilder::clock`]).
 //! A user key `k` lives at `{prefix}:{k}:{policy}` with a TTL equal to its
 //! `reset_after`. While Redis is down, decisions fail at once (no caller

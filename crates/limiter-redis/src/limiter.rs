@@ -11,12 +11,12 @@ use crate::backend::RedisBackend;
 use crate::builder::RedisLimiterBuilder;
 use crate::error::{BackendError, BackendErrorKind};
 use crate::keys::KeyLayout;
-use crate::scripts::{self, LuaScript, Mode};
+use crate::scripts::{self, LuaFunction, Mode};
 
 /// A keyed rate limiter whose state lives in Redis: each decision is one
-/// atomic Lua script (one round trip), deciding exactly as `limiter-core`.
+/// atomic Lua function call (one round trip), deciding exactly as `limiter-core`.
 ///
-/// Under a tiered set (several policies), one script decides every part:
+/// Under a tiered set (several policies), one call decides every part:
 /// each part's state is its own Redis key, all under the user key's hash
 /// tag (one slot, so the set is atomic on a cluster too); a denial writes
 /// nothing, an admission commits every part.
@@ -31,8 +31,8 @@ pub struct RedisLimiter {
     keys: Box<[KeyLayout]>,
     key_prefix: String,
     clock: Option<Arc<dyn Clock>>,
-    /// The script of every part, with their constants written in.
-    script: LuaScript,
+    /// The function of every part, with their constants written in.
+    function: LuaFunction,
 }
 
 impl RedisLimiter {
@@ -43,7 +43,7 @@ impl RedisLimiter {
         RedisLimiterBuilder::new(backend.clone(), policies.into())
     }
 
-    pub(crate) fn new(builder: RedisLimiterBuilder, script: LuaScript) -> Self {
+    pub(crate) fn new(builder: RedisLimiterBuilder, function: LuaFunction) -> Self {
         Self {
             keys: builder
                 .policies
@@ -54,7 +54,7 @@ impl RedisLimiter {
             backend: builder.backend,
             key_prefix: builder.key_prefix,
             clock: builder.clock,
-            script,
+            function,
         }
     }
 
@@ -84,7 +84,7 @@ impl RedisLimiter {
         &self.backend
     }
 
-    /// One decision: validate, run the script (one round trip), convert,
+    /// One decision: validate, call the function (one round trip), convert,
     /// combine the parts (docs/spec.md section 7).
     async fn decide(&self, key: &str, cost: u64, mode: Mode) -> Result<SetDecision, Error> {
         let time_us = self.clock.as_ref().map(|clock| clock.now_us());
@@ -103,18 +103,18 @@ impl RedisLimiter {
     ) -> Result<SetDecision, BackendError> {
         let cmd = match &*self.keys {
             [only] => self
-                .script
+                .function
                 .decide(&[only.state_key(key)], mode, cost, time_us),
             layouts => {
                 let keys: Vec<String> = layouts.iter().map(|l| l.state_key(key)).collect();
-                self.script.decide(&keys, mode, cost, time_us)
+                self.function.decide(&keys, mode, cost, time_us)
             }
         };
-        let reply = self.backend.query(&cmd, Some(&self.script)).await?;
+        let reply = self.backend.query(&cmd, Some(&self.function)).await?;
         let unexpected = || {
             BackendError::new(
                 BackendErrorKind::Redis,
-                format!("unexpected script reply {reply:?}"),
+                format!("unexpected function reply {reply:?}"),
             )
         };
         let parts = self.policies.parts();

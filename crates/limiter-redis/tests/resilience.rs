@@ -1,5 +1,5 @@
 //! The fault matrix against a real `redis-server`: kill -9 and restart, a
-//! graceful restart, `SCRIPT FLUSH`, `CLIENT KILL`, `DEBUG SLEEP`,
+//! graceful restart, `FUNCTION FLUSH`, `CLIENT KILL`, `DEBUG SLEEP`,
 //! `SIGSTOP`/`SIGCONT`, a server that never answers and a refused port,
 //! each under 64 concurrent callers. For each, what the callers see:
 //!
@@ -75,7 +75,7 @@ const SLACK: Duration = Duration::from_millis(500);
 const FAST: Duration = Duration::from_millis(100);
 /// The longest any caller may wait: a decision whose connection broke,
 /// waiting for another caller's reconnect (connection timeout plus command
-/// timeout, for `PING` and the scripts), then its retry (one command
+/// timeout, for `PING` and the function libraries), then its retry (one command
 /// timeout), plus [`SLACK`].
 const IN_FLIGHT_BOUND: Duration = Duration::from_millis(
     CONNECT.as_millis() as u64 + 2 * COMMAND.as_millis() as u64 + SLACK.as_millis() as u64,
@@ -302,8 +302,8 @@ enum Fault {
     KillAndRestart,
     /// `SIGTERM` then a fresh server at once.
     GracefulRestart,
-    /// `SCRIPT FLUSH`: the next decisions get `NOSCRIPT`.
-    ScriptFlush,
+    /// `FUNCTION FLUSH`: the next decisions find no function.
+    FunctionFlush,
     /// `CLIENT KILL` of every client: the backend's connection dies.
     ClientKill,
     /// `DEBUG SLEEP 1.5`: the server hangs, longer than the command timeout.
@@ -321,7 +321,7 @@ impl Fault {
     /// Whether the callers see an outage (the circuit opens); otherwise
     /// the retry on a new connection hides the fault.
     fn is_outage(self) -> bool {
-        !matches!(self, Fault::ScriptFlush | Fault::ClientKill)
+        !matches!(self, Fault::FunctionFlush | Fault::ClientKill)
     }
 }
 
@@ -372,8 +372,8 @@ async fn fault_matrix(fault: Fault) -> Measured {
             server.restart();
             load.now()
         }
-        Fault::ScriptFlush => {
-            assert_eq!(server.command("SCRIPT FLUSH"), "+OK");
+        Fault::FunctionFlush => {
+            assert_eq!(server.command("FUNCTION FLUSH"), "+OK");
             load.now()
         }
         Fault::ClientKill => {
@@ -590,10 +590,13 @@ async fn graceful_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn script_flush() {
+async fn function_flush() {
     let _serial = one_at_a_time().await;
-    let m = fault_matrix(Fault::ScriptFlush).await;
-    assert_eq!(m.failures, 0, "NOSCRIPT is reloaded and retried: {m:?}");
+    let m = fault_matrix(Fault::FunctionFlush).await;
+    assert_eq!(
+        m.failures, 0,
+        "a missing function is loaded and called again: {m:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -895,7 +898,7 @@ async fn an_unreachable_server_fails_the_backends_build_with_a_clear_error() {
     let message = error.chain().to_string();
     assert!(message.contains(&url), "{message}");
     assert!(message.to_lowercase().contains("refused"), "{message}");
-    // A limiter on a lazy backend builds: its script waits for the
+    // A limiter on a lazy backend builds: its library waits for the
     // connection that ends the outage.
     short_timeouts(&url).build().await.unwrap();
 }
@@ -1011,7 +1014,7 @@ async fn a_limiter_built_while_redis_is_down_connects_when_it_comes_up() {
 }
 
 #[tokio::test]
-async fn a_script_flush_between_calls_is_recovered_with_state_intact() {
+async fn a_function_flush_between_calls_is_recovered_with_state_intact() {
     let _serial = one_at_a_time().await;
     let limiter = common::builder(Policy::sliding_log(Rate::per_minute(3)).unwrap())
         .build()
@@ -1019,12 +1022,12 @@ async fn a_script_flush_between_calls_is_recovered_with_state_intact() {
         .unwrap();
     let server = common::server();
     for expected_remaining in [2, 1, 0] {
-        assert_eq!(server.command("SCRIPT FLUSH"), "+OK");
+        assert_eq!(server.command("FUNCTION FLUSH"), "+OK");
         let decision = limiter.acquire("k", 1).await.unwrap();
         assert!(decision.allowed);
         assert_eq!(decision.remaining, expected_remaining);
     }
-    assert_eq!(server.command("SCRIPT FLUSH"), "+OK");
+    assert_eq!(server.command("FUNCTION FLUSH"), "+OK");
     assert!(!limiter.peek("k", 1).await.unwrap().allowed);
     assert!(!limiter.acquire("k", 1).await.unwrap().allowed);
 }

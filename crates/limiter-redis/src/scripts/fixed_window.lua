@@ -1,7 +1,8 @@
 -- Fixed window (docs/spec.md section 3): one counter per aligned window.
 --
--- fixed_window(key, tick, W, L); the key holds the string "w c": w = start
--- of the window of the last admission (ticks), c = units admitted in it.
+-- fixed_window(key, tick, W, L); the key holds (w, c) packed as '<dd' (see
+-- the prelude): w = start of the window of the last admission (ticks), c =
+-- units admitted in it.
 -- Called as the prelude describes: decides without writing, and returns
 -- (allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff,
 -- write) in ticks, t_eff = max(t div q, T_s).
@@ -14,10 +15,9 @@ local function fixed_window(key, tick, W, L)
   local start_s, count_s = 0, 0
   local state = redis.call('GET', key)
   if state then
-    local a, b = string.match(state, '^(%d+) (%d+)$')
-    start_s, count_s = tonumber(a), tonumber(b)
+    start_s, count_s = unpack('<dd', state)
   end
-  local t_eff = math.max(t, start_s)
+  local t_eff = max(t, start_s)
   local e = t_eff - floor(t_eff / W) * W
   local start = t_eff - e
   local count = 0
@@ -28,7 +28,7 @@ local function fixed_window(key, tick, W, L)
   if count + n <= L then
     local counted = count + n
     local function write()
-      save(key, num(start) .. ' ' .. num(counted), ttl_ms(tick, t, t_eff, until_next))
+      save(key, pack('<dd', start, counted), ttl_ms(tick, t, t_eff, until_next))
     end
     return true, L - counted, 0, until_next, reset_now, 0, t_eff, write
   end

@@ -1,8 +1,9 @@
 -- Leaky bucket (docs/spec.md section 3): a queue of at most Q units that drains L
 -- units per window W. A fresh key is empty.
 --
--- leaky_bucket(key, tick, W, L, Q); the key holds the string "s l": s =
--- queued units scaled by W, l = tick of the last admission.
+-- leaky_bucket(key, tick, W, L, Q); the key holds (s, l) packed as '<dd'
+-- (see the prelude): s = queued units scaled by W, l = tick of the last
+-- admission.
 -- Called as the prelude describes: decides without writing, and returns
 -- (allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff,
 -- write) in ticks, t_eff = max(t div q, T_s).
@@ -18,14 +19,13 @@ local function leaky_bucket(key, tick, W, L, Q)
   local s, last = 0, 0
   local state = redis.call('GET', key)
   if state then
-    local a, b = string.match(state, '^(%d+) (%d+)$')
-    s, last = tonumber(a), tonumber(b)
+    s, last = unpack('<dd', state)
   end
-  local t_eff = math.max(t, last)
+  local t_eff = max(t, last)
   -- Past the time to drain from full, more elapsed time changes nothing;
   -- the cap keeps elapsed * L in range.
-  local elapsed = math.min(t_eff - last, ceil_div(full, L))
-  s = math.max(0, s - elapsed * L)
+  local elapsed = min(t_eff - last, ceil_div(full, L))
+  s = max(0, s - elapsed * L)
   local need = n * W
   local reset_now = ceil_div(s, L)
   if s + need <= full then
@@ -33,7 +33,7 @@ local function leaky_bucket(key, tick, W, L, Q)
     local queued = s + need
     local reset_after = ceil_div(queued, L)
     local function write()
-      save(key, num(queued) .. ' ' .. num(t_eff), ttl_ms(tick, t, t_eff, reset_after))
+      save(key, pack('<dd', queued, t_eff), ttl_ms(tick, t, t_eff, reset_after))
     end
     return true, floor((full - queued) / W), 0, reset_after, reset_now, wait, t_eff, write
   end

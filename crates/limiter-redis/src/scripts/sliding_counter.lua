@@ -2,9 +2,9 @@
 -- weighted by how much of it the trailing window still covers, plus the
 -- current window's count.
 --
--- sliding_counter(key, tick, W, L); the key holds the string "w p c": w =
--- start of the current window (ticks), p = units admitted in the previous
--- window, c = in the current one.
+-- sliding_counter(key, tick, W, L); the key holds (w, p, c) packed as
+-- '<ddd' (see the prelude): w = start of the current window (ticks), p =
+-- units admitted in the previous window, c = in the current one.
 -- Called as the prelude describes: decides without writing, and returns
 -- (allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff,
 -- write) in ticks, t_eff = max(t div q, T_s).
@@ -18,10 +18,9 @@ local function sliding_counter(key, tick, W, L)
   local start_s, prev_s, curr_s = 0, 0, 0
   local state = redis.call('GET', key)
   if state then
-    local a, b, c = string.match(state, '^(%d+) (%d+) (%d+)$')
-    start_s, prev_s, curr_s = tonumber(a), tonumber(b), tonumber(c)
+    start_s, prev_s, curr_s = unpack('<ddd', state)
   end
-  local t_eff = math.max(t, start_s)
+  local t_eff = max(t, start_s)
   local e = t_eff - floor(t_eff / W) * W
   local start = t_eff - e
   local prev, curr = 0, 0
@@ -46,7 +45,7 @@ local function sliding_counter(key, tick, W, L)
     local counted = curr + n
     local reset = reset_after(counted)
     local function write()
-      save(key, num(start) .. ' ' .. num(prev) .. ' ' .. num(counted), ttl_ms(tick, t, t_eff, reset))
+      save(key, pack('<ddd', start, prev, counted), ttl_ms(tick, t, t_eff, reset))
     end
     return true, remaining(counted), 0, reset, reset_now, 0, t_eff, write
   end

@@ -28,7 +28,7 @@ local function sliding_log(key, tick, W, L)
     newest_total = tonumber(newest[1])
     newest_ts = tonumber(newest[2])
   end
-  local t_eff = math.max(t, newest_ts)
+  local t_eff = max(t, newest_ts)
 
   -- The total at the window's edge: that of the newest entry at or before
   -- t_eff - W, or 0 when every entry is inside the window (then the oldest

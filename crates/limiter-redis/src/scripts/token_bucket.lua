@@ -1,9 +1,9 @@
 -- Token bucket (docs/spec.md section 3): bursts up to a capacity C, refilled at L
 -- tokens per window W. A fresh key is full.
 --
--- token_bucket(key, tick, W, L, C); the key holds the string "s l": s =
--- tokens scaled by W (so refilling L per tick is exact), l = tick of the
--- last admission.
+-- token_bucket(key, tick, W, L, C); the key holds (s, l) packed as '<dd'
+-- (see the prelude): s = tokens scaled by W (so refilling L per tick is
+-- exact), l = tick of the last admission.
 -- Called as the prelude describes: decides without writing, and returns
 -- (allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff,
 -- write) in ticks, t_eff = max(t div q, T_s).
@@ -19,21 +19,20 @@ local function token_bucket(key, tick, W, L, C)
   local s, last = full, 0
   local state = redis.call('GET', key)
   if state then
-    local a, b = string.match(state, '^(%d+) (%d+)$')
-    s, last = tonumber(a), tonumber(b)
+    s, last = unpack('<dd', state)
   end
-  local t_eff = math.max(t, last)
+  local t_eff = max(t, last)
   -- Past the time to refill from empty, more elapsed time changes nothing;
   -- the cap keeps elapsed * L in range.
-  local elapsed = math.min(t_eff - last, ceil_div(full, L))
-  s = math.min(full, s + elapsed * L)
+  local elapsed = min(t_eff - last, ceil_div(full, L))
+  s = min(full, s + elapsed * L)
   local need = n * W
   local reset_now = ceil_div(full - s, L)
   if s >= need then
     local left = s - need
     local reset_after = ceil_div(full - left, L)
     local function write()
-      save(key, num(left) .. ' ' .. num(t_eff), ttl_ms(tick, t, t_eff, reset_after))
+      save(key, pack('<dd', left, t_eff), ttl_ms(tick, t, t_eff, reset_after))
     end
     return true, floor(left / W), 0, reset_after, reset_now, 0, t_eff, write
   end
