@@ -3,7 +3,6 @@
 //! reason of the first thing wrong.
 
 use std::collections::BTreeMap;
-use std::error::Error as StdError;
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
@@ -64,9 +63,8 @@ impl Config {
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let path = path.as_ref();
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|error| {
-            ConfigError::new(&file, "", ConfigErrorKind::Io, error.to_string()).with_source(error)
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| ConfigError::new(&file, "", ConfigErrorKind::Io, error.to_string()))?;
         Self::from_toml(file, &text)
     }
 
@@ -106,9 +104,8 @@ impl Config {
                 let raw: RawPolicy = value.try_into().map_err(|error: toml::de::Error| {
                     ConfigError::new(&file, &entry, ConfigErrorKind::Schema, error.message())
                 })?;
-                let policy = raw.check().map_err(|(field, kind, reason, source)| {
+                let policy = raw.check().map_err(|(field, kind, reason)| {
                     ConfigError::new(&file, format!("{entry}.{field}"), kind, reason)
-                        .with_boxed_source(source)
                 })?;
                 policies.insert(name, policy);
             }
@@ -147,11 +144,8 @@ struct RawPolicy {
     headers: Option<String>,
 }
 
-/// What is wrong with one field: its name (and index), the kind, the
-/// reason, and the error that said so.
-type FieldError = (String, ConfigErrorKind, String, Option<BoxError>);
-
-type BoxError = Box<dyn StdError + Send + Sync>;
+/// What is wrong with one field: its name (and index), the kind, the reason.
+type FieldError = (String, ConfigErrorKind, String);
 
 impl RawPolicy {
     fn check(self) -> Result<NamedPolicy, FieldError> {
@@ -159,28 +153,17 @@ impl RawPolicy {
         for (index, text) in self.limits.iter().enumerate() {
             let policy = text.parse::<Policy>().map_err(|error| {
                 let field = format!("limits[{index}]");
-                (
-                    field,
-                    ConfigErrorKind::Policy,
-                    error.to_string(),
-                    Some(error.into()),
-                )
+                (field, ConfigErrorKind::Policy, error.to_string())
             })?;
             parts.push(policy);
         }
         let policies = Policies::new(parts).map_err(|error| {
             let reason = error.to_string();
-            (
-                "limits".to_owned(),
-                ConfigErrorKind::Policy,
-                reason,
-                Some(error.into()),
-            )
+            ("limits".to_owned(), ConfigErrorKind::Policy, reason)
         })?;
 
-        let key_error = |field: &str, reason: String| {
-            Err((field.to_owned(), ConfigErrorKind::Key, reason, None))
-        };
+        let key_error =
+            |field: &str, reason: String| Err((field.to_owned(), ConfigErrorKind::Key, reason));
         let kind = self.key.as_deref().unwrap_or("ip");
         let mut key = match kind {
             "ip" => KeyExtractor::ip(),
@@ -230,12 +213,7 @@ impl RawPolicy {
         for (index, text) in self.trusted_proxies.iter().enumerate() {
             let net = text.parse::<IpNet>().map_err(|error| {
                 let field = format!("trusted_proxies[{index}]");
-                (
-                    field,
-                    ConfigErrorKind::Address,
-                    error.to_string(),
-                    Some(error.into()),
-                )
+                (field, ConfigErrorKind::Address, error.to_string())
             })?;
             trusted.push(net);
         }
@@ -248,7 +226,7 @@ impl RawPolicy {
             Some(other) => {
                 let reason =
                     format!("unknown header style {other:?}; expected none, legacy, ietf or both");
-                return Err(("headers".to_owned(), ConfigErrorKind::Headers, reason, None));
+                return Err(("headers".to_owned(), ConfigErrorKind::Headers, reason));
             }
         };
         Ok(NamedPolicy {
@@ -341,7 +319,6 @@ pub struct ConfigError {
     entry: String,
     kind: ConfigErrorKind,
     reason: String,
-    source: Option<BoxError>,
 }
 
 impl ConfigError {
@@ -356,17 +333,7 @@ impl ConfigError {
             entry: entry.into(),
             kind,
             reason: reason.into(),
-            source: None,
         }
-    }
-
-    pub(crate) fn with_source(self, source: impl StdError + Send + Sync + 'static) -> Self {
-        self.with_boxed_source(Some(Box::new(source)))
-    }
-
-    fn with_boxed_source(mut self, source: Option<BoxError>) -> Self {
-        self.source = source;
-        self
     }
 
     /// The file, as given to [`Config::from_file`] or [`Config::from_toml`].
@@ -386,7 +353,7 @@ impl ConfigError {
         self.kind
     }
 
-    /// Why, in words.
+    /// Why, in words (with the causes of the error that said so).
     pub fn reason(&self) -> &str {
         &self.reason
     }
@@ -402,13 +369,9 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl StdError for ConfigError {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.source
-            .as_deref()
-            .map(|source| source as &(dyn StdError + 'static))
-    }
-}
+/// The reason holds the whole story (the policy's or the backend's error
+/// with its causes), so there is no `source` to print twice.
+impl std::error::Error for ConfigError {}
 
 #[cfg(test)]
 mod tests {

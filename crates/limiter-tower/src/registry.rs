@@ -58,6 +58,41 @@ impl Registry {
         }
     }
 
+    /// Each policy on Redis, every one over `backend`'s shared
+    /// connections (feature `redis`), so every instance of the service
+    /// shares the counts. Policy `NAME`'s keys live under the prefix
+    /// `{key_prefix}:NAME` (`limiter:login`, say), so two names never share
+    /// a count and two services on one Redis keep apart with two prefixes.
+    /// A policy the backend refuses (a sliding log above its maximum limit,
+    /// a brace in the prefix or the name) is an error naming that policy.
+    #[cfg(feature = "redis")]
+    pub async fn redis(
+        config: &Config,
+        backend: &limiter_redis::RedisBackend,
+        key_prefix: &str,
+    ) -> Result<Self, ConfigError> {
+        use limiter_redis::RedisLimiter;
+
+        let mut layers = BTreeMap::new();
+        for (name, policy) in config.iter() {
+            let prefix = format!("{key_prefix}:{name}");
+            let limiter = RedisLimiter::builder(backend, policy.policies.clone())
+                .key_prefix(prefix)
+                .build()
+                .await
+                .map_err(|error| {
+                    let entry = format!("policies.{}", crate::config::toml_key(name));
+                    let reason = error.chain().to_string();
+                    ConfigError::new(config.file(), entry, ConfigErrorKind::Backend, reason)
+                })?;
+            layers.insert(name.to_owned(), policy.layer(Arc::new(limiter)));
+        }
+        Ok(Self {
+            file: config.file().to_owned(),
+            layers,
+        })
+    }
+
     /// The layer of policy `name` (a clone: every clone shares the
     /// limiter), or an error naming the file and the missing entry.
     pub fn layer(&self, name: &str) -> Result<RateLimitLayer, ConfigError> {

@@ -10,7 +10,7 @@ use axum::routing;
 use axum::Router;
 use http::StatusCode;
 use limiter_tower::{Config, ConfigError, ConfigErrorKind, Registry};
-use support::{client, get_path, serve_router};
+use support::{client, fresh_prefix, get_path, redis_backend, redis_server, serve_router};
 
 /// A TOML file holding `text`, removed when dropped.
 struct TomlFile(PathBuf);
@@ -97,6 +97,70 @@ async fn a_config_file_drives_a_router_with_two_named_policies() {
         StatusCode::OK
     );
     assert_eq!(get("/me", &[]).await.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn on_redis_two_instances_of_a_service_share_each_named_policy() {
+    let file = TomlFile::new("redis", LIMITS);
+    let config = Config::from_file(&file.0).unwrap();
+    let backend = redis_backend(&redis_server().url());
+    let prefix = fresh_prefix("registry");
+    let mut instances = Vec::new();
+    for _ in 0..2 {
+        // Each instance builds its own registry on the shared backend.
+        let registry = Registry::redis(&config, &backend, &prefix).await.unwrap();
+        let app = Router::new()
+            .route("/login", routing::get(|| async { "welcome" }))
+            .route_layer(registry.layer("login").unwrap())
+            .merge(
+                Router::new()
+                    .route("/me", routing::get(|| async { "you" }))
+                    .route_layer(registry.layer("user").unwrap()),
+            );
+        instances.push(serve_router(app).await);
+    }
+    let client = client();
+    let status = async |instance: usize, path, headers| {
+        get_path(&client, instances[instance], path, headers)
+            .await
+            .status
+    };
+    // login allows 2 per 5 minutes by address, across both instances.
+    assert_eq!(status(0, "/login", &[]).await, StatusCode::OK);
+    assert_eq!(status(1, "/login", &[]).await, StatusCode::OK);
+    assert_eq!(
+        status(0, "/login", &[]).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        status(1, "/login", &[]).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // user counts apart from login, by its header, across both.
+    let alice = [("x-user-id", "alice")];
+    assert_eq!(status(1, "/me", &alice).await, StatusCode::OK);
+    assert_eq!(status(0, "/me", &alice).await, StatusCode::OK);
+    assert_eq!(
+        status(1, "/me", &alice).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test]
+async fn a_policy_redis_refuses_fails_the_registry_naming_it() {
+    let file = TomlFile::new("redis-refused", &login(r#"["sliding-log:20000/1h"]"#, ""));
+    let config = Config::from_file(&file.0).unwrap();
+    let backend = redis_backend(&redis_server().url());
+    let error = Registry::redis(&config, &backend, &fresh_prefix("refused"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ConfigErrorKind::Backend);
+    assert_eq!(error.entry(), "policies.login");
+    assert_eq!(
+        error.to_string(),
+        format!("{}: policies.login: {}", file.path(), error.reason())
+    );
+    assert!(error.reason().contains("max_sliding_log_limit"), "{error}");
 }
 
 /// The error of a file holding `text`, and the file's path.
