@@ -7,11 +7,10 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-use http::header::HeaderName;
 use limiter_core::{Limiter, Policies, Policy};
 use serde::Deserialize;
 
-use crate::key::{Fallback, IpNet, KeyExtractor};
+use crate::key::{Fallback, IpNet, KeyExtractor, KeyKindError};
 use crate::layer::RateLimitLayer;
 use crate::response::HeaderStyle;
 
@@ -165,23 +164,9 @@ impl RawPolicy {
         let key_error =
             |field: &str, reason: String| Err((field.to_owned(), ConfigErrorKind::Key, reason));
         let kind = self.key.as_deref().unwrap_or("ip");
-        let mut key = match kind {
-            "ip" => KeyExtractor::ip(),
-            "global" => KeyExtractor::global(),
-            "route" => KeyExtractor::route(),
-            _ => match kind.strip_prefix("header:") {
-                Some(name) if HeaderName::from_bytes(name.as_bytes()).is_ok() => {
-                    KeyExtractor::header(name)
-                }
-                Some(name) => return key_error("key", format!("invalid header name {name:?}")),
-                None => {
-                    let reason = format!(
-                        "unknown key kind {kind:?}; expected ip, global, route or header:NAME"
-                    );
-                    return key_error("key", reason);
-                }
-            },
-        };
+        let mut key: KeyExtractor = kind.parse().map_err(|error: KeyKindError| {
+            ("key".to_owned(), ConfigErrorKind::Key, error.to_string())
+        })?;
         let header_key = kind.starts_with("header:");
         if let Some(fallback) = self.fallback.as_deref() {
             if !header_key {

@@ -201,6 +201,59 @@ impl KeyExtractor {
     }
 }
 
+/// A key kind as written in configuration and on command lines: `ip`,
+/// `global`, `route` or `header:NAME` (with the default fallback, 401).
+///
+/// ```
+/// use limiter_tower::KeyExtractor;
+///
+/// let by_user: KeyExtractor = "header:x-user-id".parse()?;
+/// assert!("cookie:sid".parse::<KeyExtractor>().is_err());
+/// # let _ = by_user;
+/// # Ok::<(), limiter_tower::KeyKindError>(())
+/// ```
+impl FromStr for KeyExtractor {
+    type Err = KeyKindError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "ip" => Ok(Self::ip()),
+            "global" => Ok(Self::global()),
+            "route" => Ok(Self::route()),
+            _ => match s.strip_prefix("header:") {
+                Some(name) => HeaderName::from_str(name)
+                    .map(|name| Self::of(Kind::Header(name)))
+                    .map_err(|_| KeyKindError::HeaderName(name.to_owned())),
+                None => Err(KeyKindError::Unknown(s.to_owned())),
+            },
+        }
+    }
+}
+
+/// Why a string is not a [`KeyExtractor`] kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyKindError {
+    /// Not `ip`, `global`, `route` or `header:NAME`.
+    Unknown(String),
+    /// `header:NAME` with a `NAME` that is not a header name.
+    HeaderName(String),
+}
+
+impl fmt::Display for KeyKindError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unknown(kind) => write!(
+                f,
+                "unknown key kind {kind:?}; expected ip, global, route or header:NAME"
+            ),
+            Self::HeaderName(name) => write!(f, "invalid header name {name:?}"),
+        }
+    }
+}
+
+impl std::error::Error for KeyKindError {}
+
 impl Default for KeyExtractor {
     fn default() -> Self {
         Self::ip()

@@ -73,7 +73,10 @@ mod shaping;
 pub use self::{
     ban::{BanList, Penalty},
     body::ResponseBody,
-    key::{client_ip, normalize_ip, Fallback, IpNet, IpNetError, KeyExtractor, RequestView},
+    key::{
+        client_ip, normalize_ip, Fallback, IpNet, IpNetError, KeyExtractor, KeyKindError,
+        RequestView,
+    },
     layer::{RateLimit, RateLimitLayer, ResponseFuture},
     observe::{METRIC_BAN_CHECK_ERRORS, METRIC_DECISION_SECONDS, METRIC_REQUESTS},
     response::{
