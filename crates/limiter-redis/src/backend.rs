@@ -279,8 +279,7 @@ impl RedisBackend {
             if shared.circuit.is_open() {
                 return Err(shared.unavailable());
             }
-            let live = socket.live(shared).await?;
-            let mut conn = live.conn.clone();
+            let Live { id, mut conn } = socket.live(shared).await?;
             let error = match conn.send(cmd).await {
                 Ok(reply) => return Ok(reply),
                 Err(e) => e,
@@ -288,7 +287,7 @@ impl RedisBackend {
             if is_function_missing(&error) {
                 if let Some(function) = function {
                     return shared
-                        .reload_and_retry(&mut conn, &live, socket, cmd, function)
+                        .reload_and_retry(&mut conn, id, socket, cmd, function)
                         .await;
                 }
             }
@@ -299,7 +298,7 @@ impl RedisBackend {
                 return Err(shared.failed(error));
             }
             if is_timeout(&error) {
-                socket.retire(live.id);
+                socket.retire(id);
                 shared.trip(&format!("no answer within {:?}", shared.command_timeout));
                 return Err(BackendError::new(
                     BackendErrorKind::Timeout,
@@ -311,7 +310,7 @@ impl RedisBackend {
                 .with_source(error));
             }
             if is_broken_connection(&error) {
-                socket.retire(live.id);
+                socket.retire(id);
                 if !reconnected {
                     reconnected = true;
                     continue;
@@ -489,7 +488,7 @@ impl Shared {
     async fn reload_and_retry(
         self: &Arc<Self>,
         conn: &mut Connection,
-        live: &Live,
+        id: u64,
         socket: &Socket,
         cmd: &Cmd,
         function: &LuaFunction,
@@ -511,7 +510,7 @@ impl Shared {
         .await;
         result.map_err(|e| {
             if !conn.outlives_failures() && (is_timeout(&e) || is_broken_connection(&e)) {
-                socket.retire(live.id);
+                socket.retire(id);
                 self.trip(&e.to_string());
             }
             BackendError::new(

@@ -4,8 +4,11 @@
 //! policy's numbers, so two policies never share state, and the same policy
 //! on every app instance always does.
 
+use std::io::Write as _;
+
 use limiter_core::backend::PerAlgorithm;
 use limiter_core::Policy;
+use redis::{RedisWrite, ToRedisArgs};
 
 /// Each algorithm's short name in keys.
 const SHORT_NAMES: PerAlgorithm<&str> = PerAlgorithm {
@@ -86,13 +89,46 @@ impl KeyLayout {
         }
     }
 
+    /// The length of `user_key`'s state key in bytes.
+    pub(crate) fn len(&self, user_key: &str) -> usize {
+        self.head.len() + user_key.len() + self.tail.len()
+    }
+
+    /// `user_key`'s state key as a command argument, written straight into
+    /// the command (no `String` per decision).
+    pub(crate) fn arg<'a>(&'a self, user_key: &'a str) -> StateKey<'a> {
+        StateKey {
+            layout: self,
+            user_key,
+        }
+    }
+
     /// The Redis key of `user_key`'s state, e.g. `limiter:{user:42}:sl-e77675966f00`.
     pub(crate) fn state_key(&self, user_key: &str) -> String {
-        let mut key = String::with_capacity(self.head.len() + user_key.len() + self.tail.len());
+        let mut key = String::with_capacity(self.len(user_key));
         key.push_str(&self.head);
         key.push_str(user_key);
         key.push_str(&self.tail);
         key
+    }
+}
+
+/// A state key as a command argument (see [`KeyLayout::arg`]).
+pub(crate) struct StateKey<'a> {
+    layout: &'a KeyLayout,
+    user_key: &'a str,
+}
+
+impl ToRedisArgs for StateKey<'_> {
+    fn write_redis_args<W>(&self, out: &mut W)
+    where
+        W: ?Sized + RedisWrite,
+    {
+        let mut arg = out.writer_for_next_arg();
+        for part in [&self.layout.head, self.user_key, &self.layout.tail] {
+            // Writing into the command's own buffer cannot fail.
+            let _ = arg.write_all(part.as_bytes());
+        }
     }
 }
 
@@ -114,6 +150,18 @@ mod tests {
         assert!(KeyLayout::new("app", &policy)
             .state_key("")
             .starts_with("app:{}:sl-"));
+    }
+
+    #[test]
+    fn a_key_written_into_a_command_is_the_state_key() {
+        let policy = Policy::token_bucket(Rate::per_second(5)).unwrap();
+        let layout = KeyLayout::new("app", &policy);
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(layout.arg("user:{7}"));
+        let mut expected = redis::cmd("GET");
+        expected.arg(layout.state_key("user:{7}"));
+        assert_eq!(cmd.get_packed_command(), expected.get_packed_command());
+        assert_eq!(layout.len("user:{7}"), layout.state_key("user:{7}").len());
     }
 
     #[test]

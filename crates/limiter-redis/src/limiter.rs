@@ -101,15 +101,9 @@ impl RedisLimiter {
         time_us: Option<u64>,
         mode: Mode,
     ) -> Result<SetDecision, BackendError> {
-        let cmd = match &*self.keys {
-            [only] => self
-                .function
-                .decide(&[only.state_key(key)], mode, cost, time_us),
-            layouts => {
-                let keys: Vec<String> = layouts.iter().map(|l| l.state_key(key)).collect();
-                self.function.decide(&keys, mode, cost, time_us)
-            }
-        };
+        let key_bytes = self.keys.iter().map(|l| l.len(key)).sum();
+        let keys = self.keys.iter().map(|layout| layout.arg(key));
+        let cmd = self.function.decide(keys, key_bytes, mode, cost, time_us);
         let reply = self.backend.query(&cmd, Some(&self.function)).await?;
         let unexpected = || {
             BackendError::new(

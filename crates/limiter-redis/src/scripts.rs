@@ -129,16 +129,18 @@ impl LuaFunction {
 
     /// `FCALL` of one decision on `keys` (one per part), with the `ARGV`
     /// every function reads: the mode, the cost, the request time in µs
-    /// ("" for Redis `TIME`).
+    /// ("" for Redis `TIME`). Sized up front: one allocation per buffer.
     pub(crate) fn decide<K: redis::ToRedisArgs>(
         &self,
-        keys: &[K],
+        keys: impl ExactSizeIterator<Item = K>,
+        key_bytes: usize,
         mode: Mode,
         cost: u64,
         time_us: Option<u64>,
     ) -> Cmd {
-        let mut cmd = redis::cmd("FCALL");
-        cmd.arg(&*self.name).arg(keys.len());
+        let parts = keys.len();
+        let mut cmd = Cmd::with_capacity(6 + parts, 64 + self.name.len() + key_bytes);
+        cmd.arg("FCALL").arg(&*self.name).arg(parts);
         for key in keys {
             cmd.arg(key);
         }
