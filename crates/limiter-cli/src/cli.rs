@@ -46,7 +46,7 @@ an `error` row whose last five fields are empty; a backend failure stops the
 replay with a message on stderr and exit status 1.
 
 Time: the limiter's clock is set to each row's t_us before it is decided (on
-Redis too: the trace's times are passed to the scripts), so a replay gives
+Redis too: the trace's times are passed to the Lua functions), so a replay gives
 the same decisions on every backend and at any speed. Each Redis replay uses
 a fresh key prefix, limiter-replay-<pid>-<nanos>, unless --redis-prefix names
 one (runs with the same prefix and policy share state). The memory backend keeps a
