@@ -12,7 +12,7 @@
 //! - **failed decisions are bounded**: at most one that cost a round trip
 //!   per caller (in-flight request) per outage, the rest fail at once
 //!   (`Unavailable`); none after recovery; none at all where the fault is
-//!   survived by the retry on a new connection (`CLIENT KILL`, `SCRIPT
+//!   survived by the retry on a new connection (`CLIENT KILL`, `FUNCTION
 //!   FLUSH`, a restart while idle);
 //! - **no over-admission**: a long-window sliding log admits exactly its
 //!   limit, or twice its limit where the fault wiped the server's state (a
@@ -1030,6 +1030,42 @@ async fn a_function_flush_between_calls_is_recovered_with_state_intact() {
     assert_eq!(server.command("FUNCTION FLUSH"), "+OK");
     assert!(!limiter.peek("k", 1).await.unwrap().allowed);
     assert!(!limiter.acquire("k", 1).await.unwrap().allowed);
+}
+
+/// A full Redis (`maxmemory` reached, `noeviction`, as docs/backends.md
+/// asks) refuses a function that may write before it runs: every decision,
+/// admission or denial, is an error of kind `Redis` (the backend stays up:
+/// the server answers), `FailClosed` denies them, nothing is counted
+/// meanwhile, and decisions go on where they left off once memory is free.
+#[tokio::test]
+async fn a_full_redis_refuses_every_decision_and_counts_nothing() {
+    let _serial = one_at_a_time().await;
+    let server = RedisServer::start_with_args(&["--maxmemory-policy", "noeviction"]);
+    let backend = backend_builder(&server.url()).build().await.unwrap();
+    let limiter = RedisLimiter::builder(&backend, Policy::sliding_log(Rate::per_hour(3)).unwrap())
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(limiter.acquire("k", 1).await.unwrap().remaining, 2);
+    assert_eq!(server.command("CONFIG SET maxmemory 1"), "+OK");
+    for _ in 0..3 {
+        let error = limiter.acquire("k", 1).await.unwrap_err();
+        assert_eq!(common::backend_kind(&error), BackendErrorKind::Redis);
+        assert!(
+            error.chain().to_string().contains("OOM"),
+            "{}",
+            error.chain()
+        );
+    }
+    assert!(backend.is_available(), "a full server still answers");
+    let closed = limiter.on_failure(FailurePolicy::FailClosed);
+    let decision = closed.acquire("k", 1).await.unwrap();
+    assert!(!decision.allowed);
+    assert_eq!(decision.source, DecisionSource::FailClosed);
+    assert_eq!(server.command("CONFIG SET maxmemory 0"), "+OK");
+    // (The wrapper itself retries the backend after its probe interval.)
+    let decision = closed.inner().acquire("k", 1).await.unwrap();
+    assert!(decision.allowed && decision.remaining == 1, "{decision:?}");
 }
 
 #[tokio::test]
