@@ -9,7 +9,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use limiter_core::{Decision, DecisionSource, Error, Limiter, SetDecision};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
@@ -21,7 +21,8 @@ use crate::body::ResponseBody;
 use crate::key::{client_ip, peer_addr, IpNet, KeyExtractor, Missing, RequestView};
 use crate::observe::{Observer, Outcome, Timer};
 use crate::response::{
-    accepts_json, banned, missing_key, missing_peer, verdict, HeaderStyle, PolicyHeaders, Verdict,
+    accepts_json, banned, missing_key, missing_peer, verdict, HeaderStyle, PolicyHeaders,
+    RateHeaders, Verdict,
 };
 use crate::shaping::{Plan, Shaping};
 
@@ -416,7 +417,7 @@ where
         };
         if config.allow.allows(ip, &key) {
             config.observer.record(Outcome::Allowlisted, timer);
-            return ResponseFuture::calling(self.inner.call(req), HeaderMap::new());
+            return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());
         }
         let request = Pending {
             config: Arc::clone(config),
@@ -506,7 +507,7 @@ pin_project! {
         Calling {
             #[pin]
             fut: F,
-            headers: HeaderMap,
+            headers: RateHeaders,
         },
         Done {
             response: Option<Response<Bytes>>,
@@ -523,7 +524,7 @@ impl<F, S, B> ResponseFuture<F, S, B> {
         }
     }
 
-    fn calling(fut: F, headers: HeaderMap) -> Self {
+    fn calling(fut: F, headers: RateHeaders) -> Self {
         Self {
             state: State::Calling { fut, headers },
         }
@@ -572,11 +573,7 @@ where
                 StateProj::Calling { fut, headers } => {
                     let response = ready!(fut.poll(cx))?;
                     let (mut parts, body) = response.into_parts();
-                    for (name, value) in std::mem::take(headers) {
-                        if let Some(name) = name {
-                            parts.headers.insert(name, value);
-                        }
-                    }
+                    std::mem::take(headers).insert_into(&mut parts.headers);
                     return Poll::Ready(Ok(Response::from_parts(parts, ResponseBody::inner(body))));
                 }
                 StateProj::Done { response } => {

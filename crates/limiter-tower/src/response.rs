@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use limiter_core::{Decision, DecisionSource, Error, Policies, SetDecision};
@@ -107,53 +107,133 @@ impl PolicyHeaders {
 #[derive(Debug)]
 pub(crate) enum Verdict {
     /// Call the inner service and add these headers to its response.
-    Pass(HeaderMap),
+    Pass(RateHeaders),
     /// Answer this instead.
     Respond(Response<Bytes>),
+}
+
+/// The rate-limit headers of one response, kept compact until the inner
+/// service answers: the numbers' text in one buffer (one allocation for
+/// every value), the policy header shared, the marker static. A
+/// `HeaderMap` here would cost allocations and hashing of its own before
+/// the response's map is filled anyway.
+#[derive(Debug, Default)]
+pub(crate) struct RateHeaders {
+    /// The values of `X-RateLimit-Limit`, `-Remaining`, `-Reset` and
+    /// `RateLimit`, back to back.
+    text: Bytes,
+    /// The length of each of those values in `text`; 0 for one not sent.
+    lens: [u16; 4],
+    /// `RateLimit-Policy`.
+    policy: Option<HeaderValue>,
+    /// `X-RateLimit-Degraded`.
+    degraded: Option<&'static str>,
+}
+
+impl RateHeaders {
+    /// Sets every header in `headers`, replacing a value of the same name
+    /// (the map grown once for all of them).
+    pub(crate) fn insert_into(self, headers: &mut HeaderMap) {
+        let sent = self.lens.iter().filter(|len| **len > 0).count();
+        headers.reserve(
+            sent + usize::from(self.policy.is_some()) + usize::from(self.degraded.is_some()),
+        );
+        let mut start = 0;
+        let names = [
+            X_RATELIMIT_LIMIT,
+            X_RATELIMIT_REMAINING,
+            X_RATELIMIT_RESET,
+            RATELIMIT,
+        ];
+        for (name, len) in names.into_iter().zip(self.lens) {
+            let end = start + usize::from(len);
+            if name == RATELIMIT {
+                if let Some(policy) = &self.policy {
+                    headers.insert(RATELIMIT_POLICY, policy.clone());
+                }
+            }
+            if len > 0 {
+                if let Ok(value) = HeaderValue::from_maybe_shared(self.text.slice(start..end)) {
+                    headers.insert(name, value);
+                }
+            }
+            start = end;
+        }
+        if let Some(marker) = self.degraded {
+            headers.insert(X_RATELIMIT_DEGRADED, HeaderValue::from_static(marker));
+        }
+    }
 }
 
 fn number(value: u64) -> HeaderValue {
     HeaderValue::from(value)
 }
 
+/// Appends `value` in decimal (what `HeaderValue::from(u64)` writes,
+/// without an allocation of its own).
+fn put_decimal(text: &mut BytesMut, mut value: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    text.extend_from_slice(&digits[start..]);
+}
+
+/// The length of what was written to `text` past `before` (a value past
+/// 64 KiB, which no policy name reaches, is not sent; only the last value,
+/// `RateLimit`, could be that long).
+fn value_len(text: &BytesMut, before: usize) -> u16 {
+    u16::try_from(text.len() - before).unwrap_or(0)
+}
+
 /// The counted headers of a decision by the backend (or a fallback: legacy
 /// headers only, its numbers being the fallback's policy's).
 fn rate_headers(
-    headers: &mut HeaderMap,
+    headers: &mut RateHeaders,
     set: &SetDecision,
     style: HeaderStyle,
     policy_headers: &PolicyHeaders,
 ) {
     let decision = &set.decision;
-    let bound = set.bound();
+    let reset = ceil_secs(set.bound().reset_after);
+    let ietf = style.ietf() && decision.source == DecisionSource::Backend;
+    let name = policy_headers
+        .names
+        .get(usize::from(decision.bound_by))
+        .map_or("\"policy\"", String::as_str);
+    let mut text = BytesMut::with_capacity(64 + if ietf { name.len() } else { 0 });
     if style.legacy() {
-        headers.insert(X_RATELIMIT_LIMIT, number(decision.limit));
-        headers.insert(X_RATELIMIT_REMAINING, number(decision.remaining));
-        headers.insert(X_RATELIMIT_RESET, number(ceil_secs(bound.reset_after)));
-    }
-    if style.ietf() && decision.source == DecisionSource::Backend {
-        headers.insert(RATELIMIT_POLICY, policy_headers.policy.clone());
-        let name = policy_headers
-            .names
-            .get(usize::from(decision.bound_by))
-            .map_or("\"policy\"", String::as_str);
-        let value = format!(
-            "{name};r={};t={}",
-            decision.remaining,
-            ceil_secs(bound.reset_after)
-        );
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            headers.insert(RATELIMIT, value);
+        for (slot, value) in [decision.limit, decision.remaining, reset]
+            .into_iter()
+            .enumerate()
+        {
+            let before = text.len();
+            put_decimal(&mut text, value);
+            headers.lens[slot] = value_len(&text, before);
         }
     }
+    if ietf {
+        headers.policy = Some(policy_headers.policy.clone());
+        let before = text.len();
+        text.extend_from_slice(name.as_bytes());
+        text.extend_from_slice(b";r=");
+        put_decimal(&mut text, decision.remaining);
+        text.extend_from_slice(b";t=");
+        put_decimal(&mut text, reset);
+        headers.lens[3] = value_len(&text, before);
+    }
+    headers.text = text.freeze();
 }
 
-fn degraded(headers: &mut HeaderMap, source: DecisionSource) {
+fn degraded(headers: &mut RateHeaders, source: DecisionSource) {
     if source.is_degraded() {
-        headers.insert(
-            X_RATELIMIT_DEGRADED,
-            HeaderValue::from_static(source.name()),
-        );
+        headers.degraded = Some(source.name());
     }
 }
 
@@ -228,7 +308,7 @@ pub(crate) fn verdict(
     match decision.source {
         DecisionSource::FailOpen => {
             // Nothing was counted: no counted headers, only the marker.
-            let mut headers = HeaderMap::new();
+            let mut headers = RateHeaders::default();
             degraded(&mut headers, decision.source);
             Verdict::Pass(headers)
         }
@@ -243,11 +323,13 @@ pub(crate) fn verdict(
                     retry_after_secs(decision.retry_after)
                 ),
             );
-            degraded(response.headers_mut(), decision.source);
+            let mut marker = RateHeaders::default();
+            degraded(&mut marker, decision.source);
+            marker.insert_into(response.headers_mut());
             Verdict::Respond(response)
         }
         _ => {
-            let mut headers = HeaderMap::new();
+            let mut headers = RateHeaders::default();
             rate_headers(&mut headers, &set, style, policy_headers);
             degraded(&mut headers, decision.source);
             if decision.allowed {
@@ -263,7 +345,7 @@ pub(crate) fn verdict(
                         retry_after_secs(decision.retry_after)
                     ),
                 );
-                response.headers_mut().extend(headers);
+                headers.insert_into(response.headers_mut());
                 Verdict::Respond(response)
             }
         }
