@@ -49,10 +49,20 @@
 //! `metrics` feature, the counter [`METRIC_REQUESTS`] by `policy` and
 //! `outcome` and the histogram [`METRIC_DECISION_SECONDS`].
 //!
+//! # Named policies
+//!
+//! With the `config` feature, a TOML file names policies
+//! (`[policies.login] limits = ["sliding-log:10/5m"]`, a key, trusted
+//! proxies) and a `Registry` builds one layer per name on the memory
+//! backend or on Redis: `route_layer(registry.layer("login")?)`. Every
+//! entry is checked at startup; a `ConfigError` names the file, the
+//! entry and the reason.
+//!
 //! # Not built yet
 //!
-//! This is a first cut: named policies from a configuration file, RFC 7239
-//! `Forwarded` and IPv6 prefix grouping are not built.
+//! This is a first cut: a "skip" fallback for a missing key, a request
+//! cost other than 1, a user function replacing the response and
+//! gRPC-native denials are not built.
 //!
 //! See docs/http.md for the setup with each framework, the proxy trust
 //! model and the full list of what is left.

@@ -12,8 +12,10 @@ use crate::layer::RateLimitLayer;
 /// The layers of a [`Config`]'s named policies, built once on a backend.
 ///
 /// Each name has its own limiter, so two names with the same limits and
-/// key still count apart. A name that is not configured is an error at
-/// startup, where the router is built, never an unlimited route.
+/// key still count apart, and its layer is [named](RateLimitLayer::name)
+/// after it in metrics and `tracing` events. A name that is not
+/// configured is an error at startup, where the router is built, never an
+/// unlimited route.
 ///
 /// ```
 /// use axum::{routing::{get, post}, Router};
@@ -49,7 +51,7 @@ impl Registry {
             .iter()
             .map(|(name, policy)| {
                 let limiter = MemoryLimiter::new(policy.policies.clone());
-                (name.to_owned(), policy.layer(Arc::new(limiter)))
+                (name.to_owned(), policy.layer(Arc::new(limiter)).name(name))
             })
             .collect();
         Self {
@@ -85,7 +87,7 @@ impl Registry {
                     let reason = error.chain().to_string();
                     ConfigError::new(config.file(), entry, ConfigErrorKind::Backend, reason)
                 })?;
-            layers.insert(name.to_owned(), policy.layer(Arc::new(limiter)));
+            layers.insert(name.to_owned(), policy.layer(Arc::new(limiter)).name(name));
         }
         Ok(Self {
             file: config.file().to_owned(),
