@@ -799,3 +799,14 @@ mod tests {
         assert!(!matches!(reply.as_deref(), Ok("+PONG")), "{reply:?}");
     }
 }
+
+/// A Redis key prefix no other test of this process uses: tests sharing
+/// one server never share state.
+pub fn fresh_prefix(name: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "test-{name}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}

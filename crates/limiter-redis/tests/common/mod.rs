@@ -2,7 +2,6 @@
 //! prefixes, and [`RedisHarness`] for the conformance suite.
 #![allow(dead_code, unreachable_pub)] // each test binary uses a part
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -21,15 +20,7 @@ pub fn server() -> &'static RedisServer {
     SERVER.get_or_init(RedisServer::start)
 }
 
-/// A key prefix no other limiter in this process uses.
-pub fn fresh_prefix(name: &str) -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "test-{name}-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
+pub use limiter_test::redis_server::fresh_prefix;
 
 /// A builder on the shared server under a fresh prefix, with timeouts
 /// generous enough for a loaded machine.

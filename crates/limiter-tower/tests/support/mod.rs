@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -191,12 +190,4 @@ pub fn redis_backend(url: &str) -> RedisBackend {
         .unwrap()
 }
 
-/// A Redis key prefix no other test of this process uses.
-pub fn fresh_prefix(name: &str) -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "test-{name}-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
-}
+pub use limiter_test::redis_server::fresh_prefix;
