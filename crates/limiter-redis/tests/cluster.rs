@@ -526,7 +526,9 @@ async fn function_flush_on_a_node_recovers_without_an_error() {
 /// counted and printed; the test pins what must hold meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_resharding_under_load_never_over_admits_and_answers_within_the_timeout() {
-    const SMALL: u64 = 60;
+    // Reached early even on a slow machine (2,352 decisions over 48 targets in
+    // one loaded run): the migrations meet denials as well as admissions.
+    const SMALL: u64 = 30;
     const LARGE: u64 = 10_000; // the default maximum of a sliding log
     const RESHARD_TIMEOUT: Duration = limiter_redis::RedisBackendBuilder::DEFAULT_COMMAND_TIMEOUT;
     const TASKS: usize = 64;
