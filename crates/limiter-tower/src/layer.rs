@@ -19,10 +19,11 @@ use crate::allow::Allowlist;
 use crate::ban::{BanList, Penalty};
 use crate::body::ResponseBody;
 use crate::key::{client_ip, peer_addr, IpNet, KeyExtractor, Missing, RequestView};
+use crate::limited::{Limited, LimitedContext, OnLimited, Refusal};
 use crate::observe::{Observer, Outcome, Timer};
 use crate::response::{
     accepts_json, banned, missing_key, missing_peer, verdict, HeaderStyle, PolicyHeaders,
-    RateHeaders, Verdict,
+    RateHeaders, Verdict, ERROR_RETRY_AFTER,
 };
 use crate::shaping::{Plan, Shaping};
 
@@ -40,6 +41,7 @@ struct Config {
     penalty: Option<Penalty>,
     shaping: Shaping,
     observer: Observer,
+    on_limited: Option<OnLimited>,
 }
 
 impl fmt::Debug for Config {
@@ -54,6 +56,7 @@ impl fmt::Debug for Config {
             .field("bans", &self.bans)
             .field("penalty", &self.penalty)
             .field("shaping", &self.shaping)
+            .field("on_limited", &self.on_limited.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -114,6 +117,7 @@ impl RateLimitLayer {
                 penalty: None,
                 shaping: Shaping::default(),
                 observer,
+                on_limited: None,
             }),
         }
     }
@@ -213,6 +217,42 @@ impl RateLimitLayer {
         Arc::make_mut(&mut self.config).shaping = shaping;
         self
     }
+
+    /// Answers the requests the layer refuses (denied 429, banned 403 or
+    /// 429, unavailable 503) with `f`'s response instead of its own, so an
+    /// API can answer in its own error format, or a gRPC service with a
+    /// `grpc-status`. `f` sees why, the decision and the request's head
+    /// ([`LimitedContext`]); its response gets the layer's `Retry-After`
+    /// and rate-limit headers where it sets none. The layer's 401 (no key)
+    /// and 500 (no peer address) are setup answers and stay the layer's.
+    /// None by default; admitted requests never call it.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use http::{Response, StatusCode};
+    /// use limiter_memory::MemoryLimiter;
+    /// use limiter_tower::{LimitedContext, RateLimitLayer};
+    ///
+    /// let limiter = MemoryLimiter::new("sliding-log:100/10s".parse::<limiter_core::Policy>()?);
+    /// let layer = RateLimitLayer::new(limiter).on_limited(|ctx: &LimitedContext<'_>| {
+    ///     let body = format!(r#"{{"title":"slow down","retry_after":{}}}"#, ctx.retry_after.as_secs());
+    ///     Response::builder()
+    ///         .status(ctx.status)
+    ///         .header("content-type", "application/problem+json")
+    ///         .body(Bytes::from(body))
+    ///         .unwrap_or_else(|_| Response::new(Bytes::new()))
+    /// });
+    /// # let _ = (layer, StatusCode::OK);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn on_limited<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&LimitedContext<'_>) -> Response<Bytes> + Send + Sync + 'static,
+    {
+        Arc::make_mut(&mut self.config).on_limited = Some(Arc::new(f));
+        self
+    }
 }
 
 impl<S> Layer<S> for RateLimitLayer {
@@ -260,11 +300,8 @@ impl Pending {
         match check {
             Ok(Some(left)) => {
                 self.config.observer.record(Outcome::Banned, self.timer);
-                Some(Verdict::Respond(banned(
-                    self.config.ban_status,
-                    self.json,
-                    left,
-                )))
+                let response = banned(self.config.ban_status, self.json, left);
+                Some(self.refuse(response, Refusal::Banned, left, None))
             }
             Ok(None) => None,
             Err(e) => {
@@ -299,7 +336,40 @@ impl Pending {
             .observer
             .record(Outcome::of(&result), self.timer);
         let config = &self.config;
-        verdict(result, self.json, config.style, &config.policy_headers)
+        match verdict(&result, self.json, config.style, &config.policy_headers) {
+            Verdict::Respond(response) => {
+                let (refusal, retry_after) = match &result {
+                    Ok(set) if set.decision.source == DecisionSource::FailClosed => {
+                        (Refusal::Unavailable, set.decision.retry_after)
+                    }
+                    Ok(set) => (Refusal::Denied, set.decision.retry_after),
+                    Err(_) => (Refusal::Unavailable, ERROR_RETRY_AFTER),
+                };
+                self.refuse(response, refusal, retry_after, result.ok())
+            }
+            pass => pass,
+        }
+    }
+
+    /// The layer's own refusal, or, with an `on_limited` function, what
+    /// that function needs to answer in its place.
+    fn refuse(
+        &self,
+        own: Response<Bytes>,
+        refusal: Refusal,
+        retry_after: Duration,
+        decision: Option<SetDecision>,
+    ) -> Verdict {
+        match &self.config.on_limited {
+            None => Verdict::Respond(own),
+            Some(on_limited) => Verdict::Limited(Box::new(Limited {
+                refusal,
+                retry_after,
+                decision,
+                own,
+                on_limited: Arc::clone(on_limited),
+            })),
+        }
     }
 
     /// Everything from the ban check on (the ban check only if
@@ -484,6 +554,7 @@ impl<S> RateLimit<S> {
         match verdict {
             Verdict::Pass(headers) => ResponseFuture::calling(self.inner.call(req), headers),
             Verdict::Respond(response) => ResponseFuture::done(response),
+            Verdict::Limited(limited) => ResponseFuture::done(limited.respond(req)),
         }
     }
 }
@@ -568,6 +639,12 @@ where
                         Verdict::Respond(response) => State::Done {
                             response: Some(response),
                         },
+                        Verdict::Limited(limited) => {
+                            let req = req.take().expect("polled after completion");
+                            State::Done {
+                                response: Some(limited.respond(req)),
+                            }
+                        }
                     }
                 }
                 StateProj::Calling { fut, headers } => {

@@ -44,6 +44,12 @@
 //!   address (the server does not record it) answers `500`: never
 //!   unlimited.
 //!
+//! Every refusal (denied, banned, unavailable) can be answered by a
+//! function of yours instead, in your API's error format or as a gRPC
+//! status ([`RateLimitLayer::on_limited`], seeing a [`LimitedContext`]);
+//! the layer's `Retry-After` and rate-limit headers are kept unless it sets
+//! them.
+//!
 //! Each request is reported under the layer's [name](RateLimitLayer::name):
 //! a `tracing` event (target `limiter_tower`) with the outcome and, with the
 //! `metrics` feature, the counter [`METRIC_REQUESTS`] by `policy` and
@@ -74,6 +80,7 @@ mod body;
 mod config;
 mod key;
 mod layer;
+mod limited;
 mod observe;
 #[cfg(feature = "config")]
 mod registry;
@@ -88,6 +95,7 @@ pub use self::{
         RequestView,
     },
     layer::{RateLimit, RateLimitLayer, ResponseFuture},
+    limited::{LimitedContext, Refusal},
     observe::{METRIC_BAN_CHECK_ERRORS, METRIC_DECISION_SECONDS, METRIC_REQUESTS},
     response::{
         HeaderStyle, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_DEGRADED, X_RATELIMIT_LIMIT,

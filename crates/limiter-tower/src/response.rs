@@ -8,6 +8,11 @@ use http::header::{HeaderName, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use limiter_core::{Decision, DecisionSource, Error, Policies, SetDecision};
 
+use crate::limited::Limited;
+
+/// How long a limiter error's 503 asks the client to wait.
+pub(crate) const ERROR_RETRY_AFTER: Duration = Duration::from_secs(1);
+
 /// `X-RateLimit-Limit`: the binding policy's max cost.
 pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 /// `X-RateLimit-Remaining`: units left under the binding policy.
@@ -110,6 +115,8 @@ pub(crate) enum Verdict {
     Pass(RateHeaders),
     /// Answer this instead.
     Respond(Response<Bytes>),
+    /// Answer with the layer's `on_limited` function.
+    Limited(Box<Limited>),
 }
 
 /// The rate-limit headers of one response, kept compact until the inner
@@ -285,7 +292,7 @@ fn answer(
 
 /// The layer's answer to a decision (or a limiter error).
 pub(crate) fn verdict(
-    result: Result<SetDecision, Error>,
+    result: &Result<SetDecision, Error>,
     json: bool,
     style: HeaderStyle,
     policy_headers: &PolicyHeaders,
@@ -299,7 +306,7 @@ pub(crate) fn verdict(
                 StatusCode::SERVICE_UNAVAILABLE,
                 json,
                 "rate_limiter_unavailable",
-                Some(Duration::from_secs(1)),
+                Some(ERROR_RETRY_AFTER),
                 "Service Unavailable: the rate limiter failed",
             ));
         }
@@ -330,7 +337,7 @@ pub(crate) fn verdict(
         }
         _ => {
             let mut headers = RateHeaders::default();
-            rate_headers(&mut headers, &set, style, policy_headers);
+            rate_headers(&mut headers, set, style, policy_headers);
             degraded(&mut headers, decision.source);
             if decision.allowed {
                 Verdict::Pass(headers)
