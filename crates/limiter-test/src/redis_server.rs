@@ -713,6 +713,17 @@ fn read_line(stream: &mut TcpStream) -> std::io::Result<String> {
     Ok(String::from_utf8_lossy(&reply).trim_end().to_owned())
 }
 
+/// A Redis key prefix no other test of this process uses: tests sharing
+/// one server never share state.
+pub fn fresh_prefix(name: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "test-{name}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -798,15 +809,4 @@ mod tests {
         let reply = raw_command_within(server.tls_port(), "PING", Duration::from_millis(500));
         assert!(!matches!(reply.as_deref(), Ok("+PONG")), "{reply:?}");
     }
-}
-
-/// A Redis key prefix no other test of this process uses: tests sharing
-/// one server never share state.
-pub fn fresh_prefix(name: &str) -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "test-{name}-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
 }
