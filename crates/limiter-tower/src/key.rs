@@ -88,8 +88,9 @@ impl KeyExtractor {
     }
 
     /// The client address: the peer's address from the request's
-    /// extensions (a [`SocketAddr`], or with the `axum` feature axum's
-    /// `ConnectInfo<SocketAddr>`), normalized (an IPv4-mapped IPv6 address
+    /// extensions (a [`SocketAddr`], with the `axum` feature axum's
+    /// `ConnectInfo<SocketAddr>`, with the `tonic` feature tonic's
+    /// `TcpConnectInfo`), normalized (an IPv4-mapped IPv6 address
     /// is its IPv4 address; the port is dropped), or, when the peer is a
     /// trusted proxy, the right-most untrusted address of
     /// `X-Forwarded-For` or `Forwarded` (see [`client_ip`]). The default;
@@ -549,7 +550,8 @@ fn parse_node(node: &str) -> Option<IpAddr> {
 }
 
 /// The peer address in `extensions`: a [`SocketAddr`], or (feature `axum`)
-/// axum's `ConnectInfo<SocketAddr>`.
+/// axum's `ConnectInfo<SocketAddr>`, or (feature `tonic`) tonic's
+/// `TcpConnectInfo`.
 pub(crate) fn peer_addr(extensions: &Extensions) -> Option<IpAddr> {
     if let Some(addr) = extensions.get::<SocketAddr>() {
         return Some(addr.ip());
@@ -557,6 +559,13 @@ pub(crate) fn peer_addr(extensions: &Extensions) -> Option<IpAddr> {
     #[cfg(feature = "axum")]
     if let Some(info) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
         return Some(info.0.ip());
+    }
+    #[cfg(feature = "tonic")]
+    if let Some(addr) = extensions
+        .get::<tonic::transport::server::TcpConnectInfo>()
+        .and_then(tonic::transport::server::TcpConnectInfo::remote_addr)
+    {
+        return Some(addr.ip());
     }
     None
 }

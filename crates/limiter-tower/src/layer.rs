@@ -18,6 +18,7 @@ use tracing::Instrument;
 use crate::allow::Allowlist;
 use crate::ban::{BanList, Penalty};
 use crate::body::ResponseBody;
+use crate::grpc;
 use crate::key::{client_ip, peer_addr, IpNet, KeyExtractor, Missing, RequestView};
 use crate::limited::{Limited, LimitedContext, OnLimited, Refusal};
 use crate::observe::{Observer, Outcome, Timer};
@@ -290,6 +291,8 @@ struct Pending {
     config: Arc<Config>,
     key: String,
     json: bool,
+    /// A gRPC call: refused with a `grpc-status`, not an HTTP status.
+    grpc: bool,
     timer: Timer,
 }
 
@@ -361,6 +364,7 @@ impl Pending {
         decision: Option<SetDecision>,
     ) -> Verdict {
         match &self.config.on_limited {
+            None if self.grpc => Verdict::Respond(grpc::refusal(own, refusal, retry_after)),
             None => Verdict::Respond(own),
             Some(on_limited) => Verdict::Limited(Box::new(Limited {
                 refusal,
@@ -493,6 +497,7 @@ where
             config: Arc::clone(config),
             key,
             json,
+            grpc: grpc::is_grpc(req.headers()),
             timer,
         };
         // Synchronously as far as every part decides in process (no bans

@@ -50,6 +50,14 @@
 //! the layer's `Retry-After` and rate-limit headers are kept unless it sets
 //! them.
 //!
+//! A gRPC call (`content-type: application/grpc…`, e.g. through tonic's
+//! `Server::builder().layer(..)`) is refused in gRPC's terms instead: HTTP
+//! 200 with headers only, `grpc-status` 8 (`RESOURCE_EXHAUSTED`) for a
+//! denial or a ban, 14 (`UNAVAILABLE`) for fail-closed or a limiter error,
+//! a `grpc-message` saying when to retry, and the same `Retry-After` and
+//! rate-limit headers. With the `tonic` feature the IP key reads tonic's
+//! `TcpConnectInfo`.
+//!
 //! Each request is reported under the layer's [name](RateLimitLayer::name):
 //! a `tracing` event (target `limiter_tower`) with the outcome and, with the
 //! `metrics` feature, the counter [`METRIC_REQUESTS`] by `policy` and
@@ -66,9 +74,8 @@
 //!
 //! # Not built yet
 //!
-//! This is a first cut: a "skip" fallback for a missing key, a request
-//! cost other than 1, a user function replacing the response and
-//! gRPC-native denials are not built.
+//! This is a first cut: a "skip" fallback for a missing key and a request
+//! cost other than 1 are not built.
 //!
 //! See docs/http.md for the setup with each framework, the proxy trust
 //! model and the full list of what is left.
@@ -78,6 +85,7 @@ mod ban;
 mod body;
 #[cfg(feature = "config")]
 mod config;
+mod grpc;
 mod key;
 mod layer;
 mod limited;
