@@ -176,8 +176,9 @@ impl RawPolicy {
             key = key.fallback(match fallback {
                 "reject" => Fallback::Reject,
                 "ip" => Fallback::Ip,
+                "skip" => Fallback::Skip,
                 other => {
-                    let reason = format!("unknown fallback {other:?}; expected reject or ip");
+                    let reason = format!("unknown fallback {other:?}; expected reject, ip or skip");
                     return key_error("fallback", reason);
                 }
             });

@@ -53,6 +53,11 @@ pub enum Fallback {
     Reject,
     /// Limit the request by its client address instead (key `ip:<addr>`).
     Ip,
+    /// Let the request through unlimited, with no rate-limit headers, and
+    /// count it as `skipped` in the metrics: for routes where anonymous
+    /// requests are limited by another layer, or meant to be free. Only
+    /// ever by choice: never the default.
+    Skip,
 }
 
 /// Which key a request is limited under.
@@ -132,6 +137,12 @@ impl KeyExtractor {
         self.fallback(Fallback::Ip)
     }
 
+    /// A request without its key passes unlimited (see [`Fallback::Skip`]).
+    #[must_use]
+    pub fn or_skip(self) -> Self {
+        self.fallback(Fallback::Skip)
+    }
+
     /// A request without its key answers 401 (the default).
     #[must_use]
     pub fn or_reject(self) -> Self {
@@ -198,6 +209,7 @@ impl KeyExtractor {
             (Some(key), _) => Ok(key),
             (None, Fallback::Ip) => self.ip_key(view.client_ip),
             (None, Fallback::Reject) => Err(Missing::Key),
+            (None, Fallback::Skip) => Err(Missing::Skip),
         }
     }
 }
@@ -285,6 +297,8 @@ pub(crate) enum Missing {
     Key,
     /// No peer address in the extensions: 500 (a setup error).
     PeerAddress,
+    /// No header or custom key, and the fallback lets the request through.
+    Skip,
 }
 
 /// `route:<method> <matched route or path>`.

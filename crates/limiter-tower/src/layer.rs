@@ -481,12 +481,17 @@ where
         };
         let key = match config.key.key(&view) {
             Ok(key) => key,
-            Err(missing) => {
+            Err(Missing::Skip) => {
+                config.observer.record(Outcome::Skipped, timer);
+                return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());
+            }
+            Err(Missing::Key) => {
                 config.observer.record(Outcome::MissingKey, timer);
-                return ResponseFuture::done(match missing {
-                    Missing::Key => missing_key(json),
-                    Missing::PeerAddress => missing_peer(json),
-                });
+                return ResponseFuture::done(missing_key(json));
+            }
+            Err(Missing::PeerAddress) => {
+                config.observer.record(Outcome::MissingKey, timer);
+                return ResponseFuture::done(missing_peer(json));
             }
         };
         if config.allow.allows(ip, &key) {

@@ -74,8 +74,7 @@
 //!
 //! # Not built yet
 //!
-//! This is a first cut: a "skip" fallback for a missing key and a request
-//! cost other than 1 are not built.
+//! A request cost other than 1 is not built.
 //!
 //! See docs/http.md for the setup with each framework, the proxy trust
 //! model and the full list of what is left.

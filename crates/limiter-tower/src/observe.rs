@@ -8,7 +8,7 @@ use limiter_core::{DecisionSource, Error, SetDecision};
 
 /// Requests, by `policy` (the layer's [name](crate::RateLimitLayer::name))
 /// and `outcome`: `allowed`, `denied`, `banned`, `allowlisted`,
-/// `failed_open`, `failed_closed`, `error` or `missing_key`.
+/// `failed_open`, `failed_closed`, `error`, `missing_key` or `skipped`.
 pub const METRIC_REQUESTS: &str = "limiter_http_requests_total";
 /// Seconds from a request's arrival to the layer's answer (the ban check
 /// and the limiter; not a shaped request's wait, nor the inner service),
@@ -38,11 +38,13 @@ pub(crate) enum Outcome {
     Error,
     /// No key (401) or no peer address (500).
     MissingKey,
+    /// No key, passed unlimited by [`Fallback::Skip`](crate::Fallback::Skip).
+    Skipped,
 }
 
 impl Outcome {
     /// The label: `allowed`, `denied`, `banned`, `allowlisted`,
-    /// `failed_open`, `failed_closed`, `error`, `missing_key`.
+    /// `failed_open`, `failed_closed`, `error`, `missing_key`, `skipped`.
     pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Allowed => "allowed",
@@ -53,6 +55,7 @@ impl Outcome {
             Self::FailedClosed => "failed_closed",
             Self::Error => "error",
             Self::MissingKey => "missing_key",
+            Self::Skipped => "skipped",
         }
     }
 

@@ -249,7 +249,7 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             ),
             ConfigErrorKind::Key,
             "policies.login.fallback",
-            "unknown fallback \"allow\"; expected reject or ip",
+            "unknown fallback \"allow\"; expected reject, ip or skip",
         ),
         (
             "prefix-on-global",

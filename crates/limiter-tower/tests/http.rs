@@ -489,6 +489,25 @@ async fn a_header_key_rejects_or_falls_back_to_the_address() {
         get_with(&client, addr, &key("a")).await.status,
         StatusCode::OK
     );
+
+    // Skip, by choice only: without the header nothing is limited or
+    // reported; with it, the header's limit holds.
+    let skipping = RateLimitLayer::new(memory("sliding-log:1/10s", &clock))
+        .key(KeyExtractor::header("x-api-key").or_skip());
+    let addr = serve(skipping).await;
+    for _ in 0..3 {
+        let answer = get(&client, addr).await;
+        assert_eq!(answer.status, StatusCode::OK);
+        assert!(answer.headers.get("x-ratelimit-limit").is_none());
+    }
+    assert_eq!(
+        get_with(&client, addr, &key("a")).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        get_with(&client, addr, &key("a")).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
 }
 
 #[tokio::test]

@@ -111,7 +111,7 @@ fn expected(pairs: &[(&str, u64)]) -> HashMap<String, u64> {
 }
 
 #[tokio::test]
-async fn allowed_denied_banned_allowlisted_and_missing_keys_are_counted() {
+async fn allowed_denied_banned_allowlisted_missing_and_skipped_keys_are_counted() {
     recorder();
     let clock = ManualClock::new(1_700_000_000_000_000);
     let bans = BanList::memory();
@@ -154,6 +154,15 @@ async fn allowed_denied_banned_allowlisted_and_missing_keys_are_counted() {
         latencies.iter().all(|s| (0.0..1.0).contains(s)),
         "{latencies:?}"
     );
+
+    // A key skipped by choice is counted as such, not as missing.
+    let skipping =
+        RateLimitLayer::from_arc(limiter(Backend::Memory, "sliding-log:2/10s", &clock).await)
+            .name("anonymous")
+            .key(KeyExtractor::header("x-user").or_skip());
+    let addr = serve(skipping).await;
+    assert_eq!(get(&client, addr).await.status, StatusCode::OK);
+    assert_eq!(outcomes("anonymous"), expected(&[("skipped", 1)]));
 }
 
 #[tokio::test]
