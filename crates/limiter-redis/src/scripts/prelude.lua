@@ -69,6 +69,9 @@ local function ceil_div(a, b)
   if q * b < a then q = q + 1 end
   return q
 end
+-- Redis 7 passes a number given to redis.call as its shortest exact digits;
+-- only a number joined into a string needs num (Lua's own '..' would write
+-- '%.14g' and round a 16-digit time).
 local function num(x) return format('%.0f', x) end
 
 -- A number, not a string: Redis 7 writes an integral double as its digits.

@@ -36,7 +36,7 @@ local function sliding_log(key, tick, W, L)
   local edge = t_eff - W
   local base, base_ts = 0, nil
   if edge >= 0 then
-    local before = redis.call('ZREVRANGEBYSCORE', key, num(edge), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    local before = redis.call('ZREVRANGEBYSCORE', key, edge, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
     if before[1] then
       base = tonumber(before[1])
       base_ts = tonumber(before[2])
@@ -64,11 +64,11 @@ local function sliding_log(key, tick, W, L)
         local kept = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
         redis.call('DEL', key)
         for i = 1, #kept, 2 do
-          redis.call('ZADD', key, num(tonumber(kept[i + 1])), num(tonumber(kept[i]) - base))
+          redis.call('ZADD', key, tonumber(kept[i + 1]), tonumber(kept[i]) - base)
         end
         total_before = count
       end
-      redis.call('ZADD', key, num(t_eff), num(total_before + n))
+      redis.call('ZADD', key, t_eff, total_before + n)
       expire(key, ttl_ms(tick, t, t_eff, W))
     end
     return true, L - count - n, 0, W, reset_now, 0, t_eff, write
