@@ -15,10 +15,10 @@ use axum::routing;
 use axum::Router;
 use bytes::Bytes;
 use http::{Request, StatusCode};
-use limiter_core::{Decision, FailurePolicy, Limiter, ManualClock, Policies, Resilient};
+use limiter_core::{Algorithm, Decision, FailurePolicy, Limiter, ManualClock, Policies, Resilient};
 use limiter_memory::MemoryLimiter;
 use limiter_test::Flaky;
-use limiter_tower::{HeaderStyle, KeyExtractor, RateLimitLayer};
+use limiter_tower::{HeaderStyle, KeyExtractor, RateLimitLayer, Shaping};
 use support::{
     client, get, get_path, get_with, limiter, load, serve, serve_router, Backend, HttpClient, Reply,
 };
@@ -172,6 +172,30 @@ async fn sliding_log_headers_equal_the_decision() {
     assert_eq!(decision.retry_after, Duration::from_millis(100));
     assert_headers_match(&last, &decision);
     assert_eq!(last.number("retry-after"), 1);
+}
+
+/// Every algorithm: each response's headers equal what a twin limiter on
+/// the same clock decides for the same requests, admitted and denied.
+#[tokio::test]
+async fn every_algorithms_headers_equal_the_decision() {
+    let client = client();
+    for algorithm in Algorithm::ALL {
+        let clock = ManualClock::new(T0);
+        let policy = format!("{}:3/10s", algorithm.name());
+        // Headers, not shaping: a leaky bucket's admissions pass at once.
+        let layer = RateLimitLayer::new(memory(&policy, &clock)).shaping(Shaping::PassAtOnce);
+        let addr = serve(layer).await;
+        let twin = memory(&policy, &clock);
+        let mut denied = 0;
+        for step_ms in [0, 1_300, 200, 50, 2_900, 50, 7_000, 10, 10_000] {
+            clock.advance(Duration::from_millis(step_ms));
+            let reply = get(&client, addr).await;
+            let decision = twin.try_acquire("k", 1).unwrap();
+            denied += u32::from(!decision.allowed);
+            assert_headers_match(&reply, &decision);
+        }
+        assert!(denied > 0, "{policy}: the sequence reaches a denial");
+    }
 }
 
 #[tokio::test]
