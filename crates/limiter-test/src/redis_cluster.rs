@@ -7,7 +7,7 @@
 //! `cluster-node-timeout`; `redis-cli --cluster create` then joins them and
 //! [`start`](RedisCluster::start) returns once every node reports
 //! `cluster_state:ok`, every node's view covers all 16384 slots with the same
-//! owners, and every replica is in sync with its primary.
+//! owners and the same replicas, and every replica is in sync with its primary.
 //!
 //! Topology changes for tests: [`migrate_slot`](RedisCluster::migrate_slot)
 //! (live resharding, the sequence `redis-cli --cluster reshard` runs),
@@ -604,6 +604,10 @@ impl RedisCluster {
         let live = self.live_nodes();
         let live_ids: Vec<&str> = live.iter().map(|n| n.id.as_str()).collect();
         let mut agreed: Option<Vec<(u16, u16, String)>> = None;
+        // Who says it is a replica, and who every view says is one: they
+        // must agree (gossip spreads a new replica's role after it knows).
+        let mut replicas_by_themselves: Vec<String> = Vec::new();
+        let mut replicas_by_view: Vec<Vec<String>> = Vec::new();
         for node in &live {
             let Ok(info) = call(node.port, &["CLUSTER", "INFO"]) else {
                 return false;
@@ -642,8 +646,16 @@ impl RedisCluster {
                 Some(other) if *other == map => {}
                 Some(_) => return false,
             }
+            let mut replicas: Vec<String> = view
+                .iter()
+                .filter(|n| n.has_flag("slave") && !n.is_failing())
+                .map(|n| n.id.clone())
+                .collect();
+            replicas.sort();
+            replicas_by_view.push(replicas);
             let me = view.iter().find(|n| n.has_flag("myself"));
-            if me.is_some_and(|me| me.has_flag("slave")) {
+            if let Some(me) = me.filter(|me| me.has_flag("slave")) {
+                replicas_by_themselves.push(me.id.clone());
                 let Ok(replication) = call(node.port, &["INFO", "replication"]) else {
                     return false;
                 };
@@ -652,7 +664,10 @@ impl RedisCluster {
                 }
             }
         }
-        true
+        replicas_by_themselves.sort();
+        replicas_by_view
+            .iter()
+            .all(|replicas| *replicas == replicas_by_themselves)
     }
 
     /// `CLUSTER NODES` as `node` sees it.
