@@ -6,10 +6,11 @@
 //! deadline, one unit at a time, spreading their requests over `K` keys.
 //! Every call's latency goes into a per-task log-bucketed `Histogram`
 //! (bounded memory, percentiles within 1.6 %), merged at the end. On Redis
-//! the same `N` tasks then run for the same duration on a plain shared
+//! the same `N` tasks also run for the same duration on a plain shared
 //! multiplexed redis-rs connection, each call an `EVALSHA` of `return 1`:
 //! the most this client and server can do per call, against which the
-//! limiter's figure is a ratio.
+//! limiter's figure is a ratio. The two alternate in [`SLICES`] slices each,
+//! so that a change in the machine's load weighs on both alike.
 
 use std::fmt::Write as _;
 use std::future::Future;
@@ -37,6 +38,11 @@ const MAX_KEYS: i64 = 1_000_000;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The ceiling's script.
 const CEILING_SCRIPT: &str = "return 1";
+/// On Redis, the ceiling and the limiter each run in this many slices of
+/// the duration, alternating: measured one after the other, a shared
+/// machine's load changed between the two phases and moved the ratio
+/// (a ceiling of 82 to 195 k/s from one run to the next).
+const SLICES: u32 = 5;
 /// A task yields to the runtime after this many calls: one that decides
 /// without I/O (memory, or a failure policy while Redis is down) would
 /// otherwise keep its thread, and the other tasks would not run.
@@ -54,10 +60,12 @@ errors, and the answers a failure policy gave instead of the backend
 
 On Redis it also measures the ceiling, in the same run and on the same
 runtime: the same N tasks for the same duration, each call an EVALSHA of
-`return 1` (loaded once with SCRIPT LOAD) on one plain multiplexed redis-rs
+`return 1` (loaded with SCRIPT LOAD) on one plain multiplexed redis-rs
 connection that every task shares, not through the limiter's own layer. The
 ratio, decisions/s over ceiling/s, tells how much of what the server and
-client can do per call the limiter gets. The ceiling runs first.
+client can do per call the limiter gets. The two alternate, in five slices
+of a fifth of the duration each, the ceiling first, so that a change in the
+machine's load weighs on both alike.
 
 Keys live under --redis-prefix, or else under a fresh prefix per run,
 limiter-bench-<pid>-<nanos>, whose keys the benchmark deletes at the end
@@ -161,7 +169,7 @@ pub async fn run(args: &BenchArgs) -> Result<(), Failure> {
                 MemoryLimiter::builder(policy.clone()).build(),
                 args.on_failure,
             );
-            let decisions = decide(&limiter, &keys, args).await?;
+            let decisions = decide(&limiter, &keys, args, args.duration).await?;
             Report {
                 args,
                 policy,
@@ -175,13 +183,17 @@ pub async fn run(args: &BenchArgs) -> Result<(), Failure> {
             let redis = backend::redis_backend(&args.backend)?;
             let server = redis.url().to_owned();
             let (limiter, fresh) = connect_redis(args, &redis, policy.clone()).await?;
-            let ceiling = match args.backend.backend {
+            let slice = args.duration / SLICES;
+            let (ceiling, decisions) = match args.backend.backend {
                 BackendKind::RedisCluster => {
-                    ceiling(connect_plain_cluster(&args.backend.redis_urls).await?, args).await?
+                    let plain = connect_plain_cluster(&args.backend.redis_urls).await?;
+                    alternate(plain, &limiter, &keys, args, slice).await?
                 }
-                _ => ceiling(connect_plain(&args.backend.redis_urls[0]).await?, args).await?,
+                _ => {
+                    let plain = connect_plain(&args.backend.redis_urls[0]).await?;
+                    alternate(plain, &limiter, &keys, args, slice).await?
+                }
             };
-            let decisions = decide(&limiter, &keys, args).await?;
             let cleanup = if fresh {
                 Some(delete_keys(&limiter, &keys, args.concurrency).await?)
             } else {
@@ -347,6 +359,20 @@ struct Phase {
 }
 
 impl Phase {
+    /// Nothing measured yet.
+    fn empty() -> Self {
+        Self {
+            tally: Tally::new(),
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    /// This phase and `other` as one.
+    fn merge(&mut self, other: Self) {
+        self.tally.merge(other.tally);
+        self.elapsed += other.elapsed;
+    }
+
     /// Decisions the backend made, per second of the phase.
     fn per_second(&self) -> f64 {
         self.tally.decisions() as f64 / self.elapsed.as_secs_f64()
@@ -384,9 +410,10 @@ async fn decide(
     limiter: &Arc<dyn Limiter>,
     keys: &Arc<[String]>,
     args: &BenchArgs,
+    duration: Duration,
 ) -> Result<Phase, Failure> {
     let concurrency = args.concurrency as usize;
-    phase(args.concurrency, args.duration, |first, deadline| {
+    phase(args.concurrency, duration, |first, deadline| {
         let (limiter, keys) = (Arc::clone(limiter), Arc::clone(keys));
         async move {
             let mut tally = Tally::new();
@@ -430,10 +457,30 @@ async fn decide(
     .await
 }
 
-/// The ceiling's phase: `return 1` loaded once, then EVALSHA in a loop on
+/// The ceiling (on `plain`) and the limiter's phase in [`SLICES`] slices of
+/// `slice` each, alternating, the ceiling first: (ceiling, decisions).
+async fn alternate<C>(
+    plain: C,
+    limiter: &Arc<dyn Limiter>,
+    keys: &Arc<[String]>,
+    args: &BenchArgs,
+    slice: Duration,
+) -> Result<(Phase, Phase), Failure>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + 'static,
+{
+    let (mut ceilings, mut decisions) = (Phase::empty(), Phase::empty());
+    for _ in 0..SLICES {
+        ceilings.merge(ceiling(plain.clone(), args, slice).await?);
+        decisions.merge(decide(limiter, keys, args, slice).await?);
+    }
+    Ok((ceilings, decisions))
+}
+
+/// A slice of the ceiling: `return 1` loaded (idempotent), then EVALSHA in a loop on
 /// clones of one multiplexed connection. A call is "admitted" when it
 /// answers 1.
-async fn ceiling<C>(connection: C, args: &BenchArgs) -> Result<Phase, Failure>
+async fn ceiling<C>(connection: C, args: &BenchArgs, duration: Duration) -> Result<Phase, Failure>
 where
     C: redis::aio::ConnectionLike + Clone + Send + 'static,
 {
@@ -445,7 +492,7 @@ where
         .await
         .map_err(|e| Failure::runtime(format!("cannot load the ceiling's script: {e}")))?;
     let sha: Arc<str> = sha.into();
-    phase(args.concurrency, args.duration, |_, deadline| {
+    phase(args.concurrency, duration, |_, deadline| {
         let (mut connection, sha) = (connection.clone(), Arc::clone(&sha));
         async move {
             let mut tally = Tally::new();
