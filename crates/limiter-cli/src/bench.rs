@@ -9,7 +9,7 @@
 //! the same `N` tasks also run for the same duration on a plain shared
 //! multiplexed redis-rs connection, each call an `EVALSHA` of `return 1`:
 //! the most this client and server can do per call, against which the
-//! limiter's figure is a ratio. The two alternate in [`SLICES`] slices each,
+//! limiter's figure is a ratio. The two alternate in five slices each,
 //! so that a change in the machine's load weighs on both alike.
 
 use std::fmt::Write as _;
