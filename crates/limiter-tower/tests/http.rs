@@ -341,6 +341,13 @@ async fn forwarded_for_from_an_untrusted_peer_is_ignored() {
     );
 }
 
+/// The status of `GET /` on `addr` with `X-Forwarded-For: claimed`.
+async fn forwarded_for(client: &HttpClient, addr: SocketAddr, claimed: &str) -> StatusCode {
+    get_with(client, addr, &[("x-forwarded-for", claimed)])
+        .await
+        .status
+}
+
 #[tokio::test]
 async fn behind_a_trusted_proxy_the_right_most_untrusted_address_is_the_key() {
     let clock = ManualClock::new(T0);
@@ -348,14 +355,7 @@ async fn behind_a_trusted_proxy_the_right_most_untrusted_address_is_the_key() {
         .trusted_proxies(["127.0.0.1".parse().unwrap(), "10.0.0.0/8".parse().unwrap()]);
     let addr = serve(layer).await;
     let client = client();
-    let status = |claimed: &'static str| {
-        let client = client.clone();
-        async move {
-            get_with(&client, addr, &[("x-forwarded-for", claimed)])
-                .await
-                .status
-        }
-    };
+    let status = |claimed: &'static str| forwarded_for(&client, addr, claimed);
     assert_eq!(status("1.2.3.4").await, StatusCode::OK);
     assert_eq!(status("1.2.3.4, 10.0.0.7").await, StatusCode::OK);
     // A forged left-most entry does not give 1.2.3.4 a new budget.
@@ -437,14 +437,7 @@ async fn with_ipv6_prefix_64_the_addresses_of_one_network_share_a_budget() {
         .trusted_proxies(["127.0.0.1".parse().unwrap()]);
     let addr = serve(layer).await;
     let client = client();
-    let status = |client_ip: &'static str| {
-        let client = client.clone();
-        async move {
-            get_with(&client, addr, &[("x-forwarded-for", client_ip)])
-                .await
-                .status
-        }
-    };
+    let status = |client_ip: &'static str| forwarded_for(&client, addr, client_ip);
     assert_eq!(status("2001:db8:1:2::1").await, StatusCode::OK);
     assert_eq!(status("2001:db8:1:2:ffff::2").await, StatusCode::OK);
     assert_eq!(
