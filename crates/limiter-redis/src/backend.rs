@@ -199,6 +199,11 @@ impl RedisBackend {
         &self.shared.url
     }
 
+    /// Whether this is a Redis Cluster backend ([`RedisBackend::cluster`]).
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.shared.connector, Connector::Cluster(_))
+    }
+
     /// Whether the backend is serving decisions: `false` while Redis is
     /// known to be down (every decision then fails at once, and a probe
     /// checks the server every [`probe_interval`](RedisBackendBuilder::probe_interval)).

@@ -2,6 +2,7 @@
 //! this crate returns.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// What kind of failure a [`BackendError`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,12 +30,13 @@ pub enum BackendErrorKind {
 
 /// A Redis backend failure, with what the limiter was doing and, when the
 /// Redis client reported it, the underlying [`redis::RedisError`] as
-/// [`source`](std::error::Error::source).
-#[derive(Debug)]
+/// [`source`](std::error::Error::source). Cheap to clone: the decisions
+/// of one batch (see `batch.rs`) share its failure.
+#[derive(Debug, Clone)]
 pub struct BackendError {
     kind: BackendErrorKind,
     message: String,
-    source: Option<redis::RedisError>,
+    source: Option<Arc<redis::RedisError>>,
 }
 
 impl BackendError {
@@ -47,7 +49,7 @@ impl BackendError {
     }
 
     pub(crate) fn with_source(mut self, source: redis::RedisError) -> Self {
-        self.source = Some(source);
+        self.source = Some(Arc::new(source));
         self
     }
 
@@ -92,7 +94,7 @@ impl fmt::Display for BackendError {
 
 impl std::error::Error for BackendError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_ref().map(|e| e as _)
+        self.source.as_deref().map(|e| e as _)
     }
 }
 

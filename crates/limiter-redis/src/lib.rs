@@ -35,6 +35,7 @@
 
 mod backend;
 mod backend_builder;
+mod batch;
 mod builder;
 mod circuit;
 mod commands;

@@ -4,14 +4,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use limiter_core::backend::{all_of, check_policies};
+use limiter_core::backend::check_policies;
 use limiter_core::{Clock, Decision, Error, Limiter, Policies, SetDecision};
 
 use crate::backend::RedisBackend;
+use crate::batch::Decider;
 use crate::builder::RedisLimiterBuilder;
-use crate::error::{BackendError, BackendErrorKind};
 use crate::keys::KeyLayout;
-use crate::scripts::{self, LuaFunction, Mode};
+use crate::scripts::{LuaFunction, Mode, Request};
 
 /// A keyed rate limiter whose state lives in Redis: each decision is one
 /// atomic Lua function call (one round trip), deciding exactly as `limiter-core`.
@@ -25,14 +25,9 @@ use crate::scripts::{self, LuaFunction, Mode};
 /// Share it behind an `Arc` (it is `Send + Sync`, and `Arc<dyn Limiter>`
 /// works).
 pub struct RedisLimiter {
-    policies: Policies,
-    backend: RedisBackend,
-    /// One per part, in the set's order.
-    keys: Box<[KeyLayout]>,
+    decider: Arc<Decider>,
     key_prefix: String,
     clock: Option<Arc<dyn Clock>>,
-    /// The function of every part, with their constants written in.
-    function: LuaFunction,
 }
 
 impl RedisLimiter {
@@ -44,17 +39,20 @@ impl RedisLimiter {
     }
 
     pub(crate) fn new(builder: RedisLimiterBuilder, function: LuaFunction) -> Self {
+        let keys = builder
+            .policies
+            .iter()
+            .map(|policy| KeyLayout::new(&builder.key_prefix, policy))
+            .collect();
         Self {
-            keys: builder
-                .policies
-                .iter()
-                .map(|policy| KeyLayout::new(&builder.key_prefix, policy))
-                .collect(),
-            policies: builder.policies,
-            backend: builder.backend,
+            decider: Arc::new(Decider::new(
+                builder.policies,
+                builder.backend,
+                keys,
+                function,
+            )),
             key_prefix: builder.key_prefix,
             clock: builder.clock,
-            function,
         }
     }
 
@@ -62,13 +60,14 @@ impl RedisLimiter {
     /// set), e.g. `limiter:{user:42}:sl-e77675966f00`: what to inspect with
     /// `redis-cli`.
     pub fn redis_key(&self, key: &str) -> String {
-        self.keys[0].state_key(key)
+        self.decider.keys[0].state_key(key)
     }
 
     /// The Redis keys holding `key`'s state, one per policy of the set, in
     /// its order (all in one cluster slot).
     pub fn redis_keys(&self, key: &str) -> Vec<String> {
-        self.keys
+        self.decider
+            .keys
             .iter()
             .map(|layout| layout.state_key(key))
             .collect()
@@ -81,54 +80,31 @@ impl RedisLimiter {
 
     /// The backend this limiter decides on.
     pub fn backend(&self) -> &RedisBackend {
-        &self.backend
+        &self.decider.backend
     }
 
-    /// One decision: validate, call the function (one round trip), convert,
-    /// combine the parts (docs/spec.md section 7).
+    /// One decision: validate, then decide in the limiter's next call (one
+    /// round trip, shared with the decisions that arrived meanwhile: see
+    /// `batch.rs`).
     async fn decide(&self, key: &str, cost: u64, mode: Mode) -> Result<SetDecision, Error> {
         let time_us = self.clock.as_ref().map(|clock| clock.now_us());
         // With Redis TIME the time is checked by the server's clock, which
         // stays below 2^53 µs until the year 2255.
-        check_policies(&self.policies, time_us.unwrap_or(0), cost)?;
-        Ok(self.run(key, cost, time_us, mode).await?)
-    }
-
-    async fn run(
-        &self,
-        key: &str,
-        cost: u64,
-        time_us: Option<u64>,
-        mode: Mode,
-    ) -> Result<SetDecision, BackendError> {
-        let key_bytes = self.keys.iter().map(|l| l.len(key)).sum();
-        let keys = self.keys.iter().map(|layout| layout.arg(key));
-        let cmd = self.function.decide(keys, key_bytes, mode, cost, time_us);
-        let reply = self.backend.query(&cmd, Some(&self.function)).await?;
-        let unexpected = || {
-            BackendError::new(
-                BackendErrorKind::Redis,
-                format!("unexpected function reply {reply:?}"),
-            )
+        check_policies(&self.decider.policies, time_us.unwrap_or(0), cost)?;
+        let request = Request {
+            key: key.into(),
+            cost,
+            mode,
+            time_us,
         };
-        let parts = self.policies.parts();
-        let mut decisions = [Decision::admit(0, 0, 0); Policies::MAX_PARTS];
-        let mut reset_now = [std::time::Duration::ZERO; Policies::MAX_PARTS];
-        let mut read = 0;
-        scripts::read_reply(parts, &reply, |part| {
-            decisions[read] = part.decision;
-            reset_now[read] = part.reset_now;
-            read += 1;
-        })
-        .ok_or_else(unexpected)?;
-        Ok(all_of(&decisions[..read], cost, |i| reset_now[i]))
+        Ok(self.decider.decide(request).await?)
     }
 }
 
 #[async_trait]
 impl Limiter for RedisLimiter {
     fn policies(&self) -> &Policies {
-        &self.policies
+        &self.decider.policies
     }
 
     async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
@@ -153,7 +129,8 @@ impl Limiter for RedisLimiter {
     async fn reset(&self, key: &str) -> Result<(), Error> {
         let mut del = redis::cmd("DEL");
         del.arg(self.redis_keys(key));
-        self.backend
+        self.decider
+            .backend
             .query(&del, None)
             .await
             .map(drop)
@@ -164,8 +141,8 @@ impl Limiter for RedisLimiter {
 impl fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiter")
-            .field("backend", &self.backend)
-            .field("policies", &self.policies)
+            .field("backend", &self.decider.backend)
+            .field("policies", &self.decider.policies)
             .field("key_prefix", &self.key_prefix)
             .field(
                 "time",

@@ -18,6 +18,8 @@ use limiter_core::backend::{PerAlgorithm, TickDecision};
 use limiter_core::{Decision, Policy};
 use redis::Cmd;
 
+use crate::keys::KeyLayout;
+
 /// The prelude every library starts with (arguments, time, helpers).
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
@@ -68,12 +70,18 @@ impl LuaFunction {
                 code.push_str(ALGORITHMS[algorithm].0);
             }
         }
-        code.push_str("local function decide(KEYS, ARGV)\n  begin(ARGV)\n");
+        let _ = write!(
+            code,
+            "local function decide(KEYS, ARGV)\n  start()\n  local replies = {{}}\n  \
+             for r = 1, #ARGV / 3 do\n    begin(ARGV, 3 * (r - 1))\n    \
+             local k = {} * (r - 1)\n",
+            parts.len()
+        );
         for (i, policy) in parts.iter().enumerate() {
             let p = i + 1;
             let _ = writeln!(
                 code,
-                "  local a{p}, r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}, x{p} = {}(KEYS[{p}], {}, {}, {}, {})",
+                "    local a{p}, r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}, x{p} = {}(KEYS[k + {p}], {}, {}, {}, {})",
                 ALGORITHMS[policy.algorithm()].1,
                 policy.tick_us(),
                 policy.window_ticks(),
@@ -89,19 +97,19 @@ impl LuaFunction {
             .collect::<Vec<_>>();
         let _ = writeln!(
             code,
-            "  if acquire and {} then {} end",
+            "    if acquire and {} then {} end",
             all.join(" and "),
             commits.join(" ")
         );
         let _ = write!(
             code,
-            "  return pack('<{}', time_us",
+            "    replies[r] = pack('<{}', time_us",
             "d".repeat(1 + PART_FIELDS * parts.len())
         );
         for p in 1..=parts.len() {
             let _ = write!(code, ", bit(a{p}), r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}");
         }
-        code.push_str(")\nend\n");
+        code.push_str(")\n  end\n  return concat(replies)\nend\n");
         let digest = redis::Script::new(&code).get_hash().to_owned();
         let name = format!("limiter_{}", &digest[..16]);
         let _ = writeln!(
@@ -127,30 +135,51 @@ impl LuaFunction {
         cmd
     }
 
-    /// `FCALL` of one decision on `keys` (one per part), with the `ARGV`
-    /// every function reads: the mode, the cost, the request time in µs
-    /// ("" for Redis `TIME`). Sized up front: one allocation per buffer.
-    pub(crate) fn decide<K: redis::ToRedisArgs>(
+    /// `FCALL` deciding `requests` in order, one after the other (see
+    /// `prelude.lua`): each request's keys (one per part, laid out by
+    /// `layouts`), then three arguments per request: the mode, the cost,
+    /// the request time in µs ("" for Redis `TIME`). Sized up front: one
+    /// allocation per buffer.
+    pub(crate) fn decide<'r>(
         &self,
-        keys: impl ExactSizeIterator<Item = K>,
-        key_bytes: usize,
-        mode: Mode,
-        cost: u64,
-        time_us: Option<u64>,
+        layouts: &[KeyLayout],
+        requests: impl Iterator<Item = &'r Request> + Clone,
     ) -> Cmd {
-        let parts = keys.len();
-        let mut cmd = Cmd::with_capacity(6 + parts, 64 + self.name.len() + key_bytes);
-        cmd.arg("FCALL").arg(&*self.name).arg(parts);
-        for key in keys {
-            cmd.arg(key);
+        let count = requests.clone().count();
+        let key_bytes: usize = requests
+            .clone()
+            .map(|r| layouts.iter().map(|l| l.len(&r.key)).sum::<usize>())
+            .sum();
+        let keys = count * layouts.len();
+        let mut cmd = Cmd::with_capacity(
+            3 + keys + 3 * count,
+            32 + self.name.len() + key_bytes + 40 * count,
+        );
+        cmd.arg("FCALL").arg(&*self.name).arg(keys);
+        for request in requests.clone() {
+            for layout in layouts {
+                cmd.arg(layout.arg(&request.key));
+            }
         }
-        cmd.arg(mode.as_arg()).arg(cost);
-        match time_us {
-            Some(t) => cmd.arg(t),
-            None => cmd.arg(""),
-        };
+        for request in requests {
+            cmd.arg(request.mode.as_arg()).arg(request.cost);
+            match request.time_us {
+                Some(t) => cmd.arg(t),
+                None => cmd.arg(""),
+            };
+        }
         cmd
     }
+}
+
+/// One decision to make: the user key, the cost, the mode, and the request
+/// time in µs (`None` for Redis `TIME`).
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub(crate) key: Box<str>,
+    pub(crate) cost: u64,
+    pub(crate) mode: Mode,
+    pub(crate) time_us: Option<u64>,
 }
 
 /// Whether a decision commits an admitted request (`ARGV[1]`).
@@ -180,22 +209,34 @@ pub(crate) struct PartReply {
     pub(crate) reset_now: std::time::Duration,
 }
 
-/// Reads a function's reply `{time_us, then per part: allowed, remaining,
-/// retry_after, reset_after, reset_now, wait, t_eff}` for `parts`, calling
-/// `each` with every part's answer in order; `None` if the reply has
-/// another shape.
+/// Splits a function's reply to `count` requests into each request's
+/// part of it (read with [`read_reply`]); `None` if the reply has another
+/// shape.
 ///
 /// The reply is one string of little-endian doubles (every number is an
 /// integer up to 2^53, exact as a double): one bulk string costs Redis and
 /// the client less than an array of integers, each its own RESP value.
-pub(crate) fn read_reply(
+pub(crate) fn split_reply<'a>(
     parts: &[Policy],
-    reply: &redis::Value,
-    mut each: impl FnMut(PartReply),
-) -> Option<()> {
+    reply: &'a redis::Value,
+    count: usize,
+) -> Option<std::slice::ChunksExact<'a, u8>> {
     let redis::Value::BulkString(bytes) = reply else {
         return None;
     };
+    let each = 8 * (1 + PART_FIELDS * parts.len());
+    (bytes.len() == each * count).then(|| bytes.chunks_exact(each))
+}
+
+/// Reads one request's reply `{time_us, then per part: allowed,
+/// remaining, retry_after, reset_after, reset_now, wait, t_eff}` for
+/// `parts`, calling `each` with every part's answer in order; `None` if the
+/// reply has another shape.
+pub(crate) fn read_reply(
+    parts: &[Policy],
+    bytes: &[u8],
+    mut each: impl FnMut(PartReply),
+) -> Option<()> {
     if bytes.len() != 8 * (1 + PART_FIELDS * parts.len()) {
         return None;
     }

@@ -14,15 +14,22 @@
 -- an EVALSHA script, nothing here is run again per call, so the helpers
 -- below are created once, not on every decision.
 --
--- KEYS[i]  the state of the request's key under the i-th policy
--- ARGV[1]  "acquire" (commit when admitted) or "peek" (write nothing)
--- ARGV[2]  cost n, 1 <= n <= every policy's max cost (checked by the caller)
--- ARGV[3]  request time in µs since the epoch, or "" for Redis TIME
+-- One call decides a batch of R requests, in order (docs/backends.md,
+-- "Batches"): the decisions that reached the client while earlier ones were
+-- in flight. With P policies:
 --
--- It defines, for the algorithms that follow: begin(ARGV), which each call
--- starts with and which sets acquire, n and time_us; floor, min, max, ceil
--- (math's, bound as locals on the first call: a library's top level may not
--- touch math, and a local costs less than a global lookup per use);
+-- KEYS[(r-1)*P + i]  the state of request r's key under the i-th policy
+-- ARGV[3r-2]  "acquire" (commit when admitted) or "peek" (write nothing)
+-- ARGV[3r-1]  cost n, 1 <= n <= every policy's max cost (checked by the caller)
+-- ARGV[3r]    request time in µs since the epoch, or "" for Redis TIME
+--
+-- It defines, for the algorithms that follow: start(), which each call
+-- starts with, and begin(ARGV, o), which each request starts with (o =
+-- 3(r-1)) and which sets acquire, n and time_us (Redis TIME is read once
+-- per call: the call is atomic, its requests are simultaneous); floor,
+-- min, max, ceil (math's, bound as locals on the first call: a library's
+-- top level may not touch math, and a local costs less than a global
+-- lookup per use); concat (table's);
 -- pack and unpack (struct's: the string states are two or three
 -- little-endian doubles, '<dd' or '<ddd', exact for integers below 2^53 and
 -- far cheaper for Redis's Lua than formatting and matching text); ceil_div;
@@ -47,20 +54,28 @@
 -- that would have admitted, docs/spec.md section 7); write commits the
 -- admission (nil when denied).
 
-local floor, min, max, ceil, format, pack, unpack
-local acquire, n, time_us
+local floor, min, max, ceil, format, pack, unpack, concat
+local acquire, n, time_us, server_us
 
-local function begin(ARGV)
+local function start()
   if not floor then
     floor, min, max, ceil = math.floor, math.min, math.max, math.ceil
     format, pack, unpack = string.format, struct.pack, struct.unpack
+    concat = table.concat
   end
-  acquire = ARGV[1] == 'acquire'
-  n = tonumber(ARGV[2])
-  time_us = tonumber(ARGV[3])
+  server_us = nil
+end
+
+local function begin(ARGV, o)
+  acquire = ARGV[o + 1] == 'acquire'
+  n = tonumber(ARGV[o + 2])
+  time_us = tonumber(ARGV[o + 3])
   if not time_us then
-    local now = redis.call('TIME')
-    time_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+    if not server_us then
+      local now = redis.call('TIME')
+      server_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+    end
+    time_us = server_us
   end
 end
 

@@ -1,0 +1,247 @@
+//! Batches: the decisions of one limiter that arrive while earlier ones are
+//! in flight go to Redis together, as one call that decides them in order.
+//!
+//! Why: Redis spends about as much per command on reading, dispatching and
+//! answering it (and on starting the function and reading `TIME`) as on a
+//! decision's own work. A call that decides k requests pays that once
+//! (docs/benchmarks.md, "Batches").
+//!
+//! Nothing waits to fill a batch: a decision is sent at once unless
+//! [`MAX_IN_FLIGHT`] calls of its limiter are already in flight; then it
+//! goes with the next call, sent as soon as one of them is answered. The
+//! call is atomic and decides its requests in arrival order, so the
+//! decisions are those of the same requests sent one at a time.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use limiter_core::backend::all_of;
+use limiter_core::{Decision, Policies, SetDecision};
+use tokio::sync::oneshot;
+
+use crate::backend::RedisBackend;
+use crate::error::{BackendError, BackendErrorKind};
+use crate::keys::KeyLayout;
+use crate::scripts::{self, LuaFunction, Request};
+
+/// Calls of one limiter in flight at once, each a batch: enough to keep
+/// the server busy while the client reads an answer, few enough that
+/// concurrent decisions share calls.
+const MAX_IN_FLIGHT: usize = 4;
+
+/// Requests per call at most, so that one call holds Redis (which runs one
+/// function at a time) for a fraction of a millisecond.
+const MAX_BATCH: usize = 64;
+
+/// What one limiter needs to decide on Redis, and its waiting requests.
+pub(crate) struct Decider {
+    pub(crate) policies: Policies,
+    pub(crate) backend: RedisBackend,
+    /// One per part, in the set's order.
+    pub(crate) keys: Box<[KeyLayout]>,
+    /// The function of every part, with their constants written in.
+    pub(crate) function: LuaFunction,
+    /// Whether requests on different user keys may share a call: not on a
+    /// cluster, where a call's keys must share a slot (all the keys of one
+    /// user key do: they share its hash tag).
+    mixed_keys: bool,
+    queue: Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: VecDeque<Waiting>,
+    in_flight: usize,
+}
+
+struct Waiting {
+    request: Request,
+    answer: oneshot::Sender<Result<SetDecision, BackendError>>,
+}
+
+type Batch = Vec<Waiting>;
+
+impl Decider {
+    pub(crate) fn new(
+        policies: Policies,
+        backend: RedisBackend,
+        keys: Box<[KeyLayout]>,
+        function: LuaFunction,
+    ) -> Self {
+        Self {
+            mixed_keys: !backend.is_cluster(),
+            policies,
+            backend,
+            keys,
+            function,
+            queue: Mutex::default(),
+        }
+    }
+
+    /// Decides `request`: at once in a call of its own, or, while
+    /// [`MAX_IN_FLIGHT`] calls are in flight, in the next batch.
+    ///
+    /// Requests wait only while every turn is taken, and a turn is given up
+    /// only when none waits; so a request that takes a turn is alone, and
+    /// every batch is sent by a task of its own ([`serve`](Self::serve)):
+    /// a caller that drops its decision (its own timeout) fails no one
+    /// else's.
+    pub(crate) async fn decide(
+        self: &Arc<Self>,
+        request: Request,
+    ) -> Result<SetDecision, BackendError> {
+        let turn = {
+            let mut queue = self.lock();
+            if queue.in_flight < MAX_IN_FLIGHT {
+                queue.in_flight += 1;
+                Ok(request)
+            } else {
+                let (answer, answered) = oneshot::channel();
+                queue.waiting.push_back(Waiting { request, answer });
+                Err(answered)
+            }
+        };
+        match turn {
+            Ok(request) => {
+                // Passed on when dropped: answered, or given up.
+                let _turn = Turn(self);
+                let mut answers = self.call(std::slice::from_ref(&request)).await?;
+                answers
+                    .pop()
+                    .unwrap_or_else(|| Err(self.unexpected(&"no answer")))
+            }
+            Err(answered) => answered.await.unwrap_or_else(|_| {
+                Err(BackendError::new(
+                    BackendErrorKind::Redis,
+                    "the decision was dropped unanswered (the runtime is shutting down)",
+                ))
+            }),
+        }
+    }
+
+    /// Sends `batch`, then every batch that waits, until none does.
+    async fn serve(self: Arc<Self>, mut batch: Batch) {
+        loop {
+            self.answer(batch).await;
+            match self.next() {
+                Some(next) => batch = next,
+                None => return,
+            }
+        }
+    }
+
+    /// The next batch, keeping the call's turn; or `None`, giving it up.
+    fn next(&self) -> Option<Batch> {
+        let mut queue = self.lock();
+        if queue.waiting.is_empty() {
+            queue.in_flight -= 1;
+            None
+        } else {
+            Some(self.take(&mut queue))
+        }
+    }
+
+    /// The oldest waiting requests that may share one call.
+    fn take(&self, queue: &mut Queue) -> Batch {
+        if self.mixed_keys {
+            let n = queue.waiting.len().min(MAX_BATCH);
+            return queue.waiting.drain(..n).collect();
+        }
+        let mut batch = Batch::new();
+        let mut others = VecDeque::new();
+        while let Some(waiting) = queue.waiting.pop_front() {
+            let same_key = batch
+                .first()
+                .is_none_or(|first: &Waiting| first.request.key == waiting.request.key);
+            if same_key && batch.len() < MAX_BATCH {
+                batch.push(waiting);
+            } else {
+                others.push_back(waiting);
+            }
+        }
+        queue.waiting = others;
+        batch
+    }
+
+    /// One call deciding `batch`, each request answered.
+    async fn answer(&self, batch: Batch) {
+        let (requests, answers): (Vec<_>, Vec<_>) =
+            batch.into_iter().map(|w| (w.request, w.answer)).unzip();
+        match self.call(&requests).await {
+            Ok(decisions) => {
+                for (answer, decision) in answers.into_iter().zip(decisions) {
+                    let _ = answer.send(decision);
+                }
+            }
+            Err(error) => {
+                for answer in answers {
+                    let _ = answer.send(Err(error.clone()));
+                }
+            }
+        }
+    }
+
+    /// One call deciding `requests` in order: each one's decision, or the
+    /// call's failure.
+    async fn call(
+        &self,
+        requests: &[Request],
+    ) -> Result<Vec<Result<SetDecision, BackendError>>, BackendError> {
+        let cmd = self.function.decide(&self.keys, requests.iter());
+        let reply = self.backend.query(&cmd, Some(&self.function)).await?;
+        let records = scripts::split_reply(self.policies.parts(), &reply, requests.len())
+            .ok_or_else(|| self.unexpected(&reply))?;
+        Ok(records
+            .zip(requests)
+            .map(|(record, request)| self.read(record, request.cost))
+            .collect())
+    }
+
+    fn unexpected(&self, reply: &dyn std::fmt::Debug) -> BackendError {
+        BackendError::new(
+            BackendErrorKind::Redis,
+            format!("unexpected function reply {reply:?}"),
+        )
+    }
+
+    /// One request's decision from its part of the reply: each part
+    /// converted, then combined (docs/spec.md section 7).
+    fn read(&self, record: &[u8], cost: u64) -> Result<SetDecision, BackendError> {
+        let parts = self.policies.parts();
+        let mut decisions = [Decision::admit(0, 0, 0); Policies::MAX_PARTS];
+        let mut reset_now = [std::time::Duration::ZERO; Policies::MAX_PARTS];
+        let mut read = 0;
+        scripts::read_reply(parts, record, |part| {
+            decisions[read] = part.decision;
+            reset_now[read] = part.reset_now;
+            read += 1;
+        })
+        .ok_or_else(|| self.unexpected(&record))?;
+        Ok(all_of(&decisions[..read], cost, |i| reset_now[i]))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // The queue is consistent between statements: a panic elsewhere
+        // leaves nothing half done.
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A call's turn, taken by a request sent from its own task: passed on when
+/// dropped (answered, or the caller gave up).
+struct Turn<'a>(&'a Arc<Decider>);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        if let Some(batch) = self.0.next() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn(Arc::clone(self.0).serve(batch))),
+                // No runtime to send them on: their callers are told.
+                Err(_) => {
+                    drop(batch);
+                    self.0.lock().in_flight -= 1;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! Batches (`batch.rs`): concurrent decisions of one limiter share Redis
+//! calls, and decide exactly as the same requests one at a time; a caller
+//! that gives up on its decision fails no one else's. Each test runs its
+//! own server, so that its `INFO commandstats` counts only its calls.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use limiter_core::{Algorithm, Decision, Limiter, ManualClock, Policies, Policy, Rate};
+use limiter_memory::MemoryLimiter;
+use limiter_redis::{RedisBackend, RedisLimiter};
+use limiter_test::redis_server::{fresh_prefix, RedisServer};
+
+const TASKS: usize = 32;
+const ROUNDS: usize = 3;
+const STEPS: usize = 12;
+
+/// `FCALL`s the server has run (none before the first).
+fn fcalls(server: &RedisServer) -> u64 {
+    let stats = server.query("INFO commandstats");
+    let Some(line) = stats.lines().find(|l| l.starts_with("cmdstat_fcall:")) else {
+        return 0;
+    };
+    line["cmdstat_fcall:calls=".len()..]
+        .split(',')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unreadable {line}"))
+}
+
+/// Task `task`'s `step`-th request: acquire or peek, of cost 1 to 3.
+fn request(task: usize, step: usize) -> (bool, u64) {
+    let mix = task * 7 + step * 3;
+    (!mix.is_multiple_of(5), 1 + (mix % 3) as u64)
+}
+
+async fn run(limiter: &dyn Limiter, key: &str, task: usize, round: usize) -> Vec<Decision> {
+    let mut decisions = Vec::new();
+    for step in 0..STEPS {
+        let (acquire, cost) = request(task, round * STEPS + step);
+        let decision = if acquire {
+            limiter.acquire(key, cost).await
+        } else {
+            limiter.peek(key, cost).await
+        };
+        decisions.push(decision.unwrap());
+    }
+    decisions
+}
+
+/// Every algorithm, and a tiered set of three.
+fn policy_sets() -> Vec<Policies> {
+    let rate = Rate::new(10, Duration::from_secs(1));
+    let mut sets: Vec<Policies> = Algorithm::ALL
+        .iter()
+        .map(|&a| Policy::new(a, rate).unwrap().into())
+        .collect();
+    sets.push(
+        Policies::new([
+            Policy::token_bucket(Rate::new(8, Duration::from_secs(1))).unwrap(),
+            Policy::sliding_log(Rate::new(20, Duration::from_secs(60))).unwrap(),
+            Policy::fixed_window(Rate::new(30, Duration::from_secs(10))).unwrap(),
+        ])
+        .unwrap(),
+    );
+    sets
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_decisions_share_calls_and_decide_as_one_at_a_time() {
+    let server = RedisServer::start();
+    let backend = RedisBackend::builder(server.url()).build().await.unwrap();
+    for policies in policy_sets() {
+        let clock = ManualClock::new(1_750_000_000_000_000);
+        let redis = Arc::new(
+            RedisLimiter::builder(&backend, policies.clone())
+                .key_prefix(fresh_prefix("batch"))
+                .clock(clock.clone())
+                .build()
+                .await
+                .unwrap(),
+        );
+        let memory = MemoryLimiter::builder(policies.clone())
+            .clock(clock.clone())
+            .build();
+        let calls_before = fcalls(&server);
+        for round in 0..ROUNDS {
+            // Every task on its own key, all at once: their decisions
+            // share calls; each key's sequence is deterministic.
+            let tasks: Vec<_> = (0..TASKS)
+                .map(|task: usize| {
+                    let redis = Arc::clone(&redis);
+                    tokio::spawn(
+                        async move { run(&*redis, &format!("user:{task}"), task, round).await },
+                    )
+                })
+                .collect();
+            for (task, handle) in tasks.into_iter().enumerate() {
+                let on_redis = handle.await.unwrap();
+                let on_memory = run(&memory, &format!("user:{task}"), task, round).await;
+                assert_eq!(
+                    on_redis, on_memory,
+                    "{policies}: task {task}, round {round}"
+                );
+            }
+            clock.advance(Duration::from_millis(350));
+        }
+        let decisions = (TASKS * ROUNDS * STEPS) as u64;
+        let calls = fcalls(&server) - calls_before;
+        assert!(
+            calls < decisions,
+            "{policies}: {decisions} concurrent decisions took {calls} calls: none shared"
+        );
+        println!("{policies}: {decisions} decisions in {calls} calls");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_gives_up_fails_no_one_else() {
+    let server = RedisServer::start();
+    let backend = RedisBackend::builder(server.url()).build().await.unwrap();
+    let policy = Policy::sliding_log(Rate::per_hour(10_000)).unwrap();
+    let limiter = Arc::new(
+        RedisLimiter::builder(&backend, policy)
+            .key_prefix(fresh_prefix("give-up"))
+            .build()
+            .await
+            .unwrap(),
+    );
+    for round in 0..10 {
+        // Half the callers drop their decision at its first await: some of
+        // them were sending a batch with others' requests in it.
+        let tasks: Vec<_> = (0..64)
+            .map(|task: usize| {
+                let limiter = Arc::clone(&limiter);
+                tokio::spawn(async move {
+                    let key = format!("k{}", task % 8);
+                    let decision = limiter.acquire(&key, 1);
+                    if task.is_multiple_of(2) {
+                        let _ = tokio::time::timeout(Duration::ZERO, decision).await;
+                        None
+                    } else {
+                        // Bounded: a turn not handed on would leave it
+                        // waiting forever.
+                        Some(tokio::time::timeout(Duration::from_secs(5), decision).await)
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            if let Some(decision) = task.await.unwrap() {
+                let decision = decision
+                    .unwrap_or_else(|_| panic!("round {round}: a decision was never answered"))
+                    .unwrap_or_else(|e| panic!("round {round}: {e}"));
+                assert!(decision.allowed, "round {round}: {decision:?}");
+            }
+        }
+    }
+    // The calls' turns were all handed on: a lone decision is answered.
+    let decision = tokio::time::timeout(Duration::from_secs(5), limiter.acquire("after", 1))
+        .await
+        .expect("a decision after the dropped ones is answered")
+        .unwrap();
+    assert!(decision.allowed);
+}
