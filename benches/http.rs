@@ -20,6 +20,12 @@
 //! tower_governor's `use_headers()` (its `x-ratelimit-limit` and
 //! `-remaining`), and limiter's default (legacy and IETF) on its own.
 //!
+//! Beside them, "no layer, the same headers": the hello-world adding, by
+//! hand, the five header lines limiter's default sends (sampled from one of
+//! its responses): what those bytes alone cost the server and the
+//! in-process client, which share the machine's cores, so that the layer's
+//! own cost with headers is the ratio to it.
+//!
 //! Each variant is measured `ROUNDS` times, interleaved with the others so
 //! a slow moment of the machine is spread over all of them.
 //!
@@ -27,12 +33,14 @@
 #![allow(missing_docs)]
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use http::header::HOST;
-use http::{Request, StatusCode};
+use http::{HeaderName, HeaderValue, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
@@ -48,9 +56,9 @@ const CONNECTIONS: usize = 32;
 /// Requests before each measurement (connections open, maps filled).
 const WARM_UP: Duration = Duration::from_millis(300);
 /// One measurement of one variant.
-const MEASURE: Duration = Duration::from_millis(1_500);
+const MEASURE: Duration = Duration::from_millis(1_000);
 /// Measurements of each variant, interleaved.
-const ROUNDS: usize = 2;
+const ROUNDS: usize = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Scenario {
@@ -81,12 +89,17 @@ impl Scenario {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Variant {
     NoLayer,
+    /// No layer; the handler's response carries limiter's default headers.
+    SameHeaders,
     Limiter(HeaderStyle),
-    Governor { headers: bool },
+    Governor {
+        headers: bool,
+    },
 }
 
-const VARIANTS: [Variant; 6] = [
+const VARIANTS: [Variant; 7] = [
     Variant::NoLayer,
+    Variant::SameHeaders,
     Variant::Limiter(HeaderStyle::None),
     Variant::Governor { headers: false },
     Variant::Limiter(HeaderStyle::Legacy),
@@ -98,6 +111,7 @@ impl Variant {
     fn name(self) -> &'static str {
         match self {
             Self::NoLayer => "no layer",
+            Self::SameHeaders => "no layer, the default's headers by hand",
             Self::Limiter(HeaderStyle::None) => "limiter, no headers",
             Self::Limiter(HeaderStyle::Legacy) => "limiter, legacy headers",
             Self::Limiter(_) => "limiter, legacy + IETF headers (default)",
@@ -106,11 +120,28 @@ impl Variant {
         }
     }
 
-    /// The hello-world app behind this variant's layer, for `scenario`.
-    fn app(self, scenario: Scenario) -> Router {
+    /// The hello-world app behind this variant's layer, for `scenario`
+    /// (`headers`: what [`Variant::SameHeaders`] adds).
+    fn app(self, scenario: Scenario, headers: &Arc<[(HeaderName, HeaderValue)]>) -> Router {
         let app = Router::new().route("/", get(|| async { "ok" }));
         match self {
             Self::NoLayer => app,
+            Self::SameHeaders => {
+                let headers = Arc::clone(headers);
+                app.layer(axum::middleware::map_response(
+                    move |mut response: Response| {
+                        let headers = Arc::clone(&headers);
+                        async move {
+                            let map = response.headers_mut();
+                            map.reserve(headers.len());
+                            for (name, value) in headers.iter() {
+                                map.insert(name.clone(), value.clone());
+                            }
+                            response
+                        }
+                    },
+                ))
+            }
             Self::Limiter(style) => app.layer(
                 RateLimitLayer::new(MemoryLimiter::new(scenario.policy()))
                     .key(KeyExtractor::ip())
@@ -208,9 +239,43 @@ async fn hammer(addr: SocketAddr, duration: Duration) -> Counts {
     counts
 }
 
+/// The rate-limit headers of one admitted response of limiter's default
+/// layer, in the `allowed` scenario.
+async fn default_headers() -> Arc<[(HeaderName, HeaderValue)]> {
+    let app = Variant::Limiter(HeaderStyle::Both).app(Scenario::Allowed, &Arc::from([]));
+    let (addr, server) = serve(app).await;
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let request = Request::get("/")
+        .header(HOST, "localhost")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    server.abort();
+    let headers: Arc<[_]> = response
+        .headers()
+        .iter()
+        .filter(|(name, _)| name.as_str().contains("ratelimit"))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    assert_eq!(
+        headers.len(),
+        5,
+        "limiter's default sends five: {headers:?}"
+    );
+    headers
+}
+
 /// One measurement: a fresh server, warmed up, then `MEASURE` of load.
-async fn measure(variant: Variant, scenario: Scenario) -> Counts {
-    let (addr, server) = serve(variant.app(scenario)).await;
+async fn measure(
+    variant: Variant,
+    scenario: Scenario,
+    headers: &Arc<[(HeaderName, HeaderValue)]>,
+) -> Counts {
+    let (addr, server) = serve(variant.app(scenario, headers)).await;
     hammer(addr, WARM_UP).await;
     let counts = hammer(addr, MEASURE).await;
     server.abort();
@@ -226,11 +291,12 @@ fn main() {
         "{CONNECTIONS} keep-alive connections, {ROUNDS} x {} ms per variant",
         MEASURE.as_millis()
     );
+    let headers = runtime.block_on(default_headers());
     for scenario in [Scenario::Allowed, Scenario::Denied] {
         let mut counts = [Counts::default(); VARIANTS.len()];
         for _ in 0..ROUNDS {
             for (variant, counts) in VARIANTS.iter().zip(&mut counts) {
-                counts.add(runtime.block_on(measure(*variant, scenario)));
+                counts.add(runtime.block_on(measure(*variant, scenario, &headers)));
             }
         }
         let seconds = MEASURE.as_secs_f64() * ROUNDS as f64;
@@ -247,7 +313,7 @@ fn main() {
                     "{}: a request was denied",
                     variant.name()
                 );
-            } else if *variant != Variant::NoLayer {
+            } else if !matches!(variant, Variant::NoLayer | Variant::SameHeaders) {
                 // Each fresh server admits its burst of 10, at most.
                 let burst = 10 * ROUNDS as u64;
                 assert!(
@@ -281,5 +347,12 @@ fn main() {
                 Variant::Governor { headers: governor }.name()
             );
         }
+        let ours = rate(Variant::Limiter(HeaderStyle::Both));
+        println!(
+            "  {:<42} {:.3} of {}",
+            Variant::Limiter(HeaderStyle::Both).name(),
+            ours / rate(Variant::SameHeaders),
+            Variant::SameHeaders.name()
+        );
     }
 }

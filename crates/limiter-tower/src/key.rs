@@ -188,6 +188,7 @@ impl KeyExtractor {
                 let network = Ipv6Addr::from(u128::from(v6) & mask);
                 Ok(format!("ip:{network}/{prefix}"))
             }
+            (IpAddr::V4(v4), _) => Ok(ipv4_key(v4)),
             (ip, _) => Ok(format!("ip:{ip}")),
         }
     }
@@ -584,6 +585,26 @@ pub(crate) fn peer_addr(extensions: &Extensions) -> Option<IpAddr> {
     None
 }
 
+/// `ip:a.b.c.d`, written by hand: the key of nearly every request of an
+/// IPv4 service, and `format!`'s machinery was most of the key's cost.
+fn ipv4_key(ip: Ipv4Addr) -> String {
+    let mut key = String::with_capacity("ip:255.255.255.255".len());
+    key.push_str("ip:");
+    for (i, octet) in ip.octets().into_iter().enumerate() {
+        if i > 0 {
+            key.push('.');
+        }
+        if octet >= 100 {
+            key.push(char::from(b'0' + octet / 100));
+        }
+        if octet >= 10 {
+            key.push(char::from(b'0' + octet / 10 % 10));
+        }
+        key.push(char::from(b'0' + octet % 10));
+    }
+    key
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -591,6 +612,18 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn an_ipv4_key_is_written_as_display_writes_it() {
+        for octet in 0..=255u8 {
+            for ip in [
+                Ipv4Addr::new(octet, 0, 255, octet),
+                Ipv4Addr::new(10, octet, 9, 100),
+            ] {
+                assert_eq!(ipv4_key(ip), format!("ip:{ip}"));
+            }
+        }
     }
 
     fn headers(name: HeaderName, values: &[&str]) -> HeaderMap {
