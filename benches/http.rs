@@ -27,7 +27,8 @@
 //! own cost with headers is the ratio to it.
 //!
 //! Each variant is measured `ROUNDS` times, interleaved with the others so
-//! a slow moment of the machine is spread over all of them.
+//! a slow moment of the machine is spread over all of them, and in an order
+//! rotated by one each round, so that none always runs after the same one.
 //!
 //! `cargo bench -p limiter-benches --bench http`
 #![allow(missing_docs)]
@@ -58,7 +59,7 @@ const WARM_UP: Duration = Duration::from_millis(300);
 /// One measurement of one variant.
 const MEASURE: Duration = Duration::from_millis(1_000);
 /// Measurements of each variant, interleaved.
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 7;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Scenario {
@@ -294,9 +295,12 @@ fn main() {
     let headers = runtime.block_on(default_headers());
     for scenario in [Scenario::Allowed, Scenario::Denied] {
         let mut counts = [Counts::default(); VARIANTS.len()];
-        for _ in 0..ROUNDS {
-            for (variant, counts) in VARIANTS.iter().zip(&mut counts) {
-                counts.add(runtime.block_on(measure(*variant, scenario, &headers)));
+        for round in 0..ROUNDS {
+            // Each round starts one variant later, so that no variant always
+            // follows the same one.
+            for offset in 0..VARIANTS.len() {
+                let index = (round + offset) % VARIANTS.len();
+                counts[index].add(runtime.block_on(measure(VARIANTS[index], scenario, &headers)));
             }
         }
         let seconds = MEASURE.as_secs_f64() * ROUNDS as f64;

@@ -6,12 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use limiter_core::backend::with_state;
 use limiter_core::{Decision, Error, Limiter, Policies, Policy, SetDecision};
 
 use crate::builder::MemoryLimiterBuilder;
 use crate::clock::ClockSource;
-use crate::map::{with_map, Keys};
+use crate::map::{with_map, with_single_map, Keys};
 use crate::sweep::Sweep;
 
 /// A keyed in-process rate limiter: one algorithm state per key in a
@@ -114,12 +113,10 @@ impl MemoryLimiter {
     #[inline]
     pub fn try_acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
         let now_us = self.clock.now_us();
-        match &self.keys {
-            Keys::One(typed) => with_state!(typed, map => self.acquire_in(map, key, now_us, cost)),
-            Keys::Set(map) => self
-                .acquire_in(map, key, now_us, cost)
-                .map(|set| set.decision),
-        }
+        with_single_map!(&self.keys,
+            map => self.acquire_in(map, key, now_us, cost),
+            set => self.acquire_in(set, key, now_us, cost).map(|set| set.decision)
+        )
     }
 
     /// [`try_acquire`](Self::try_acquire), answering only whether the
@@ -133,23 +130,17 @@ impl MemoryLimiter {
     #[inline]
     pub fn try_acquire_allowed(&self, key: &str, cost: u64) -> Result<bool, Error> {
         let now_us = self.clock.now_us();
-        match &self.keys {
-            Keys::One(typed) => {
-                with_state!(typed, map => self.acquire_allowed_in(map, key, now_us, cost))
-            }
-            Keys::Set(map) => self.acquire_allowed_in(map, key, now_us, cost),
-        }
+        with_map!(&self.keys, map => self.acquire_allowed_in(map, key, now_us, cost))
     }
 
     /// [`try_acquire`](Self::try_acquire), with every part's decision (see
     /// [`SetDecision`]): the synchronous form of [`Limiter::acquire_parts`].
     pub fn try_acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
         let now_us = self.clock.now_us();
-        match &self.keys {
-            Keys::One(typed) => with_state!(typed, map => self.acquire_in(map, key, now_us, cost))
-                .map(SetDecision::single),
-            Keys::Set(map) => self.acquire_in(map, key, now_us, cost),
-        }
+        with_single_map!(&self.keys,
+            map => self.acquire_in(map, key, now_us, cost).map(SetDecision::single),
+            set => self.acquire_in(set, key, now_us, cost)
+        )
     }
 
     /// Answers what [`try_acquire`](Self::try_acquire) would, now, without
@@ -162,21 +153,20 @@ impl MemoryLimiter {
     /// error: a peek stores nothing.
     pub fn try_peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
         let now_us = self.clock.now_us();
-        match &self.keys {
-            Keys::One(typed) => with_state!(typed, map => self.peek_in(map, key, now_us, cost)),
-            Keys::Set(map) => self.peek_in(map, key, now_us, cost).map(|set| set.decision),
-        }
+        with_single_map!(&self.keys,
+            map => self.peek_in(map, key, now_us, cost),
+            set => self.peek_in(set, key, now_us, cost).map(|set| set.decision)
+        )
     }
 
     /// [`try_peek`](Self::try_peek), with every part's decision: the
     /// synchronous form of [`Limiter::peek_parts`].
     pub fn try_peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
         let now_us = self.clock.now_us();
-        match &self.keys {
-            Keys::One(typed) => with_state!(typed, map => self.peek_in(map, key, now_us, cost))
-                .map(SetDecision::single),
-            Keys::Set(map) => self.peek_in(map, key, now_us, cost),
-        }
+        with_single_map!(&self.keys,
+            map => self.peek_in(map, key, now_us, cost).map(SetDecision::single),
+            set => self.peek_in(set, key, now_us, cost)
+        )
     }
 
     /// Drops `key`'s state, so it starts again with a full quota; returns

@@ -12,19 +12,22 @@ use limiter_core::backend::{
 };
 use limiter_core::{Decision, Error, Policy, SetDecision};
 
+use crate::compact_counter::CompactCounter;
 use crate::key::Key;
 use crate::limiter::MemoryLimiter;
 
 /// The keys. Under one policy, one map typed by its algorithm, so each key
 /// holds only its own algorithm's state (16 bytes for a bucket, not the 40
 /// of [`KeyState`](limiter_core::backend::KeyState), which must fit a
-/// sliding log); the core lists the algorithms. Under a tiered set, one
-/// map of [`SetState`]s: all the parts of a key under one entry and one
-/// lock, so the conjunction is atomic (docs/spec.md section 7). Reach the
-/// map with [`with_map!`].
+/// sliding log); the core lists the algorithms. A sliding counter whose
+/// limit fits in 32 bits keeps its state in 16 bytes too
+/// ([`CompactCounter`]). Under a tiered set, one map of [`SetState`]s: all
+/// the parts of a key under one entry and one lock, so the conjunction is
+/// atomic (docs/spec.md section 7). Reach the map with [`with_map!`].
 #[derive(Debug)]
 pub(crate) enum Keys {
     One(ForAlgorithm<Maps>),
+    Counter(Map<CompactCounter>),
     Set(Map<Tiered>),
 }
 
@@ -32,22 +35,34 @@ impl Keys {
     /// The empty map for `limiter`'s policies.
     pub(crate) fn new(policies: &limiter_core::Policies) -> Self {
         match policies.single() {
+            Some(policy) if CompactCounter::fits(policy) => Self::Counter(DashMap::default()),
             Some(policy) => Self::One(ForAlgorithm::new(policy)),
             None => Self::Set(DashMap::default()),
         }
     }
 }
 
-/// Runs `$body` with `$map` bound to the [`Map`] inside [`Keys`], whatever
-/// it stores (the body is compiled once per stored type).
-macro_rules! with_map {
-    ($keys:expr, $map:ident => $body:expr) => {
+/// Runs `$body` with `$map` bound to the [`Map`] of a single policy inside
+/// [`Keys`] (the body is compiled once per stored type), or `$set_body`
+/// with `$set` bound to a tiered set's.
+macro_rules! with_single_map {
+    ($keys:expr, $map:ident => $body:expr, $set:ident => $set_body:expr) => {
         match $keys {
             $crate::map::Keys::One(typed) => {
                 limiter_core::backend::with_state!(typed, $map => $body)
             }
-            $crate::map::Keys::Set($map) => $body,
+            $crate::map::Keys::Counter($map) => $body,
+            $crate::map::Keys::Set($set) => $set_body,
         }
+    };
+}
+pub(crate) use with_single_map;
+
+/// Runs `$body` with `$map` bound to the [`Map`] inside [`Keys`], whatever
+/// it stores (the body is compiled once per stored type).
+macro_rules! with_map {
+    ($keys:expr, $map:ident => $body:expr) => {
+        $crate::map::with_single_map!($keys, $map => $body, $map => $body)
     };
 }
 pub(crate) use with_map;
@@ -401,6 +416,7 @@ mod tests {
         assert_eq!(size_of::<(Key, TokenBucket)>(), 40);
         assert_eq!(size_of::<(Key, LeakyBucket)>(), 40);
         assert_eq!(size_of::<(Key, SlidingCounter)>(), 48);
+        assert_eq!(size_of::<(Key, CompactCounter)>(), 40);
         // The log's deque and running total: one cache line with the key.
         assert_eq!(size_of::<(Key, SlidingLog)>(), 64);
         // A tiered set: the boxed parts (each a KeyState on the heap) and
@@ -447,12 +463,10 @@ mod tests {
                     let decision = limiter.try_acquire(key, cost).unwrap();
                     if decision.allowed {
                         admissions += 1;
-                        let Keys::One(typed) = &limiter.keys else {
-                            unreachable!("one policy")
-                        };
-                        let held = limiter_core::backend::with_state!(
-                            typed,
-                            map => map.get(key.as_bytes()).unwrap().reset_time_us(&limiter)
+                        let held = with_single_map!(
+                            &limiter.keys,
+                            map => map.get(key.as_bytes()).unwrap().reset_time_us(&limiter),
+                            _set => unreachable!("one policy")
                         );
                         assert_eq!(held, reset_time_us(&decision), "{policy} {decision:?}");
                     }

@@ -24,6 +24,20 @@ pub struct SlidingCounter {
 }
 
 impl SlidingCounter {
+    /// The state of a key whose current window starts at tick
+    /// `window_start` (a multiple of the policy's window), with `previous`
+    /// and `current` units admitted (each at most the limit): for a backend
+    /// that stores the state in a layout of its own and decides with it
+    /// here.
+    #[inline]
+    pub fn from_parts(window_start: u64, previous: u64, current: u64) -> Self {
+        Self {
+            window_start,
+            previous,
+            current,
+        }
+    }
+
     /// `idx_s * W`: start (in ticks) of the current window.
     #[inline]
     pub fn window_start(&self) -> u64 {
