@@ -616,9 +616,10 @@ async fn live_resharding_under_load_never_over_admits_and_answers_within_the_tim
     let keys_moved: usize = moves.iter().map(|m| m.3).sum();
     eprintln!(
         "resharding: {} slot moves ({keys_moved} keys) in {resharding:?} under load; \
-         {decisions} decisions, {} errors, slowest {:?}; admitted {admitted:?}",
+         {decisions} decisions, {} errors {:?}, slowest {:?}; admitted {admitted:?}",
         moves.len(),
         errors.count,
+        errors.samples,
         slowest.iter().max()
     );
     assert!(
