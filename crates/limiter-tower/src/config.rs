@@ -7,9 +7,14 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-use limiter_core::{Limiter, Policies, Policy};
+use std::time::Duration;
+
+use http::StatusCode;
+use limiter_core::{FailurePolicy, Limiter, Policies, Policy};
+use limiter_memory::MemoryLimiter;
 use serde::Deserialize;
 
+use crate::ban::{BanList, Penalty};
 use crate::key::{Fallback, IpNet, KeyExtractor, KeyKindError};
 use crate::layer::RateLimitLayer;
 use crate::response::HeaderStyle;
@@ -30,7 +35,20 @@ use crate::response::HeaderStyle;
 /// fallback = "ip"                     # without the header: reject (401, default) or ip
 /// ipv6_prefix = 64                    # group IPv6 clients by network (ip keys)
 /// headers = "ietf"                    # none, legacy, ietf, both (default)
+/// allow_ips = ["192.0.2.10", "10.1.0.0/16"] # never limited nor banned
+/// allow_keys = ["header:x-user-id:monitor"] # likewise, by the whole key
+/// on_failure = "fail-open"            # the backend down: return-error (default),
+///                                     # fail-open, fail-closed, fallback
+/// penalty = { denials = "5/1m", ban_for = "15m" } # ban a key denied 5 times a minute
+/// ban_status = 429                    # a banned request's status: 403 (default) or 429
 /// ```
+///
+/// `on_failure` applies when the backend fails (Redis down): `fallback`
+/// decides meanwhile with this instance's own in-process limiter of the
+/// same limits (each instance then counts alone). `penalty` (or `bans =
+/// true`, for bans made only through [`Registry::bans`](crate::Registry::bans))
+/// checks a ban list before the limiter, kept where the limiter is (in
+/// process, or in Redis so that a ban holds on every instance).
 ///
 /// A [`Registry`](crate::Registry) builds the layers on a backend.
 ///
@@ -141,6 +159,23 @@ struct RawPolicy {
     trusted_proxies: Vec<String>,
     ipv6_prefix: Option<u8>,
     headers: Option<String>,
+    #[serde(default)]
+    allow_ips: Vec<String>,
+    #[serde(default)]
+    allow_keys: Vec<String>,
+    on_failure: Option<String>,
+    #[serde(default)]
+    bans: bool,
+    penalty: Option<RawPenalty>,
+    ban_status: Option<u16>,
+}
+
+/// `penalty = { denials = "5/1m", ban_for = "15m" }` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPenalty {
+    denials: String,
+    ban_for: String,
 }
 
 /// What is wrong with one field: its name (and index), the kind, the reason.
@@ -195,14 +230,53 @@ impl RawPolicy {
             key = key.ipv6_prefix(prefix);
         }
 
-        let mut trusted = Vec::with_capacity(self.trusted_proxies.len());
-        for (index, text) in self.trusted_proxies.iter().enumerate() {
-            let net = text.parse::<IpNet>().map_err(|error| {
-                let field = format!("trusted_proxies[{index}]");
-                (field, ConfigErrorKind::Address, error.to_string())
-            })?;
-            trusted.push(net);
-        }
+        let trusted = nets("trusted_proxies", &self.trusted_proxies)?;
+        let allow_ips = nets("allow_ips", &self.allow_ips)?;
+
+        let failure_error =
+            |reason: String| ("on_failure".to_owned(), ConfigErrorKind::Failure, reason);
+        let on_failure = match self.on_failure.as_deref() {
+            None | Some("return-error") => OnFailure::ReturnError,
+            Some("fail-open") => OnFailure::FailOpen,
+            Some("fail-closed") => OnFailure::FailClosed,
+            Some("fallback") => OnFailure::Fallback,
+            Some(other) => {
+                return Err(failure_error(format!(
+                    "unknown failure policy {other:?}; expected return-error, fail-open, \
+                     fail-closed or fallback"
+                )))
+            }
+        };
+
+        let ban_error =
+            |field: &str, reason: String| (field.to_owned(), ConfigErrorKind::Bans, reason);
+        let penalty = match self.penalty {
+            None => None,
+            Some(RawPenalty { denials, ban_for }) => {
+                let counter = format!("sliding-log:{denials}")
+                    .parse::<Policy>()
+                    .map_err(|error| ban_error("penalty.denials", error.to_string()))?;
+                let ban_for = limiter_core::parse_duration(&ban_for)
+                    .map_err(|error| ban_error("penalty.ban_for", error.to_string()))?;
+                if ban_for.is_zero() {
+                    return Err(ban_error(
+                        "penalty.ban_for",
+                        "a ban of no time bans no one".to_owned(),
+                    ));
+                }
+                Some((counter, ban_for))
+            }
+        };
+        let ban_status = match self.ban_status {
+            None | Some(403) => StatusCode::FORBIDDEN,
+            Some(429) => StatusCode::TOO_MANY_REQUESTS,
+            Some(other) => {
+                return Err(ban_error(
+                    "ban_status",
+                    format!("{other} is not a ban's status; expected 403 or 429"),
+                ))
+            }
+        };
 
         let headers = match self.headers.as_deref() {
             None | Some("both") => HeaderStyle::Both,
@@ -220,7 +294,49 @@ impl RawPolicy {
             key,
             trusted,
             headers,
+            allow_ips,
+            allow_keys: self.allow_keys,
+            on_failure,
+            bans: self.bans || penalty.is_some(),
+            penalty,
+            ban_status,
         })
+    }
+}
+
+/// The address blocks of list `field`, or the first that does not parse.
+fn nets(field: &str, texts: &[String]) -> Result<Vec<IpNet>, FieldError> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            text.parse::<IpNet>().map_err(|error| {
+                let field = format!("{field}[{index}]");
+                (field, ConfigErrorKind::Address, error.to_string())
+            })
+        })
+        .collect()
+}
+
+/// What a policy's layer answers while its backend fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnFailure {
+    ReturnError,
+    FailOpen,
+    FailClosed,
+    /// This instance's own in-process limiter of the same limits.
+    Fallback,
+}
+
+impl OnFailure {
+    /// The core's failure policy for a limiter of `policies`.
+    pub(crate) fn policy(self, policies: &Policies) -> FailurePolicy {
+        match self {
+            Self::ReturnError => FailurePolicy::ReturnError,
+            Self::FailOpen => FailurePolicy::FailOpen,
+            Self::FailClosed => FailurePolicy::FailClosed,
+            Self::Fallback => FailurePolicy::fallback(MemoryLimiter::new(policies.clone())),
+        }
     }
 }
 
@@ -231,15 +347,40 @@ pub(crate) struct NamedPolicy {
     key: KeyExtractor,
     trusted: Vec<IpNet>,
     headers: HeaderStyle,
+    allow_ips: Vec<IpNet>,
+    allow_keys: Vec<String>,
+    pub(crate) on_failure: OnFailure,
+    /// Whether the layer checks a ban list.
+    pub(crate) bans: bool,
+    /// The denials that earn a ban (a sliding log's limit), and its length.
+    pub(crate) penalty: Option<(Policy, Duration)>,
+    ban_status: StatusCode,
 }
 
 impl NamedPolicy {
-    /// The layer of this policy over `limiter` (a limiter of `policies`).
-    pub(crate) fn layer(&self, limiter: Arc<dyn Limiter>) -> RateLimitLayer {
-        RateLimitLayer::from_arc(limiter)
+    /// The layer of this policy over `limiter` (a limiter of `policies`),
+    /// with `bans` if it checks any and `penalty_counter` (a limiter of
+    /// the penalty's denials) if it has a penalty.
+    pub(crate) fn layer(
+        &self,
+        limiter: Arc<dyn Limiter>,
+        bans: Option<BanList>,
+        penalty_counter: Option<Arc<dyn Limiter>>,
+    ) -> RateLimitLayer {
+        let mut layer = RateLimitLayer::from_arc(limiter)
             .key(self.key.clone())
             .trusted_proxies(self.trusted.iter().copied())
             .headers(self.headers)
+            .allow_ips(self.allow_ips.iter().copied())
+            .allow_keys(self.allow_keys.iter().cloned())
+            .ban_status(self.ban_status);
+        if let Some(bans) = bans {
+            layer = layer.bans(bans);
+        }
+        if let (Some(counter), Some((_, ban_for))) = (penalty_counter, &self.penalty) {
+            layer = layer.penalty(Penalty::from_arc(counter, *ban_for));
+        }
+        layer
     }
 }
 
@@ -288,6 +429,10 @@ pub enum ConfigErrorKind {
     Key,
     /// An unknown header style.
     Headers,
+    /// An unknown failure policy.
+    Failure,
+    /// A penalty or a ban status that does not parse.
+    Bans,
     /// A policy asked for by name that the file does not configure.
     NotConfigured,
     /// The backend refused the policy (e.g. a Redis sliding log above its

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::net::IpAddr;
+use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -286,9 +287,12 @@ impl<S> RateLimit<S> {
 /// penalty to count, a wait to sleep).
 type Decide = Pin<Box<dyn Future<Output = Verdict> + Send>>;
 
-/// One request's decision, with what it needs to answer.
-struct Pending {
-    config: Arc<Config>,
+/// One request's decision, with what it needs to answer: the layer's
+/// [`Config`] borrowed while the request is decided synchronously (no
+/// reference count moved between the cores on the hot path), an `Arc` of
+/// it once the decision needs a future.
+struct Pending<C: Deref<Target = Config>> {
+    config: C,
     key: String,
     json: bool,
     /// A gRPC call: refused with a `grpc-status`, not an HTTP status.
@@ -296,7 +300,20 @@ struct Pending {
     timer: Timer,
 }
 
-impl Pending {
+impl Pending<&Config> {
+    /// This request, its decision to be finished in a future.
+    fn owned(self, config: &Arc<Config>) -> Pending<Arc<Config>> {
+        Pending {
+            config: Arc::clone(config),
+            key: self.key,
+            json: self.json,
+            grpc: self.grpc,
+            timer: self.timer,
+        }
+    }
+}
+
+impl<C: Deref<Target = Config>> Pending<C> {
     /// The answer to a banned request, or `None` to go on (not banned, or
     /// the check failed).
     fn ban_verdict(&self, check: Result<Option<Duration>, Error>) -> Option<Verdict> {
@@ -499,7 +516,7 @@ where
             return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());
         }
         let request = Pending {
-            config: Arc::clone(config),
+            config: &**config,
             key,
             json,
             grpc: grpc::is_grpc(req.headers()),
@@ -513,18 +530,18 @@ where
             Some(bans) => bans.banned_for_now(&request.key),
         };
         let decide: Decide = match banned_now {
-            None => self.boxed(request.decide(true)),
+            None => self.boxed(request.owned(config).decide(true)),
             Some(banned) => {
                 if let Some(verdict) = request.ban_verdict(Ok(banned)) {
-                    return self.answer_now(verdict, req);
+                    return answer_now(&mut self.inner, verdict, req);
                 }
                 match request.acquire_now() {
                     Some(result) if !request.needs_follow_up(&result) => {
                         let verdict = request.finish(result);
-                        return self.answer_now(verdict, req);
+                        return answer_now(&mut self.inner, verdict, req);
                     }
-                    Some(result) => self.boxed(request.follow_up(result)),
-                    None => self.boxed(request.decide(false)),
+                    Some(result) => self.boxed(request.owned(config).follow_up(result)),
+                    None => self.boxed(request.owned(config).decide(false)),
                 }
             }
         };
@@ -551,21 +568,21 @@ impl<S> RateLimit<S> {
         );
         Box::pin(decide.instrument(span))
     }
+}
 
-    /// The future of a request decided synchronously.
-    fn answer_now<B, ResB>(
-        &mut self,
-        verdict: Verdict,
-        req: Request<B>,
-    ) -> ResponseFuture<S::Future, S, B>
-    where
-        S: Service<Request<B>, Response = Response<ResB>>,
-    {
-        match verdict {
-            Verdict::Pass(headers) => ResponseFuture::calling(self.inner.call(req), headers),
-            Verdict::Respond(response) => ResponseFuture::done(response),
-            Verdict::Limited(limited) => ResponseFuture::done(limited.respond(req)),
-        }
+/// The future of a request decided synchronously, `inner` its service.
+fn answer_now<S, B, ResB>(
+    inner: &mut S,
+    verdict: Verdict,
+    req: Request<B>,
+) -> ResponseFuture<S::Future, S, B>
+where
+    S: Service<Request<B>, Response = Response<ResB>>,
+{
+    match verdict {
+        Verdict::Pass(headers) => ResponseFuture::calling(inner.call(req), headers),
+        Verdict::Respond(response) => ResponseFuture::done(response),
+        Verdict::Limited(limited) => ResponseFuture::done(limited.respond(req)),
     }
 }
 

@@ -4,8 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use limiter_core::Limiter;
 use limiter_memory::MemoryLimiter;
 
+use crate::ban::BanList;
 use crate::config::{Config, ConfigError, ConfigErrorKind};
 use crate::layer::RateLimitLayer;
 
@@ -42,21 +44,38 @@ use crate::layer::RateLimitLayer;
 pub struct Registry {
     file: String,
     layers: BTreeMap<String, RateLimitLayer>,
+    bans: BTreeMap<String, BanList>,
 }
 
 impl Registry {
-    /// Each policy on its own in-process [`MemoryLimiter`].
+    /// Each policy on its own in-process [`MemoryLimiter`] (its ban list
+    /// and penalty counts in process too). An in-process limiter does not
+    /// fail, so `on_failure` has nothing to do here.
     pub fn memory(config: &Config) -> Self {
-        let layers = config
-            .iter()
-            .map(|(name, policy)| {
-                let limiter = MemoryLimiter::new(policy.policies.clone());
-                (name.to_owned(), policy.layer(Arc::new(limiter)).name(name))
-            })
-            .collect();
+        let mut registry = Self::empty(config);
+        for (name, policy) in config.iter() {
+            let limiter = Arc::new(MemoryLimiter::new(policy.policies.clone()));
+            let bans = policy.bans.then(BanList::memory);
+            let counter = policy.penalty.as_ref().map(|(counter, _)| {
+                Arc::new(MemoryLimiter::new(counter.clone())) as Arc<dyn Limiter>
+            });
+            registry.add(name, policy.layer(limiter, bans.clone(), counter), bans);
+        }
+        registry
+    }
+
+    fn empty(config: &Config) -> Self {
         Self {
             file: config.file().to_owned(),
-            layers,
+            layers: BTreeMap::new(),
+            bans: BTreeMap::new(),
+        }
+    }
+
+    fn add(&mut self, name: &str, layer: RateLimitLayer, bans: Option<BanList>) {
+        self.layers.insert(name.to_owned(), layer.name(name));
+        if let Some(bans) = bans {
+            self.bans.insert(name.to_owned(), bans);
         }
     }
 
@@ -67,32 +86,62 @@ impl Registry {
     /// a count and two services on one Redis keep apart with two prefixes.
     /// A policy the backend refuses (a sliding log above its maximum limit,
     /// a brace in the prefix or the name) is an error naming that policy.
+    ///
+    /// While Redis fails, each layer answers as its `on_failure` says. Its
+    /// bans are the Redis keys `{key_prefix}:NAME:bans:KEY` (a ban made by
+    /// one instance holds on all), its penalty's denials are counted under
+    /// `{key_prefix}:NAME:penalty`.
     #[cfg(feature = "redis")]
     pub async fn redis(
         config: &Config,
         backend: &limiter_redis::RedisBackend,
         key_prefix: &str,
     ) -> Result<Self, ConfigError> {
+        use limiter_core::LimiterExt as _;
         use limiter_redis::RedisLimiter;
 
-        let mut layers = BTreeMap::new();
+        let mut registry = Self::empty(config);
         for (name, policy) in config.iter() {
             let prefix = format!("{key_prefix}:{name}");
+            let refused = |error: limiter_core::Error| {
+                let entry = format!("policies.{}", crate::config::toml_key(name));
+                let reason = error.chain().to_string();
+                ConfigError::new(config.file(), entry, ConfigErrorKind::Backend, reason)
+            };
             let limiter = RedisLimiter::builder(backend, policy.policies.clone())
-                .key_prefix(prefix)
+                .key_prefix(prefix.clone())
                 .build()
                 .await
-                .map_err(|error| {
-                    let entry = format!("policies.{}", crate::config::toml_key(name));
-                    let reason = error.chain().to_string();
-                    ConfigError::new(config.file(), entry, ConfigErrorKind::Backend, reason)
-                })?;
-            layers.insert(name.to_owned(), policy.layer(Arc::new(limiter)).name(name));
+                .map_err(refused)?
+                .on_failure(policy.on_failure.policy(&policy.policies));
+            let bans = policy
+                .bans
+                .then(|| BanList::redis(backend, format!("{prefix}:bans")));
+            let counter = match &policy.penalty {
+                None => None,
+                Some((counter, _)) => {
+                    let counter = RedisLimiter::builder(backend, counter.clone())
+                        .key_prefix(format!("{prefix}:penalty"))
+                        .build()
+                        .await
+                        .map_err(refused)?;
+                    Some(Arc::new(counter) as Arc<dyn Limiter>)
+                }
+            };
+            registry.add(
+                name,
+                policy.layer(Arc::new(limiter), bans.clone(), counter),
+                bans,
+            );
         }
-        Ok(Self {
-            file: config.file().to_owned(),
-            layers,
-        })
+        Ok(registry)
+    }
+
+    /// The ban list of policy `name`, if it checks one (`bans = true`, or
+    /// a `penalty`): [`ban`](BanList::ban) and [`unban`](BanList::unban)
+    /// keys there. `None` for a name without one, or not configured.
+    pub fn bans(&self, name: &str) -> Option<&BanList> {
+        self.bans.get(name)
     }
 
     /// The layer of policy `name` (a clone: every clone shares the

@@ -177,7 +177,7 @@ fn login(limits: &str, rest: &str) -> String {
 
 #[test]
 fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
-    let cases: [(&str, String, ConfigErrorKind, &str, &str); 16] = [
+    let cases: [(&str, String, ConfigErrorKind, &str, &str); 22] = [
         (
             "unknown-algorithm",
             login(r#"["sliding-lgo:10/5m"]"#, ""),
@@ -291,7 +291,64 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             ConfigErrorKind::Schema,
             "policies.login",
             "unknown field `limit`, expected one of `limits`, `key`, `fallback`, \
-             `trusted_proxies`, `ipv6_prefix`, `headers`",
+             `trusted_proxies`, `ipv6_prefix`, `headers`, `allow_ips`, `allow_keys`, \
+             `on_failure`, `bans`, `penalty`, `ban_status`",
+        ),
+        (
+            "bad-allowed-address",
+            login(
+                r#"["sliding-log:10/5m"]"#,
+                r#"allow_ips = ["192.0.2.10:8080"]"#,
+            ),
+            ConfigErrorKind::Address,
+            "policies.login.allow_ips[0]",
+            "invalid address block \"192.0.2.10:8080\": expected an address or ADDRESS/PREFIX",
+        ),
+        (
+            "unknown-failure-policy",
+            login(r#"["sliding-log:10/5m"]"#, r#"on_failure = "open""#),
+            ConfigErrorKind::Failure,
+            "policies.login.on_failure",
+            "unknown failure policy \"open\"; expected return-error, fail-open, fail-closed or \
+             fallback",
+        ),
+        (
+            "bad-penalty-denials",
+            login(
+                r#"["sliding-log:10/5m"]"#,
+                r#"penalty = { denials = "5 a minute", ban_for = "15m" }"#,
+            ),
+            ConfigErrorKind::Bans,
+            "policies.login.penalty.denials",
+            "invalid rate \"5 a minute\": expected LIMIT/WINDOW (examples: 100/10s, 10/minute, \
+             1000/1d)",
+        ),
+        (
+            "bad-penalty-length",
+            login(
+                r#"["sliding-log:10/5m"]"#,
+                r#"penalty = { denials = "5/1m", ban_for = "a while" }"#,
+            ),
+            ConfigErrorKind::Bans,
+            "policies.login.penalty.ban_for",
+            "invalid duration \"a while\": missing number (examples: 500ms, 10s, 1m, 1h, 1d)",
+        ),
+        (
+            "no-penalty-length",
+            login(
+                r#"["sliding-log:10/5m"]"#,
+                r#"penalty = { denials = "5/1m", ban_for = "0s" }"#,
+            ),
+            ConfigErrorKind::Bans,
+            "policies.login.penalty.ban_for",
+            "a ban of no time bans no one",
+        ),
+        (
+            "bad-ban-status",
+            login(r#"["sliding-log:10/5m"]"#, "ban_status = 404"),
+            ConfigErrorKind::Bans,
+            "policies.login.ban_status",
+            "404 is not a ban's status; expected 403 or 429",
         ),
         (
             "missing-field",
@@ -346,4 +403,175 @@ fn an_unreadable_file_is_named() {
         error.to_string(),
         format!("{}: No such file or directory (os error 2)", path.display())
     );
+}
+
+/// `allow_ips`, `allow_keys`, `penalty`, `ban_status` and `bans` from the
+/// file, on a real router: the allowlisted pass however often they come,
+/// a key denied too often is banned with the configured status, and a ban
+/// made through the registry holds.
+#[tokio::test]
+async fn allowlists_penalties_and_bans_come_from_the_file() {
+    let text = r#"
+[policies.open]
+limits = ["sliding-log:1/5m"]
+allow_ips = ["127.0.0.0/8"]
+
+[policies.partner]
+limits = ["sliding-log:1/5m"]
+key = "header:x-api-key"
+allow_keys = ["header:partner"]
+
+[policies.strict]
+limits = ["sliding-log:1/5m"]
+penalty = { denials = "2/1m", ban_for = "10m" }
+ban_status = 429
+
+[policies.banned]
+limits = ["sliding-log:100/5m"]
+bans = true
+"#;
+    let file = TomlFile::new("lists", text);
+    let registry = Registry::memory(&Config::from_file(&file.0).unwrap());
+    let route = |path: &str, name: &str| {
+        Router::new()
+            .route(path, routing::get(|| async { "ok" }))
+            .route_layer(registry.layer(name).unwrap())
+    };
+    let app = route("/open", "open")
+        .merge(route("/partner", "partner"))
+        .merge(route("/strict", "strict"))
+        .merge(route("/banned", "banned"));
+    let addr = serve_router(app).await;
+    let client = client();
+    let status = async |path, headers| get_path(&client, addr, path, headers).await.status;
+
+    // 127.0.0.1 is in 127.0.0.0/8: never limited.
+    for _ in 0..3 {
+        assert_eq!(status("/open", &[]).await, StatusCode::OK);
+    }
+    // The partner's key is allowlisted, another key is limited.
+    let partner = [("x-api-key", "partner")];
+    let other = [("x-api-key", "other")];
+    for _ in 0..3 {
+        assert_eq!(status("/partner", &partner).await, StatusCode::OK);
+    }
+    assert_eq!(status("/partner", &other).await, StatusCode::OK);
+    assert_eq!(
+        status("/partner", &other).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+
+    // Denied twice within a minute: banned for ten minutes, answered 429
+    // with the ban's Retry-After.
+    assert_eq!(status("/strict", &[]).await, StatusCode::OK);
+    assert_eq!(status("/strict", &[]).await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(status("/strict", &[]).await, StatusCode::TOO_MANY_REQUESTS);
+    let banned = get_path(&client, addr, "/strict", &[]).await;
+    assert_eq!(banned.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(banned.number("retry-after") > 590, "{banned:?}");
+    assert!(registry.bans("strict").is_some());
+
+    // A ban made through the registry: 403, the default status.
+    assert_eq!(status("/banned", &[]).await, StatusCode::OK);
+    let bans = registry.bans("banned").expect("bans = true");
+    bans.ban("ip:127.0.0.1", std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(status("/banned", &[]).await, StatusCode::FORBIDDEN);
+    bans.unban("ip:127.0.0.1").await.unwrap();
+    assert_eq!(status("/banned", &[]).await, StatusCode::OK);
+    assert!(registry.bans("open").is_none());
+}
+
+/// `on_failure` from the file, on a Redis that refuses every connection:
+/// `fail-open` passes the request and marks it, `fail-closed` answers 503,
+/// `fallback` decides with this instance's own count of the same limits,
+/// and `return-error` (the default) answers 503 too.
+#[tokio::test]
+async fn the_failure_policy_comes_from_the_file() {
+    let text = r#"
+[policies.open]
+limits = ["sliding-log:1/5m"]
+on_failure = "fail-open"
+
+[policies.closed]
+limits = ["sliding-log:1/5m"]
+on_failure = "fail-closed"
+
+[policies.fallback]
+limits = ["sliding-log:1/5m"]
+on_failure = "fallback"
+
+[policies.default]
+limits = ["sliding-log:1/5m"]
+"#;
+    let file = TomlFile::new("failure", text);
+    let config = Config::from_file(&file.0).unwrap();
+    // Nothing listens on port 1 of the loopback: every connection is refused.
+    let backend = redis_backend("redis://127.0.0.1:1");
+    let registry = Registry::redis(&config, &backend, &fresh_prefix("down"))
+        .await
+        .unwrap();
+    let route = |name: &str| {
+        Router::new()
+            .route(&format!("/{name}"), routing::get(|| async { "ok" }))
+            .route_layer(registry.layer(name).unwrap())
+    };
+    let app = route("open")
+        .merge(route("closed"))
+        .merge(route("fallback"))
+        .merge(route("default"));
+    let addr = serve_router(app).await;
+    let client = client();
+    let get = async |path| get_path(&client, addr, path, &[]).await;
+
+    for _ in 0..2 {
+        let open = get("/open").await;
+        assert_eq!(open.status, StatusCode::OK);
+        assert_eq!(open.header("x-ratelimit-degraded"), Some("fail-open"));
+    }
+    assert_eq!(get("/closed").await.status, StatusCode::SERVICE_UNAVAILABLE);
+    // The fallback counts in process: one admitted, then denied.
+    let first = get("/fallback").await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(first.header("x-ratelimit-degraded"), Some("fallback"));
+    assert_eq!(get("/fallback").await.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        get("/default").await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+}
+
+/// On Redis, a ban earned on one instance holds on the other: both build
+/// their registry from the same file on the same Redis and prefix.
+#[tokio::test]
+async fn on_redis_a_penalty_earned_on_one_instance_bans_on_every_instance() {
+    let text = r#"
+[policies.login]
+limits = ["sliding-log:1/5m"]
+penalty = { denials = "1/1m", ban_for = "10m" }
+"#;
+    let file = TomlFile::new("redis-penalty", text);
+    let config = Config::from_file(&file.0).unwrap();
+    let backend = redis_backend(&redis_server().url());
+    let prefix = fresh_prefix("penalty");
+    let mut instances = Vec::new();
+    for _ in 0..2 {
+        let registry = Registry::redis(&config, &backend, &prefix).await.unwrap();
+        let app = Router::new()
+            .route("/login", routing::get(|| async { "welcome" }))
+            .route_layer(registry.layer("login").unwrap());
+        instances.push(serve_router(app).await);
+    }
+    let client = client();
+    let status = async |instance: usize| {
+        get_path(&client, instances[instance], "/login", &[])
+            .await
+            .status
+    };
+    assert_eq!(status(0).await, StatusCode::OK);
+    // Denied once on instance 1: the penalty's one denial, banned.
+    assert_eq!(status(1).await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(status(0).await, StatusCode::FORBIDDEN);
+    assert_eq!(status(1).await, StatusCode::FORBIDDEN);
 }
