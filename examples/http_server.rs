@@ -11,9 +11,12 @@
 //! Several `--policy` flags make a tiered set (every request must pass
 //! each); `--key` picks what is limited (`ip`, the default, `global`,
 //! `route` or `header:NAME`); `--redis-url` keeps the counts in Redis, so
-//! that every instance of the server shares them. With `--listen
-//! 127.0.0.1:0` the system picks a free port; the server prints the address
-//! it listens on (`scripts/test` reads it from there).
+//! that every instance of the server shares them. Instead of `--policy`,
+//! `--config limits.toml --name NAME` serves the named policy of a
+//! configuration file (docs/http.md, "Named policies from a configuration
+//! file"; `examples/limits.toml` is one), checked whole at startup. With
+//! `--listen 127.0.0.1:0` the system picks a free port; the server prints
+//! the address it listens on (`scripts/test` reads it from there).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,7 +26,7 @@ use clap::Parser;
 use limiter_core::{Limiter, Policies, Policy};
 use limiter_memory::MemoryLimiter;
 use limiter_redis::{RedisBackend, RedisLimiter};
-use limiter_tower::{KeyExtractor, RateLimitLayer};
+use limiter_tower::{Config, KeyExtractor, RateLimitLayer, Registry};
 
 /// The command line.
 #[derive(Debug, Parser)]
@@ -32,30 +35,60 @@ struct Args {
     #[arg(long, default_value = "127.0.0.1:3000")]
     listen: SocketAddr,
     /// A policy string (`sliding-log:100/10s`); repeat for a tiered set.
-    #[arg(long = "policy", required = true)]
+    #[arg(long = "policy", required_unless_present = "config")]
     policies: Vec<Policy>,
     /// What a request is limited by: ip, global, route or header:NAME.
-    #[arg(long, default_value = "ip")]
+    #[arg(long, default_value = "ip", conflicts_with = "config")]
     key: KeyExtractor,
+    /// A TOML file of named policies, instead of `--policy` and `--key`.
+    #[arg(long, conflicts_with = "policies")]
+    config: Option<std::path::PathBuf>,
+    /// The policy of `--config` to serve.
+    #[arg(long, default_value = "default", requires = "config")]
+    name: String,
     /// Keep the counts in Redis at this URL instead of in this process.
     #[arg(long)]
     redis_url: Option<String>,
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
-    let policies = Policies::new(args.policies)?;
-    let limiter: Arc<dyn Limiter> = match &args.redis_url {
-        Some(url) => {
-            let backend = RedisBackend::builder(url.as_str()).build().await?;
-            Arc::new(RedisLimiter::builder(&backend, policies).build().await?)
+async fn main() -> std::process::ExitCode {
+    match serve(Args::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            // A configuration error names the file, the entry and the reason.
+            eprintln!("http_server: {error}");
+            std::process::ExitCode::FAILURE
         }
-        None => Arc::new(MemoryLimiter::new(policies)),
+    }
+}
+
+async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let backend = match &args.redis_url {
+        Some(url) => Some(RedisBackend::builder(url.as_str()).build().await?),
+        None => None,
+    };
+    let layer = match &args.config {
+        Some(path) => {
+            let config = Config::from_file(path)?;
+            let registry = match &backend {
+                Some(backend) => Registry::redis(&config, backend, "limiter").await?,
+                None => Registry::memory(&config),
+            };
+            registry.layer(&args.name)?
+        }
+        None => {
+            let policies = Policies::new(args.policies)?;
+            let limiter: Arc<dyn Limiter> = match &backend {
+                Some(backend) => Arc::new(RedisLimiter::builder(backend, policies).build().await?),
+                None => Arc::new(MemoryLimiter::new(policies)),
+            };
+            RateLimitLayer::from_arc(limiter).key(args.key)
+        }
     };
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
-        .layer(RateLimitLayer::from_arc(limiter).key(args.key));
+        .layer(layer);
 
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     println!("listening on http://{}/", listener.local_addr()?);

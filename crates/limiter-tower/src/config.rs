@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::StatusCode;
-use limiter_core::{FailurePolicy, Limiter, Policies, Policy};
-use limiter_memory::MemoryLimiter;
+use limiter_core::{Limiter, Policies, Policy};
 use serde::Deserialize;
 
 use crate::ban::{BanList, Penalty};
@@ -329,13 +328,18 @@ pub(crate) enum OnFailure {
 }
 
 impl OnFailure {
-    /// The core's failure policy for a limiter of `policies`.
-    pub(crate) fn policy(self, policies: &Policies) -> FailurePolicy {
+    /// The core's failure policy for a limiter of `policies` (only Redis
+    /// fails).
+    #[cfg(feature = "redis")]
+    pub(crate) fn policy(self, policies: &Policies) -> limiter_core::FailurePolicy {
+        use limiter_core::FailurePolicy;
         match self {
             Self::ReturnError => FailurePolicy::ReturnError,
             Self::FailOpen => FailurePolicy::FailOpen,
             Self::FailClosed => FailurePolicy::FailClosed,
-            Self::Fallback => FailurePolicy::fallback(MemoryLimiter::new(policies.clone())),
+            Self::Fallback => {
+                FailurePolicy::fallback(limiter_memory::MemoryLimiter::new(policies.clone()))
+            }
         }
     }
 }
@@ -349,6 +353,7 @@ pub(crate) struct NamedPolicy {
     headers: HeaderStyle,
     allow_ips: Vec<IpNet>,
     allow_keys: Vec<String>,
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) on_failure: OnFailure,
     /// Whether the layer checks a ban list.
     pub(crate) bans: bool,
