@@ -318,14 +318,26 @@ impl Load {
 
 /// How many units each target's state counts in its window, by `peek`
 /// (which writes nothing, and answers what an acquire would: an admitting
-/// peek's `remaining` leaves out the unit it would take).
+/// peek's `remaining` leaves out the unit it would take). A peek that
+/// fails is asked again, up to three times: right after a topology change
+/// a cluster connection can stall until the backend replaces it (see
+/// docs/backends.md, "Known limitation: live resharding"), and a peek
+/// changes nothing, so asking again cannot change what is counted.
 async fn counted(targets: &[(Arc<RedisLimiter>, String)]) -> Vec<u64> {
     let mut counted = Vec::new();
     for (limiter, key) in targets {
-        let decision = limiter
-            .peek(key, 1)
-            .await
-            .unwrap_or_else(|e| panic!("peek({key}): {e:#}"));
+        let mut attempt = 0;
+        let decision = loop {
+            match limiter.peek(key, 1).await {
+                Ok(decision) => break decision,
+                Err(e) if attempt < 3 => {
+                    attempt += 1;
+                    eprintln!("peek({key}) failed, asking again: {e:#}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("peek({key}): {e:#}"),
+            }
+        };
         counted.push(decision.limit - decision.remaining - u64::from(decision.allowed));
     }
     counted
