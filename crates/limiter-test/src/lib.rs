@@ -35,6 +35,7 @@
 //! the core alone, which is how this crate tests its own cases.
 
 pub mod cases;
+pub mod certificates;
 mod flaky;
 mod harness;
 mod model;

@@ -58,10 +58,6 @@ kill -CONT "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 rm -rf "$LIMITER_REDIS_DIR""#;
 
-/// What a missing `openssl` panics with: how to install it.
-pub const OPENSSL_HINT: &str =
-    "openssl not found: install it with `apt-get update && apt-get install -y openssl`";
-
 /// A running `redis-server` on `127.0.0.1`, stopped on drop.
 pub struct RedisServer {
     port: u16,
@@ -142,7 +138,7 @@ impl RedisServer {
         let [port, tls_port] = free_ports::<2>();
         let dir = unique_dir();
         let tls_dir = dir.with_extension("tls");
-        generate_certificates(&tls_dir);
+        crate::certificates::generate(&tls_dir);
         let file = |name: &str| tls_dir.join(name).to_string_lossy().into_owned();
         let extra_args = vec![
             "--tls-port".to_owned(),
@@ -491,116 +487,10 @@ pub fn unrelated_ca_pem() -> Vec<u8> {
     let dir = unique_dir().with_extension("ca");
     std::fs::create_dir_all(&dir)
         .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    generate_ca(&dir, "limiter unrelated test CA");
+    crate::certificates::generate_ca(&dir, "limiter unrelated test CA");
     let pem = std::fs::read(dir.join("ca.crt")).expect("the CA certificate was written");
     let _ = std::fs::remove_dir_all(&dir);
     pem
-}
-
-/// Writes `ca.key`/`ca.crt` (a throwaway CA) and `server.key`/`server.crt`
-/// (for `127.0.0.1` and `localhost`, signed by it) into `dir`: ECDSA P-256,
-/// valid for two days.
-fn generate_certificates(dir: &Path) {
-    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    generate_ca(dir, "limiter throwaway test CA");
-    std::fs::write(
-        dir.join("server.ext"),
-        "basicConstraints=critical,CA:FALSE\n\
-         keyUsage=critical,digitalSignature,keyEncipherment\n\
-         extendedKeyUsage=serverAuth\n\
-         subjectAltName=IP:127.0.0.1,DNS:localhost\n",
-    )
-    .expect("write server.ext");
-    openssl(
-        dir,
-        &[
-            "req",
-            "-new",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=127.0.0.1",
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-sha256",
-            "-extfile",
-            "server.ext",
-            "-out",
-            "server.crt",
-        ],
-    );
-}
-
-/// Writes `ca.key` and `ca.crt`, a self-signed CA called `name`, into `dir`.
-fn generate_ca(dir: &Path, name: &str) {
-    let subject = format!("/CN={name}");
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-days",
-            "2",
-            "-sha256",
-            "-subj",
-            &subject,
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-    );
-}
-
-/// Runs `openssl args` in `dir`, panicking with its output if it fails.
-fn openssl(dir: &Path, args: &[&str]) {
-    let output = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| match e.kind() {
-            ErrorKind::NotFound => panic!("{OPENSSL_HINT}"),
-            _ => panic!("{OPENSSL_HINT} (running it failed: {e})"),
-        });
-    assert!(
-        output.status.success(),
-        "openssl {} failed ({}):\n{}{}",
-        args.join(" "),
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 /// A fresh directory name under the system temp dir, unique per process

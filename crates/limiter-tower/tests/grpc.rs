@@ -205,3 +205,64 @@ async fn an_on_limited_function_still_decides_a_grpc_refusal() {
     assert_eq!(refused.message(), "ask nicely");
     assert_eq!(metadata(&refused, "retry-after"), Some("2"));
 }
+
+/// Over TLS the IP key still finds the client's address: tonic 0.14
+/// records a TLS connection's `TcpConnectInfo` beside its
+/// `TlsConnectInfo`, so calls over TLS are limited (and banned) by
+/// address, not refused for want of one. The certificate is a throwaway
+/// one for 127.0.0.1.
+#[tokio::test]
+async fn over_tls_the_ip_key_reads_the_peer_address() {
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
+
+    let dir = std::env::temp_dir().join(format!("limiter-tower-grpc-tls-{}", std::process::id()));
+    limiter_test::certificates::generate(&dir);
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let (ca, cert, key) = (read("ca.crt"), read("server.crt"), read("server.key"));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let bans = BanList::memory();
+    // The default key: the client address.
+    let layer = RateLimitLayer::new(limiter("sliding-log:2/1m")).bans(bans.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (_reporter, health) = tonic_health::server::health_reporter();
+    let tls = ServerTlsConfig::new().identity(Identity::from_pem(cert, key));
+    tokio::spawn(async move {
+        Server::builder()
+            .tls_config(tls)
+            .unwrap()
+            .layer(layer)
+            .add_service(health)
+            .serve_with_incoming(TcpIncoming::from(listener))
+            .await
+            .unwrap();
+    });
+    let channel = Channel::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .tls_config(
+            ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(ca))
+                .domain_name("127.0.0.1"),
+        )
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = HealthClient::new(channel);
+
+    for _ in 0..2 {
+        assert_eq!(
+            check(&mut client).await.unwrap(),
+            ServingStatus::Serving as i32
+        );
+    }
+    let denied = check(&mut client).await.unwrap_err();
+    assert_eq!(denied.code(), Code::ResourceExhausted, "{denied:?}");
+    // Keyed by the address read over TLS: a ban of it holds.
+    bans.ban("ip:127.0.0.1", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let banned = check(&mut client).await.unwrap_err();
+    assert!(banned.message().starts_with("banned"), "{banned:?}");
+}
