@@ -29,16 +29,10 @@ pub fn generate(dir: &Path) {
          subjectAltName=IP:127.0.0.1,DNS:localhost\n",
     )
     .expect("write server.ext");
-    openssl(
+    request_with_new_key(
         dir,
         &[
-            "req",
             "-new",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
             "-keyout",
             "server.key",
             "-out",
@@ -73,16 +67,10 @@ pub fn generate(dir: &Path) {
 /// Writes `ca.key` and `ca.crt`, a self-signed CA called `name`, into `dir`.
 pub(crate) fn generate_ca(dir: &Path, name: &str) {
     let subject = format!("/CN={name}");
-    openssl(
+    request_with_new_key(
         dir,
         &[
-            "req",
             "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
             "-keyout",
             "ca.key",
             "-out",
@@ -98,6 +86,20 @@ pub(crate) fn generate_ca(dir: &Path, name: &str) {
             "keyUsage=critical,keyCertSign,cRLSign",
         ],
     );
+}
+
+/// Runs `openssl req` in `dir` with a new ECDSA P-256 key (unencrypted)
+/// and `args`.
+fn request_with_new_key(dir: &Path, args: &[&str]) {
+    let key = [
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(dir, &[&key[..], args].concat());
 }
 
 /// Runs `openssl args` in `dir`, panicking with its output if it fails.
