@@ -770,51 +770,41 @@ async fn a_fallback_decision_is_reported_with_its_own_numbers_and_marked() {
     assert_eq!(denied.number("retry-after"), 10);
 }
 
-/// Checks `value` against the subset of RFC 8941 the draft's headers use:
-/// a List of Items, each an sf-string with integer parameters
-/// (`"name";q=5;w=1, "other";q=9;w=60`); answers each item's name and
-/// parameters.
+/// Parses `value` as an RFC 8941 List with the `sfv` crate (a full
+/// structured-field parser) and checks it is what the draft's headers
+/// use: Items, each an sf-string with integer parameters (`"name";q=5;w=1,
+/// "other";q=9;w=60`); answers each item's name and parameters.
 fn parse_sf_list(value: &str) -> Vec<(String, Vec<(String, u64)>)> {
-    let mut items = Vec::new();
-    let mut rest = value;
-    loop {
-        let body = rest.strip_prefix('"').expect("an item is an sf-string");
-        let end = body.find('"').expect("a closing quote");
-        let name = &body[..end];
-        assert!(
-            name.bytes()
-                .all(|b| (0x20..=0x7e).contains(&b) && b != b'\\'),
-            "{name:?}"
-        );
-        rest = &body[end + 1..];
-        let mut params = Vec::new();
-        while let Some(after) = rest.strip_prefix(';') {
-            let key_len = after
-                .find(|c: char| {
-                    !(c.is_ascii_lowercase() || c.is_ascii_digit() || "_-.*".contains(c))
+    let list: sfv::List = sfv::Parser::new(value)
+        .parse()
+        .unwrap_or_else(|e| panic!("{value:?} is not an RFC 8941 List: {e}"));
+    list.into_iter()
+        .map(|entry| {
+            let sfv::ListEntry::Item(item) = entry else {
+                panic!("an inner list in {value:?}")
+            };
+            let name = item
+                .bare_item
+                .as_string()
+                .unwrap_or_else(|| panic!("an item that is not an sf-string in {value:?}"))
+                .as_str()
+                .to_owned();
+            let params = item
+                .params
+                .iter()
+                .map(|(key, value)| {
+                    let number = value
+                        .as_integer()
+                        .unwrap_or_else(|| panic!("parameter {key:?} is not an sf-integer"));
+                    (
+                        key.as_str().to_owned(),
+                        u64::try_from(i64::from(number)).unwrap(),
+                    )
                 })
-                .unwrap_or(after.len());
-            let key = &after[..key_len];
-            assert!(key.starts_with(|c: char| c.is_ascii_lowercase()), "{key:?}");
-            let after = after[key_len..]
-                .strip_prefix('=')
-                .expect("an integer parameter");
-            let digits = after
-                .find(|c: char| !c.is_ascii_digit())
-                .unwrap_or(after.len());
-            assert!((1..=15).contains(&digits), "sf-integer in {value:?}");
-            params.push((key.to_owned(), after[..digits].parse().unwrap()));
-            rest = &after[digits..];
-        }
-        items.push((name.to_owned(), params));
-        if rest.is_empty() {
-            return items;
-        }
-        rest = rest
-            .strip_prefix(',')
-            .expect("items are separated by commas")
-            .trim_start_matches([' ', '\t']);
-    }
+                .collect();
+            (name, params)
+        })
+        .collect()
 }
 
 #[tokio::test]
