@@ -174,16 +174,17 @@ async fn sliding_log_headers_equal_the_decision() {
     assert_eq!(last.number("retry-after"), 1);
 }
 
-/// Every algorithm: each response's headers equal what a twin limiter on
-/// the same clock decides for the same requests, admitted and denied.
-#[tokio::test]
-async fn every_algorithms_headers_equal_the_decision() {
+/// Every algorithm: each response's headers equal what a twin limiter (in
+/// memory) on the same clock decides for the same requests, admitted and
+/// denied, with the layer's limiter on `backend`.
+async fn every_algorithms_headers_equal_the_decision(backend: Backend) {
     let client = client();
     for algorithm in Algorithm::ALL {
         let clock = ManualClock::new(T0);
         let policy = format!("{}:3/10s", algorithm.name());
         // Headers, not shaping: a leaky bucket's admissions pass at once.
-        let layer = RateLimitLayer::new(memory(&policy, &clock)).shaping(Shaping::PassAtOnce);
+        let layer = RateLimitLayer::from_arc(limiter(backend, &policy, &clock).await)
+            .shaping(Shaping::PassAtOnce);
         let addr = serve(layer).await;
         let twin = memory(&policy, &clock);
         let mut denied = 0;
@@ -196,6 +197,16 @@ async fn every_algorithms_headers_equal_the_decision() {
         }
         assert!(denied > 0, "{policy}: the sequence reaches a denial");
     }
+}
+
+#[tokio::test]
+async fn every_algorithms_headers_equal_the_decision_on_memory() {
+    every_algorithms_headers_equal_the_decision(Backend::Memory).await;
+}
+
+#[tokio::test]
+async fn every_algorithms_headers_equal_the_decision_on_redis() {
+    every_algorithms_headers_equal_the_decision(Backend::Redis).await;
 }
 
 #[tokio::test]
@@ -807,11 +818,15 @@ fn parse_sf_list(value: &str) -> Vec<(String, Vec<(String, u64)>)> {
         .collect()
 }
 
-#[tokio::test]
-async fn the_ietf_headers_follow_the_structured_field_grammar() {
+/// The IETF headers of a tiered set on `backend` parse as RFC 8941 Lists
+/// of what the draft says.
+async fn the_ietf_headers_follow_the_structured_field_grammar(backend: Backend) {
     let clock = ManualClock::new(T0);
     let set = "token-bucket:3/250ms,capacity=6;sliding-log:10/1m;leaky-bucket:5/1s,queue=10";
-    let addr = serve(RateLimitLayer::new(memory(set, &clock))).await;
+    let addr = serve(RateLimitLayer::from_arc(
+        limiter(backend, set, &clock).await,
+    ))
+    .await;
     let reply = get(&client(), addr).await;
     let policy = parse_sf_list(reply.header("ratelimit-policy").unwrap());
     let expected: Vec<(String, Vec<(String, u64)>)> = [
@@ -833,4 +848,14 @@ async fn the_ietf_headers_follow_the_structured_field_grammar() {
     assert!(expected.iter().any(|(name, _)| *name == state[0].0));
     let keys: Vec<&str> = state[0].1.iter().map(|(key, _)| key.as_str()).collect();
     assert_eq!(keys, ["r", "t"]);
+}
+
+#[tokio::test]
+async fn the_ietf_headers_follow_the_structured_field_grammar_on_memory() {
+    the_ietf_headers_follow_the_structured_field_grammar(Backend::Memory).await;
+}
+
+#[tokio::test]
+async fn the_ietf_headers_follow_the_structured_field_grammar_on_redis() {
+    the_ietf_headers_follow_the_structured_field_grammar(Backend::Redis).await;
 }
