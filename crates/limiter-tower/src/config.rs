@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
-
 use std::time::Duration;
 
 use http::StatusCode;

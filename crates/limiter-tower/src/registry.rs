@@ -64,6 +64,7 @@ impl Registry {
         registry
     }
 
+    /// No layers yet, for `config`'s file.
     fn empty(config: &Config) -> Self {
         Self {
             file: config.file().to_owned(),
@@ -72,6 +73,7 @@ impl Registry {
         }
     }
 
+    /// Policy `name`'s layer, named after it, and its ban list if any.
     fn add(&mut self, name: &str, layer: RateLimitLayer, bans: Option<BanList>) {
         self.layers.insert(name.to_owned(), layer.name(name));
         if let Some(bans) = bans {
