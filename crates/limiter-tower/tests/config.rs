@@ -99,26 +99,39 @@ async fn a_config_file_drives_a_router_with_two_named_policies() {
     assert_eq!(get("/me", &[]).await.status, StatusCode::UNAUTHORIZED);
 }
 
+/// Two instances of a service, each building its own registry from
+/// `config` on one real redis-server and one fresh prefix, with the router
+/// `app` makes of it: their addresses.
+async fn two_instances_on_redis(
+    config: &Config,
+    prefix: &str,
+    app: impl Fn(&Registry) -> Router,
+) -> Vec<std::net::SocketAddr> {
+    let backend = redis_backend(&redis_server().url());
+    let prefix = fresh_prefix(prefix);
+    let mut instances = Vec::new();
+    for _ in 0..2 {
+        let registry = Registry::redis(config, &backend, &prefix).await.unwrap();
+        instances.push(serve_router(app(&registry)).await);
+    }
+    instances
+}
+
 #[tokio::test]
 async fn on_redis_two_instances_of_a_service_share_each_named_policy() {
     let file = TomlFile::new("redis", LIMITS);
     let config = Config::from_file(&file.0).unwrap();
-    let backend = redis_backend(&redis_server().url());
-    let prefix = fresh_prefix("registry");
-    let mut instances = Vec::new();
-    for _ in 0..2 {
-        // Each instance builds its own registry on the shared backend.
-        let registry = Registry::redis(&config, &backend, &prefix).await.unwrap();
-        let app = Router::new()
+    let instances = two_instances_on_redis(&config, "registry", |registry| {
+        Router::new()
             .route("/login", routing::get(|| async { "welcome" }))
             .route_layer(registry.layer("login").unwrap())
             .merge(
                 Router::new()
                     .route("/me", routing::get(|| async { "you" }))
                     .route_layer(registry.layer("user").unwrap()),
-            );
-        instances.push(serve_router(app).await);
-    }
+            )
+    })
+    .await;
     let client = client();
     let status = async |instance: usize, path, headers| {
         get_path(&client, instances[instance], path, headers)
@@ -553,16 +566,12 @@ penalty = { denials = "1/1m", ban_for = "10m" }
 "#;
     let file = TomlFile::new("redis-penalty", text);
     let config = Config::from_file(&file.0).unwrap();
-    let backend = redis_backend(&redis_server().url());
-    let prefix = fresh_prefix("penalty");
-    let mut instances = Vec::new();
-    for _ in 0..2 {
-        let registry = Registry::redis(&config, &backend, &prefix).await.unwrap();
-        let app = Router::new()
+    let instances = two_instances_on_redis(&config, "penalty", |registry| {
+        Router::new()
             .route("/login", routing::get(|| async { "welcome" }))
-            .route_layer(registry.layer("login").unwrap());
-        instances.push(serve_router(app).await);
-    }
+            .route_layer(registry.layer("login").unwrap())
+    })
+    .await;
     let client = client();
     let status = async |instance: usize| {
         get_path(&client, instances[instance], "/login", &[])
