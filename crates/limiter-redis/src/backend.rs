@@ -13,13 +13,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike as _, MultiplexedConnection};
-use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
+use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, Value};
 
 use crate::backend_builder::RedisBackendBuilder;
 use crate::circuit::Circuit;
+use crate::cluster::{ClusterClient, ClusterConnection, Functions};
 use crate::error::{BackendError, BackendErrorKind};
 use crate::scripts::LuaFunction;
 
@@ -59,20 +58,10 @@ pub(crate) struct Shared {
     next_socket: AtomicUsize,
     next_connection_id: AtomicU64,
     circuit: Circuit,
-    /// On a cluster: whether a fresh connection (a fresh slot map) is being
-    /// made in the background, and when the last one was started.
-    refresh: Mutex<Refresh>,
     /// Every function library a limiter of this backend uses: loaded on each new
-    /// connection, since a new connection often means a restarted server.
-    functions: Mutex<Vec<LuaFunction>>,
-}
-
-/// A cluster's background refresh: one at a time, at most one per probe
-/// interval.
-#[derive(Debug, Default)]
-struct Refresh {
-    running: bool,
-    last_start: Option<std::time::Instant>,
+    /// connection, since a new connection often means a restarted server
+    /// (on a cluster: on each new node connection).
+    functions: Functions,
 }
 
 /// One multiplexed connection slot: the live connection, if any, and a
@@ -83,16 +72,17 @@ struct Socket {
 }
 
 /// How connections are made: to one server, or to a cluster.
+#[allow(clippy::large_enum_variant)] // one per backend, built once, never moved after
 pub(crate) enum Connector {
     /// One server (or a proxy in front of several).
     Server {
         client: Client,
         config: AsyncConnectionConfig,
     },
-    /// A Redis Cluster: one connection per node, commands routed by their
-    /// key's slot, `MOVED`/`ASK`/`TRYAGAIN`/`CLUSTERDOWN` retried by the
-    /// client a bounded number of times.
-    Cluster(ClusterClient),
+    /// A Redis Cluster: one connection per primary, commands routed by
+    /// their key's slot, `MOVED`/`ASK`/`TRYAGAIN`/`CLUSTERDOWN` followed a
+    /// bounded number of times (see `cluster.rs`).
+    Cluster(Arc<ClusterClient>),
 }
 
 /// A live connection and its id (so a failure retires only the connection
@@ -114,16 +104,16 @@ enum Connection {
 impl Connection {
     async fn send(&mut self, cmd: &Cmd) -> Result<Value, RedisError> {
         match self {
-            Self::Server(conn) => conn.send_packed_command(cmd).await,
-            Self::Cluster(conn) => conn.req_packed_command(cmd).await,
-        }?
-        .extract_error()
+            Self::Server(conn) => conn.send_packed_command(cmd).await?.extract_error(),
+            Self::Cluster(conn) => conn.send(cmd).await,
+        }
     }
 
     /// Whether a failed command says the connection (not one node of a
     /// cluster) is gone. A cluster connection holds one connection per node
-    /// and replaces a node's by itself: it is never retired, and a failure
-    /// of one node does not mark the whole cluster down.
+    /// and replaces a node's by itself, reading the slot map anew after a
+    /// node failed: it is never retired, and a failure of one node does not
+    /// mark the whole cluster down.
     fn outlives_failures(&self) -> bool {
         matches!(self, Self::Cluster(_))
     }
@@ -146,10 +136,10 @@ impl RedisBackend {
     /// Starts building a backend on a Redis Cluster, found from one or more
     /// seed nodes (`redis://host:port/` each; all share one user and
     /// password). Every key of a decision sits in one slot (the user key
-    /// is a hash tag), so decisions are as atomic as on one server; the
-    /// function libraries are loaded on every primary at connect, and again
-    /// on a primary that answers "function not found" (a new node; a
-    /// promoted replica already has them, by replication).
+    /// is a hash tag), so decisions are as atomic as on one server. This
+    /// crate routes the commands (one connection per primary, redirects
+    /// followed; see docs/backends.md, "Redis Cluster"), and loads the
+    /// function libraries on each node connection as it is made.
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), limiter_core::Error> {
@@ -188,8 +178,7 @@ impl RedisBackend {
                 next_socket: AtomicUsize::new(0),
                 next_connection_id: AtomicU64::new(0),
                 circuit: Circuit::default(),
-                refresh: Mutex::new(Refresh::default()),
-                functions: Mutex::new(Vec::new()),
+                functions: Functions::default(),
             }),
         }
     }
@@ -297,9 +286,6 @@ impl RedisBackend {
                 }
             }
             if conn.outlives_failures() {
-                if is_timeout(&error) || is_broken_connection(&error) {
-                    shared.refresh_cluster_view(socket);
-                }
                 return Err(shared.failed(error));
             }
             if is_timeout(&error) {
@@ -337,45 +323,6 @@ impl RedisBackend {
 }
 
 impl Shared {
-    /// After a node failed (killed, failed over, unreachable): opens a
-    /// fresh cluster connection in the background, which reads the slot
-    /// map anew, and serves `socket` with it once it is up. Callers go on
-    /// with the current connection meanwhile: the other nodes' keys are not
-    /// held up, and none of them waits for the refresh. (The client alone
-    /// reconnects to the node it knew, and a promoted replica's slots stay
-    /// unreachable until the map is read again.)
-    fn refresh_cluster_view(self: &Arc<Self>, socket: &Socket) {
-        let index = self
-            .sockets
-            .iter()
-            .position(|s| std::ptr::eq(s, socket))
-            .unwrap_or(0);
-        {
-            let mut refresh = self.refresh.lock().unwrap_or_else(|p| p.into_inner());
-            let now = std::time::Instant::now();
-            let recent = refresh
-                .last_start
-                .is_some_and(|at| now.duration_since(at) < self.probe_interval);
-            if refresh.running || recent {
-                return;
-            }
-            refresh.running = true;
-            refresh.last_start = Some(now);
-        }
-        let shared = Arc::clone(self);
-        tokio::spawn(async move {
-            if let Ok(conn) = shared.open_connection().await {
-                shared.sockets[index].install(&shared, conn);
-                tracing::debug!(url = %shared.url, "Redis Cluster view refreshed");
-            }
-            shared
-                .refresh
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .running = false;
-        });
-    }
-
     /// A failed command, classified, with nothing retired or tripped (a
     /// cluster's: it outlives one node's failure).
     fn failed(&self, error: RedisError) -> BackendError {
@@ -439,36 +386,35 @@ impl Shared {
     }
 
     /// Connects, checks the server answers and loads every registered
-    /// function library (on a cluster: `PING` and `FUNCTION LOAD` go to every primary),
-    /// all within the connection timeout plus the command timeout.
+    /// function library, all within the connection timeout plus the command
+    /// timeout. A cluster connection is up once it has the slot map: it
+    /// loads the libraries on every primary it reaches, and on the others
+    /// when it reaches them, so a node down now does not keep it from
+    /// serving the others.
     async fn open_connection(&self) -> Result<Connection, BackendError> {
         let connect = async {
-            let mut conn = match &self.connector {
-                Connector::Server { client, config } => Connection::Server(
-                    client
+            match &self.connector {
+                Connector::Server { client, config } => {
+                    let mut conn = client
                         .get_multiplexed_async_connection_with_config(config)
-                        .await?,
-                ),
+                        .await?;
+                    conn.send_packed_command(&redis::cmd("PING"))
+                        .await?
+                        .extract_error()?;
+                    let functions = self.lock_functions().clone();
+                    for function in &functions {
+                        conn.send_packed_command(&function.load_command())
+                            .await?
+                            .extract_error()?;
+                    }
+                    Ok::<_, RedisError>(Connection::Server(conn))
+                }
                 Connector::Cluster(client) => {
-                    Connection::Cluster(client.get_async_connection().await?)
-                }
-            };
-            let functions = self.lock_functions().clone();
-            if conn.outlives_failures() {
-                // A cluster connection is up once it has the slot map; a
-                // node down now must not keep it from serving the others,
-                // so the libraries are loaded on the primaries that answer
-                // ("function not found" loads them on the others later).
-                for function in &functions {
-                    let _ = conn.send(&function.load_command()).await;
-                }
-            } else {
-                conn.send(&redis::cmd("PING")).await?;
-                for function in &functions {
-                    conn.send(&function.load_command()).await?;
+                    ClusterConnection::connect(Arc::clone(client), Arc::clone(&self.functions))
+                        .await
+                        .map(Connection::Cluster)
                 }
             }
-            Ok::<_, RedisError>(conn)
         };
         match tokio::time::timeout(self.connection_timeout + self.command_timeout, connect).await {
             Ok(Ok(conn)) => Ok(conn),

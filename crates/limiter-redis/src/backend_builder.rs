@@ -1,12 +1,14 @@
 //! [`RedisBackendBuilder`]: the connection options of a [`RedisBackend`].
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use limiter_core::Error;
 use redis::{AsyncConnectionConfig, Client, ConnectionInfo, IntoConnectionInfo};
 
 use crate::backend::{Connector, RedisBackend};
+use crate::cluster::ClusterClient;
 use crate::error::BackendError;
 
 /// Builds a [`RedisBackend`]; made by [`RedisBackend::builder`] or
@@ -206,40 +208,44 @@ impl RedisBackendBuilder {
             .map(|url| redact_url(url))
             .collect::<Vec<_>>()
             .join(",");
-        let mut builder =
-            redis::cluster::ClusterClientBuilder::new(seeds.iter().map(String::as_str))
-                .connection_timeout(self.connection_timeout)
-                .response_timeout(self.command_timeout)
-                // MOVED, ASK, TRYAGAIN and CLUSTERDOWN are retried by the
-                // client, a bounded number of times a few ms apart.
-                .retries(CLUSTER_RETRIES)
-                .min_retry_wait(CLUSTER_RETRY_WAIT_MS)
-                .max_retry_wait(CLUSTER_RETRY_WAIT_MS * 16);
-        if let Some(username) = &self.username {
-            builder = builder.username(username);
+        let mut infos = Vec::with_capacity(seeds.len());
+        for url in seeds {
+            let info = url.as_str().into_connection_info().map_err(|e| {
+                BackendError::config(format!("invalid Redis Cluster seed {:?}", redact_url(url)))
+                    .with_source(e)
+                    .into_config_error()
+            })?;
+            if matches!(info.addr(), redis::ConnectionAddr::Unix(_)) {
+                return Err(config(
+                    "a Redis Cluster seed needs a host and port, not a socket",
+                ));
+            }
+            infos.push(self.with_credentials(info));
         }
-        if let Some(password) = &self.password {
-            builder = builder.password(password);
-        }
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connection_timeout))
+            .set_response_timeout(Some(self.command_timeout));
+        #[allow(unused_mut)] // without TLS
+        let mut client =
+            ClusterClient::new(infos, config, self.probe_interval, self.command_timeout);
         #[cfg(feature = "tls-rustls")]
         {
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
         #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
         if let Some(root) = &self.tls_root_certificate {
-            builder = builder.certs(root_certificates(root)?);
+            client = client.with_tls(root_certificates(root)?);
         }
-        let client = builder.build().map_err(|e| {
-            BackendError::config(format!("invalid Redis Cluster seeds {shown}"))
-                .with_source(e)
-                .into_config_error()
-        })?;
-        Ok((Connector::Cluster(client), format!("cluster {shown}")))
+        Ok((
+            Connector::Cluster(Arc::new(client)),
+            format!("cluster {shown}"),
+        ))
     }
 
     /// The client of one server at `info`, with this builder's overrides
     /// (`url` names it in messages).
-    fn client(&self, info: ConnectionInfo, url: &str) -> Result<Client, Error> {
+    /// `info` with this builder's user, password and database.
+    fn with_credentials(&self, info: ConnectionInfo) -> ConnectionInfo {
         let mut redis = info.redis_settings().clone().set_skip_set_lib_name();
         if let Some(username) = &self.username {
             redis = redis.set_username(username);
@@ -250,7 +256,11 @@ impl RedisBackendBuilder {
         if let Some(db) = self.db {
             redis = redis.set_db(db);
         }
-        let info = info.set_redis_settings(redis);
+        info.set_redis_settings(redis)
+    }
+
+    fn client(&self, info: ConnectionInfo, url: &str) -> Result<Client, Error> {
+        let info = self.with_credentials(info);
         #[cfg(feature = "tls-rustls")]
         {
             // rustls needs a process-wide crypto provider; an application
@@ -273,12 +283,6 @@ impl RedisBackendBuilder {
         })
     }
 }
-
-/// How often the cluster client retries a redirected or refused command.
-const CLUSTER_RETRIES: u32 = 8;
-/// The cluster client's first wait between retries, in ms (doubling, up to
-/// sixteen times this).
-const CLUSTER_RETRY_WAIT_MS: u64 = 10;
 
 /// `pem` as the only trusted roots of a TLS connection.
 #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]

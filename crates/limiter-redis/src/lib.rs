@@ -41,11 +41,13 @@ mod backend_builder;
 mod batch;
 mod builder;
 mod circuit;
+mod cluster;
 mod commands;
 mod error;
 mod keys;
 mod limiter;
 mod scripts;
+mod slot_map;
 
 pub use self::{
     backend::RedisBackend,

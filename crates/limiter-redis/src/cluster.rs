@@ -1,0 +1,546 @@
+//! Commands on a Redis Cluster, routed by this crate: the slot map (read
+//! with `CLUSTER SLOTS`), one multiplexed connection per primary, and the
+//! cluster's redirects followed a bounded number of times.
+//!
+//! Why not redis-rs's cluster connection: under live resharding its
+//! slot-map refresh after a `MOVED` can stall, and every command on that
+//! connection then waits out its timeout (docs/backends.md, "Redis
+//! Cluster"). Here a `MOVED` moves its slot in the map at once, the whole
+//! map is read again in the background, and no command waits for that; an
+//! `ASK` sends `ASKING` and the command together, as one write, so no other
+//! command on the connection can come between them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use redis::aio::{ConnectionLike as _, MultiplexedConnection};
+use redis::{
+    AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError,
+    RedisResult, RetryMethod, Value,
+};
+
+use crate::scripts::LuaFunction;
+use crate::slot_map::{slot_of, Address, SlotMap};
+
+/// How often one command is sent again after a redirect or a "not now"
+/// from the cluster (`TRYAGAIN`, `CLUSTERDOWN`), within the command timeout.
+const RETRIES: u32 = 8;
+
+/// The first wait before sending again a command the cluster refused for
+/// now, doubling each time up to sixteen times this.
+const RETRY_WAIT: Duration = Duration::from_millis(10);
+
+/// Commands without a key: sent to every primary (the first reply is the
+/// answer), such as `FUNCTION LOAD`, which each primary needs.
+const KEYLESS: [&str; 4] = ["PING", "FUNCTION", "SCRIPT", "DBSIZE"];
+
+/// The function libraries to load on every new node connection, shared with
+/// the backend, which registers them.
+pub(crate) type Functions = Arc<Mutex<Vec<LuaFunction>>>;
+
+/// How to reach the cluster's nodes: the seeds, and the settings of every
+/// node's connection (user, password, TLS, timeouts) taken from them.
+pub(crate) struct ClusterClient {
+    seeds: Vec<ConnectionInfo>,
+    config: AsyncConnectionConfig,
+    /// How often the slot map is read again at most after a node failed.
+    refresh_interval: Duration,
+    /// The budget of one command, its retries included.
+    command_timeout: Duration,
+    #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+    tls: Option<redis::TlsCertificates>,
+}
+
+impl ClusterClient {
+    pub(crate) fn new(
+        seeds: Vec<ConnectionInfo>,
+        config: AsyncConnectionConfig,
+        refresh_interval: Duration,
+        command_timeout: Duration,
+    ) -> Self {
+        Self {
+            seeds,
+            config,
+            refresh_interval,
+            command_timeout,
+            #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+            tls: None,
+        }
+    }
+
+    /// Connections to every node trust `root` (PEM) instead of the platform's roots.
+    #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+    pub(crate) fn with_tls(mut self, certificates: redis::TlsCertificates) -> Self {
+        self.tls = Some(certificates);
+        self
+    }
+
+    /// A client for the node at `host:port`, with the seeds' settings.
+    fn node_client(&self, host: &str, port: u16) -> RedisResult<Client> {
+        let template = &self.seeds[0];
+        let addr = match template.addr() {
+            ConnectionAddr::TcpTls { insecure, .. } => ConnectionAddr::TcpTls {
+                host: host.to_owned(),
+                port,
+                insecure: *insecure,
+                tls_params: None,
+            },
+            _ => ConnectionAddr::Tcp(host.to_owned(), port),
+        };
+        let info = template.clone().set_addr(addr);
+        #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+        if let Some(certificates) = &self.tls {
+            return Client::build_with_tls(info, certificates.clone());
+        }
+        Client::open(info)
+    }
+
+    /// Each seed's `host:port`.
+    fn seed_addresses(&self) -> Vec<Address> {
+        self.seeds
+            .iter()
+            .filter_map(|seed| match seed.addr() {
+                ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                    Some(Address::new(host, *port))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// One node's connection, made by one caller at a time.
+#[derive(Default)]
+struct Node {
+    current: Mutex<Option<MultiplexedConnection>>,
+    connecting: tokio::sync::Mutex<()>,
+}
+
+/// A connection to a whole cluster: cheap to clone (clones share it).
+#[derive(Clone)]
+pub(crate) struct ClusterConnection {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Arc<ClusterClient>,
+    functions: Functions,
+    map: RwLock<SlotMap>,
+    nodes: Mutex<HashMap<Address, Arc<Node>>>,
+    /// When the slot map was last read: one read at a time.
+    last_refresh: tokio::sync::Mutex<Option<Instant>>,
+}
+
+/// Where the next attempt of a command goes.
+enum Target {
+    /// The slot's primary in the map.
+    Owner,
+    /// `ASK`: the node the slot is migrating to, for this one command.
+    Asking(Address),
+}
+
+impl ClusterConnection {
+    /// Reads the slot map from a seed, then connects to every primary
+    /// (loading `functions` on each); a primary that cannot be reached now
+    /// is tried again by the first command for its slots.
+    pub(crate) async fn connect(
+        client: Arc<ClusterClient>,
+        functions: Functions,
+    ) -> RedisResult<Self> {
+        let mut last_error = None;
+        let mut map = None;
+        for seed in client.seed_addresses() {
+            match read_slot_map(&client, &seed).await {
+                Ok(read) => {
+                    map = Some(read);
+                    break;
+                }
+                Err(e) => last_error = Some(e),
+            }
+        }
+        let Some(map) = map else {
+            return Err(last_error.unwrap_or_else(|| {
+                RedisError::from((ErrorKind::InvalidClientConfig, "no TCP seed node"))
+            }));
+        };
+        let primaries = map.primaries.clone();
+        let conn = Self {
+            inner: Arc::new(Inner {
+                client,
+                functions,
+                map: RwLock::new(map),
+                nodes: Mutex::new(HashMap::new()),
+                last_refresh: tokio::sync::Mutex::new(Some(Instant::now())),
+            }),
+        };
+        let connects = primaries.iter().map(|p| conn.inner.connection(p));
+        for result in join_all(connects).await {
+            drop(result);
+        }
+        Ok(conn)
+    }
+
+    /// Sends `cmd` to the node of its first key (`FCALL`: of its first
+    /// key argument), following redirects; a keyless command in
+    /// [`KEYLESS`] goes to every primary.
+    pub(crate) async fn send(&self, cmd: &Cmd) -> RedisResult<Value> {
+        match route(cmd) {
+            Route::Slot(slot) => self.inner.send_to_slot(slot, cmd).await,
+            Route::Primaries => self.inner.send_to_primaries(cmd).await,
+        }
+    }
+}
+
+impl Inner {
+    async fn send_to_slot(self: &Arc<Self>, slot: u16, cmd: &Cmd) -> RedisResult<Value> {
+        let deadline = Instant::now() + self.client.command_timeout;
+        let mut target = Target::Owner;
+        let mut wait = RETRY_WAIT;
+        let mut reconnected = false;
+        let mut attempt = 0;
+        loop {
+            let node = match &target {
+                Target::Owner => self.owner(slot)?,
+                Target::Asking(node) => node.clone(),
+            };
+            let asking = matches!(target, Target::Asking(_));
+            let error = match self.send_to(&node, cmd, asking).await {
+                Ok(reply) => return Ok(reply),
+                Err(error) => error,
+            };
+            if attempt == RETRIES || Instant::now() >= deadline {
+                return Err(error);
+            }
+            attempt += 1;
+            let redirect = error
+                .redirect_node()
+                .and_then(|(address, _)| Address::parse(address));
+            target = match (error.retry_method(), redirect) {
+                (RetryMethod::MovedRedirect, Some(owner)) => {
+                    self.write_map().assign(slot, owner);
+                    self.refresh_in_background();
+                    Target::Owner
+                }
+                (RetryMethod::AskRedirect, Some(node)) => Target::Asking(node),
+                (RetryMethod::WaitAndRetry, _) => {
+                    tokio::time::sleep(
+                        wait.min(deadline.saturating_duration_since(Instant::now())),
+                    )
+                    .await;
+                    wait = (wait * 2).min(RETRY_WAIT * 16);
+                    Target::Owner
+                }
+                (RetryMethod::RefreshSlotsAndRetry, _) => {
+                    self.refresh().await;
+                    Target::Owner
+                }
+                _ if error.is_timeout() => {
+                    // A hung node: its next command reconnects, and a
+                    // failover may be under way.
+                    self.forget(&node);
+                    self.refresh_in_background();
+                    return Err(error);
+                }
+                _ if is_connection_error(&error) => {
+                    self.forget(&node);
+                    // A dropped connection to a live node: once more on a
+                    // new one. A node that refuses: the map may have moved
+                    // on (a failover), else the error is the caller's.
+                    if !reconnected && error.is_connection_dropped() {
+                        reconnected = true;
+                    } else {
+                        self.refresh().await;
+                        if self.owner(slot).ok().as_ref() == Some(&node) {
+                            return Err(error);
+                        }
+                    }
+                    Target::Owner
+                }
+                _ => return Err(error),
+            };
+        }
+    }
+
+    /// Every primary of the map gets `cmd`; the first reply is the answer,
+    /// or the first error when none answers.
+    async fn send_to_primaries(self: &Arc<Self>, cmd: &Cmd) -> RedisResult<Value> {
+        let primaries = self.read_map().primaries.clone();
+        let sends = primaries.iter().map(|p| self.send_to(p, cmd, false));
+        let mut first_error = None;
+        let mut first_reply = None;
+        for result in join_all(sends).await {
+            match result {
+                Ok(reply) => {
+                    first_reply.get_or_insert(reply);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match (first_reply, first_error) {
+            // Every primary needs a library: a failed load is an error.
+            (_, Some(e)) if is_function_load(cmd) && !is_connection_error(&e) => Err(e),
+            (Some(reply), _) => Ok(reply),
+            (None, Some(e)) => Err(e),
+            (None, None) => Err(RedisError::from((
+                ErrorKind::ClusterConnectionNotFound,
+                "the slot map names no primary",
+            ))),
+        }
+    }
+
+    /// One attempt on `node`, after `ASKING` when `asking` (sent together).
+    async fn send_to(&self, node: &Address, cmd: &Cmd, asking: bool) -> RedisResult<Value> {
+        let mut conn = self.connection(node).await?;
+        let reply = if asking {
+            let mut pipeline = redis::pipe();
+            pipeline.cmd("ASKING").add_command(cmd.clone());
+            conn.req_packed_commands(&pipeline, 1, 1)
+                .await?
+                .pop()
+                .unwrap_or(Value::Nil)
+        } else {
+            conn.req_packed_command(cmd).await?
+        };
+        let result = reply.extract_error();
+        if let Err(e) = &result {
+            if is_connection_error(e) {
+                self.forget(node);
+            }
+        }
+        result
+    }
+
+    /// `node`'s connection, made now if there is none: connected, and
+    /// every registered library loaded, within the client's timeouts.
+    async fn connection(&self, node: &Address) -> RedisResult<MultiplexedConnection> {
+        let slot = Arc::clone(
+            self.nodes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(node.clone())
+                .or_default(),
+        );
+        if let Some(conn) = slot.current() {
+            return Ok(conn);
+        }
+        let _turn = slot.connecting.lock().await;
+        if let Some(conn) = slot.current() {
+            return Ok(conn);
+        }
+        let client = self.client.node_client(&node.host, node.port)?;
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&self.client.config)
+            .await?;
+        let functions = self
+            .functions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for function in &functions {
+            conn.req_packed_command(&function.load_command())
+                .await?
+                .extract_error()?;
+        }
+        *slot.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Drops `node`'s connection: the next command to it reconnects.
+    fn forget(&self, node: &Address) {
+        if let Some(slot) = self
+            .nodes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(node)
+        {
+            *slot.current.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        }
+    }
+
+    fn owner(&self, slot: u16) -> RedisResult<Address> {
+        self.read_map().owner(slot).cloned().ok_or_else(|| {
+            RedisError::from((
+                ErrorKind::ClusterConnectionNotFound,
+                "no primary serves the slot",
+                format!("slot {slot}"),
+            ))
+        })
+    }
+
+    /// Reads the slot map again unless it was read within the refresh
+    /// interval (or another caller is reading it: this one then waits for
+    /// that read), bounded by the command timeout.
+    async fn refresh(&self) {
+        let mut last = self.last_refresh.lock().await;
+        if last.is_some_and(|at| at.elapsed() < self.client.refresh_interval) {
+            return;
+        }
+        let read = tokio::time::timeout(self.client.command_timeout, self.read_slot_map()).await;
+        if let Ok(Some(map)) = read {
+            *self.write_map() = map;
+            tracing::debug!("Redis Cluster slot map read again");
+        }
+        *last = Some(Instant::now());
+    }
+
+    /// [`refresh`](Self::refresh) on a task of its own, unless one is
+    /// already reading the map: no caller waits for it.
+    fn refresh_in_background(self: &Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.last_refresh.try_lock().is_err() {
+            return;
+        }
+        let inner = Arc::clone(self);
+        drop(runtime.spawn(async move { inner.refresh().await }));
+    }
+
+    /// The slot map from the first node that gives it: the known primaries
+    /// first, then the seeds.
+    async fn read_slot_map(&self) -> Option<SlotMap> {
+        let mut candidates = self.read_map().primaries.clone();
+        candidates.extend(self.client.seed_addresses());
+        for node in candidates {
+            let reply = match self.connection(&node).await {
+                Ok(mut conn) => conn
+                    .req_packed_command(redis::cmd("CLUSTER").arg("SLOTS"))
+                    .await
+                    .and_then(Value::extract_error),
+                Err(e) => Err(e),
+            };
+            match reply {
+                Ok(reply) => {
+                    if let Some(map) = SlotMap::parse(&reply, &node) {
+                        return Some(map);
+                    }
+                }
+                Err(e) if is_connection_error(&e) => self.forget(&node),
+                Err(_) => {}
+            }
+        }
+        None
+    }
+
+    fn read_map(&self) -> std::sync::RwLockReadGuard<'_, SlotMap> {
+        self.map.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write_map(&self) -> std::sync::RwLockWriteGuard<'_, SlotMap> {
+        self.map.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Node {
+    fn current(&self) -> Option<MultiplexedConnection> {
+        self.current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The slot map as `seed` gives it, on a connection of its own (closed after).
+async fn read_slot_map(client: &ClusterClient, seed: &Address) -> RedisResult<SlotMap> {
+    let mut conn = client
+        .node_client(&seed.host, seed.port)?
+        .get_multiplexed_async_connection_with_config(&client.config)
+        .await?;
+    let reply = conn
+        .req_packed_command(redis::cmd("CLUSTER").arg("SLOTS"))
+        .await?
+        .extract_error()?;
+    SlotMap::parse(&reply, seed).ok_or_else(|| {
+        RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "unexpected CLUSTER SLOTS reply",
+            format!("{reply:?}"),
+        ))
+    })
+}
+
+/// Where a command goes.
+#[derive(Debug, PartialEq, Eq)]
+enum Route {
+    Slot(u16),
+    Primaries,
+}
+
+/// A command's route: `FCALL`, `EVALSHA` and `EVAL` by their first key
+/// (keyless ones to every primary, like [`KEYLESS`]), any other command by
+/// its first argument.
+fn route(cmd: &Cmd) -> Route {
+    let mut args = cmd.args_iter().filter_map(|arg| match arg {
+        redis::Arg::Simple(bytes) => Some(bytes),
+        _ => None,
+    });
+    let Some(name) = args.next() else {
+        return Route::Primaries;
+    };
+    let is = |names: &[&str]| {
+        names
+            .iter()
+            .any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+    };
+    if is(&KEYLESS) {
+        return Route::Primaries;
+    }
+    let key = if is(&["FCALL", "FCALL_RO", "EVALSHA", "EVAL"]) {
+        let _script = args.next();
+        let keys = args
+            .next()
+            .and_then(|n| std::str::from_utf8(n).ok()?.parse::<u64>().ok());
+        match keys {
+            Some(1..) => args.next(),
+            _ => None,
+        }
+    } else {
+        args.next()
+    };
+    match key {
+        Some(key) => Route::Slot(slot_of(key)),
+        None => Route::Primaries,
+    }
+}
+
+/// The node is unreachable or its connection is gone.
+fn is_connection_error(error: &RedisError) -> bool {
+    error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || error.is_io_error()
+        || error.is_unrecoverable_error()
+}
+
+fn is_function_load(cmd: &Cmd) -> bool {
+    cmd.args_iter().next().is_some_and(
+        |arg| matches!(arg, redis::Arg::Simple(name) if name.eq_ignore_ascii_case(b"FUNCTION")),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_go_to_their_first_key() {
+        let mut fcall = redis::cmd("FCALL");
+        fcall
+            .arg("limiter_x")
+            .arg(2)
+            .arg("p:{u}:tb")
+            .arg("p:{u}:fw")
+            .arg("acquire");
+        assert_eq!(route(&fcall), Route::Slot(slot_of(b"u")));
+        assert_eq!(
+            route(redis::cmd("SET").arg("ban:{k}").arg(1)),
+            Route::Slot(slot_of(b"k"))
+        );
+        assert_eq!(route(redis::cmd("FCALL").arg("f").arg(0)), Route::Primaries);
+        assert_eq!(route(redis::cmd("FUNCTION").arg("LOAD")), Route::Primaries);
+        assert_eq!(route(&redis::cmd("PING")), Route::Primaries);
+    }
+}
