@@ -605,7 +605,8 @@ fn redis(c: &mut Criterion) {
 /// A Redis Cluster (3 primaries, 3 replicas) beside one server, in the same
 /// run: the token bucket through `RedisBackend::cluster` and through one
 /// server, and the cluster's own ceiling, `EVALSHA` of `return 1` on a key
-/// of one slot through a plain redis-rs cluster connection. (All six nodes
+/// of one slot through a plain redis-rs cluster connection and through this
+/// crate's cluster routing (`RedisBackend::command`). (All six nodes
 /// share this machine's cores: no horizontal scaling can show here.)
 fn redis_cluster(c: &mut Criterion) {
     let cluster = limiter_test::redis_cluster::RedisCluster::start();
@@ -634,11 +635,19 @@ fn redis_cluster(c: &mut Criterion) {
                     .build()
                     .await
                     .unwrap();
-            Arc::new(limiter)
+            (backend, Arc::new(limiter))
         })
     };
-    let on_cluster = token_bucket_on(RedisBackend::cluster(cluster.seed_urls()));
-    let on_server = token_bucket_on(RedisBackend::builder(server.url()));
+    let (cluster_backend, on_cluster) = token_bucket_on(RedisBackend::cluster(cluster.seed_urls()));
+    let (_, on_server) = token_bucket_on(RedisBackend::builder(server.url()));
+    // The same ceiling through this crate's own cluster routing
+    // (`RedisBackend::command`), the client the limiter's row uses.
+    let mut load = redis::cmd("SCRIPT");
+    load.arg("LOAD").arg("return 1");
+    let sha: String = runtime.block_on(cluster_backend.command(&load)).unwrap();
+    let mut evalsha = redis::cmd("EVALSHA");
+    evalsha.arg(&sha).arg(1).arg("{bench}:ceiling");
+    let evalsha = Arc::new(evalsha);
     for concurrency in [1u64, 16, 64] {
         let mut group = c.benchmark_group(format!("redis-cluster/concurrency-{concurrency}"));
         group.throughput(Throughput::Elements(1));
@@ -658,6 +667,21 @@ fn redis_cluster(c: &mut Criterion) {
                                 .invoke_async(&mut conn)
                                 .await
                                 .unwrap();
+                            black_box(one);
+                        }
+                    })
+                })
+            },
+        );
+        group.bench_function(
+            BenchmarkId::new("ceiling-evalsha-return-1", "cluster-limiter-routing"),
+            |b| {
+                b.to_async(&runtime).iter_custom(|iters| {
+                    let (backend, cmd) = (cluster_backend.clone(), Arc::clone(&evalsha));
+                    run_concurrently(concurrency, iters, move |_| {
+                        let (backend, cmd) = (backend.clone(), Arc::clone(&cmd));
+                        async move {
+                            let one: i64 = backend.command(&cmd).await.unwrap();
                             black_box(one);
                         }
                     })
