@@ -116,6 +116,10 @@ impl ClusterClient {
 struct Node {
     current: Mutex<Option<MultiplexedConnection>>,
     connecting: tokio::sync::Mutex<()>,
+    /// Since when the node is known to be down (it timed out, or could not
+    /// be reached), if it is: its commands then fail at once, and one
+    /// background probe checks it every refresh interval.
+    down_since: Mutex<Option<Instant>>,
 }
 
 /// A connection to a whole cluster: cheap to clone (clones share it).
@@ -292,61 +296,134 @@ impl Inner {
         }
     }
 
-    /// One attempt on `node`, after `ASKING` when `asking` (sent together).
-    async fn send_to(&self, node: &Address, cmd: &Cmd, asking: bool) -> RedisResult<Value> {
-        let mut conn = self.connection(node).await?;
-        let reply = if asking {
-            let mut pipeline = redis::pipe();
-            pipeline.cmd("ASKING").add_command(cmd.clone());
-            conn.req_packed_commands(&pipeline, 1, 1)
-                .await?
-                .pop()
-                .unwrap_or(Value::Nil)
-        } else {
-            conn.req_packed_command(cmd).await?
-        };
-        let result = reply.extract_error();
+    /// One attempt on `node`, after `ASKING` when `asking` (sent together);
+    /// at once an error while the node is known to be down.
+    async fn send_to(
+        self: &Arc<Self>,
+        node: &Address,
+        cmd: &Cmd,
+        asking: bool,
+    ) -> RedisResult<Value> {
+        let state = self.node(node);
+        if let Some(since) = state.down_since() {
+            return Err(RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                format!(
+                    "Redis Cluster node {}:{} down for {}ms; probing every {:?}",
+                    node.host,
+                    node.port,
+                    since.elapsed().as_millis(),
+                    self.client.refresh_interval
+                ),
+            )));
+        }
+        let result = async {
+            let mut conn = self.connection(node).await?;
+            let reply = if asking {
+                let mut pipeline = redis::pipe();
+                pipeline.cmd("ASKING").add_command(cmd.clone());
+                conn.req_packed_commands(&pipeline, 1, 1)
+                    .await?
+                    .pop()
+                    .unwrap_or(Value::Nil)
+            } else {
+                conn.req_packed_command(cmd).await?
+            };
+            reply.extract_error()
+        }
+        .await;
         if let Err(e) = &result {
-            if is_connection_error(e) {
+            if e.is_timeout() {
+                self.forget(node);
+                self.mark_down(node, &state);
+            } else if is_connection_error(e) {
                 self.forget(node);
             }
         }
         result
     }
 
-    /// `node`'s connection, made now if there is none: connected, and
-    /// every registered library loaded, within the client's timeouts.
-    async fn connection(&self, node: &Address) -> RedisResult<MultiplexedConnection> {
-        let slot = Arc::clone(
+    /// `node`'s state, made on first use.
+    fn node(&self, node: &Address) -> Arc<Node> {
+        Arc::clone(
             self.nodes
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .entry(node.clone())
                 .or_default(),
+        )
+    }
+
+    /// `node`'s connection, made now if there is none: connected, and
+    /// every registered library loaded, within the client's timeouts. A
+    /// node that cannot be reached is marked down.
+    async fn connection(self: &Arc<Self>, node: &Address) -> RedisResult<MultiplexedConnection> {
+        let state = self.node(node);
+        if let Some(conn) = state.current() {
+            return Ok(conn);
+        }
+        let _turn = state.connecting.lock().await;
+        if let Some(conn) = state.current() {
+            return Ok(conn);
+        }
+        let opened = async {
+            let client = self.client.node_client(&node.host, node.port)?;
+            let mut conn = client
+                .get_multiplexed_async_connection_with_config(&self.client.config)
+                .await?;
+            let functions = self
+                .functions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            for function in &functions {
+                conn.req_packed_command(&function.load_command())
+                    .await?
+                    .extract_error()?;
+            }
+            Ok::<_, RedisError>(conn)
+        }
+        .await;
+        match opened {
+            Ok(conn) => {
+                *state.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(conn.clone());
+                Ok(conn)
+            }
+            Err(e) => {
+                if e.is_timeout() || is_connection_error(&e) {
+                    self.mark_down(node, &state);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Marks `node` down, unless it already is, and starts its probe.
+    fn mark_down(self: &Arc<Self>, node: &Address, state: &Node) {
+        {
+            let mut down = state
+                .down_since
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if down.is_some() {
+                return;
+            }
+            *down = Some(Instant::now());
+        }
+        tracing::warn!(
+            node = %format!("{}:{}", node.host, node.port),
+            "Redis Cluster node unavailable: its commands fail at once until a probe succeeds"
         );
-        if let Some(conn) = slot.current() {
-            return Ok(conn);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(probe(Arc::downgrade(self), node.clone()))),
+            // No runtime to probe on: the next command tries the node.
+            Err(_) => {
+                *state
+                    .down_since
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = None
+            }
         }
-        let _turn = slot.connecting.lock().await;
-        if let Some(conn) = slot.current() {
-            return Ok(conn);
-        }
-        let client = self.client.node_client(&node.host, node.port)?;
-        let mut conn = client
-            .get_multiplexed_async_connection_with_config(&self.client.config)
-            .await?;
-        let functions = self
-            .functions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        for function in &functions {
-            conn.req_packed_command(&function.load_command())
-                .await?
-                .extract_error()?;
-        }
-        *slot.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(conn.clone());
-        Ok(conn)
     }
 
     /// Drops `node`'s connection: the next command to it reconnects.
@@ -374,7 +451,7 @@ impl Inner {
     /// Reads the slot map again unless it was read within the refresh
     /// interval (or another caller is reading it: this one then waits for
     /// that read), bounded by the command timeout.
-    async fn refresh(&self) {
+    async fn refresh(self: &Arc<Self>) {
         let mut last = self.last_refresh.lock().await;
         if last.is_some_and(|at| at.elapsed() < self.client.refresh_interval) {
             return;
@@ -402,9 +479,12 @@ impl Inner {
 
     /// The slot map from the first node that gives it: the known primaries
     /// first, then the seeds.
-    async fn read_slot_map(&self) -> Option<SlotMap> {
+    async fn read_slot_map(self: &Arc<Self>) -> Option<SlotMap> {
         let mut candidates = self.read_map().primaries.clone();
         candidates.extend(self.client.seed_addresses());
+        // A node known to be down would hold the read up (a hung one for
+        // the timeouts): asked last.
+        candidates.sort_by_key(|n| self.node(n).down_since().is_some());
         for node in candidates {
             let reply = match self.connection(&node).await {
                 Ok(mut conn) => conn
@@ -441,6 +521,56 @@ impl Node {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    fn down_since(&self) -> Option<Instant> {
+        *self
+            .down_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The background probe of a node that is down: one `PING` per refresh
+/// interval, each bounded by the timeouts (a hung node costs the probe one
+/// command timeout, never a caller). Ends when the node answers, when the
+/// slot map no longer names it (it was failed over and is gone), or with
+/// the connection.
+async fn probe(inner: std::sync::Weak<Inner>, node: Address) {
+    loop {
+        let Some(interval) = inner.upgrade().map(|i| i.client.refresh_interval) else {
+            return;
+        };
+        tokio::time::sleep(interval).await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let state = inner.node(&node);
+        let answered = match inner.connection(&node).await {
+            Ok(mut conn) => conn
+                .req_packed_command(&redis::cmd("PING"))
+                .await
+                .and_then(Value::extract_error)
+                .is_ok(),
+            Err(_) => false,
+        };
+        if answered {
+            *state
+                .down_since
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = None;
+            tracing::info!(node = %format!("{}:{}", node.host, node.port), "Redis Cluster node available again");
+            return;
+        }
+        inner.forget(&node);
+        if !inner.read_map().primaries.contains(&node) {
+            inner
+                .nodes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&node);
+            return;
+        }
     }
 }
 

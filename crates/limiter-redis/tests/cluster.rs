@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use limiter_core::{Algorithm, Limiter, ManualClock, Policies, Policy, Rate};
 use limiter_redis::{RedisBackend, RedisLimiter};
-use limiter_test::redis_cluster::{ClusterNode, RedisCluster, Reply};
+use limiter_test::redis_cluster::{ClusterNode, RedisCluster, Reply, NODE_TIMEOUT_MS};
 use limiter_test::Harness;
 
 /// The binary's cluster, started on first use.
@@ -148,7 +148,12 @@ struct Stats {
     first_error_us: AtomicU64,
     last_error_us: AtomicU64,
     slowest_us: AtomicU64,
+    /// Decisions that took at least [`SLOW`].
+    slow: AtomicU64,
 }
+
+/// What counts as a slow decision in [`Report::slow`].
+const SLOW: Duration = Duration::from_millis(100);
 
 impl Default for Stats {
     fn default() -> Self {
@@ -158,6 +163,7 @@ impl Default for Stats {
             first_error_us: AtomicU64::new(u64::MAX),
             last_error_us: AtomicU64::new(0),
             slowest_us: AtomicU64::new(0),
+            slow: AtomicU64::new(0),
         }
     }
 }
@@ -204,6 +210,8 @@ struct Report {
     /// Per target: its first and last error, since the load started.
     error_span: Vec<Option<(Duration, Duration)>>,
     slowest: Vec<Duration>,
+    /// Per target: decisions that took at least [`SLOW`].
+    slow: Vec<u64>,
     decisions: u64,
     errors: Errors,
 }
@@ -237,6 +245,9 @@ impl Load {
                         let result = limiter.acquire(key, 1).await;
                         let took = sent.elapsed().as_micros() as u64;
                         stats[i].slowest_us.fetch_max(took, Ordering::Relaxed);
+                        if took >= SLOW.as_micros() as u64 {
+                            stats[i].slow.fetch_add(1, Ordering::Relaxed);
+                        }
                         match result {
                             Ok(decision) => {
                                 decisions.fetch_add(1, Ordering::Relaxed);
@@ -310,6 +321,7 @@ impl Load {
                 .iter()
                 .map(|s| Duration::from_micros(load(&s.slowest_us)))
                 .collect(),
+            slow: self.stats.iter().map(|s| load(&s.slow)).collect(),
             decisions: load(&self.decisions),
             errors,
         }
@@ -651,6 +663,138 @@ async fn live_resharding_under_load_answers_every_decision_and_never_over_admits
         } else {
             assert!(during[i] > 0 && admitted[i] < LARGE, "{key}");
         }
+    }
+}
+
+/// A hung primary (`SIGSTOP`, held for less than the cluster's node
+/// timeout, so no failover starts) while 64 tasks decide on keys of every
+/// primary: its callers wait at most one command timeout, once each (the
+/// decisions in flight when it hung); then its keys fail at once while a
+/// background probe checks it; the other primaries' keys never fail; once
+/// it resumes its keys are served again within a few probe intervals; and
+/// every state counts what was admitted (plus, at most, the decisions whose
+/// answer was lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_primary_costs_its_callers_one_command_timeout_at_most() {
+    const TASKS: usize = 64;
+    const COMMAND_TIMEOUT: Duration = Duration::from_millis(200);
+    const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+    const HUNG_FOR: Duration = Duration::from_millis(600);
+    /// From the resume to the last error on the hung node's keys: the
+    /// probe's next `PING` (one interval) answered, plus slack for CI.
+    const BACK_WITHIN: Duration = Duration::from_millis(1_000);
+    assert!(HUNG_FOR < Duration::from_millis(NODE_TIMEOUT_MS));
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .unwrap(),
+    );
+    let backend = RedisBackend::cluster(cluster.seed_urls())
+        .command_timeout(COMMAND_TIMEOUT)
+        .probe_interval(PROBE_INTERVAL)
+        .build_lazy()
+        .unwrap();
+    let limiter = limiter(
+        &backend,
+        Policy::sliding_log(Rate::per_hour(10_000)).unwrap(),
+        "hung",
+    )
+    .await;
+    let primaries = cluster.primaries();
+    let keys = keys_on(&cluster, &limiter, "hung", &primaries, 4);
+    let hung = primaries[0].clone();
+    let on_hung: Vec<bool> = keys
+        .iter()
+        .map(|k| cluster.node_for_key(&limiter.redis_key(k)) == hung)
+        .collect();
+    let targets: Vec<(Arc<RedisLimiter>, String)> = keys
+        .iter()
+        .map(|k| (Arc::clone(&limiter), k.clone()))
+        .collect();
+
+    let load = Load::start(targets.clone(), TASKS);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let paused_at = load.started.elapsed();
+    cluster.pause(&hung);
+    tokio::time::sleep(HUNG_FOR).await;
+    cluster.resume(&hung);
+    let resumed_at = load.started.elapsed();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let report = load.stop().await;
+    for (i, key) in keys.iter().enumerate() {
+        assert_eq!(
+            cluster.node_for_key(&limiter.redis_key(key)) == hung,
+            on_hung[i],
+            "no failover was meant to start"
+        );
+    }
+    let sum = |hung_side: bool, figures: &[u64]| -> u64 {
+        (0..keys.len())
+            .filter(|&i| on_hung[i] == hung_side)
+            .map(|i| figures[i])
+            .sum()
+    };
+    let longest = |hung_side: bool| {
+        (0..keys.len())
+            .filter(|&i| on_hung[i] == hung_side)
+            .map(|i| report.slowest[i])
+            .max()
+            .unwrap_or_default()
+    };
+    let last_error = (0..keys.len())
+        .filter(|&i| on_hung[i])
+        .filter_map(|i| report.error_span[i].map(|(_, last)| last))
+        .max();
+    eprintln!(
+        "hung primary {}: paused at {paused_at:?}, resumed at {resumed_at:?}; {} decisions; \
+         on its keys {} errors (last at {last_error:?}), {} slow (>= {SLOW:?}), slowest {:?}; \
+         on the others' keys {} errors, {} slow, slowest {:?}; samples {:?}",
+        hung.port,
+        report.decisions,
+        sum(true, &report.errors_per_target),
+        sum(true, &report.slow),
+        longest(true),
+        sum(false, &report.errors_per_target),
+        sum(false, &report.slow),
+        longest(false),
+        report.errors.samples
+    );
+    assert!(
+        longest(true) <= COMMAND_TIMEOUT + Duration::from_millis(250),
+        "a caller of the hung node waited {:?}; the command timeout is {COMMAND_TIMEOUT:?}",
+        longest(true)
+    );
+    // One per caller (64 in every run here), and a quarter more for a
+    // loaded machine's pauses; without the node's circuit every caller
+    // would wait out a timeout again and again while it hangs (about 190).
+    assert!(
+        sum(true, &report.slow) <= (TASKS + TASKS / 4) as u64,
+        "{} slow decisions on the hung node's keys: more than one per caller",
+        sum(true, &report.slow)
+    );
+    assert!(
+        sum(true, &report.errors_per_target) > 0,
+        "the hung node's callers were told"
+    );
+    assert_eq!(
+        sum(false, &report.errors_per_target),
+        0,
+        "the other primaries' keys failed: {:?}",
+        report.errors.samples
+    );
+    let last_error = last_error.expect("errors on the hung node's keys");
+    assert!(
+        last_error <= resumed_at + BACK_WITHIN,
+        "the hung node's keys failed until {last_error:?}, resumed at {resumed_at:?}"
+    );
+    let counted = counted(&targets).await;
+    for (i, key) in keys.iter().enumerate() {
+        let (admitted, errors) = (report.admitted[i], report.errors_per_target[i]);
+        assert!(
+            counted[i] >= admitted && counted[i] <= admitted + errors,
+            "{key}: {admitted} admitted, {errors} errors, the state counts {}",
+            counted[i]
+        );
     }
 }
 

@@ -547,13 +547,36 @@ impl RedisCluster {
             node: victim.clone(),
             slots,
         });
-        let node = self
-            .nodes
-            .iter()
-            .find(|n| n.id == victim.id)
-            .expect("every primary is one of the nodes");
-        lock(&node.server).kill();
+        lock(&self.server_of(&victim).server).kill();
         victim
+    }
+
+    /// The process behind `node`.
+    fn server_of(&self, node: &ClusterNode) -> &Node {
+        self.nodes
+            .iter()
+            .find(|n| n.id == node.id)
+            .unwrap_or_else(|| panic!("{node:?} is not one of the cluster's nodes"))
+    }
+
+    /// Suspends `node` with `SIGSTOP`, as a hung node: it accepts
+    /// connections and answers nothing until [`resume`](Self::resume). Held
+    /// for less than [`NODE_TIMEOUT_MS`], no failover starts.
+    ///
+    /// # Panics
+    ///
+    /// If `node` is not one of the cluster's nodes.
+    pub fn pause(&self, node: &ClusterNode) {
+        lock(&self.server_of(node).server).pause();
+    }
+
+    /// Resumes a node [`pause`](Self::pause)d with `SIGCONT`.
+    ///
+    /// # Panics
+    ///
+    /// If `node` is not one of the cluster's nodes.
+    pub fn resume(&self, node: &ClusterNode) {
+        lock(&self.server_of(node).server).resume();
     }
 
     /// Waits until the slots of the primary [`kill_primary`](Self::kill_primary)
