@@ -666,6 +666,53 @@ async fn live_resharding_under_load_answers_every_decision_and_never_over_admits
     }
 }
 
+/// A cluster whose nodes require a password (`requirepass`): the backend
+/// reaches every primary with the builder's password, or with one in the
+/// seed URLs, and decides exactly (ten of 40 on a key of each primary);
+/// without it, building fails with the server's refusal in the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_with_a_password_needs_it_and_decides_exactly_with_it() {
+    const PASSWORD: &str = "s3cret-cluster";
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(|| RedisCluster::start_with_password(PASSWORD))
+            .await
+            .unwrap(),
+    );
+    let refused = RedisBackend::cluster(cluster.seed_urls())
+        .build()
+        .await
+        .expect_err("no password, no cluster");
+    assert!(chain(&refused).contains("NOAUTH"), "{}", chain(&refused));
+
+    let with_urls: Vec<String> = cluster
+        .seed_urls()
+        .iter()
+        .map(|url| url.replacen("redis://", &format!("redis://:{PASSWORD}@"), 1))
+        .collect();
+    let backends = [
+        RedisBackend::cluster(cluster.seed_urls())
+            .password(PASSWORD)
+            .build()
+            .await
+            .unwrap(),
+        RedisBackend::cluster(with_urls).build().await.unwrap(),
+    ];
+    for (i, backend) in backends.iter().enumerate() {
+        let policy = Policy::fixed_window(Rate::per_hour(10)).unwrap();
+        let name = format!("password-{i}");
+        let limiter = limiter(backend, policy, &name).await;
+        let keys = keys_on(&cluster, &limiter, &name, &cluster.primaries(), 1);
+        assert_eq!(keys.len(), 3);
+        for key in keys {
+            let mut admitted = 0;
+            for _ in 0..40 {
+                admitted += u32::from(limiter.acquire(&key, 1).await.unwrap().allowed);
+            }
+            assert_eq!(admitted, 10, "{key} (backend {i})");
+        }
+    }
+}
+
 /// A hung primary (`SIGSTOP`, held for less than the cluster's node
 /// timeout, so no failover starts) while 64 tasks decide on keys of every
 /// primary: its callers wait at most one command timeout, once each (the

@@ -143,6 +143,8 @@ impl Reply {
 /// tasks use it.
 pub struct RedisCluster {
     nodes: Vec<Node>,
+    /// Every node's `requirepass` (and `masterauth`), if any.
+    password: Option<String>,
     /// The slot ranges of the primary [`kill_primary`](Self::kill_primary)
     /// killed last, for [`wait_for_failover`](Self::wait_for_failover).
     last_killed: Mutex<Option<Killed>>,
@@ -227,6 +229,20 @@ impl RedisCluster {
     /// command), or if the cluster does not form within 30 seconds (with
     /// every node's view).
     pub fn start() -> Self {
+        Self::start_inner(None)
+    }
+
+    /// [`start`](Self::start), every node requiring `password` (`requirepass`,
+    /// and `masterauth` for its replica): clients must authenticate.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_with_password(password: &str) -> Self {
+        Self::start_inner(Some(password.to_owned()))
+    }
+
+    fn start_inner(password: Option<String>) -> Self {
         ensure_cli_installed();
         let ports = free_ports::<{ 2 * 2 * PRIMARIES }>();
         let (ports, bus_ports) = ports.split_at(2 * PRIMARIES);
@@ -234,7 +250,10 @@ impl RedisCluster {
             let starting: Vec<_> = ports
                 .iter()
                 .zip(bus_ports)
-                .map(|(&port, &bus_port)| scope.spawn(move || start_node(port, bus_port)))
+                .map(|(&port, &bus_port)| {
+                    let password = password.as_deref();
+                    scope.spawn(move || start_node(port, bus_port, password))
+                })
                 .collect();
             starting
                 .into_iter()
@@ -250,7 +269,7 @@ impl RedisCluster {
             .zip(bus_ports)
             .map(|(server, &bus_port)| {
                 let port = server.port();
-                let id = call(port, &["CLUSTER", "MYID"])
+                let id = call(port, password.as_deref(), &["CLUSTER", "MYID"])
                     .unwrap_or_else(|e| panic!("CLUSTER MYID on port {port}: {e}"))
                     .text();
                 Node {
@@ -263,6 +282,7 @@ impl RedisCluster {
             .collect();
         let cluster = Self {
             nodes,
+            password,
             last_killed: Mutex::new(None),
         };
         cluster.create();
@@ -277,7 +297,11 @@ impl RedisCluster {
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
-        let output = Command::new("redis-cli")
+        let mut cli = Command::new("redis-cli");
+        if let Some(password) = &self.password {
+            cli.args(["-a", password, "--no-auth-warning"]);
+        }
+        let output = cli
             .args(["--cluster", "create"])
             .args(&addresses)
             .args(["--cluster-replicas", "1", "--cluster-yes"])
@@ -429,8 +453,14 @@ impl RedisCluster {
     ///
     /// If the node cannot be reached within 5 seconds.
     pub fn command(&self, node: &ClusterNode, args: &[&str]) -> Reply {
-        call(node.port, args)
+        self.call(node.port, args)
             .unwrap_or_else(|e| panic!("{} on node {}: {e}", args.join(" "), node.port))
+    }
+
+    /// One command on the node at `port`, authenticated when the cluster
+    /// has a password.
+    fn call(&self, port: u16, args: &[&str]) -> std::io::Result<Reply> {
+        call(port, self.password.as_deref(), args)
     }
 
     /// Moves `slot` and its keys from the primary that serves it to `to`
@@ -490,7 +520,11 @@ impl RedisCluster {
             if keys.is_empty() {
                 break;
             }
-            let mut migrate = vec!["MIGRATE", "127.0.0.1", &to_port, "", "0", "5000", "KEYS"];
+            let mut migrate = vec!["MIGRATE", "127.0.0.1", &to_port, "", "0", "5000"];
+            if let Some(password) = &self.password {
+                migrate.extend(["AUTH", password.as_str()]);
+            }
+            migrate.push("KEYS");
             migrate.extend(keys.iter().map(String::as_str));
             let reply = self.command(&from, &migrate);
             // NOKEY: every key expired or was deleted meanwhile.
@@ -632,7 +666,7 @@ impl RedisCluster {
         let mut replicas_by_themselves: Vec<String> = Vec::new();
         let mut replicas_by_view: Vec<Vec<String>> = Vec::new();
         for node in &live {
-            let Ok(info) = call(node.port, &["CLUSTER", "INFO"]) else {
+            let Ok(info) = self.call(node.port, &["CLUSTER", "INFO"]) else {
                 return false;
             };
             if !matches!(&info, Reply::Bulk(Some(_))) || !info.text().contains("cluster_state:ok") {
@@ -679,7 +713,7 @@ impl RedisCluster {
             let me = view.iter().find(|n| n.has_flag("myself"));
             if let Some(me) = me.filter(|me| me.has_flag("slave")) {
                 replicas_by_themselves.push(me.id.clone());
-                let Ok(replication) = call(node.port, &["INFO", "replication"]) else {
+                let Ok(replication) = self.call(node.port, &["INFO", "replication"]) else {
                     return false;
                 };
                 if !replication.text().contains("master_link_status:up") {
@@ -700,7 +734,7 @@ impl RedisCluster {
     }
 
     fn try_view_of(&self, node: &ClusterNode) -> Option<Vec<NodeLine>> {
-        match call(node.port, &["CLUSTER", "NODES"]).ok()? {
+        match self.call(node.port, &["CLUSTER", "NODES"]).ok()? {
             Reply::Bulk(Some(text)) => Some(
                 String::from_utf8_lossy(&text)
                     .lines()
@@ -755,7 +789,8 @@ impl RedisCluster {
                 out.push_str(&format!("-- node {} (killed)\n", node.port));
                 continue;
             }
-            let state = call(node.port, &["CLUSTER", "INFO"])
+            let state = self
+                .call(node.port, &["CLUSTER", "INFO"])
                 .map(|r| {
                     r.text()
                         .lines()
@@ -764,7 +799,8 @@ impl RedisCluster {
                         .to_owned()
                 })
                 .unwrap_or_else(|e| e.to_string());
-            let nodes = call(node.port, &["CLUSTER", "NODES"])
+            let nodes = self
+                .call(node.port, &["CLUSTER", "NODES"])
                 .map(|r| r.text())
                 .unwrap_or_else(|e| e.to_string());
             out.push_str(&format!("-- node {} {state}\n{nodes}", node.port));
@@ -806,29 +842,30 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Starts one cluster node on `port`, its cluster bus on `bus_port`.
-fn start_node(port: u16, bus_port: u16) -> RedisServer {
+fn start_node(port: u16, bus_port: u16, password: Option<&str>) -> RedisServer {
     let bus_port = bus_port.to_string();
     let node_timeout = NODE_TIMEOUT_MS.to_string();
     let config_file = format!("nodes-{port}.conf");
-    RedisServer::start_on_port(
-        port,
-        &[
-            "--cluster-enabled",
-            "yes",
-            "--cluster-port",
-            &bus_port,
-            "--cluster-node-timeout",
-            &node_timeout,
-            "--cluster-config-file",
-            &config_file,
-            // A replica takes over however long it was cut off.
-            "--cluster-replica-validity-factor",
-            "0",
-            // Replicas sync at once (the default waits 5 s for others).
-            "--repl-diskless-sync-delay",
-            "0",
-        ],
-    )
+    let mut args = vec![
+        "--cluster-enabled",
+        "yes",
+        "--cluster-port",
+        &bus_port,
+        "--cluster-node-timeout",
+        &node_timeout,
+        "--cluster-config-file",
+        &config_file,
+        // A replica takes over however long it was cut off.
+        "--cluster-replica-validity-factor",
+        "0",
+        // Replicas sync at once (the default waits 5 s for others).
+        "--repl-diskless-sync-delay",
+        "0",
+    ];
+    if let Some(password) = password {
+        args.extend(["--requirepass", password, "--masterauth", password]);
+    }
+    RedisServer::start_on_port(port, &args)
 }
 
 /// Whether sorted, `(first, last, owner)` ranges cover 0..16384 exactly.
@@ -860,18 +897,34 @@ fn ensure_cli_installed() {
 
 /// Sends one command (as a RESP array, so any argument works) on a new
 /// connection and reads its reply, within 5 seconds.
-fn call(port: u16, args: &[&str]) -> std::io::Result<Reply> {
+fn call(port: u16, password: Option<&str>, args: &[&str]) -> std::io::Result<Reply> {
     let stream = TcpStream::connect(("127.0.0.1", port))?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
-    let mut request = format!("*{}\r\n", args.len()).into_bytes();
-    for arg in args {
-        request.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        request.extend_from_slice(arg.as_bytes());
-        request.extend_from_slice(b"\r\n");
+    let mut request = Vec::new();
+    let mut encode = |args: &[&str]| {
+        request.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for arg in args {
+            request.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+            request.extend_from_slice(arg.as_bytes());
+            request.extend_from_slice(b"\r\n");
+        }
+    };
+    if let Some(password) = password {
+        encode(&["AUTH", password]);
     }
+    encode(args);
     (&stream).write_all(&request)?;
-    read_reply(&mut BufReader::new(stream))
+    let mut reader = BufReader::new(stream);
+    if password.is_some() {
+        let auth = read_reply(&mut reader)?;
+        if auth.is_error() {
+            return Err(std::io::Error::other(format!(
+                "AUTH on port {port}: {auth:?}"
+            )));
+        }
+    }
+    read_reply(&mut reader)
 }
 
 /// Reads one RESP2 reply.
