@@ -11,8 +11,13 @@
 //! goes with the next call, sent as soon as one of them is answered. The
 //! call is atomic and decides its requests in arrival order, so the
 //! decisions are those of the same requests sent one at a time.
+//!
+//! On a cluster a call's keys must share a slot, so requests queue per
+//! slot (a lane): decisions on one hot key (a global limit, say) share
+//! calls as on one server, and decisions spread over many keys, each
+//! alone in its lane, are sent at once, never held back by the others.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use limiter_core::backend::all_of;
@@ -41,13 +46,12 @@ pub(crate) struct Decider {
     pub(crate) keys: Box<[KeyLayout]>,
     /// The function of every part, with their constants written in.
     pub(crate) function: LuaFunction,
-    /// Whether decisions are batched: not on a cluster, where a call's
-    /// keys must share a slot, so only decisions on one user key could
-    /// share a call; limiting a cluster's calls in flight to share them
-    /// cost more than it saved (0.14x of the cluster's ceiling against
-    /// 0.42x unbatched, in the benches' spread over 10,000 keys).
-    batches: bool,
-    queue: Mutex<Queue>,
+    /// Whether requests queue per slot (on a cluster) rather than in one
+    /// lane.
+    lanes_by_slot: bool,
+    /// The waiting requests and calls in flight of each lane; a lane is
+    /// dropped when idle.
+    lanes: Mutex<HashMap<u16, Queue>>,
 }
 
 #[derive(Default)]
@@ -71,17 +75,28 @@ impl Decider {
         function: LuaFunction,
     ) -> Self {
         Self {
-            batches: !backend.is_cluster(),
+            lanes_by_slot: backend.is_cluster(),
             policies,
             backend,
             keys,
             function,
-            queue: Mutex::default(),
+            lanes: Mutex::default(),
+        }
+    }
+
+    /// `request`'s lane: its slot on a cluster (every part's key shares
+    /// it), else the one lane.
+    fn lane(&self, request: &Request) -> u16 {
+        if self.lanes_by_slot {
+            crate::slot_map::slot_of(self.keys[0].state_key(&request.key).as_bytes())
+        } else {
+            0
         }
     }
 
     /// Decides `request`: at once in a call of its own, or, while
-    /// [`MAX_IN_FLIGHT`] calls are in flight, in the next batch.
+    /// [`MAX_IN_FLIGHT`] calls of its lane are in flight, in the lane's
+    /// next batch.
     ///
     /// Requests wait only while every turn is taken, and a turn is given up
     /// only when none waits; so a request that takes a turn is alone, and
@@ -92,11 +107,10 @@ impl Decider {
         self: &Arc<Self>,
         request: Request,
     ) -> Result<SetDecision, BackendError> {
-        if !self.batches {
-            return self.call_alone(&request).await;
-        }
+        let lane = self.lane(&request);
         let turn = {
-            let mut queue = self.lock();
+            let mut lanes = self.lock();
+            let queue = lanes.entry(lane).or_default();
             if queue.in_flight < MAX_IN_FLIGHT {
                 queue.in_flight += 1;
                 Ok(request)
@@ -109,7 +123,7 @@ impl Decider {
         match turn {
             Ok(request) => {
                 // Passed on when dropped: answered, or given up.
-                let _turn = Turn(self);
+                let _turn = Turn(self, lane);
                 self.call_alone(&request).await
             }
             Err(answered) => answered.await.unwrap_or_else(|_| {
@@ -121,25 +135,30 @@ impl Decider {
         }
     }
 
-    /// Sends `batch`, then every batch that waits, until none does.
-    async fn serve(self: Arc<Self>, mut batch: Batch) {
+    /// Sends `batch`, then every batch that waits in `lane`, until none does.
+    async fn serve(self: Arc<Self>, lane: u16, mut batch: Batch) {
         loop {
             self.answer(batch).await;
-            match self.next() {
+            match self.next(lane) {
                 Some(next) => batch = next,
                 None => return,
             }
         }
     }
 
-    /// The next batch, keeping the call's turn; or `None`, giving it up.
-    fn next(&self) -> Option<Batch> {
-        let mut queue = self.lock();
+    /// The next batch of `lane`, keeping the call's turn; or `None`,
+    /// giving it up (and dropping the lane once idle).
+    fn next(&self, lane: u16) -> Option<Batch> {
+        let mut lanes = self.lock();
+        let queue = lanes.get_mut(&lane)?;
         if queue.waiting.is_empty() {
             queue.in_flight -= 1;
+            if queue.in_flight == 0 {
+                lanes.remove(&lane);
+            }
             None
         } else {
-            Some(Self::take(&mut queue))
+            Some(Self::take(queue))
         }
     }
 
@@ -214,26 +233,33 @@ impl Decider {
         Ok(all_of(&decisions[..read], cost, |i| reset_now[i]))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Queue> {
-        // The queue is consistent between statements: a panic elsewhere
+    fn lock(&self) -> MutexGuard<'_, HashMap<u16, Queue>> {
+        // The lanes are consistent between statements: a panic elsewhere
         // leaves nothing half done.
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+        self.lanes.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-/// A call's turn, taken by a request sent from its own task: passed on when
-/// dropped (answered, or the caller gave up).
-struct Turn<'a>(&'a Arc<Decider>);
+/// A call's turn in a lane, taken by a request sent from its own task:
+/// passed on when dropped (answered, or the caller gave up).
+struct Turn<'a>(&'a Arc<Decider>, u16);
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        if let Some(batch) = self.0.next() {
+        let Self(decider, lane) = *self;
+        if let Some(batch) = decider.next(lane) {
             match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => drop(runtime.spawn(Arc::clone(self.0).serve(batch))),
+                Ok(runtime) => drop(runtime.spawn(Arc::clone(decider).serve(lane, batch))),
                 // No runtime to send them on: their callers are told.
                 Err(_) => {
                     drop(batch);
-                    self.0.lock().in_flight -= 1;
+                    let mut lanes = decider.lock();
+                    if let Some(queue) = lanes.get_mut(&lane) {
+                        queue.in_flight -= 1;
+                        if queue.in_flight == 0 && queue.waiting.is_empty() {
+                            lanes.remove(&lane);
+                        }
+                    }
                 }
             }
         }

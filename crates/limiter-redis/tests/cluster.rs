@@ -666,6 +666,59 @@ async fn live_resharding_under_load_answers_every_decision_and_never_over_admits
     }
 }
 
+/// Decisions on one hot key of a cluster share calls (its slot's lane, see
+/// `batch.rs`), exactly: 64 tasks of 20 acquires each on one key with a
+/// limit of 500 admit 500, in fewer `FCALL`s on its primary than
+/// decisions; keys spread over the primaries are decided too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_on_a_hot_key_share_calls_and_stay_exact() {
+    const TASKS: usize = 64;
+    const EACH: usize = 20;
+    const LIMIT: u64 = 500;
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .unwrap(),
+    );
+    let backend = backend(&cluster);
+    let policy = Policy::sliding_log(Rate::per_hour(LIMIT)).unwrap();
+    let limiter = limiter(&backend, policy, "hot").await;
+    let owner = cluster.node_for_key(&limiter.redis_key("global"));
+    let fcalls = |node: &ClusterNode| {
+        let stats = cluster.command(node, &["INFO", "commandstats"]).text();
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_fcall:calls="))
+            .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = fcalls(&owner);
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let limiter = Arc::clone(&limiter);
+            tokio::spawn(async move {
+                let mut admitted = 0;
+                for _ in 0..EACH {
+                    admitted += u64::from(limiter.acquire("global", 1).await.unwrap().allowed);
+                }
+                admitted
+            })
+        })
+        .collect();
+    let mut admitted = 0;
+    for task in tasks {
+        admitted += task.await.unwrap();
+    }
+    let calls = fcalls(&owner) - before;
+    let decisions = (TASKS * EACH) as u64;
+    eprintln!("hot key: {decisions} decisions in {calls} calls, {admitted} admitted");
+    assert_eq!(admitted, LIMIT);
+    assert!(
+        calls < decisions,
+        "{decisions} concurrent decisions took {calls} calls: none shared"
+    );
+}
+
 /// A cluster whose nodes require a password (`requirepass`): the backend
 /// reaches every primary with the builder's password, or with one in the
 /// seed URLs, and decides exactly (ten of 40 on a key of each primary);
