@@ -1,6 +1,7 @@
 //! TLS (`rediss://`, feature `tls-rustls`) against a redis-server serving
 //! TLS with a throwaway CA: decisions match the core; a server whose
-//! certificate the client does not trust is refused with a clear error.
+//! certificate the client does not trust is refused with a clear error;
+//! and a Redis Cluster serving TLS is reached on every primary.
 //!
 //! Built only with the feature (`[[test]] required-features` in
 //! Cargo.toml); `scripts/test` runs it:
@@ -12,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use limiter_core::{Error, Limiter, ManualClock, Policy, Rate};
 use limiter_redis::{BackendError, BackendErrorKind, RedisBackend, RedisLimiter};
-use limiter_test::redis_server::{unrelated_ca_pem, RedisServer};
+use limiter_test::redis_cluster::RedisCluster;
+use limiter_test::redis_server::{fresh_prefix, unrelated_ca_pem, RedisServer};
 use limiter_test::ModelLimiter;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
@@ -119,5 +121,58 @@ async fn a_root_certificate_without_a_certificate_is_a_configuration_error() {
             assert_eq!(e.kind(), BackendErrorKind::Config, "{e}");
         }
         other => panic!("expected a configuration error, got {}", other.chain()),
+    }
+}
+
+/// A Redis Cluster serving TLS (its bus and replication too): the cluster
+/// backend, seeded by `rediss://` URLs and trusting the throwaway CA, finds
+/// every primary's TLS port in `CLUSTER SLOTS` and decides exactly on a key
+/// of each (ten of 40); without the CA, building fails naming the
+/// certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_cluster_is_reached_on_every_primary() {
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start_tls)
+        .await
+        .unwrap();
+    let cluster_backend = || {
+        RedisBackend::cluster(cluster.tls_seed_urls())
+            .connection_timeout(TIMEOUT)
+            .command_timeout(TIMEOUT)
+    };
+    let error = cluster_backend().build().await.unwrap_err();
+    let message = error.chain().to_string();
+    assert!(
+        message.to_lowercase().contains("certificate"),
+        "the error names the certificate: {message}"
+    );
+    let backend = cluster_backend()
+        .tls_root_certificate(cluster.ca_pem())
+        .build()
+        .await
+        .unwrap();
+    let limiter =
+        RedisLimiter::builder(&backend, Policy::fixed_window(Rate::per_hour(10)).unwrap())
+            .key_prefix(fresh_prefix("tls-cluster"))
+            .build()
+            .await
+            .unwrap();
+    let primaries = cluster.primaries();
+    let mut keys: Vec<(String, u16)> = Vec::new();
+    for n in 0.. {
+        let key = format!("user:{n}");
+        let owner = cluster.node_for_key(&limiter.redis_key(&key)).port;
+        if !keys.iter().any(|(_, port)| *port == owner) {
+            keys.push((key, owner));
+        }
+        if keys.len() == primaries.len() {
+            break;
+        }
+    }
+    for (key, owner) in keys {
+        let mut admitted = 0;
+        for _ in 0..40 {
+            admitted += u32::from(limiter.acquire(&key, 1).await.unwrap().allowed);
+        }
+        assert_eq!(admitted, 10, "{key} on the primary of port {owner}");
     }
 }

@@ -12,7 +12,9 @@ pub const OPENSSL_HINT: &str =
 
 /// Writes `ca.key`/`ca.crt` (a throwaway CA) and `server.key`/`server.crt`
 /// (for `127.0.0.1` and `localhost`, signed by it) into `dir`: ECDSA P-256,
-/// valid for two days. `dir` is created if missing.
+/// valid for two days. `dir` is created if missing. The server certificate
+/// is good for clients too (`clientAuth`): cluster nodes present it to each
+/// other on the TLS cluster bus, which always checks the peer's.
 ///
 /// # Panics
 ///
@@ -25,7 +27,7 @@ pub fn generate(dir: &Path) {
         dir.join("server.ext"),
         "basicConstraints=critical,CA:FALSE\n\
          keyUsage=critical,digitalSignature,keyEncipherment\n\
-         extendedKeyUsage=serverAuth\n\
+         extendedKeyUsage=serverAuth,clientAuth\n\
          subjectAltName=IP:127.0.0.1,DNS:localhost\n",
     )
     .expect("write server.ext");

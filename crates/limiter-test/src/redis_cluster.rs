@@ -31,12 +31,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::redis_server::{free_ports, RedisServer};
+use crate::redis_server::{free_ports, unique_dir, RedisServer};
 
 /// What a missing `redis-cli` panics with: how to install it.
 pub const CLI_INSTALL_HINT: &str =
@@ -145,6 +146,8 @@ pub struct RedisCluster {
     nodes: Vec<Node>,
     /// Every node's `requirepass` (and `masterauth`), if any.
     password: Option<String>,
+    /// The throwaway CA and node certificate, when the nodes serve TLS.
+    tls_dir: Option<PathBuf>,
     /// The slot ranges of the primary [`kill_primary`](Self::kill_primary)
     /// killed last, for [`wait_for_failover`](Self::wait_for_failover).
     last_killed: Mutex<Option<Killed>>,
@@ -157,9 +160,19 @@ struct Killed {
     slots: Vec<(u16, u16)>,
 }
 
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.tls_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
 /// One node: its server (stopped once killed) and its identity.
 struct Node {
     port: u16,
+    /// The TLS port, when the cluster serves TLS.
+    tls_port: Option<u16>,
     bus_port: u16,
     id: String,
     server: Mutex<RedisServer>,
@@ -229,7 +242,7 @@ impl RedisCluster {
     /// command), or if the cluster does not form within 30 seconds (with
     /// every node's view).
     pub fn start() -> Self {
-        Self::start_inner(None)
+        Self::start_inner(None, false)
     }
 
     /// [`start`](Self::start), every node requiring `password` (`requirepass`,
@@ -239,20 +252,45 @@ impl RedisCluster {
     ///
     /// As [`start`](Self::start).
     pub fn start_with_password(password: &str) -> Self {
-        Self::start_inner(Some(password.to_owned()))
+        Self::start_inner(Some(password.to_owned()), false)
     }
 
-    fn start_inner(password: Option<String>) -> Self {
+    /// [`start`](Self::start), every node also serving TLS on a port of its
+    /// own with a certificate of a throwaway CA ([`ca_pem`](Self::ca_pem)),
+    /// the cluster bus and replication over TLS too (`tls-cluster`,
+    /// `tls-replication`). A TLS client learns the nodes' TLS ports from
+    /// `CLUSTER SLOTS`; the harness itself keeps to the plain ports.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start), or if `openssl` is missing or fails.
+    pub fn start_tls() -> Self {
+        Self::start_inner(None, true)
+    }
+
+    fn start_inner(password: Option<String>, tls: bool) -> Self {
         ensure_cli_installed();
-        let ports = free_ports::<{ 2 * 2 * PRIMARIES }>();
-        let (ports, bus_ports) = ports.split_at(2 * PRIMARIES);
+        let tls_dir = tls.then(|| {
+            let dir = unique_dir().with_extension("cluster-tls");
+            crate::certificates::generate(&dir);
+            dir
+        });
+        let ports = free_ports::<{ 3 * 2 * PRIMARIES }>();
+        let (ports, rest) = ports.split_at(2 * PRIMARIES);
+        let (bus_ports, tls_ports) = rest.split_at(2 * PRIMARIES);
+        let tls_ports: Vec<Option<u16>> = tls_ports
+            .iter()
+            .map(|&p| tls_dir.as_ref().map(|_| p))
+            .collect();
         let servers: Vec<RedisServer> = thread::scope(|scope| {
             let starting: Vec<_> = ports
                 .iter()
                 .zip(bus_ports)
-                .map(|(&port, &bus_port)| {
+                .zip(&tls_ports)
+                .map(|((&port, &bus_port), &tls_port)| {
                     let password = password.as_deref();
-                    scope.spawn(move || start_node(port, bus_port, password))
+                    let tls = tls_port.zip(tls_dir.as_deref());
+                    scope.spawn(move || start_node(port, bus_port, password, tls))
                 })
                 .collect();
             starting
@@ -267,13 +305,15 @@ impl RedisCluster {
         let nodes: Vec<Node> = servers
             .into_iter()
             .zip(bus_ports)
-            .map(|(server, &bus_port)| {
+            .zip(tls_ports)
+            .map(|((server, &bus_port), tls_port)| {
                 let port = server.port();
                 let id = call(port, password.as_deref(), &["CLUSTER", "MYID"])
                     .unwrap_or_else(|e| panic!("CLUSTER MYID on port {port}: {e}"))
                     .text();
                 Node {
                     port,
+                    tls_port,
                     bus_port,
                     id,
                     server: Mutex::new(server),
@@ -283,6 +323,7 @@ impl RedisCluster {
         let cluster = Self {
             nodes,
             password,
+            tls_dir,
             last_killed: Mutex::new(None),
         };
         cluster.create();
@@ -290,7 +331,9 @@ impl RedisCluster {
         cluster
     }
 
-    /// `redis-cli --cluster create` over every node.
+    /// `redis-cli --cluster create` over every node, within
+    /// [`SETTLE_TIMEOUT`] (redis-cli itself waits for the nodes to join
+    /// without end: nodes that cannot talk to each other would hang the test).
     fn create(&self) {
         let addresses: Vec<String> = self
             .nodes
@@ -301,13 +344,32 @@ impl RedisCluster {
         if let Some(password) = &self.password {
             cli.args(["-a", password, "--no-auth-warning"]);
         }
-        let output = cli
+        let mut child = cli
             .args(["--cluster", "create"])
             .args(&addresses)
             .args(["--cluster-replicas", "1", "--cluster-yes"])
             .stdin(Stdio::null())
-            .output()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .unwrap_or_else(|e| panic!("{CLI_INSTALL_HINT} (running it failed: {e})"));
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        while child.try_wait().ok().flatten().is_none() {
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let output = child.wait_with_output().ok();
+                panic!(
+                    "redis-cli --cluster create {} did not finish within {SETTLE_TIMEOUT:?}:\n{}\n{}",
+                    addresses.join(" "),
+                    output.map_or_else(String::new, |o| String::from_utf8_lossy(&o.stdout).into_owned()),
+                    self.describe()
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let output = child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("reading redis-cli's output: {e}"));
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(
             output.status.success() && stdout.contains("All 16384 slots covered"),
@@ -325,6 +387,37 @@ impl RedisCluster {
             .iter()
             .map(|n| format!("redis://127.0.0.1:{}/", n.port))
             .collect()
+    }
+
+    /// Every node's TLS URL (`rediss://127.0.0.1:TLS_PORT/`), for a cluster
+    /// started with [`start_tls`](Self::start_tls).
+    ///
+    /// # Panics
+    ///
+    /// If the cluster does not serve TLS.
+    pub fn tls_seed_urls(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| {
+                let port = n.tls_port.expect("not a TLS cluster: use start_tls");
+                format!("rediss://127.0.0.1:{port}/")
+            })
+            .collect()
+    }
+
+    /// The PEM of the CA that signed the nodes' certificate, for a cluster
+    /// started with [`start_tls`](Self::start_tls).
+    ///
+    /// # Panics
+    ///
+    /// If the cluster does not serve TLS.
+    pub fn ca_pem(&self) -> Vec<u8> {
+        let dir = self
+            .tls_dir
+            .as_ref()
+            .expect("not a TLS cluster: use start_tls");
+        let path = dir.join("ca.crt");
+        std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
     }
 
     /// Every node, as started (killed ones included).
@@ -842,7 +935,14 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Starts one cluster node on `port`, its cluster bus on `bus_port`.
-fn start_node(port: u16, bus_port: u16, password: Option<&str>) -> RedisServer {
+/// One node on `port`, its bus on `bus_port`; with `tls`, also serving TLS
+/// on its port with the certificates in its directory.
+fn start_node(
+    port: u16,
+    bus_port: u16,
+    password: Option<&str>,
+    tls: Option<(u16, &Path)>,
+) -> RedisServer {
     let bus_port = bus_port.to_string();
     let node_timeout = NODE_TIMEOUT_MS.to_string();
     let config_file = format!("nodes-{port}.conf");
@@ -865,6 +965,29 @@ fn start_node(port: u16, bus_port: u16, password: Option<&str>) -> RedisServer {
     if let Some(password) = password {
         args.extend(["--requirepass", password, "--masterauth", password]);
     }
+    let tls_args: Vec<String> = match tls {
+        Some((tls_port, dir)) => {
+            let file = |name: &str| dir.join(name).to_string_lossy().into_owned();
+            vec![
+                "--tls-port".to_owned(),
+                tls_port.to_string(),
+                "--tls-cert-file".to_owned(),
+                file("server.crt"),
+                "--tls-key-file".to_owned(),
+                file("server.key"),
+                "--tls-ca-cert-file".to_owned(),
+                file("ca.crt"),
+                "--tls-auth-clients".to_owned(),
+                "no".to_owned(),
+                "--tls-cluster".to_owned(),
+                "yes".to_owned(),
+                "--tls-replication".to_owned(),
+                "yes".to_owned(),
+            ]
+        }
+        None => Vec::new(),
+    };
+    args.extend(tls_args.iter().map(String::as_str));
     RedisServer::start_on_port(port, &args)
 }
 

@@ -495,7 +495,7 @@ pub fn unrelated_ca_pem() -> Vec<u8> {
 
 /// A fresh directory name under the system temp dir, unique per process
 /// and per call.
-fn unique_dir() -> PathBuf {
+pub(crate) fn unique_dir() -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
