@@ -37,7 +37,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::redis_server::{free_ports, unique_dir, RedisServer};
+use crate::redis_server::{free_ports, tls_args, unique_dir, RedisServer};
 
 /// What a missing `redis-cli` panics with: how to install it.
 pub const CLI_INSTALL_HINT: &str =
@@ -966,25 +966,11 @@ fn start_node(
         args.extend(["--requirepass", password, "--masterauth", password]);
     }
     let tls_args: Vec<String> = match tls {
-        Some((tls_port, dir)) => {
-            let file = |name: &str| dir.join(name).to_string_lossy().into_owned();
-            vec![
-                "--tls-port".to_owned(),
-                tls_port.to_string(),
-                "--tls-cert-file".to_owned(),
-                file("server.crt"),
-                "--tls-key-file".to_owned(),
-                file("server.key"),
-                "--tls-ca-cert-file".to_owned(),
-                file("ca.crt"),
-                "--tls-auth-clients".to_owned(),
-                "no".to_owned(),
-                "--tls-cluster".to_owned(),
-                "yes".to_owned(),
-                "--tls-replication".to_owned(),
-                "yes".to_owned(),
-            ]
-        }
+        // The bus and replication over TLS too.
+        Some((tls_port, dir)) => tls_args(tls_port, dir)
+            .into_iter()
+            .chain(["--tls-cluster", "yes", "--tls-replication", "yes"].map(str::to_owned))
+            .collect(),
         None => Vec::new(),
     };
     args.extend(tls_args.iter().map(String::as_str));

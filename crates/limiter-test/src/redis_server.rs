@@ -139,19 +139,7 @@ impl RedisServer {
         let dir = unique_dir();
         let tls_dir = dir.with_extension("tls");
         crate::certificates::generate(&tls_dir);
-        let file = |name: &str| tls_dir.join(name).to_string_lossy().into_owned();
-        let extra_args = vec![
-            "--tls-port".to_owned(),
-            tls_port.to_string(),
-            "--tls-cert-file".to_owned(),
-            file("server.crt"),
-            "--tls-key-file".to_owned(),
-            file("server.key"),
-            "--tls-ca-cert-file".to_owned(),
-            file("ca.crt"),
-            "--tls-auth-clients".to_owned(),
-            "no".to_owned(),
-        ];
+        let extra_args = tls_args(tls_port, &tls_dir);
         let mut server = Self {
             port,
             dir,
@@ -491,6 +479,25 @@ pub fn unrelated_ca_pem() -> Vec<u8> {
     let pem = std::fs::read(dir.join("ca.crt")).expect("the CA certificate was written");
     let _ = std::fs::remove_dir_all(&dir);
     pem
+}
+
+/// The arguments serving TLS on `tls_port` with the certificates
+/// [`generate`](crate::certificates::generate) wrote into `dir` (clients
+/// need no certificate of their own).
+pub(crate) fn tls_args(tls_port: u16, dir: &Path) -> Vec<String> {
+    let file = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    vec![
+        "--tls-port".to_owned(),
+        tls_port.to_string(),
+        "--tls-cert-file".to_owned(),
+        file("server.crt"),
+        "--tls-key-file".to_owned(),
+        file("server.key"),
+        "--tls-ca-cert-file".to_owned(),
+        file("ca.crt"),
+        "--tls-auth-clients".to_owned(),
+        "no".to_owned(),
+    ]
 }
 
 /// A fresh directory name under the system temp dir, unique per process
