@@ -81,7 +81,8 @@ impl LuaFunction {
             let p = i + 1;
             let _ = writeln!(
                 code,
-                "    local a{p}, r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}, x{p} = {}(KEYS[k + {p}], {}, {}, {}, {})",
+                "    local a{p}, r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}, x{p}, y{p}, z{p}, v{p} = \
+                 {}(KEYS[k + {p}], {}, {}, {}, {})",
                 ALGORITHMS[policy.algorithm()].1,
                 policy.tick_us(),
                 policy.window_ticks(),
@@ -93,7 +94,7 @@ impl LuaFunction {
             .map(|p| format!("a{p}"))
             .collect::<Vec<_>>();
         let commits = (1..=parts.len())
-            .map(|p| format!("x{p}()"))
+            .map(|p| format!("x{p}(y{p}, z{p}, v{p})"))
             .collect::<Vec<_>>();
         let _ = writeln!(
             code,

@@ -5,7 +5,7 @@
 -- units admitted in it.
 -- Called as the prelude describes: decides without writing, and returns
 -- (allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff,
--- write) in ticks, t_eff = max(t div q, T_s).
+-- write, and write's arguments) in ticks, t_eff = max(t div q, T_s).
 --
 -- Every value stays below 2^53, exact in Lua's doubles. An admission sets
 -- the key's TTL to its reset_after (at least the floor).
@@ -27,10 +27,8 @@ local function fixed_window(key, tick, W, L)
   if count > 0 then reset_now = until_next end
   if count + n <= L then
     local counted = count + n
-    local function write()
-      save(key, pack('<dd', start, counted), ttl_ms(tick, t, t_eff, until_next))
-    end
-    return true, L - counted, 0, until_next, reset_now, 0, t_eff, write
+    return true, L - counted, 0, until_next, reset_now, 0, t_eff,
+      save, key, pack('<dd', start, counted), ttl_ms(tick, t, t_eff, until_next)
   end
   return false, L - count, until_next, reset_now, reset_now, 0, t_eff, nil
 end

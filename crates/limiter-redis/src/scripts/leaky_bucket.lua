@@ -6,7 +6,7 @@
 -- admission.
 -- Called as the prelude describes: decides without writing, and returns
 -- (allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff,
--- write) in ticks, t_eff = max(t div q, T_s).
+-- write, and write's arguments) in ticks, t_eff = max(t div q, T_s).
 --
 -- Every value stays below 2^53 (4*Q*W <= 2^53 by the choice of tick; the
 -- drain is capped at the time to drain from full), exact in Lua's doubles.
@@ -32,10 +32,8 @@ local function leaky_bucket(key, tick, W, L, Q)
     local wait = ceil_div(s, L)
     local queued = s + need
     local reset_after = ceil_div(queued, L)
-    local function write()
-      save(key, pack('<dd', queued, t_eff), ttl_ms(tick, t, t_eff, reset_after))
-    end
-    return true, floor((full - queued) / W), 0, reset_after, reset_now, wait, t_eff, write
+    return true, floor((full - queued) / W), 0, reset_after, reset_now, wait, t_eff,
+      save, key, pack('<dd', queued, t_eff), ttl_ms(tick, t, t_eff, reset_after)
   end
   return false, floor((full - s) / W), ceil_div(s + need - full, L), reset_now, reset_now, 0,
     t_eff, nil

@@ -46,13 +46,16 @@
 -- the request without writing, and returns
 --
 --   allowed (boolean), remaining, retry_after, reset_after, reset_now,
---   wait, t_eff, write
+--   wait, t_eff, write, w1, w2, w3
 --
 -- durations in the policy's ticks; reset_after is the key's reset after
 -- the admission when allowed (docs/spec.md section 1), reset_now the reset
 -- of its state as it stands (what a denied policy set reports for a part
--- that would have admitted, docs/spec.md section 7); write commits the
--- admission (nil when denied).
+-- that would have admitted, docs/spec.md section 7); write(w1, w2, w3)
+-- commits the admission (write is nil when denied). A function and its
+-- arguments rather than a closure: the string states commit with save
+-- itself, and a closure made per decision costs Redis's Lua about as much
+-- as a sixth of the whole decision (measured in a loop inside one call).
 
 local floor, min, max, ceil, format, pack, unpack, concat
 local acquire, n, time_us, server_us

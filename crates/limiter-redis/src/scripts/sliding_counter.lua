@@ -7,7 +7,7 @@
 -- units admitted in the previous window, c = in the current one.
 -- Called as the prelude describes: decides without writing, and returns
 -- (allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff,
--- write) in ticks, t_eff = max(t div q, T_s).
+-- write, and write's arguments) in ticks, t_eff = max(t div q, T_s).
 --
 -- Every value stays below 2^53 (L*W <= 2^51 by the choice of tick), exact
 -- in Lua's doubles. An admission sets the key's TTL to its reset_after (at
@@ -44,10 +44,8 @@ local function sliding_counter(key, tick, W, L)
   if weighted_prev + (curr + n) * W <= L * W then
     local counted = curr + n
     local reset = reset_after(counted)
-    local function write()
-      save(key, pack('<ddd', start, prev, counted), ttl_ms(tick, t, t_eff, reset))
-    end
-    return true, remaining(counted), 0, reset, reset_now, 0, t_eff, write
+    return true, remaining(counted), 0, reset, reset_now, 0, t_eff,
+      save, key, pack('<ddd', start, prev, counted), ttl_ms(tick, t, t_eff, reset)
   end
   local retry_after
   if curr + n <= L then

@@ -13,7 +13,7 @@
 -- down to the window's count.
 -- Called as the prelude describes: decides without writing, and returns
 -- (allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff,
--- write) in ticks, t_eff = max(t div q, T_s), T_s = the newest admission.
+-- write) in ticks (write, a closure here, takes no arguments), t_eff = max(t div q, T_s), T_s = the newest admission.
 --
 -- Every value stays below 2^53, exact in Lua's doubles. A denial writes
 -- nothing (not even the dropping of old entries); an admission sets the

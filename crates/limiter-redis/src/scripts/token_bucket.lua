@@ -6,7 +6,7 @@
 -- exact), l = tick of the last admission.
 -- Called as the prelude describes: decides without writing, and returns
 -- (allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff,
--- write) in ticks, t_eff = max(t div q, T_s).
+-- write, and write's arguments) in ticks, t_eff = max(t div q, T_s).
 --
 -- Every value stays below 2^53 (4*C*W <= 2^53 by the choice of tick; the
 -- refill is capped at the time to fill from empty), exact in Lua's doubles.
@@ -31,10 +31,8 @@ local function token_bucket(key, tick, W, L, C)
   if s >= need then
     local left = s - need
     local reset_after = ceil_div(full - left, L)
-    local function write()
-      save(key, pack('<dd', left, t_eff), ttl_ms(tick, t, t_eff, reset_after))
-    end
-    return true, floor(left / W), 0, reset_after, reset_now, 0, t_eff, write
+    return true, floor(left / W), 0, reset_after, reset_now, 0, t_eff,
+      save, key, pack('<dd', left, t_eff), ttl_ms(tick, t, t_eff, reset_after)
   end
   return false, floor(s / W), ceil_div(need - s, L), reset_now, reset_now, 0, t_eff, nil
 end
