@@ -179,10 +179,8 @@ impl ClusterConnection {
                 last_refresh: tokio::sync::Mutex::new(Some(Instant::now())),
             }),
         };
-        let connects = primaries.iter().map(|p| conn.inner.connection(p));
-        for result in join_all(connects).await {
-            drop(result);
-        }
+        // A primary that fails now is marked down, and its probe takes over.
+        let _ = join_all(primaries.iter().map(|p| conn.inner.connection(p))).await;
         Ok(conn)
     }
 
@@ -241,17 +239,16 @@ impl Inner {
                     Target::Owner
                 }
                 _ if error.is_timeout() => {
-                    // A hung node: its next command reconnects, and a
+                    // A hung node (now marked down by `send_to`): a
                     // failover may be under way.
-                    self.forget(&node);
                     self.refresh_in_background();
                     return Err(error);
                 }
                 _ if is_connection_error(&error) => {
-                    self.forget(&node);
-                    // A dropped connection to a live node: once more on a
-                    // new one. A node that refuses: the map may have moved
-                    // on (a failover), else the error is the caller's.
+                    // A dropped connection to a live node (dropped by
+                    // `send_to`): once more on a new one. A node that
+                    // refuses: the map may have moved on (a failover),
+                    // else the error is the caller's.
                     if !reconnected && error.is_connection_dropped() {
                         reconnected = true;
                     } else {
