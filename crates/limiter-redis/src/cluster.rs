@@ -32,9 +32,10 @@ const RETRIES: u32 = 8;
 /// now, doubling each time up to sixteen times this.
 const RETRY_WAIT: Duration = Duration::from_millis(10);
 
-/// Commands without a key: sent to every primary (the first reply is the
-/// answer), such as `FUNCTION LOAD`, which each primary needs.
-const KEYLESS: [&str; 4] = ["PING", "FUNCTION", "SCRIPT", "DBSIZE"];
+/// Commands whose first argument is not a key: sent to every primary (the
+/// first reply is the answer), such as `FUNCTION LOAD`, which each
+/// primary needs. (A command without arguments goes to every primary too.)
+const KEYLESS: [&str; 3] = ["PING", "FUNCTION", "SCRIPT"];
 
 /// The function libraries to load on every new node connection, shared with
 /// the backend, which registers them.

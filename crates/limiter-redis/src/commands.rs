@@ -16,7 +16,9 @@ impl RedisBackend {
     /// connection replaced and the command retried once, and while Redis
     /// is known to be down an [`Error::Backend`](limiter_core::Error::Backend)
     /// at once, without a round trip. On a cluster it goes to the node of
-    /// its first key. A reply of another type is an `Error::Backend` too.
+    /// its first key; `PING`, `FUNCTION …`, `SCRIPT …` and commands without
+    /// arguments go to every primary, and the first reply is the answer. A
+    /// reply of another type is an `Error::Backend` too.
     ///
     /// ```no_run
     /// # async fn run(redis: limiter_redis::RedisBackend) -> Result<(), limiter_core::Error> {
