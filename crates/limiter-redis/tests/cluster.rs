@@ -666,6 +666,44 @@ async fn live_resharding_under_load_answers_every_decision_and_never_over_admits
     }
 }
 
+/// A new primary (an empty node joined to the cluster) takes a slot with
+/// active keys: the backend follows the `MOVED` to a node it has never
+/// seen, loads the function library there before its first `FCALL` (no
+/// "function not found" on the new node), and the moved state counts on:
+/// 5 admitted before the move, 5 after, then denials (limit 10).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_primary_gets_the_library_before_its_first_decision() {
+    let mut cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let backend = backend(&cluster);
+    let policy = Policy::fixed_window(Rate::per_hour(10)).unwrap();
+    let limiter = limiter(&backend, policy, "new-primary").await;
+    let key = "user:new-primary";
+    let mut admitted = 0;
+    for _ in 0..5 {
+        admitted += u32::from(limiter.acquire(key, 1).await.unwrap().allowed);
+    }
+    let (cluster, new) = tokio::task::spawn_blocking(move || {
+        let new = cluster.add_primary();
+        (cluster, new)
+    })
+    .await
+    .unwrap();
+    let slot = cluster.slot_of(&limiter.redis_key(key));
+    assert_eq!(cluster.migrate_slot(slot, &new), 1, "the key's state moved");
+    for _ in 0..15 {
+        admitted += u32::from(limiter.acquire(key, 1).await.unwrap().allowed);
+    }
+    assert_eq!(admitted, 10, "the moved state went on counting");
+    assert_eq!(cluster.node_for_key(&limiter.redis_key(key)), new);
+    assert_eq!(
+        error_count(&cluster, &new, "ERR"),
+        0,
+        "the new primary answered an error (function not found?)"
+    );
+}
+
 /// Decisions on one hot key of a cluster share calls (its slot's lane, see
 /// `batch.rs`), exactly: 64 tasks of 20 acquires each on one key with a
 /// limit of 500 admit 500, in fewer `FCALL`s on its primary than

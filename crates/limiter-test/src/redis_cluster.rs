@@ -585,10 +585,12 @@ impl RedisCluster {
     ) -> usize {
         let from = self.node_of_slot(slot);
         let primaries = self.primaries();
-        assert!(
-            primaries.contains(to),
-            "migrate_slot: {to:?} is not a primary"
-        );
+        // A primary without slots yet (see `add_primary`) may take one.
+        let to_is_primary = self
+            .view_of(&self.any_live())
+            .iter()
+            .any(|n| n.id == to.id && n.is_primary() && !n.is_failing());
+        assert!(to_is_primary, "migrate_slot: {to:?} is not a primary");
         if &from == to {
             return 0;
         }
@@ -684,6 +686,51 @@ impl RedisCluster {
             .iter()
             .find(|n| n.id == node.id)
             .unwrap_or_else(|| panic!("{node:?} is not one of the cluster's nodes"))
+    }
+
+    /// Starts one more node, empty, and joins it to the cluster as a
+    /// primary without slots (`CLUSTER MEET`); returns it once every node
+    /// sees it and its own view is whole (`cluster_state:ok`). Move slots to it with [`migrate_slot`](Self::migrate_slot).
+    ///
+    /// # Panics
+    ///
+    /// If the node does not start, or the cluster does not see it within
+    /// 30 seconds.
+    pub fn add_primary(&mut self) -> ClusterNode {
+        let [port, bus_port, tls_port] = free_ports::<3>();
+        let tls = self.tls_dir.as_deref().map(|dir| (tls_port, dir));
+        let server = start_node(port, bus_port, self.password.as_deref(), tls);
+        let id = self
+            .call(port, &["CLUSTER", "MYID"])
+            .unwrap_or_else(|e| panic!("CLUSTER MYID on port {port}: {e}"))
+            .text();
+        let (port_text, bus_text) = (port.to_string(), bus_port.to_string());
+        let meet = self.command(
+            &self.any_live(),
+            &["CLUSTER", "MEET", "127.0.0.1", &port_text, &bus_text],
+        );
+        assert_eq!(meet, Reply::Status("OK".to_owned()), "CLUSTER MEET {port}");
+        self.nodes.push(Node {
+            port,
+            tls_port: tls.map(|(p, _)| p),
+            bus_port,
+            id: id.clone(),
+            server: Mutex::new(server),
+        });
+        let node = ClusterNode { port, id };
+        self.wait_until(SETTLE_TIMEOUT, "the new node to join", || {
+            let state_ok = self
+                .call(port, &["CLUSTER", "INFO"])
+                .is_ok_and(|info| info.text().contains("cluster_state:ok"));
+            state_ok
+                && self.live_nodes().iter().all(|n| {
+                    self.try_view_of(n).is_some_and(|view| {
+                        view.iter()
+                            .any(|line| line.id == node.id && line.is_primary() && line.connected)
+                    })
+                })
+        });
+        node
     }
 
     /// Suspends `node` with `SIGSTOP`, as a hung node: it accepts
