@@ -815,9 +815,11 @@ async fn a_cluster_with_a_password_needs_it_and_decides_exactly_with_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_primary_costs_its_callers_one_command_timeout_at_most() {
     const TASKS: usize = 64;
-    const COMMAND_TIMEOUT: Duration = Duration::from_millis(200);
+    // Long enough that a healthy node answers within it on a loaded CI
+    // machine; the hang longer still, and shorter than the node timeout.
+    const COMMAND_TIMEOUT: Duration = Duration::from_millis(300);
     const PROBE_INTERVAL: Duration = Duration::from_millis(100);
-    const HUNG_FOR: Duration = Duration::from_millis(600);
+    const HUNG_FOR: Duration = Duration::from_millis(800);
     /// From the resume to the last error on the hung node's keys: the
     /// probe's next `PING` (one interval) answered, plus slack for CI.
     const BACK_WITHIN: Duration = Duration::from_millis(1_000);
