@@ -30,14 +30,13 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{BufRead, BufReader, ErrorKind, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::redis_server::{free_ports, tls_args, unique_dir, RedisServer};
+use crate::redis_server::{connect_local, free_ports, tls_args, unique_dir, RedisServer};
 
 /// What a missing `redis-cli` panics with: how to install it.
 pub const CLI_INSTALL_HINT: &str =
@@ -1054,7 +1053,7 @@ fn ensure_cli_installed() {
 /// Sends one command (as a RESP array, so any argument works) on a new
 /// connection and reads its reply, within 5 seconds.
 fn call(port: u16, password: Option<&str>, args: &[&str]) -> std::io::Result<Reply> {
-    let stream = TcpStream::connect(("127.0.0.1", port))?;
+    let stream = connect_local(port)?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
     let mut request = Vec::new();

@@ -591,21 +591,36 @@ fn raw_query(port: u16, command: &str) -> std::io::Result<String> {
 }
 
 fn send_inline(port: u16, command: &str, timeout: Duration) -> std::io::Result<TcpStream> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    let mut stream = connect_local(port)?;
     stream.set_read_timeout(Some(timeout))?;
     stream.write_all(format!("{command}\r\n").as_bytes())?;
     Ok(stream)
 }
 
-/// Reads up to and including CRLF; returns the line without it.
+/// A connection to `127.0.0.1:port`, tried again when a signal interrupts
+/// it (`EINTR`: a test process that spawns children gets `SIGCHLD`).
+pub(crate) fn connect_local(port: u16) -> std::io::Result<TcpStream> {
+    loop {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            connected => return connected,
+        }
+    }
+}
+
+/// Reads up to and including CRLF; returns the line without it. A read
+/// interrupted by a signal (`EINTR`: a test process that spawns children
+/// gets `SIGCHLD`) is read again.
 fn read_line(stream: &mut TcpStream) -> std::io::Result<String> {
     let mut reply = Vec::new();
     let mut byte = [0u8];
     while !reply.ends_with(b"\r\n") {
-        if stream.read(&mut byte)? == 0 {
-            break;
+        match stream.read(&mut byte) {
+            Ok(0) => break,
+            Ok(_) => reply.push(byte[0]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
-        reply.push(byte[0]);
     }
     Ok(String::from_utf8_lossy(&reply).trim_end().to_owned())
 }
