@@ -1256,6 +1256,13 @@ mod tests {
             .collect();
         let replica = cluster.replicas_of(&primaries[1]);
         assert_eq!(replica.len(), 1, "{replica:?}");
+        // Replication is asynchronous: the keys just moved to this primary
+        // survive its death only once its replica has them.
+        assert_eq!(
+            cluster.command(&primaries[1], &["WAIT", "1", "5000"]),
+            Reply::Integer(1),
+            "the replica acknowledged every write"
+        );
         let killed_at = Instant::now();
         let killed = cluster.kill_primary(1);
         assert_eq!(killed, primaries[1]);
