@@ -21,6 +21,7 @@ use redis::{
     RedisResult, RetryMethod, Value,
 };
 
+use crate::circuit::Circuit;
 use crate::scripts::LuaFunction;
 use crate::slot_map::{slot_of, Address, SlotMap};
 
@@ -117,10 +118,11 @@ impl ClusterClient {
 struct Node {
     current: Mutex<Option<MultiplexedConnection>>,
     connecting: tokio::sync::Mutex<()>,
-    /// Since when the node is known to be down (it timed out, or could not
-    /// be reached), if it is: its commands then fail at once, and one
-    /// background probe checks it every refresh interval.
-    down_since: Mutex<Option<Instant>>,
+    /// Open while the node is known to be down (it timed out, or could
+    /// not be reached): its commands then fail at once, and one background
+    /// probe checks it every refresh interval. The backend's own circuit,
+    /// per node.
+    circuit: Circuit,
 }
 
 /// A connection to a whole cluster: cheap to clone (clones share it).
@@ -303,14 +305,19 @@ impl Inner {
         asking: bool,
     ) -> RedisResult<Value> {
         let state = self.node(node);
-        if let Some(since) = state.down_since() {
+        if state.circuit.is_open() {
+            let (ago, cause) = state
+                .circuit
+                .outage()
+                .map(|o| (o.since.elapsed(), o.cause))
+                .unwrap_or_default();
             return Err(RedisError::from(std::io::Error::new(
                 std::io::ErrorKind::ConnectionRefused,
                 format!(
-                    "Redis Cluster node {}:{} down for {}ms; probing every {:?}",
+                    "Redis Cluster node {}:{} down for {}ms ({cause}); probing every {:?}",
                     node.host,
                     node.port,
-                    since.elapsed().as_millis(),
+                    ago.as_millis(),
                     self.client.refresh_interval
                 ),
             )));
@@ -333,7 +340,7 @@ impl Inner {
         if let Err(e) = &result {
             if e.is_timeout() {
                 self.forget(node);
-                self.mark_down(node, &state);
+                self.mark_down(node, &state, e);
             } else if is_connection_error(e) {
                 self.forget(node);
             }
@@ -389,38 +396,28 @@ impl Inner {
             }
             Err(e) => {
                 if e.is_timeout() || is_connection_error(&e) {
-                    self.mark_down(node, &state);
+                    self.mark_down(node, &state, &e);
                 }
                 Err(e)
             }
         }
     }
 
-    /// Marks `node` down, unless it already is, and starts its probe.
-    fn mark_down(self: &Arc<Self>, node: &Address, state: &Node) {
-        {
-            let mut down = state
-                .down_since
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if down.is_some() {
-                return;
-            }
-            *down = Some(Instant::now());
+    /// Marks `node` down because of `cause`, and starts its probe unless
+    /// it was down already.
+    fn mark_down(self: &Arc<Self>, node: &Address, state: &Node, cause: &RedisError) {
+        if !state.circuit.trip(cause.to_string()) {
+            return;
         }
         tracing::warn!(
+            cause = %cause,
             node = %format!("{}:{}", node.host, node.port),
             "Redis Cluster node unavailable: its commands fail at once until a probe succeeds"
         );
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => drop(runtime.spawn(probe(Arc::downgrade(self), node.clone()))),
             // No runtime to probe on: the next command tries the node.
-            Err(_) => {
-                *state
-                    .down_since
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = None
-            }
+            Err(_) => drop(state.circuit.close()),
         }
     }
 
@@ -482,7 +479,7 @@ impl Inner {
         candidates.extend(self.client.seed_addresses());
         // A node known to be down would hold the read up (a hung one for
         // the timeouts): asked last.
-        candidates.sort_by_key(|n| self.node(n).down_since().is_some());
+        candidates.sort_by_key(|n| self.node(n).circuit.is_open());
         for node in candidates {
             let reply = match self.connection(&node).await {
                 Ok(mut conn) => conn
@@ -520,13 +517,6 @@ impl Node {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
-
-    fn down_since(&self) -> Option<Instant> {
-        *self
-            .down_since
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
 }
 
 /// The background probe of a node that is down: one `PING` per refresh
@@ -553,11 +543,12 @@ async fn probe(inner: std::sync::Weak<Inner>, node: Address) {
             Err(_) => false,
         };
         if answered {
-            *state
-                .down_since
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = None;
-            tracing::info!(node = %format!("{}:{}", node.host, node.port), "Redis Cluster node available again");
+            let lasted = state.circuit.close().unwrap_or_default();
+            tracing::info!(
+                node = %format!("{}:{}", node.host, node.port),
+                outage_ms = lasted.as_millis() as u64,
+                "Redis Cluster node available again"
+            );
             return;
         }
         inner.forget(&node);
