@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use limiter_core::backend::{PerAlgorithm, TickDecision};
-use limiter_core::{Decision, Policy};
+use limiter_core::{Algorithm, Decision, Policy};
 use redis::Cmd;
 
 use crate::keys::KeyLayout;
@@ -70,11 +70,16 @@ impl LuaFunction {
                 code.push_str(ALGORITHMS[algorithm].0);
             }
         }
+        // Every algorithm but the sliding log (a sorted set) keeps its
+        // state in a string, which `start` reads up front with one MGET.
+        let prefetch = parts
+            .iter()
+            .any(|policy| policy.algorithm() != Algorithm::SlidingLog);
         let _ = write!(
             code,
-            "local function decide(KEYS, ARGV)\n  start()\n  local replies = {{}}\n  \
-             for r = 1, #ARGV / 3 do\n    begin(ARGV, 3 * (r - 1))\n    \
-             local k = {} * (r - 1)\n",
+            "local function decide(KEYS, ARGV)\n  start(KEYS, {prefetch})\n  \
+             local replies = {{}}\n  for r = 1, #ARGV / 3 do\n    \
+             begin(ARGV, 3 * (r - 1))\n    local k = {} * (r - 1)\n",
             parts.len()
         );
         for (i, policy) in parts.iter().enumerate() {

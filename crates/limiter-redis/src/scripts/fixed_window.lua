@@ -7,13 +7,13 @@
 -- (allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff,
 -- write, and write's arguments) in ticks, t_eff = max(t div q, T_s).
 --
--- Every value stays below 2^53, exact in Lua's doubles. An admission sets
--- the key's TTL to its reset_after (at least the floor).
+-- Every value stays below 2^53, exact in Lua's doubles. An admission leaves
+-- the key a TTL of at least its reset_after (and the floor; see save).
 
 local function fixed_window(key, tick, W, L)
   local t = floor(time_us / tick)
   local start_s, count_s = 0, 0
-  local state = redis.call('GET', key)
+  local state = get(key)
   if state then
     start_s, count_s = unpack('<dd', state)
   end

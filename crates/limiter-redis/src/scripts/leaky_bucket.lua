@@ -10,14 +10,14 @@
 --
 -- Every value stays below 2^53 (4*Q*W <= 2^53 by the choice of tick; the
 -- drain is capped at the time to drain from full), exact in Lua's doubles.
--- An admission sets the key's TTL to its reset_after, the time to drain
--- (at least the floor).
+-- An admission leaves the key a TTL of at least its reset_after, the time
+-- to drain (and the floor; see save).
 
 local function leaky_bucket(key, tick, W, L, Q)
   local t = floor(time_us / tick)
   local full = Q * W
   local s, last = 0, 0
-  local state = redis.call('GET', key)
+  local state = get(key)
   if state then
     s, last = unpack('<dd', state)
   end

@@ -23,21 +23,25 @@
 -- ARGV[3r-1]  cost n, 1 <= n <= every policy's max cost (checked by the caller)
 -- ARGV[3r]    request time in µs since the epoch, or "" for Redis TIME
 --
--- It defines, for the algorithms that follow: start(), which each call
--- starts with, and begin(ARGV, o), which each request starts with (o =
--- 3(r-1)) and which sets acquire, n and time_us (Redis TIME is read once
--- per call: the call is atomic, its requests are simultaneous); floor,
+-- It defines, for the algorithms that follow: start(KEYS, prefetch), which
+-- each call starts with (prefetch: read every string state of the call
+-- with one MGET, when some part keeps one), and begin(ARGV, o), which each
+-- request starts with (o = 3(r-1)) and which sets acquire, n and time_us
+-- (Redis TIME is read once per call: the call is atomic, its requests are
+-- simultaneous); get(key) (a string state as this call last left it);
+-- floor,
 -- min, max, ceil (math's, bound as locals on the first call: a library's
 -- top level may not touch math, and a local costs less than a global
 -- lookup per use); concat (table's);
 -- pack and unpack (struct's: the string states are two or three
 -- little-endian doubles, '<dd' or '<ddd', exact for integers below 2^53 and
--- far cheaper for Redis's Lua than formatting and matching text); ceil_div;
+-- far cheaper for Redis's Lua than formatting and matching text); spread
+-- (Lua's own unpack, of a table); ceil_div;
 -- num (an integer as a string, never in exponent form); bit (a boolean as
 -- 0 or 1, for the reply);
 -- ttl_ms(tick, t, t_eff, reset_after) (a key's TTL after an admission, in
--- ms); save(key, value, ms) (a string state and its TTL in one SET) and
--- expire(key, ms) (the TTL of a state kept in another type).
+-- ms); save(key, value, ms) (a string state, with a TTL of at least ms, in
+-- one SET) and expire(key, ms) (the TTL of a state kept in another type).
 --
 -- Each algorithm's function takes (key, tick, W, L, max_cost) — the tick q
 -- in µs (docs/spec.md section 5), the window W in ticks, the limit L (for
@@ -57,16 +61,38 @@
 -- itself, and a closure made per decision costs Redis's Lua about as much
 -- as a sixth of the whole decision (measured in a loop inside one call).
 
-local floor, min, max, ceil, format, pack, unpack, concat
+local floor, min, max, ceil, format, pack, unpack, concat, spread
 local acquire, n, time_us, server_us
+-- The string states of this call's keys, by key: read by one MGET at the
+-- start (a missing key, or one of another type, is false), then as each
+-- save leaves them. One MGET of k keys costs Redis about half of k GETs
+-- (each redis.call has its own overhead), and a key decided twice in one
+-- call reads its first decision's write.
+local states
 
-local function start()
+local function start(KEYS, prefetch)
   if not floor then
     floor, min, max, ceil = math.floor, math.min, math.max, math.ceil
     format, pack, unpack = string.format, struct.pack, struct.unpack
-    concat = table.concat
+    concat, spread = table.concat, _G.unpack
   end
   server_us = nil
+  states = {}
+  if prefetch then
+    local values = redis.call('MGET', spread(KEYS))
+    for i = 1, #KEYS do
+      states[KEYS[i]] = values[i]
+    end
+  end
+end
+
+local function get(key)
+  local state = states[key]
+  if state == nil then
+    state = redis.call('GET', key)
+    states[key] = state
+  end
+  return state
 end
 
 local function begin(ARGV, o)
@@ -100,8 +126,38 @@ local function ttl_ms(tick, t, t_eff, reset_after)
 end
 -- One call for the state and its TTL: each redis.call costs the server
 -- about as much as the arithmetic of a whole decision.
+--
+-- With Redis TIME the state carries, after its own fields, the server
+-- time (ms) its key's TTL runs out at, a little before it does. A write
+-- whose TTL that deadline covers keeps it (KEEPTTL: no expiry to set, the
+-- cheapest SET); one it does not cover sets ms plus a margin of max(ms,
+-- 1 s), so that a key written steadily sets its TTL about once per
+-- margin. The key then lives up to that margin past its reset, which is
+-- always safe (docs/spec.md rule 2.5). A state without a deadline (written
+-- with a caller clock, or before deadlines were kept) sets its TTL.
 local function save(key, value, ms)
-  redis.call('SET', key, value, 'PX', ms)
+  if not server_us then
+    states[key] = value
+    redis.call('SET', key, value, 'PX', ms)
+    return
+  end
+  local now_ms = floor(server_us / 1000)
+  local old, fields = states[key], #value
+  if old and #old == fields + 8 then
+    local deadline = unpack('<d', old, fields + 1)
+    if deadline >= now_ms + ms then
+      value = value .. pack('<d', deadline)
+      states[key] = value
+      redis.call('SET', key, value, 'KEEPTTL')
+      return
+    end
+  end
+  local grant = ms + max(ms, 1000)
+  -- 5 ms short of the TTL Redis sets (from its own clock, read at the
+  -- call's start or later), so the deadline never outlives the key.
+  value = value .. pack('<d', now_ms + grant - 5)
+  states[key] = value
+  redis.call('SET', key, value, 'PX', grant)
 end
 local function expire(key, ms)
   redis.call('PEXPIRE', key, ms)

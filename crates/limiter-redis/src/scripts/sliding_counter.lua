@@ -10,13 +10,13 @@
 -- write, and write's arguments) in ticks, t_eff = max(t div q, T_s).
 --
 -- Every value stays below 2^53 (L*W <= 2^51 by the choice of tick), exact
--- in Lua's doubles. An admission sets the key's TTL to its reset_after (at
--- least the floor).
+-- in Lua's doubles. An admission leaves the key a TTL of at least its
+-- reset_after (and the floor; see save).
 
 local function sliding_counter(key, tick, W, L)
   local t = floor(time_us / tick)
   local start_s, prev_s, curr_s = 0, 0, 0
-  local state = redis.call('GET', key)
+  local state = get(key)
   if state then
     start_s, prev_s, curr_s = unpack('<ddd', state)
   end

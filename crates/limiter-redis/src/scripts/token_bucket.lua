@@ -10,14 +10,14 @@
 --
 -- Every value stays below 2^53 (4*C*W <= 2^53 by the choice of tick; the
 -- refill is capped at the time to fill from empty), exact in Lua's doubles.
--- An admission sets the key's TTL to its reset_after, the time to refill
--- (at least the floor).
+-- An admission leaves the key a TTL of at least its reset_after, the time
+-- to refill (and the floor; see save).
 
 local function token_bucket(key, tick, W, L, C)
   local t = floor(time_us / tick)
   local full = C * W
   local s, last = full, 0
-  local state = redis.call('GET', key)
+  local state = get(key)
   if state then
     s, last = unpack('<dd', state)
   end

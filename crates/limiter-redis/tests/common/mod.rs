@@ -55,7 +55,6 @@ pub async fn connection() -> redis::aio::MultiplexedConnection {
         .unwrap()
 }
 
-/// Every key under `prefix`, by `SCAN`.
 /// A key's remaining time to live in ms (`PTTL`: -1 without one, -2 if absent).
 pub async fn pttl(key: &str) -> i64 {
     redis::cmd("PTTL")
@@ -65,6 +64,7 @@ pub async fn pttl(key: &str) -> i64 {
         .unwrap()
 }
 
+/// Every key under `prefix`, by `SCAN`.
 pub async fn keys_under(prefix: &str) -> Vec<String> {
     let mut conn = connection().await;
     let mut cursor = 0u64;
