@@ -77,9 +77,9 @@ impl LuaFunction {
             .any(|policy| policy.algorithm() != Algorithm::SlidingLog);
         let _ = write!(
             code,
-            "local function decide(KEYS, ARGV)\n  start(KEYS, {prefetch})\n  \
-             local replies = {{}}\n  for r = 1, #ARGV / 3 do\n    \
-             begin(ARGV, 3 * (r - 1))\n    local k = {} * (r - 1)\n",
+            "local function decide(KEYS, ARGV)\n  start(KEYS, ARGV, {prefetch})\n  \
+             local replies = {{}}\n  for r = 1, requests do\n    \
+             begin(r)\n    local k = {} * (r - 1)\n",
             parts.len()
         );
         for (i, policy) in parts.iter().enumerate() {
@@ -143,8 +143,9 @@ impl LuaFunction {
 
     /// `FCALL` deciding `requests` in order, one after the other (see
     /// `prelude.lua`): each request's keys (one per part, laid out by
-    /// `layouts`), then three arguments per request: the mode, the cost,
-    /// the request time in µs ("" for Redis `TIME`). Sized up front: one
+    /// `layouts`), then one argument packing every request's mode, cost
+    /// and time in µs (-1 for Redis `TIME`) as three little-endian
+    /// doubles (each an integer below 2^53, exact). Sized up front: one
     /// allocation per buffer.
     pub(crate) fn decide<'r>(
         &self,
@@ -158,25 +159,31 @@ impl LuaFunction {
             .sum();
         let keys = count * layouts.len();
         let mut cmd = Cmd::with_capacity(
-            3 + keys + 3 * count,
-            32 + self.name.len() + key_bytes + 40 * count,
+            4 + keys,
+            32 + self.name.len() + key_bytes + REQUEST_ARG_BYTES * count,
         );
         cmd.arg("FCALL").arg(&*self.name).arg(keys);
-        for request in requests.clone() {
+        let mut packed = Vec::with_capacity(REQUEST_ARG_BYTES * count);
+        for request in requests {
             for layout in layouts {
                 cmd.arg(layout.arg(&request.key));
             }
-        }
-        for request in requests {
-            cmd.arg(request.mode.as_arg()).arg(request.cost);
-            match request.time_us {
-                Some(t) => cmd.arg(t),
-                None => cmd.arg(""),
+            let mode = match request.mode {
+                Mode::Acquire => 1.0,
+                Mode::Peek => 0.0,
             };
+            let time = request.time_us.map_or(-1.0, |t| t as f64);
+            for field in [mode, request.cost as f64, time] {
+                packed.extend_from_slice(&field.to_le_bytes());
+            }
         }
+        cmd.arg(packed);
         cmd
     }
 }
+
+/// Bytes of one request's packed arguments: mode, cost, time.
+const REQUEST_ARG_BYTES: usize = 24;
 
 /// One decision to make: the user key, the cost, the mode, and the request
 /// time in µs (`None` for Redis `TIME`).
@@ -188,20 +195,11 @@ pub(crate) struct Request {
     pub(crate) time_us: Option<u64>,
 }
 
-/// Whether a decision commits an admitted request (`ARGV[1]`).
+/// Whether a decision commits an admitted request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
     Acquire,
     Peek,
-}
-
-impl Mode {
-    fn as_arg(self) -> &'static str {
-        match self {
-            Self::Acquire => "acquire",
-            Self::Peek => "peek",
-        }
-    }
 }
 
 /// One part's answer in a function's reply.

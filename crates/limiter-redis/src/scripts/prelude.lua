@@ -19,16 +19,22 @@
 -- in flight. With P policies:
 --
 -- KEYS[(r-1)*P + i]  the state of request r's key under the i-th policy
--- ARGV[3r-2]  "acquire" (commit when admitted) or "peek" (write nothing)
--- ARGV[3r-1]  cost n, 1 <= n <= every policy's max cost (checked by the caller)
--- ARGV[3r]    request time in µs since the epoch, or "" for Redis TIME
+-- ARGV[1]  every request's arguments, three little-endian doubles each
+--          ('<ddd', 24 bytes per request, request r's at 24(r-1)+1):
+--          1 to commit when admitted (acquire) or 0 to write nothing
+--          (peek); the cost n, 1 <= n <= every policy's max cost (checked
+--          by the caller); the request time in µs since the epoch, or -1
+--          for Redis TIME. One argument, not three per request: Redis
+--          makes an object of every argument and Lua a string, and three
+--          per request cost about as much as reading one packed string.
 --
--- It defines, for the algorithms that follow: start(KEYS, prefetch), which
--- each call starts with (prefetch: read every string state of the call
--- with one MGET, when some part keeps one), and begin(ARGV, o), which each
--- request starts with (o = 3(r-1)) and which sets acquire, n and time_us
--- (Redis TIME is read once per call: the call is atomic, its requests are
--- simultaneous); get(key) (a string state as this call last left it);
+-- It defines, for the algorithms that follow: start(KEYS, ARGV, prefetch),
+-- which each call starts with (prefetch: read every string state of the
+-- call with one MGET, when some part keeps one), and begin(r), which
+-- request r starts with and which sets acquire, n and time_us (Redis TIME
+-- is read once per call: the call is atomic, its requests are
+-- simultaneous); requests, their number; get(key) (a string state as this
+-- call last left it);
 -- floor,
 -- min, max, ceil (math's, bound as locals on the first call: a library's
 -- top level may not touch math, and a local costs less than a global
@@ -63,6 +69,8 @@
 
 local floor, min, max, ceil, format, pack, unpack, concat, spread
 local acquire, n, time_us, server_us
+-- This call's packed request arguments, and their number.
+local args, requests
 -- The string states of this call's keys, by key: read by one MGET at the
 -- start (a missing key, or one of another type, is false), then as each
 -- save leaves them. One MGET of k keys costs Redis about half of k GETs
@@ -70,13 +78,15 @@ local acquire, n, time_us, server_us
 -- call reads its first decision's write.
 local states
 
-local function start(KEYS, prefetch)
+local function start(KEYS, ARGV, prefetch)
   if not floor then
     floor, min, max, ceil = math.floor, math.min, math.max, math.ceil
     format, pack, unpack = string.format, struct.pack, struct.unpack
     concat, spread = table.concat, _G.unpack
   end
   server_us = nil
+  args = ARGV[1]
+  requests = #args / 24
   states = {}
   if prefetch then
     local values = redis.call('MGET', spread(KEYS))
@@ -95,11 +105,11 @@ local function get(key)
   return state
 end
 
-local function begin(ARGV, o)
-  acquire = ARGV[o + 1] == 'acquire'
-  n = tonumber(ARGV[o + 2])
-  time_us = tonumber(ARGV[o + 3])
-  if not time_us then
+local function begin(r)
+  local mode
+  mode, n, time_us = unpack('<ddd', args, 24 * r - 23)
+  acquire = mode == 1
+  if time_us < 0 then
     if not server_us then
       local now = redis.call('TIME')
       server_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
