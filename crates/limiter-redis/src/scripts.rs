@@ -86,7 +86,8 @@ impl LuaFunction {
             let p = i + 1;
             let _ = writeln!(
                 code,
-                "    local a{p}, r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}, x{p}, y{p}, z{p}, v{p} = \
+                "    local a{p}, r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}, x{p}, y{p}, z{p}, v{p}, \
+                 u{p}, o{p}, s{p} = \
                  {}(KEYS[k + {p}], {}, {}, {}, {})",
                 ALGORITHMS[policy.algorithm()].1,
                 policy.tick_us(),
@@ -99,7 +100,7 @@ impl LuaFunction {
             .map(|p| format!("a{p}"))
             .collect::<Vec<_>>();
         let commits = (1..=parts.len())
-            .map(|p| format!("x{p}(y{p}, z{p}, v{p})"))
+            .map(|p| format!("x{p}(y{p}, z{p}, v{p}, u{p}, o{p}, s{p})"))
             .collect::<Vec<_>>();
         let _ = writeln!(
             code,

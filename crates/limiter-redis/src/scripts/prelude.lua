@@ -42,9 +42,8 @@
 -- pack and unpack (struct's: the string states are two or three
 -- little-endian doubles, '<dd' or '<ddd', exact for integers below 2^53 and
 -- far cheaper for Redis's Lua than formatting and matching text); spread
--- (Lua's own unpack, of a table); ceil_div;
--- num (an integer as a string, never in exponent form); bit (a boolean as
--- 0 or 1, for the reply);
+-- (Lua's own unpack, of a table); ceil_div; bit (a boolean as 0 or 1, for
+-- the reply);
 -- ttl_ms(tick, t, t_eff, reset_after) (a key's TTL after an admission, in
 -- ms); save(key, value, ms) (a string state, with a TTL of at least ms, in
 -- one SET) and expire(key, ms) (the TTL of a state kept in another type).
@@ -56,18 +55,18 @@
 -- the request without writing, and returns
 --
 --   allowed (boolean), remaining, retry_after, reset_after, reset_now,
---   wait, t_eff, write, w1, w2, w3
+--   wait, t_eff, write, w1, ..., w6
 --
 -- durations in the policy's ticks; reset_after is the key's reset after
 -- the admission when allowed (docs/spec.md section 1), reset_now the reset
 -- of its state as it stands (what a denied policy set reports for a part
--- that would have admitted, docs/spec.md section 7); write(w1, w2, w3)
+-- that would have admitted, docs/spec.md section 7); write(w1, ..., w6)
 -- commits the admission (write is nil when denied). A function and its
 -- arguments rather than a closure: the string states commit with save
 -- itself, and a closure made per decision costs Redis's Lua about as much
 -- as a sixth of the whole decision (measured in a loop inside one call).
 
-local floor, min, max, ceil, format, pack, unpack, concat, spread
+local floor, min, max, ceil, pack, unpack, concat, spread
 local acquire, n, time_us, server_us
 -- This call's packed request arguments, and their number.
 local args, requests
@@ -81,7 +80,7 @@ local states
 local function start(KEYS, ARGV, prefetch)
   if not floor then
     floor, min, max, ceil = math.floor, math.min, math.max, math.ceil
-    format, pack, unpack = string.format, struct.pack, struct.unpack
+    pack, unpack = struct.pack, struct.unpack
     concat, spread = table.concat, _G.unpack
   end
   server_us = nil
@@ -123,10 +122,9 @@ local function ceil_div(a, b)
   if q * b < a then q = q + 1 end
   return q
 end
--- Redis 7 passes a number given to redis.call as its shortest exact digits;
--- only a number joined into a string needs num (Lua's own '..' would write
--- '%.14g' and round a 16-digit time).
-local function num(x) return format('%.0f', x) end
+-- Redis 7 passes a number given to redis.call as its shortest exact digits,
+-- so numbers go to it as numbers, never joined into a string (Lua's own
+-- '..' would write '%.14g' and round a 16-digit time).
 
 -- A number, not a string: Redis 7 writes an integral double as its digits.
 local function ttl_ms(tick, t, t_eff, reset_after)

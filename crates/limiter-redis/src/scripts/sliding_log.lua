@@ -13,11 +13,45 @@
 -- down to the window's count.
 -- Called as the prelude describes: decides without writing, and returns
 -- (allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff,
--- write) in ticks (write, a closure here, takes no arguments), t_eff = max(t div q, T_s), T_s = the newest admission.
+-- write, and write's arguments) in ticks, t_eff = max(t div q, T_s), T_s =
+-- the newest admission.
 --
 -- Every value stays below 2^53, exact in Lua's doubles. A denial writes
 -- nothing (not even the dropping of old entries); an admission sets the
 -- key's TTL to its reset_after, W (at least the floor).
+
+-- Commits an admission of n at t_eff on key (see sliding_log): drops the
+-- entries before base_ts (false: none to drop), removes the member drop
+-- (the newest entry when it is at t_eff, else false), adds the new total,
+-- and sets the TTL.
+local function sl_write(key, base_ts, drop, newest_total, t_eff, ttl)
+  if base_ts then
+    -- Scores are whole ticks: below base_ts is at most base_ts - 1, passed
+    -- as a number (exact digits), not formatted into a '(' bound.
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', base_ts - 1)
+  end
+  if drop then
+    redis.call('ZREM', key, drop)
+  end
+  -- 2^53 - n is exact; newest_total + n would not be once past 2^53.
+  local total_before = newest_total
+  if total_before > 9007199254740992 - n then
+    -- Rebase: at most min(L, W) members, and rare (the next rebase waits
+    -- for 2^53 - L more units). The oldest entry left is the edge's (or,
+    -- with none dropped ever, the first: base 0), and every kept total is
+    -- at least base.
+    local kept = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+    local base = 0
+    if base_ts then base = tonumber(kept[1]) end
+    redis.call('DEL', key)
+    for i = 1, #kept, 2 do
+      redis.call('ZADD', key, tonumber(kept[i + 1]), tonumber(kept[i]) - base)
+    end
+    total_before = newest_total - base
+  end
+  redis.call('ZADD', key, t_eff, total_before + n)
+  expire(key, ttl)
+end
 
 local function sliding_log(key, tick, W, L)
   local t = floor(time_us / tick)
@@ -49,29 +83,9 @@ local function sliding_log(key, tick, W, L)
   if count > 0 then reset_now = W - (t_eff - newest_ts) end
 
   if count + n <= L then
-    local function write()
-      if base_ts then
-        redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. num(base_ts))
-      end
-      if newest[1] and newest_ts == t_eff then
-        redis.call('ZREM', key, newest[1])
-      end
-      -- 2^53 - n is exact; newest_total + n would not be once past 2^53.
-      local total_before = newest_total
-      if total_before > 9007199254740992 - n then
-        -- Rebase: at most min(L, W) members, and rare (the next rebase
-        -- waits for 2^53 - L more units). Every kept total is at least base.
-        local kept = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
-        redis.call('DEL', key)
-        for i = 1, #kept, 2 do
-          redis.call('ZADD', key, tonumber(kept[i + 1]), tonumber(kept[i]) - base)
-        end
-        total_before = count
-      end
-      redis.call('ZADD', key, t_eff, total_before + n)
-      expire(key, ttl_ms(tick, t, t_eff, W))
-    end
-    return true, L - count - n, 0, W, reset_now, 0, t_eff, write
+    return true, L - count - n, 0, W, reset_now, 0, t_eff,
+      sl_write, key, base_ts or false, newest_ts == t_eff and newest[1], newest_total, t_eff,
+      ttl_ms(tick, t, t_eff, W)
   end
 
   -- Denied: the oldest entries leave first. Find the first entry whose
