@@ -28,7 +28,7 @@ local function fixed_window(key, tick, W, L)
   if count + n <= L then
     local counted = count + n
     return true, L - counted, 0, until_next, reset_now, 0, t_eff,
-      save, key, pack('<dd', start, counted), ttl_ms(tick, t, t_eff, until_next)
+      save, key, ttl_ms(tick, t, t_eff, until_next), start, counted
   end
   return false, L - count, until_next, reset_now, reset_now, 0, t_eff, nil
 end

@@ -33,7 +33,7 @@ local function leaky_bucket(key, tick, W, L, Q)
     local queued = s + need
     local reset_after = ceil_div(queued, L)
     return true, floor((full - queued) / W), 0, reset_after, reset_now, wait, t_eff,
-      save, key, pack('<dd', queued, t_eff), ttl_ms(tick, t, t_eff, reset_after)
+      save, key, ttl_ms(tick, t, t_eff, reset_after), queued, t_eff
   end
   return false, floor((full - s) / W), ceil_div(s + need - full, L), reset_now, reset_now, 0,
     t_eff, nil

@@ -45,8 +45,9 @@
 -- (Lua's own unpack, of a table); ceil_div; bit (a boolean as 0 or 1, for
 -- the reply);
 -- ttl_ms(tick, t, t_eff, reset_after) (a key's TTL after an admission, in
--- ms); save(key, value, ms) (a string state, with a TTL of at least ms, in
--- one SET) and expire(key, ms) (the TTL of a state kept in another type).
+-- ms); save(key, ms, a, b[, c]) (a string state of two or three fields,
+-- with a TTL of at least ms, in one SET) and expire(key, ms) (the TTL of a
+-- state kept in another type).
 --
 -- Each algorithm's function takes (key, tick, W, L, max_cost) — the tick q
 -- in µs (docs/spec.md section 5), the window W in ticks, the limit L (for
@@ -67,7 +68,7 @@
 -- as a sixth of the whole decision (measured in a loop inside one call).
 
 local floor, min, max, ceil, pack, unpack, concat, spread
-local acquire, n, time_us, server_us
+local acquire, n, time_us, server_us, server_ms
 -- This call's packed request arguments, and their number.
 local args, requests
 -- The string states of this call's keys, by key: read by one MGET at the
@@ -112,6 +113,7 @@ local function begin(r)
     if not server_us then
       local now = redis.call('TIME')
       server_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+      server_ms = floor(server_us / 1000)
     end
     time_us = server_us
   end
@@ -143,29 +145,36 @@ end
 -- margin. The key then lives up to that margin past its reset, which is
 -- always safe (docs/spec.md rule 2.5). A state without a deadline (written
 -- with a caller clock, or before deadlines were kept) sets its TTL.
-local function save(key, value, ms)
+local function save(key, ms, a, b, c)
   if not server_us then
+    local value
+    if c then value = pack('<ddd', a, b, c) else value = pack('<dd', a, b) end
     states[key] = value
     redis.call('SET', key, value, 'PX', ms)
     return
   end
-  local now_ms = floor(server_us / 1000)
-  local old, fields = states[key], #value
+  local fields = 16
+  if c then fields = 24 end
+  local old, deadline = states[key], nil
   if old and #old == fields + 8 then
-    local deadline = unpack('<d', old, fields + 1)
-    if deadline >= now_ms + ms then
-      value = value .. pack('<d', deadline)
-      states[key] = value
-      redis.call('SET', key, value, 'KEEPTTL')
-      return
-    end
+    deadline = unpack('<d', old, fields + 1)
+    if deadline < server_ms + ms then deadline = nil end
   end
-  local grant = ms + max(ms, 1000)
-  -- 5 ms short of the TTL Redis sets (from its own clock, read at the
-  -- call's start or later), so the deadline never outlives the key.
-  value = value .. pack('<d', now_ms + grant - 5)
+  local grant
+  if not deadline then
+    grant = ms + max(ms, 1000)
+    -- 5 ms short of the TTL Redis sets (from its own clock, read at the
+    -- call's start or later), so the deadline never outlives the key.
+    deadline = server_ms + grant - 5
+  end
+  local value
+  if c then value = pack('<dddd', a, b, c, deadline) else value = pack('<ddd', a, b, deadline) end
   states[key] = value
-  redis.call('SET', key, value, 'PX', grant)
+  if grant then
+    redis.call('SET', key, value, 'PX', grant)
+  else
+    redis.call('SET', key, value, 'KEEPTTL')
+  end
 end
 local function expire(key, ms)
   redis.call('PEXPIRE', key, ms)

@@ -49,7 +49,7 @@ local function sliding_counter(key, tick, W, L)
     local counted = curr + n
     local reset = sc_reset(W, e, prev, counted)
     return true, sc_remaining(L, W, weighted_prev, counted), 0, reset, reset_now, 0,
-      t_eff, save, key, pack('<ddd', start, prev, counted), ttl_ms(tick, t, t_eff, reset)
+      t_eff, save, key, ttl_ms(tick, t, t_eff, reset), start, prev, counted
   end
   local retry_after
   if curr + n <= L then

@@ -32,7 +32,7 @@ local function token_bucket(key, tick, W, L, C)
     local left = s - need
     local reset_after = ceil_div(full - left, L)
     return true, floor(left / W), 0, reset_after, reset_now, 0, t_eff,
-      save, key, pack('<dd', left, t_eff), ttl_ms(tick, t, t_eff, reset_after)
+      save, key, ttl_ms(tick, t, t_eff, reset_after), left, t_eff
   end
   return false, floor(s / W), ceil_div(need - s, L), reset_now, reset_now, 0, t_eff, nil
 end
