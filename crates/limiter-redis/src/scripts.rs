@@ -77,10 +77,10 @@ impl LuaFunction {
             .any(|policy| policy.algorithm() != Algorithm::SlidingLog);
         let _ = write!(
             code,
-            "local function decide(KEYS, ARGV)\n  start(KEYS, ARGV, {prefetch})\n  \
+            "local function decide(KEYS, ARGV)\n  start(KEYS, ARGV, {parts}, {prefetch})\n  \
              local replies = {{}}\n  for r = 1, requests do\n    \
-             begin(r)\n    local k = {} * (r - 1)\n",
-            parts.len()
+             if r == 1 or not uniform then begin(r) end\n    local k = {parts} * (r - 1)\n",
+            parts = parts.len()
         );
         for (i, policy) in parts.iter().enumerate() {
             let p = i + 1;
@@ -88,12 +88,13 @@ impl LuaFunction {
                 code,
                 "    local a{p}, r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}, x{p}, y{p}, z{p}, v{p}, \
                  u{p}, o{p}, s{p} = \
-                 {}(KEYS[k + {p}], {}, {}, {}, {})",
+                 {}(KEYS[k + {p}], {}, {}, {}, {}, {})",
                 ALGORITHMS[policy.algorithm()].1,
                 policy.tick_us(),
                 policy.window_ticks(),
                 policy.limit(),
                 policy.max_cost(),
+                policy.fill_ticks(),
             );
         }
         let all = (1..=parts.len())
@@ -114,7 +115,12 @@ impl LuaFunction {
             "d".repeat(1 + PART_FIELDS * parts.len())
         );
         for p in 1..=parts.len() {
-            let _ = write!(code, ", bit(a{p}), r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}");
+            // `allowed` as 0 or 1, written out rather than called: each
+            // Lua call costs Redis more than the test it makes.
+            let _ = write!(
+                code,
+                ", a{p} and 1 or 0, r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}"
+            );
         }
         code.push_str(")\n  end\n  return concat(replies)\nend\n");
         let digest = redis::Script::new(&code).get_hash().to_owned();
@@ -146,8 +152,9 @@ impl LuaFunction {
     /// `prelude.lua`): each request's keys (one per part, laid out by
     /// `layouts`), then one argument packing every request's mode, cost
     /// and time in µs (-1 for Redis `TIME`) as three little-endian
-    /// doubles (each an integer below 2^53, exact). Sized up front: one
-    /// allocation per buffer.
+    /// doubles (each an integer below 2^53, exact), or them once when
+    /// every request has the same. Sized up front: one allocation per
+    /// buffer.
     pub(crate) fn decide<'r>(
         &self,
         layouts: &[KeyLayout],
@@ -164,18 +171,17 @@ impl LuaFunction {
             32 + self.name.len() + key_bytes + REQUEST_ARG_BYTES * count,
         );
         cmd.arg("FCALL").arg(&*self.name).arg(keys);
+        let first = requests.clone().next().map(Request::arguments);
+        let uniform = requests.clone().all(|r| Some(r.arguments()) == first);
         let mut packed = Vec::with_capacity(REQUEST_ARG_BYTES * count);
-        for request in requests {
+        for (i, request) in requests.enumerate() {
             for layout in layouts {
                 cmd.arg(layout.arg(&request.key));
             }
-            let mode = match request.mode {
-                Mode::Acquire => 1.0,
-                Mode::Peek => 0.0,
-            };
-            let time = request.time_us.map_or(-1.0, |t| t as f64);
-            for field in [mode, request.cost as f64, time] {
-                packed.extend_from_slice(&field.to_le_bytes());
+            if i == 0 || !uniform {
+                for field in request.arguments() {
+                    packed.extend_from_slice(&field.to_le_bytes());
+                }
             }
         }
         cmd.arg(packed);
@@ -194,6 +200,19 @@ pub(crate) struct Request {
     pub(crate) cost: u64,
     pub(crate) mode: Mode,
     pub(crate) time_us: Option<u64>,
+}
+
+impl Request {
+    /// Its arguments as the function reads them: the mode (1 to acquire,
+    /// 0 to peek), the cost, and the time in µs (-1 for Redis `TIME`).
+    fn arguments(&self) -> [f64; 3] {
+        let mode = match self.mode {
+            Mode::Acquire => 1.0,
+            Mode::Peek => 0.0,
+        };
+        let time = self.time_us.map_or(-1.0, |t| t as f64);
+        [mode, self.cost as f64, time]
+    }
 }
 
 /// Whether a decision commits an admitted request.
@@ -279,4 +298,71 @@ pub(crate) fn read_reply(
         });
     }
     Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use limiter_core::Rate;
+
+    use super::*;
+
+    fn request(key: &str, mode: Mode, cost: u64) -> Request {
+        Request {
+            key: key.into(),
+            cost,
+            mode,
+            time_us: None,
+        }
+    }
+
+    /// The packed argument (the last) of the `FCALL` deciding `requests`.
+    fn packed_argument(requests: &[Request]) -> Vec<u8> {
+        let policy = Policy::token_bucket(Rate::new(10, Duration::from_secs(1))).unwrap();
+        let function = LuaFunction::for_parts(std::slice::from_ref(&policy), 0);
+        let layouts = [KeyLayout::new("test", &policy)];
+        let cmd = function.decide(&layouts, requests.iter());
+        let args: Vec<Vec<u8>> = cmd
+            .args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => bytes.to_vec(),
+                _ => unreachable!("an FCALL has plain arguments only"),
+            })
+            .collect();
+        assert_eq!(
+            args.len(),
+            3 + requests.len() + 1,
+            "FCALL, name, count, keys, one argument"
+        );
+        args.last().unwrap().clone()
+    }
+
+    #[test]
+    fn a_uniform_batch_sends_its_arguments_once_and_a_mixed_one_per_request() {
+        let same = [
+            request("a", Mode::Acquire, 1),
+            request("b", Mode::Acquire, 1),
+            request("a", Mode::Acquire, 1),
+        ];
+        let once = packed_argument(&same);
+        let expected: Vec<u8> = [1.0f64, 1.0, -1.0]
+            .iter()
+            .flat_map(|f| f.to_le_bytes())
+            .collect();
+        assert_eq!(once, expected, "mode acquire, cost 1, Redis TIME, once");
+
+        let mixed = [
+            request("a", Mode::Acquire, 1),
+            request("b", Mode::Peek, 1),
+            request("c", Mode::Acquire, 2),
+        ];
+        let each = packed_argument(&mixed);
+        assert_eq!(each.len(), 3 * REQUEST_ARG_BYTES);
+        let fields: Vec<f64> = each
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(fields, [1.0, 1.0, -1.0, 0.0, 1.0, -1.0, 1.0, 2.0, -1.0]);
+    }
 }

@@ -24,17 +24,19 @@
 --          1 to commit when admitted (acquire) or 0 to write nothing
 --          (peek); the cost n, 1 <= n <= every policy's max cost (checked
 --          by the caller); the request time in µs since the epoch, or -1
---          for Redis TIME. One argument, not three per request: Redis
---          makes an object of every argument and Lua a string, and three
---          per request cost about as much as reading one packed string.
+--          for Redis TIME. Or, when every request of the call has the same
+--          three (uniform: the usual batch, cost 1 at Redis TIME), them
+--          once. One argument, not three per request: Redis makes an
+--          object of every argument and Lua a string, and three per request
+--          cost about as much as reading one packed string.
 --
--- It defines, for the algorithms that follow: start(KEYS, ARGV, prefetch),
--- which each call starts with (prefetch: read every string state of the
--- call with one MGET, when some part keeps one), and begin(r), which
--- request r starts with and which sets acquire, n and time_us (Redis TIME
--- is read once per call: the call is atomic, its requests are
--- simultaneous); requests, their number; get(key) (a string state as this
--- call last left it);
+-- It defines, for the algorithms that follow: start(KEYS, ARGV, P,
+-- prefetch), which each call starts with (prefetch: read every string
+-- state of the call with one MGET, when some part keeps one), and
+-- begin(r), which request r starts with (the first only, when uniform) and
+-- which sets acquire, n and time_us (Redis TIME is read once per call: the
+-- call is atomic, its requests are simultaneous); requests, their number,
+-- and uniform; get(key) (a string state as this call last left it);
 -- floor,
 -- min, max, ceil (math's, bound as locals on the first call: a library's
 -- top level may not touch math, and a local costs less than a global
@@ -42,18 +44,18 @@
 -- pack and unpack (struct's: the string states are two or three
 -- little-endian doubles, '<dd' or '<ddd', exact for integers below 2^53 and
 -- far cheaper for Redis's Lua than formatting and matching text); spread
--- (Lua's own unpack, of a table); ceil_div; bit (a boolean as 0 or 1, for
--- the reply);
+-- (Lua's own unpack, of a table); ceil_div;
 -- ttl_ms(tick, t, t_eff, reset_after) (a key's TTL after an admission, in
 -- ms); save(key, ms, a, b[, c]) (a string state of two or three fields,
 -- with a TTL of at least ms, in one SET) and expire(key, ms) (the TTL of a
 -- state kept in another type).
 --
--- Each algorithm's function takes (key, tick, W, L, max_cost) — the tick q
--- in µs (docs/spec.md section 5), the window W in ticks, the limit L (for
--- the buckets: units per window), the max cost (the capacity C for the
--- token bucket, the queue Q for the leaky bucket, L otherwise) — decides
--- the request without writing, and returns
+-- Each algorithm's function takes (key, tick, W, L, max_cost, F) — the
+-- tick q in µs (docs/spec.md section 5), the window W in ticks, the limit
+-- L (for the buckets: units per window), the max cost (the capacity C for
+-- the token bucket, the queue Q for the leaky bucket, L otherwise), and
+-- the ticks a bucket takes to fill or drain, ceil(max_cost * W / L) —
+-- decides the request without writing, and returns
 --
 --   allowed (boolean), remaining, retry_after, reset_after, reset_now,
 --   wait, t_eff, write, w1, ..., w6
@@ -69,8 +71,9 @@
 
 local floor, min, max, ceil, pack, unpack, concat, spread
 local acquire, n, time_us, server_us, server_ms
--- This call's packed request arguments, and their number.
-local args, requests
+-- This call's packed request arguments, their number, and whether one
+-- set of arguments stands for every request.
+local args, requests, uniform
 -- The string states of this call's keys, by key: read by one MGET at the
 -- start (a missing key, or one of another type, is false), then as each
 -- save leaves them. One MGET of k keys costs Redis about half of k GETs
@@ -78,7 +81,7 @@ local args, requests
 -- call reads its first decision's write.
 local states
 
-local function start(KEYS, ARGV, prefetch)
+local function start(KEYS, ARGV, P, prefetch)
   if not floor then
     floor, min, max, ceil = math.floor, math.min, math.max, math.ceil
     pack, unpack = struct.pack, struct.unpack
@@ -86,7 +89,8 @@ local function start(KEYS, ARGV, prefetch)
   end
   server_us = nil
   args = ARGV[1]
-  requests = #args / 24
+  requests = #KEYS / P
+  uniform = #args == 24
   states = {}
   if prefetch then
     local values = redis.call('MGET', spread(KEYS))
@@ -179,4 +183,3 @@ end
 local function expire(key, ms)
   redis.call('PEXPIRE', key, ms)
 end
-local function bit(a) if a then return 1 end return 0 end

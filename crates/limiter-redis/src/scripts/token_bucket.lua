@@ -1,9 +1,10 @@
 -- Token bucket (docs/spec.md section 3): bursts up to a capacity C, refilled at L
 -- tokens per window W. A fresh key is full.
 --
--- token_bucket(key, tick, W, L, C); the key holds (s, l) packed as '<dd'
--- (see the prelude): s = tokens scaled by W (so refilling L per tick is
--- exact), l = tick of the last admission.
+-- token_bucket(key, tick, W, L, C, F), F = ceil(C*W / L) the ticks to fill
+-- from empty; the key holds (s, l) packed as '<dd' (see the prelude): s =
+-- tokens scaled by W (so refilling L per tick is exact), l = tick of the
+-- last admission.
 -- Called as the prelude describes: decides without writing, and returns
 -- (allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff,
 -- write, and write's arguments) in ticks, t_eff = max(t div q, T_s).
@@ -13,7 +14,7 @@
 -- An admission leaves the key a TTL of at least its reset_after, the time
 -- to refill (and the floor; see save).
 
-local function token_bucket(key, tick, W, L, C)
+local function token_bucket(key, tick, W, L, C, F)
   local t = floor(time_us / tick)
   local full = C * W
   local s, last = full, 0
@@ -21,16 +22,23 @@ local function token_bucket(key, tick, W, L, C)
   if state then
     s, last = unpack('<dd', state)
   end
-  local t_eff = max(t, last)
-  -- Past the time to refill from empty, more elapsed time changes nothing;
-  -- the cap keeps elapsed * L in range.
-  local elapsed = min(t_eff - last, ceil_div(full, L))
-  s = min(full, s + elapsed * L)
+  local t_eff = t
+  if last > t then t_eff = last end
+  -- Past the time to refill from empty (F), more elapsed time changes
+  -- nothing; the cap keeps elapsed * L in range.
+  local elapsed = t_eff - last
+  if elapsed > F then elapsed = F end
+  s = s + elapsed * L
+  if s > full then s = full end
   local need = n * W
-  local reset_now = ceil_div(full - s, L)
+  -- ceil_div written out on the admitted path: each Lua call costs Redis
+  -- more than the arithmetic it does (measured, docs/benchmarks.md).
+  local reset_now = floor((full - s) / L)
+  if reset_now * L < full - s then reset_now = reset_now + 1 end
   if s >= need then
     local left = s - need
-    local reset_after = ceil_div(full - left, L)
+    local reset_after = floor((full - left) / L)
+    if reset_after * L < full - left then reset_after = reset_after + 1 end
     return true, floor(left / W), 0, reset_after, reset_now, 0, t_eff,
       save, key, ttl_ms(tick, t, t_eff, reset_after), left, t_eff
   end
