@@ -13,7 +13,7 @@
 local function fixed_window(key, tick, W, L)
   local t = floor(time_us / tick)
   local start_s, count_s = 0, 0
-  local state = get(key)
+  local state = states[key]
   if state then
     start_s, count_s = unpack('<dd', state)
   end

@@ -17,7 +17,7 @@ local function leaky_bucket(key, tick, W, L, Q, F)
   local t = floor(time_us / tick)
   local full = Q * W
   local s, last = 0, 0
-  local state = get(key)
+  local state = states[key]
   if state then
     s, last = unpack('<dd', state)
   end

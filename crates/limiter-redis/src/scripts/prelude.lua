@@ -36,7 +36,8 @@
 -- begin(r), which request r starts with (the first only, when uniform) and
 -- which sets acquire, n and time_us (Redis TIME is read once per call: the
 -- call is atomic, its requests are simultaneous); requests, their number,
--- and uniform; get(key) (a string state as this call last left it);
+-- and uniform; states[key] (a string state as this call last left it:
+-- every key of the call is read up front when some part keeps a string);
 -- floor,
 -- min, max, ceil (math's, bound as locals on the first call: a library's
 -- top level may not touch math, and a local costs less than a global
@@ -98,15 +99,6 @@ local function start(KEYS, ARGV, P, prefetch)
       states[KEYS[i]] = values[i]
     end
   end
-end
-
-local function get(key)
-  local state = states[key]
-  if state == nil then
-    state = redis.call('GET', key)
-    states[key] = state
-  end
-  return state
 end
 
 local function begin(r)

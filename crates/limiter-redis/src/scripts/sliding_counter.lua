@@ -30,7 +30,7 @@ end
 local function sliding_counter(key, tick, W, L)
   local t = floor(time_us / tick)
   local start_s, prev_s, curr_s = 0, 0, 0
-  local state = get(key)
+  local state = states[key]
   if state then
     start_s, prev_s, curr_s = unpack('<ddd', state)
   end

@@ -18,7 +18,7 @@ local function token_bucket(key, tick, W, L, C, F)
   local t = floor(time_us / tick)
   local full = C * W
   local s, last = full, 0
-  local state = get(key)
+  local state = states[key]
   if state then
     s, last = unpack('<dd', state)
   end
