@@ -2,13 +2,15 @@
 //! address behind [trusted proxies](crate::RateLimitLayer::trusted_proxies)
 //! (`X-Forwarded-For` and RFC 7239 `Forwarded`).
 
-use std::fmt;
+use std::fmt::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::str::FromStr;
 use std::sync::Arc;
 
 use http::header::{HeaderName, FORWARDED};
 use http::{Extensions, HeaderMap, Method, Uri};
+
+use crate::key_text::KeyText;
 
 /// `X-Forwarded-For`.
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -181,30 +183,42 @@ impl KeyExtractor {
     }
 
     /// `ip:<addr>`, or `ip:<network>/<prefix>` for a grouped IPv6 address.
-    fn ip_key(&self, ip: Option<IpAddr>) -> Result<String, Missing> {
+    fn ip_key(&self, ip: Option<IpAddr>) -> Result<KeyText, Missing> {
+        let mut key = KeyText::of("ip:");
         match (ip.ok_or(Missing::PeerAddress)?, self.ipv6_prefix) {
             (IpAddr::V6(v6), Some(prefix)) => {
                 let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
                 let network = Ipv6Addr::from(u128::from(v6) & mask);
-                Ok(format!("ip:{network}/{prefix}"))
+                let _ = write!(key, "{network}/{prefix}");
             }
-            (IpAddr::V4(v4), _) => Ok(ipv4_key(v4)),
-            (ip, _) => Ok(format!("ip:{ip}")),
+            (IpAddr::V4(v4), _) => push_ipv4(&mut key, v4),
+            (ip, _) => {
+                let _ = write!(key, "{ip}");
+            }
         }
+        Ok(key)
     }
 
     /// The key of `view`, or why there is none.
-    pub(crate) fn key(&self, view: &RequestView<'_>) -> Result<String, Missing> {
+    pub(crate) fn key(&self, view: &RequestView<'_>) -> Result<KeyText, Missing> {
         let found = match &self.kind {
-            Kind::Global => return Ok("global".to_owned()),
+            Kind::Global => return Ok(KeyText::of("global")),
             Kind::Ip => return self.ip_key(view.client_ip),
             Kind::Route => return Ok(route_key(view)),
             Kind::Header(name) => view
                 .headers
                 .get(name)
                 .filter(|value| !value.is_empty())
-                .map(|value| format!("header:{}", String::from_utf8_lossy(value.as_bytes()))),
-            Kind::Custom(f) => f(view).map(|key| format!("custom:{key}")),
+                .map(|value| {
+                    let mut key = KeyText::of("header:");
+                    key.push_str(&String::from_utf8_lossy(value.as_bytes()));
+                    key
+                }),
+            Kind::Custom(f) => f(view).map(|custom| {
+                let mut key = KeyText::of("custom:");
+                key.push_str(&custom);
+                key
+            }),
         };
         match (found, self.fallback) {
             (Some(key), _) => Ok(key),
@@ -303,12 +317,17 @@ pub(crate) enum Missing {
 }
 
 /// `route:<method> <matched route or path>`.
-fn route_key(view: &RequestView<'_>) -> String {
+fn route_key(view: &RequestView<'_>) -> KeyText {
+    let mut key = KeyText::of("route:");
+    key.push_str(view.method.as_str());
+    key.push_str(" ");
     #[cfg(feature = "axum")]
     if let Some(route) = view.extensions.get::<axum::extract::MatchedPath>() {
-        return format!("route:{} {}", view.method, route.as_str());
+        key.push_str(route.as_str());
+        return key;
     }
-    format!("route:{} {}", view.method, view.uri.path())
+    key.push_str(view.uri.path());
+    key
 }
 
 /// An IPv4-mapped IPv6 address (`::ffff:10.0.0.15`) as its IPv4 address;
@@ -585,24 +604,30 @@ pub(crate) fn peer_addr(extensions: &Extensions) -> Option<IpAddr> {
     None
 }
 
-/// `ip:a.b.c.d`, written by hand: the key of nearly every request of an
-/// IPv4 service, and `format!`'s machinery was most of the key's cost.
-fn ipv4_key(ip: Ipv4Addr) -> String {
-    let mut key = String::with_capacity("ip:255.255.255.255".len());
-    key.push_str("ip:");
+/// `a.b.c.d` after `key`, written by hand: the key of nearly every
+/// request of an IPv4 service, and `format!`'s machinery was most of the
+/// key's cost.
+fn push_ipv4(key: &mut KeyText, ip: Ipv4Addr) {
+    let mut text = [0u8; "255.255.255.255".len()];
+    let mut len = 0;
     for (i, octet) in ip.octets().into_iter().enumerate() {
         if i > 0 {
-            key.push('.');
+            text[len] = b'.';
+            len += 1;
         }
         if octet >= 100 {
-            key.push(char::from(b'0' + octet / 100));
+            text[len] = b'0' + octet / 100;
+            len += 1;
         }
         if octet >= 10 {
-            key.push(char::from(b'0' + octet / 10 % 10));
+            text[len] = b'0' + octet / 10 % 10;
+            len += 1;
         }
-        key.push(char::from(b'0' + octet % 10));
+        text[len] = b'0' + octet % 10;
+        len += 1;
     }
-    key
+    // Digits and dots only.
+    key.push_str(std::str::from_utf8(&text[..len]).unwrap_or_default());
 }
 
 #[cfg(test)]
@@ -621,7 +646,9 @@ mod tests {
                 Ipv4Addr::new(octet, 0, 255, octet),
                 Ipv4Addr::new(10, octet, 9, 100),
             ] {
-                assert_eq!(ipv4_key(ip), format!("ip:{ip}"));
+                let mut key = KeyText::of("ip:");
+                push_ipv4(&mut key, ip);
+                assert_eq!(&*key, format!("ip:{ip}"));
             }
         }
     }
@@ -652,7 +679,7 @@ mod tests {
             extensions: &Extensions::new(),
             client_ip: Some(ip(client_ip)),
         };
-        extractor.key(&view)
+        extractor.key(&view).map(|key| key.to_string())
     }
 
     #[test]

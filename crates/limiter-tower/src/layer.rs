@@ -10,7 +10,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode};
+use http::{HeaderMap, Request, Response, StatusCode};
 use limiter_core::{Decision, DecisionSource, Error, Limiter, SetDecision};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
@@ -19,8 +19,10 @@ use tracing::Instrument;
 use crate::allow::Allowlist;
 use crate::ban::{BanList, Penalty};
 use crate::body::ResponseBody;
+use crate::decided::Decided;
 use crate::grpc;
 use crate::key::{client_ip, peer_addr, IpNet, KeyExtractor, Missing, RequestView};
+use crate::key_text::KeyText;
 use crate::limited::{Limited, LimitedContext, OnLimited, Refusal};
 use crate::observe::{Observer, Outcome, Timer};
 use crate::response::{
@@ -290,37 +292,76 @@ type Decide = Pin<Box<dyn Future<Output = Verdict> + Send>>;
 /// One request's decision, with what it needs to answer: the layer's
 /// [`Config`] borrowed while the request is decided synchronously (no
 /// reference count moved between the cores on the hot path), an `Arc` of
-/// it once the decision needs a future.
-struct Pending<C: Deref<Target = Config>> {
+/// it once the decision needs a future; and how to write a refusal
+/// ([`Reply`]), read from the request's headers only when one is written.
+struct Pending<C: Deref<Target = Config>, R: Reply> {
     config: C,
-    key: String,
-    json: bool,
-    /// A gRPC call: refused with a `grpc-status`, not an HTTP status.
-    grpc: bool,
+    key: KeyText,
+    reply: R,
     timer: Timer,
 }
 
-impl Pending<&Config> {
+/// How a refusal is written for a request: JSON or text, HTTP or gRPC.
+trait Reply {
+    /// Whether the client accepts JSON.
+    fn json(&self) -> bool;
+    /// Whether the request is a gRPC call: refused with a `grpc-status`,
+    /// not an HTTP status.
+    fn grpc(&self) -> bool;
+}
+
+/// While the request is at hand: asked of its headers when a refusal is
+/// written, not on every admitted request.
+impl Reply for &HeaderMap {
+    fn json(&self) -> bool {
+        accepts_json(self)
+    }
+
+    fn grpc(&self) -> bool {
+        grpc::is_grpc(self)
+    }
+}
+
+/// Read from the headers before the request goes on without them.
+#[derive(Debug, Clone, Copy)]
+struct ReplyFormat {
+    json: bool,
+    grpc: bool,
+}
+
+impl Reply for ReplyFormat {
+    fn json(&self) -> bool {
+        self.json
+    }
+
+    fn grpc(&self) -> bool {
+        self.grpc
+    }
+}
+
+impl Pending<&Config, &HeaderMap> {
     /// This request, its decision to be finished in a future.
-    fn owned(self, config: &Arc<Config>) -> Pending<Arc<Config>> {
+    fn owned(self, config: &Arc<Config>) -> Pending<Arc<Config>, ReplyFormat> {
         Pending {
             config: Arc::clone(config),
             key: self.key,
-            json: self.json,
-            grpc: self.grpc,
+            reply: ReplyFormat {
+                json: self.reply.json(),
+                grpc: self.reply.grpc(),
+            },
             timer: self.timer,
         }
     }
 }
 
-impl<C: Deref<Target = Config>> Pending<C> {
+impl<C: Deref<Target = Config>, R: Reply> Pending<C, R> {
     /// The answer to a banned request, or `None` to go on (not banned, or
     /// the check failed).
     fn ban_verdict(&self, check: Result<Option<Duration>, Error>) -> Option<Verdict> {
         match check {
             Ok(Some(left)) => {
                 self.config.observer.record(Outcome::Banned, self.timer);
-                let response = banned(self.config.ban_status, self.json, left);
+                let response = banned(self.config.ban_status, self.reply.json(), left);
                 Some(self.refuse(response, Refusal::Banned, left, None))
             }
             Ok(None) => None,
@@ -331,18 +372,17 @@ impl<C: Deref<Target = Config>> Pending<C> {
         }
     }
 
-    /// The limiter's decision now, if it decides in process.
-    fn acquire_now(&self) -> Option<Result<SetDecision, Error>> {
+    /// The limiter's decision now, if it decides in process (one policy).
+    fn acquire_now(&self) -> Option<Result<Decision, Error>> {
         let limiter = &self.config.limiter;
         limiter.policies().single()?;
-        Some(limiter.acquire_now(&self.key, 1)?.map(SetDecision::single))
+        limiter.acquire_now(&self.key, 1)
     }
 
     /// Whether `result` needs more than a synchronous answer: a denial to
     /// count against a penalty, or a wait to sleep (or refuse).
-    fn needs_follow_up(&self, result: &Result<SetDecision, Error>) -> bool {
-        let Ok(set) = result else { return false };
-        let decision = &set.decision;
+    fn needs_follow_up(&self, result: &Result<Decision, Error>) -> bool {
+        let Ok(decision) = result else { return false };
         if decision.allowed {
             self.config.shaping.plan(decision.wait) != Plan::Pass
         } else {
@@ -351,21 +391,31 @@ impl<C: Deref<Target = Config>> Pending<C> {
     }
 
     /// The answer to `result`, counted.
-    fn finish(&self, result: Result<SetDecision, Error>) -> Verdict {
+    fn finish(&self, result: Result<impl Decided, Error>) -> Verdict {
         self.config
             .observer
             .record(Outcome::of(&result), self.timer);
         let config = &self.config;
-        match verdict(&result, self.json, config.style, &config.policy_headers) {
+        match verdict(
+            &result,
+            || self.reply.json(),
+            config.style,
+            &config.policy_headers,
+        ) {
             Verdict::Respond(response) => {
                 let (refusal, retry_after) = match &result {
-                    Ok(set) if set.decision.source == DecisionSource::FailClosed => {
-                        (Refusal::Unavailable, set.decision.retry_after)
+                    Ok(answer) if answer.decision().source == DecisionSource::FailClosed => {
+                        (Refusal::Unavailable, answer.decision().retry_after)
                     }
-                    Ok(set) => (Refusal::Denied, set.decision.retry_after),
+                    Ok(answer) => (Refusal::Denied, answer.decision().retry_after),
                     Err(_) => (Refusal::Unavailable, ERROR_RETRY_AFTER),
                 };
-                self.refuse(response, refusal, retry_after, result.ok())
+                self.refuse(
+                    response,
+                    refusal,
+                    retry_after,
+                    result.ok().map(Decided::into_set),
+                )
             }
             pass => pass,
         }
@@ -381,7 +431,7 @@ impl<C: Deref<Target = Config>> Pending<C> {
         decision: Option<SetDecision>,
     ) -> Verdict {
         match &self.config.on_limited {
-            None if self.grpc => Verdict::Respond(grpc::refusal(own, refusal, retry_after)),
+            None if self.reply.grpc() => Verdict::Respond(grpc::refusal(own, refusal, retry_after)),
             None => Verdict::Respond(own),
             Some(on_limited) => Verdict::Limited(Box::new(Limited {
                 refusal,
@@ -405,7 +455,7 @@ impl<C: Deref<Target = Config>> Pending<C> {
             }
         }
         let result = match self.acquire_now() {
-            Some(result) => result,
+            Some(result) => result.map(SetDecision::single),
             None => self.config.limiter.acquire_parts(&self.key, 1).await,
         };
         self.follow_up(result).await
@@ -486,7 +536,6 @@ where
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let timer = Timer::start();
         let config = &self.config;
-        let json = accepts_json(req.headers());
         let ip: Option<IpAddr> =
             peer_addr(req.extensions()).map(|peer| client_ip(peer, req.headers(), &config.trusted));
         let view = RequestView {
@@ -504,11 +553,11 @@ where
             }
             Err(Missing::Key) => {
                 config.observer.record(Outcome::MissingKey, timer);
-                return ResponseFuture::done(missing_key(json));
+                return ResponseFuture::done(missing_key(accepts_json(req.headers())));
             }
             Err(Missing::PeerAddress) => {
                 config.observer.record(Outcome::MissingKey, timer);
-                return ResponseFuture::done(missing_peer(json));
+                return ResponseFuture::done(missing_peer(accepts_json(req.headers())));
             }
         };
         if config.allow.allows(ip, &key) {
@@ -518,8 +567,7 @@ where
         let request = Pending {
             config: &**config,
             key,
-            json,
-            grpc: grpc::is_grpc(req.headers()),
+            reply: req.headers(),
             timer,
         };
         // Synchronously as far as every part decides in process (no bans
@@ -540,7 +588,11 @@ where
                         let verdict = request.finish(result);
                         return answer_now(&mut self.inner, verdict, req);
                     }
-                    Some(result) => self.boxed(request.owned(config).follow_up(result)),
+                    Some(result) => self.boxed(
+                        request
+                            .owned(config)
+                            .follow_up(result.map(SetDecision::single)),
+                    ),
                     None => self.boxed(request.owned(config).decide(false)),
                 }
             }
@@ -571,6 +623,7 @@ impl<S> RateLimit<S> {
 }
 
 /// The future of a request decided synchronously, `inner` its service.
+#[inline(always)]
 fn answer_now<S, B, ResB>(
     inner: &mut S,
     verdict: Verdict,
@@ -675,10 +728,9 @@ where
                     }
                 }
                 StateProj::Calling { fut, headers } => {
-                    let response = ready!(fut.poll(cx))?;
-                    let (mut parts, body) = response.into_parts();
-                    std::mem::take(headers).insert_into(&mut parts.headers);
-                    return Poll::Ready(Ok(Response::from_parts(parts, ResponseBody::inner(body))));
+                    let mut response = ready!(fut.poll(cx))?;
+                    std::mem::take(headers).insert_into(response.headers_mut());
+                    return Poll::Ready(Ok(response.map(ResponseBody::inner)));
                 }
                 StateProj::Done { response } => {
                     let response = response.take().expect("polled after completion");

@@ -84,8 +84,10 @@ mod ban;
 mod body;
 #[cfg(feature = "config")]
 mod config;
+mod decided;
 mod grpc;
 mod key;
+mod key_text;
 mod layer;
 mod limited;
 mod observe;

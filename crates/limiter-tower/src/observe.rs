@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use limiter_core::{DecisionSource, Error, SetDecision};
+use limiter_core::{DecisionSource, Error};
+
+use crate::decided::Decided;
 
 /// Requests, by `policy` (the layer's [name](crate::RateLimitLayer::name))
 /// and `outcome`: `allowed`, `denied`, `banned`, `allowlisted`,
@@ -60,13 +62,13 @@ impl Outcome {
     }
 
     /// The outcome of a limiter's answer.
-    pub(crate) fn of(result: &Result<SetDecision, Error>) -> Self {
+    pub(crate) fn of(result: &Result<impl Decided, Error>) -> Self {
         match result {
             Err(_) => Self::Error,
-            Ok(set) => match set.decision.source {
+            Ok(answer) => match answer.decision().source {
                 DecisionSource::FailOpen => Self::FailedOpen,
                 DecisionSource::FailClosed => Self::FailedClosed,
-                _ if set.decision.allowed => Self::Allowed,
+                _ if answer.decision().allowed => Self::Allowed,
                 _ => Self::Denied,
             },
         }

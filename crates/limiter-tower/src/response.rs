@@ -6,8 +6,9 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
-use limiter_core::{Decision, DecisionSource, Error, Policies, SetDecision};
+use limiter_core::{Decision, DecisionSource, Error, Policies};
 
+use crate::decided::Decided;
 use crate::limited::Limited;
 
 /// How long a limiter error's 503 asks the client to wait.
@@ -142,6 +143,10 @@ impl RateHeaders {
     /// (the map grown once for all of them).
     pub(crate) fn insert_into(self, headers: &mut HeaderMap) {
         let sent = self.lens.iter().filter(|len| **len > 0).count();
+        if sent == 0 && self.policy.is_none() && self.degraded.is_none() {
+            // `HeaderStyle::None`: not even the map's reserve.
+            return;
+        }
         headers.reserve(
             sent + usize::from(self.policy.is_some()) + usize::from(self.degraded.is_some()),
         );
@@ -203,13 +208,17 @@ fn value_len(text: &BytesMut, before: usize) -> u16 {
 /// headers only, its numbers being the fallback's policy's).
 fn rate_headers(
     headers: &mut RateHeaders,
-    set: &SetDecision,
+    set: &impl Decided,
     style: HeaderStyle,
     policy_headers: &PolicyHeaders,
 ) {
-    let decision = &set.decision;
-    let reset = ceil_secs(set.bound().reset_after);
+    let decision = set.decision();
     let ietf = style.ietf() && decision.source == DecisionSource::Backend;
+    if !style.legacy() && !ietf {
+        // Nothing to write: no buffer either.
+        return;
+    }
+    let reset = ceil_secs(set.bound().reset_after);
     let name = policy_headers
         .names
         .get(usize::from(decision.bound_by))
@@ -292,8 +301,8 @@ fn answer(
 
 /// The layer's answer to a decision (or a limiter error).
 pub(crate) fn verdict(
-    result: &Result<SetDecision, Error>,
-    json: bool,
+    result: &Result<impl Decided, Error>,
+    json: impl Fn() -> bool,
     style: HeaderStyle,
     policy_headers: &PolicyHeaders,
 ) -> Verdict {
@@ -304,14 +313,14 @@ pub(crate) fn verdict(
             // limiter cannot say, so the request is not let through.
             return Verdict::Respond(answer(
                 StatusCode::SERVICE_UNAVAILABLE,
-                json,
+                json(),
                 "rate_limiter_unavailable",
                 Some(ERROR_RETRY_AFTER),
                 "Service Unavailable: the rate limiter failed",
             ));
         }
     };
-    let decision: &Decision = &set.decision;
+    let decision: &Decision = set.decision();
     match decision.source {
         DecisionSource::FailOpen => {
             // Nothing was counted: no counted headers, only the marker.
@@ -322,7 +331,7 @@ pub(crate) fn verdict(
         DecisionSource::FailClosed => {
             let mut response = answer(
                 StatusCode::SERVICE_UNAVAILABLE,
-                json,
+                json(),
                 "rate_limiter_unavailable",
                 Some(decision.retry_after),
                 &format!(
@@ -344,7 +353,7 @@ pub(crate) fn verdict(
             } else {
                 let mut response = answer(
                     StatusCode::TOO_MANY_REQUESTS,
-                    json,
+                    json(),
                     "rate_limited",
                     Some(decision.retry_after),
                     &format!(
