@@ -411,7 +411,7 @@ impl<C: Deref<Target = Config>, R: Reply> Pending<C, R> {
                     Err(_) => (Refusal::Unavailable, ERROR_RETRY_AFTER),
                 };
                 self.refuse(
-                    response,
+                    *response,
                     refusal,
                     retry_after,
                     result.ok().map(Decided::into_set),
@@ -431,8 +431,10 @@ impl<C: Deref<Target = Config>, R: Reply> Pending<C, R> {
         decision: Option<SetDecision>,
     ) -> Verdict {
         match &self.config.on_limited {
-            None if self.reply.grpc() => Verdict::Respond(grpc::refusal(own, refusal, retry_after)),
-            None => Verdict::Respond(own),
+            None if self.reply.grpc() => {
+                Verdict::Respond(Box::new(grpc::refusal(own, refusal, retry_after)))
+            }
+            None => Verdict::Respond(Box::new(own)),
             Some(on_limited) => Verdict::Limited(Box::new(Limited {
                 refusal,
                 retry_after,
@@ -634,7 +636,7 @@ where
 {
     match verdict {
         Verdict::Pass(headers) => ResponseFuture::calling(inner.call(req), headers),
-        Verdict::Respond(response) => ResponseFuture::done(response),
+        Verdict::Respond(response) => ResponseFuture::done(*response),
         Verdict::Limited(limited) => ResponseFuture::done(limited.respond(req)),
     }
 }
@@ -717,7 +719,7 @@ where
                             }
                         }
                         Verdict::Respond(response) => State::Done {
-                            response: Some(response),
+                            response: Some(*response),
                         },
                         Verdict::Limited(limited) => {
                             let req = req.take().expect("polled after completion");

@@ -114,8 +114,9 @@ impl PolicyHeaders {
 pub(crate) enum Verdict {
     /// Call the inner service and add these headers to its response.
     Pass(RateHeaders),
-    /// Answer this instead.
-    Respond(Response<Bytes>),
+    /// Answer this instead (boxed: a refusal is rarer than a pass, and a
+    /// `Verdict` is moved on every request).
+    Respond(Box<Response<Bytes>>),
     /// Answer with the layer's `on_limited` function.
     Limited(Box<Limited>),
 }
@@ -311,13 +312,13 @@ pub(crate) fn verdict(
         Err(_) => {
             // A backend failure under ReturnError (or any other error): the
             // limiter cannot say, so the request is not let through.
-            return Verdict::Respond(answer(
+            return Verdict::Respond(Box::new(answer(
                 StatusCode::SERVICE_UNAVAILABLE,
                 json(),
                 "rate_limiter_unavailable",
                 Some(ERROR_RETRY_AFTER),
                 "Service Unavailable: the rate limiter failed",
-            ));
+            )));
         }
     };
     let decision: &Decision = set.decision();
@@ -342,7 +343,7 @@ pub(crate) fn verdict(
             let mut marker = RateHeaders::default();
             degraded(&mut marker, decision.source);
             marker.insert_into(response.headers_mut());
-            Verdict::Respond(response)
+            Verdict::Respond(Box::new(response))
         }
         _ => {
             let mut headers = RateHeaders::default();
@@ -362,7 +363,7 @@ pub(crate) fn verdict(
                     ),
                 );
                 headers.insert_into(response.headers_mut());
-                Verdict::Respond(response)
+                Verdict::Respond(Box::new(response))
             }
         }
     }
