@@ -182,20 +182,11 @@ fn number(value: u64) -> HeaderValue {
     HeaderValue::from(value)
 }
 
-/// Appends `value` in decimal (what `HeaderValue::from(u64)` writes,
-/// without an allocation of its own).
-fn put_decimal(text: &mut BytesMut, mut value: u64) {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            break;
-        }
-    }
-    text.extend_from_slice(&digits[start..]);
+/// Appends `value` in decimal (what `HeaderValue::from(u64)` writes, with
+/// the same `itoa`, two digits per division, without an allocation of
+/// its own).
+fn put_decimal(text: &mut BytesMut, value: u64) {
+    text.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
 }
 
 /// The length of what was written to `text` past `before` (a value past
