@@ -1,4 +1,5 @@
-//! [`ResponseBody`]: the inner service's body, or the layer's own answer.
+//! [`RefusalBody`]: a response body the layer can answer its own refusals
+//! in; [`ResponseBody`], one for any inner body.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -7,8 +8,69 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
+/// A response body the layer can write its own answers in (a 429, 503, 401
+/// or 500, in one chunk), so that the inner service's responses pass
+/// through with their body untouched: no wrapper, no allocation. The
+/// layer needs it of the inner service's body type.
+///
+/// Implemented for axum's `Body` (feature `axum`), tonic's `Body` (feature
+/// `tonic`), [`http_body_util::Full<Bytes>`](http_body_util::Full) and
+/// [`ResponseBody`]. Any other inner body (hyper's `Incoming`, a body of
+/// your own) is wrapped in a [`ResponseBody`] under the layer:
+///
+/// ```
+/// use http_body_util::Empty;
+/// use bytes::Bytes;
+/// use limiter_tower::{RateLimitLayer, ResponseBody};
+/// use tower::ServiceBuilder;
+/// # use limiter_memory::MemoryLimiter;
+/// # let limiter = MemoryLimiter::new("fixed-window:10/1s".parse::<limiter_core::Policy>()?);
+/// # let inner = tower::service_fn(|_req: http::Request<()>| async {
+/// #     Ok::<_, std::convert::Infallible>(http::Response::new(Empty::<Bytes>::new()))
+/// # });
+///
+/// let service = ServiceBuilder::new()
+///     .layer(RateLimitLayer::new(limiter))
+///     .map_response(|response: http::Response<Empty<Bytes>>| {
+///         response.map(ResponseBody::inner)
+///     })
+///     .service(inner);
+/// # let _ = service;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait RefusalBody: Sized {
+    /// A body of `data`, the layer's own answer.
+    fn refusal(data: Bytes) -> Self;
+}
+
+impl<B> RefusalBody for ResponseBody<B> {
+    fn refusal(data: Bytes) -> Self {
+        Self::full(data)
+    }
+}
+
+impl RefusalBody for http_body_util::Full<Bytes> {
+    fn refusal(data: Bytes) -> Self {
+        Self::new(data)
+    }
+}
+
+#[cfg(feature = "axum")]
+impl RefusalBody for axum::body::Body {
+    fn refusal(data: Bytes) -> Self {
+        Self::from(data)
+    }
+}
+
+#[cfg(feature = "tonic")]
+impl RefusalBody for tonic::body::Body {
+    fn refusal(data: Bytes) -> Self {
+        Self::new(http_body_util::Full::new(data))
+    }
+}
+
 pin_project! {
-    /// The body of a response through [`RateLimit`](crate::RateLimit): the
+    /// A response body for any inner body (see [`RefusalBody`]): the
     /// inner service's body when the request was admitted, or the layer's
     /// own (a 429, 503, 401 or 500 answer) in one chunk.
     #[derive(Debug)]

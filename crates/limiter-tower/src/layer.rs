@@ -18,7 +18,7 @@ use tracing::Instrument;
 
 use crate::allow::Allowlist;
 use crate::ban::{BanList, Penalty};
-use crate::body::ResponseBody;
+use crate::body::RefusalBody;
 use crate::decided::Decided;
 use crate::grpc;
 use crate::key::{client_ip, peer_addr, IpNet, KeyExtractor, Missing, RequestView};
@@ -526,8 +526,9 @@ fn counts_as_denial(decision: &Decision) -> bool {
 impl<S, B, ResB> Service<Request<B>> for RateLimit<S>
 where
     S: Service<Request<B>, Response = Response<ResB>> + Clone,
+    ResB: RefusalBody,
 {
-    type Response = Response<ResponseBody<ResB>>;
+    type Response = Response<ResB>;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future, S, B>;
 
@@ -701,8 +702,9 @@ impl<F, S, B, ResB, E> Future for ResponseFuture<F, S, B>
 where
     F: Future<Output = Result<Response<ResB>, E>>,
     S: Service<Request<B>, Response = Response<ResB>, Error = E, Future = F>,
+    ResB: RefusalBody,
 {
-    type Output = Result<Response<ResponseBody<ResB>>, E>;
+    type Output = Result<Response<ResB>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
@@ -732,11 +734,11 @@ where
                 StateProj::Calling { fut, headers } => {
                     let mut response = ready!(fut.poll(cx))?;
                     std::mem::take(headers).insert_into(response.headers_mut());
-                    return Poll::Ready(Ok(response.map(ResponseBody::inner)));
+                    return Poll::Ready(Ok(response));
                 }
                 StateProj::Done { response } => {
                     let response = response.take().expect("polled after completion");
-                    return Poll::Ready(Ok(response.map(ResponseBody::full)));
+                    return Poll::Ready(Ok(response.map(ResB::refusal)));
                 }
             };
             this.state.set(next);

@@ -98,7 +98,7 @@ mod shaping;
 
 pub use self::{
     ban::{BanList, Penalty},
-    body::ResponseBody,
+    body::{RefusalBody, ResponseBody},
     key::{
         client_ip, normalize_ip, Fallback, IpNet, IpNetError, KeyExtractor, KeyKindError,
         RequestView,
