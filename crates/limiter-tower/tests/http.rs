@@ -757,6 +757,39 @@ async fn the_same_layer_on_a_hyper_server_with_a_socket_addr_extension() {
     assert_eq!(denied.number("retry-after"), 10);
 }
 
+/// An inner body the layer cannot write its answers in (not a
+/// `RefusalBody`) is mapped into `ResponseBody` under the layer: an
+/// admitted response keeps the inner body, a refusal is the layer's own.
+#[tokio::test]
+async fn an_inner_body_of_another_type_goes_through_response_body() {
+    use http_body_util::{BodyExt, Empty};
+    use limiter_tower::ResponseBody;
+    use tower::{ServiceBuilder, ServiceExt};
+
+    let clock = ManualClock::new(T0);
+    let service = ServiceBuilder::new()
+        .layer(RateLimitLayer::new(memory("fixed-window:1/10s", &clock)))
+        .map_response(|response: http::Response<Empty<Bytes>>| response.map(ResponseBody::inner))
+        .service_fn(|_: Request<()>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(Empty::<Bytes>::new()))
+        });
+    let request = || {
+        let mut request = Request::new(());
+        request
+            .extensions_mut()
+            .insert(SocketAddr::from(([203, 0, 113, 7], 40_000)));
+        request
+    };
+    let admitted = service.clone().oneshot(request()).await.unwrap();
+    assert_eq!(admitted.status(), StatusCode::OK);
+    let body = admitted.into_body().collect().await.unwrap().to_bytes();
+    assert!(body.is_empty(), "{body:?}");
+    let denied = service.oneshot(request()).await.unwrap();
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    let body = denied.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, "Too Many Requests: retry after 10 s\n");
+}
+
 #[tokio::test]
 async fn a_fallback_decision_is_reported_with_its_own_numbers_and_marked() {
     let clock = ManualClock::new(T0);
