@@ -6,6 +6,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
 use pin_project_lite::pin_project;
 
 /// A response body the layer can write its own answers in (a 429, 503, 401
@@ -14,8 +15,8 @@ use pin_project_lite::pin_project;
 /// layer needs it of the inner service's body type.
 ///
 /// Implemented for axum's `Body` (feature `axum`), tonic's `Body` (feature
-/// `tonic`), [`http_body_util::Full<Bytes>`](http_body_util::Full) and
-/// [`ResponseBody`]. Any other inner body (hyper's `Incoming`, a body of
+/// `tonic`), [`http_body_util::Full<Bytes>`](http_body_util::Full), its
+/// `BoxBody<Bytes, E>` and `UnsyncBoxBody<Bytes, E>`, and [`ResponseBody`]. Any other inner body (hyper's `Incoming`, a body of
 /// your own) is wrapped in a [`ResponseBody`] under the layer:
 ///
 /// ```
@@ -52,6 +53,19 @@ impl<B> RefusalBody for ResponseBody<B> {
 impl RefusalBody for http_body_util::Full<Bytes> {
     fn refusal(data: Bytes) -> Self {
         Self::new(data)
+    }
+}
+
+/// hyper services often answer a boxed body, of any error type.
+impl<E: 'static> RefusalBody for http_body_util::combinators::BoxBody<Bytes, E> {
+    fn refusal(data: Bytes) -> Self {
+        Self::new(http_body_util::Full::new(data).map_err(|never| match never {}))
+    }
+}
+
+impl<E: 'static> RefusalBody for http_body_util::combinators::UnsyncBoxBody<Bytes, E> {
+    fn refusal(data: Bytes) -> Self {
+        Self::new(http_body_util::Full::new(data).map_err(|never| match never {}))
     }
 }
 
@@ -137,5 +151,37 @@ where
                 SizeHint::with_exact(data.as_ref().map_or(0, |data| data.len() as u64))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::combinators::{BoxBody, UnsyncBoxBody};
+    use http_body_util::Full;
+
+    use super::*;
+
+    /// What a body type's refusal holds, read whole.
+    async fn text<B: RefusalBody + Body<Data = Bytes>>() -> Bytes
+    where
+        B::Error: std::fmt::Debug,
+    {
+        B::refusal(Bytes::from_static(b"no"))
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+    }
+
+    #[tokio::test]
+    async fn every_refusal_body_holds_the_layers_answer() {
+        assert_eq!(text::<Full<Bytes>>().await, "no");
+        assert_eq!(text::<BoxBody<Bytes, std::io::Error>>().await, "no");
+        assert_eq!(text::<UnsyncBoxBody<Bytes, std::io::Error>>().await, "no");
+        assert_eq!(text::<ResponseBody<Full<Bytes>>>().await, "no");
+        #[cfg(feature = "axum")]
+        assert_eq!(text::<axum::body::Body>().await, "no");
+        #[cfg(feature = "tonic")]
+        assert_eq!(text::<tonic::body::Body>().await, "no");
     }
 }
