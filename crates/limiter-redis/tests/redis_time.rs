@@ -193,3 +193,46 @@ async fn keys_are_prefixed_and_hash_tagged_by_user_key() {
         "reset deletes the key"
     );
 }
+
+/// A server that saves and reloads its data (`DEBUG RELOAD`: an RDB
+/// written and read back, as a restart with persistence does) keeps every
+/// state and its TTL: the TTL is an absolute time in Redis and the state's
+/// deadline (scripts/prelude.lua, `save`) an absolute server time, so a
+/// write after the reload still keeps or sets a TTL that outlives its
+/// reset, and the count goes on where it was (nothing admitted again).
+#[tokio::test]
+async fn a_reloaded_server_keeps_every_state_and_its_ttl() {
+    use limiter_test::redis_server::RedisServer;
+
+    let server = RedisServer::start_with_args(&["--enable-debug-command", "local"]);
+    for algorithm in Algorithm::ALL {
+        let policy = Policy::new(algorithm, Rate::new(3, Duration::from_secs(30))).unwrap();
+        let limiter = common::builder_at(&server.url(), policy)
+            .build()
+            .await
+            .unwrap();
+        let key = limiter.redis_keys("user:1")[0].clone();
+        let pttl = || server.query(&format!("PTTL {key}"));
+        for _ in 0..2 {
+            assert!(limiter.acquire("user:1", 1).await.unwrap().allowed);
+        }
+        let before: i64 = pttl().trim_start_matches(':').parse().unwrap();
+        assert_eq!(server.command("DEBUG RELOAD"), "+OK", "{algorithm}");
+        let after: i64 = pttl().trim_start_matches(':').parse().unwrap();
+        assert!(
+            after > 0 && after <= before,
+            "{algorithm}: PTTL {before} ms before the reload, {after} after"
+        );
+        let third = limiter.acquire("user:1", 1).await.unwrap();
+        assert!(third.allowed, "{algorithm}");
+        assert_eq!(third.remaining, 0, "{algorithm}: the count went on");
+        let ttl: i64 = pttl().trim_start_matches(':').parse().unwrap();
+        assert!(
+            ttl >= third.reset_after.as_millis() as i64 - 100,
+            "{algorithm}: PTTL {ttl} ms below its reset {:?}",
+            third.reset_after
+        );
+        let fourth = limiter.acquire("user:1", 1).await.unwrap();
+        assert!(!fourth.allowed, "{algorithm}: nothing admitted again");
+    }
+}
