@@ -21,14 +21,14 @@
 -- key's TTL to its reset_after, W (at least the floor).
 
 -- Commits an admission of n at t_eff on key (see sliding_log): drops the
--- entries before base_ts (false: none to drop), removes the member drop
--- (the newest entry when it is at t_eff, else false), adds the new total,
--- and sets the TTL.
+-- entries before base_ts (its text; false: none to drop), removes the
+-- member drop (the newest entry when it is at t_eff, else false), adds the
+-- new total, and sets the TTL.
 local function sl_write(key, base_ts, drop, newest_total, t_eff, ttl)
   if base_ts then
-    -- Scores are whole ticks: below base_ts is at most base_ts - 1, passed
-    -- as a number (exact digits), not formatted into a '(' bound.
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', base_ts - 1)
+    -- Below base_ts, as Redis wrote it (its exact digits: no number to
+    -- write again).
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. base_ts)
   end
   if drop then
     redis.call('ZREM', key, drop)
@@ -40,23 +40,23 @@ local function sl_write(key, base_ts, drop, newest_total, t_eff, ttl)
     -- for 2^53 - L more units). The oldest entry left is the edge's (or,
     -- with none dropped ever, the first: base 0), and every kept total is
     -- at least base.
-    local kept = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+    local kept = redis.call('ZRANGE', key, '0', '-1', 'WITHSCORES')
     local base = 0
     if base_ts then base = tonumber(kept[1]) end
     redis.call('DEL', key)
     for i = 1, #kept, 2 do
-      redis.call('ZADD', key, tonumber(kept[i + 1]), tonumber(kept[i]) - base)
+      redis.call('ZADD', key, kept[i + 1], digits(tonumber(kept[i]) - base))
     end
     total_before = newest_total - base
   end
-  redis.call('ZADD', key, t_eff, total_before + n)
+  redis.call('ZADD', key, digits(t_eff), digits(total_before + n))
   expire(key, ttl)
 end
 
 local function sliding_log(key, tick, W, L)
   local t = floor(time_us / tick)
   -- The newest entry: T_s and the running total.
-  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   local newest_total, newest_ts = 0, 0
   if newest[1] then
     newest_total = tonumber(newest[1])
@@ -70,10 +70,10 @@ local function sliding_log(key, tick, W, L)
   local edge = t_eff - W
   local base, base_ts = 0, nil
   if edge >= 0 then
-    local before = redis.call('ZREVRANGEBYSCORE', key, edge, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    local before = redis.call('ZREVRANGEBYSCORE', key, digits(edge), '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
     if before[1] then
       base = tonumber(before[1])
-      base_ts = tonumber(before[2])
+      base_ts = before[2]
     end
   end
   local count = newest_total - base
@@ -99,7 +99,7 @@ local function sliding_log(key, tick, W, L)
   -- clamped inside the range, and never decides.
   -- need = count + n - L first: base + count + n may pass 2^53 and round.
   local target = base + (count + n - L)
-  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')
   local lo, lo_total = 0, tonumber(first[1])
   local hi, hi_total, hi_ts = redis.call('ZCARD', key) - 1, newest_total, newest_ts
   if lo_total >= target then
@@ -115,7 +115,8 @@ local function sliding_log(key, tick, W, L)
       if mid <= lo then mid = lo + 1 elseif mid >= hi then mid = hi - 1 end
     end
     local before = hi - lo
-    local entry = redis.call('ZRANGE', key, mid, mid, 'WITHSCORES')
+    local at = digits(mid)
+    local entry = redis.call('ZRANGE', key, at, at, 'WITHSCORES')
     local total = tonumber(entry[1])
     if total < target then
       lo, lo_total = mid, total
