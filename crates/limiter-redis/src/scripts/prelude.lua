@@ -88,6 +88,11 @@ local texts
 
 local function start(KEYS, ARGV, P, prefetch)
   if not floor then
+    -- digits needs a 64-bit long (Lua's '%d'): every call of a server
+    -- without one fails, saying so, before anything is decided.
+    if string.format('%d', 9007199254740992) ~= '9007199254740992' then
+      error('limiter: this server formats integers in 32 bits; it needs a 64-bit build of Redis')
+    end
     floor, min, max, ceil = math.floor, math.min, math.max, math.ceil
     pack, unpack = struct.pack, struct.unpack
     concat, spread, format = table.concat, _G.unpack, string.format
