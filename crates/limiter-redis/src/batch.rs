@@ -202,11 +202,16 @@ impl Decider {
     ) -> Result<Vec<Result<SetDecision, BackendError>>, BackendError> {
         let cmd = self.function.decide(&self.keys, requests.iter());
         let reply = self.backend.query(&cmd, Some(&self.function)).await?;
-        let records = scripts::split_reply(self.policies.parts(), &reply, requests.len())
-            .ok_or_else(|| self.unexpected(&reply))?;
+        let (server_us, records) =
+            scripts::split_reply(self.policies.parts(), &reply, requests.len())
+                .ok_or_else(|| self.unexpected(&reply))?;
         Ok(records
             .zip(requests)
-            .map(|(record, request)| self.read(record, request.cost))
+            .map(|(record, request)| match (request.time_us, server_us) {
+                (Some(time_us), _) => self.read(record, time_us, request.cost),
+                (None, 0) => Err(self.unexpected(&"a reply without the Redis TIME it used")),
+                (None, time_us) => self.read(record, time_us, request.cost),
+            })
             .collect())
     }
 
@@ -219,12 +224,12 @@ impl Decider {
 
     /// One request's decision from its part of the reply: each part
     /// converted, then combined (docs/spec.md section 7).
-    fn read(&self, record: &[u8], cost: u64) -> Result<SetDecision, BackendError> {
+    fn read(&self, record: &[u8], time_us: u64, cost: u64) -> Result<SetDecision, BackendError> {
         let parts = self.policies.parts();
         let mut decisions = [Decision::admit(0, 0, 0); Policies::MAX_PARTS];
         let mut reset_now = [std::time::Duration::ZERO; Policies::MAX_PARTS];
         let mut read = 0;
-        scripts::read_reply(parts, record, |part| {
+        scripts::read_reply(parts, record, time_us, |part| {
             decisions[read] = part.decision;
             reset_now[read] = part.reset_now;
             read += 1;
