@@ -8,7 +8,7 @@ use limiter_core::backend::check_policies;
 use limiter_core::{Clock, Decision, Error, Limiter, Policies, SetDecision};
 
 use crate::backend::RedisBackend;
-use crate::batch::Decider;
+use crate::batch::{Answer, Decider};
 use crate::builder::RedisLimiterBuilder;
 use crate::keys::KeyLayout;
 use crate::scripts::{LuaFunction, Mode, Request};
@@ -86,7 +86,7 @@ impl RedisLimiter {
     /// One decision: validate, then decide in the limiter's next call (one
     /// round trip, shared with the decisions that arrived meanwhile: see
     /// `batch.rs`).
-    async fn decide(&self, key: &str, cost: u64, mode: Mode) -> Result<SetDecision, Error> {
+    async fn decide(&self, key: &str, cost: u64, mode: Mode) -> Result<Answer, Error> {
         let time_us = self.clock.as_ref().map(|clock| clock.now_us());
         // With Redis TIME the time is checked by the server's clock, which
         // stays below 2^53 µs until the year 2255.
@@ -108,19 +108,19 @@ impl Limiter for RedisLimiter {
     }
 
     async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        Ok(self.decide(key, cost, Mode::Acquire).await?.decision)
+        Ok(self.decide(key, cost, Mode::Acquire).await?.decision())
     }
 
     async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        Ok(self.decide(key, cost, Mode::Peek).await?.decision)
+        Ok(self.decide(key, cost, Mode::Peek).await?.decision())
     }
 
     async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-        self.decide(key, cost, Mode::Acquire).await
+        Ok(self.decide(key, cost, Mode::Acquire).await?.into_set())
     }
 
     async fn peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-        self.decide(key, cost, Mode::Peek).await
+        Ok(self.decide(key, cost, Mode::Peek).await?.into_set())
     }
 
     /// Deletes the key's state under every part (`DEL`, one command: the

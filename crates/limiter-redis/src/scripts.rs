@@ -288,8 +288,9 @@ pub(crate) fn split_reply<'a>(
 /// An 8-byte little-endian double holding an integer in [0, 2^53].
 fn whole(field: &[u8]) -> Option<u64> {
     let value = f64::from_le_bytes(field.try_into().ok()?);
-    // Integral, non-negative and at most 2^53: the cast is exact.
-    ((0.0..=9_007_199_254_740_992.0).contains(&value) && value.fract() == 0.0)
+    // Non-negative, at most 2^53, and integral: the cast is exact, and
+    // casting back is the integral test (`fract` calls libm's `trunc`).
+    ((0.0..=9_007_199_254_740_992.0).contains(&value) && value as u64 as f64 == value)
         .then_some(value as u64)
 }
 
