@@ -25,6 +25,8 @@
 //!   sorted-set script.
 #![allow(missing_docs)]
 
+mod concurrently;
+
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -40,6 +42,8 @@ use limiter_core::{
 };
 use limiter_memory::MemoryLimiter;
 use limiter_redis::{RedisBackend, RedisLimiter};
+
+use concurrently::run_concurrently;
 
 const KEYS: usize = 10_000;
 
@@ -437,31 +441,6 @@ fn scaling(c: &mut Criterion) {
         }
         group.finish();
     }
-}
-
-/// Runs `total` operations from `concurrency` tasks at once and returns the
-/// wall time.
-async fn run_concurrently<F, Fut>(concurrency: u64, total: u64, op: F) -> Duration
-where
-    F: Fn(u64) -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let per_task = total.div_ceil(concurrency);
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..concurrency)
-        .map(|task| {
-            let op = op.clone();
-            tokio::spawn(async move {
-                for i in 0..per_task {
-                    op(task * per_task + i).await;
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    start.elapsed()
 }
 
 /// The original article's sliding-window script: a sorted set trimmed,

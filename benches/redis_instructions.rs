@@ -12,12 +12,16 @@
 //! (`VARIANT`: `ceiling` or an algorithm, e.g. `token-bucket`).
 #![allow(missing_docs)]
 
+mod concurrently;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use limiter_core::{Algorithm, Limiter, Policy, Rate};
 use limiter_redis::{RedisBackend, RedisLimiter};
+
+use concurrently::run_concurrently;
 
 /// Tasks deciding at once, as in the benches' concurrency-64 group.
 const TASKS: u64 = 64;
@@ -89,20 +93,8 @@ type Decide = Arc<dyn Fn(u64) -> std::pin::Pin<Box<dyn Future<Output = ()> + Sen
 
 /// `decisions` decisions from [`TASKS`] tasks at once.
 async fn load(decide: &Decide, decisions: u64) {
-    let per_task = decisions / TASKS;
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|task| {
-            let decide = Arc::clone(decide);
-            tokio::spawn(async move {
-                for i in 0..per_task {
-                    decide(task * per_task + i).await;
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    let decide = Arc::clone(decide);
+    run_concurrently(TASKS, decisions, move |i| decide(i)).await;
 }
 
 /// Runs `load` to its end: the only part callgrind counts.
