@@ -46,7 +46,7 @@ impl RedisLimiterBuilder {
     }
 
     /// The prefix of every Redis key: a user key `k` lives at
-    /// `{prefix}:{k}:{policy}` (e.g. `limiter:{user:42}:sl-e77675966f00`,
+    /// `{prefix}:{k}:{policy}` (e.g. `limiter:{user:42}:sl-3f50e54ee2b6`,
     /// the policy part naming the algorithm and a digest of its numbers, so
     /// that two policies never share state). Must not contain `{` or `}`
     /// (the user key is the cluster hash tag). Defaults to `"limiter"`.

@@ -10,6 +10,8 @@ use limiter_core::backend::PerAlgorithm;
 use limiter_core::Policy;
 use redis::{RedisWrite, ToRedisArgs};
 
+use crate::scripts::keeps_packed_log;
+
 /// Each algorithm's short name in keys.
 const SHORT_NAMES: PerAlgorithm<&str> = PerAlgorithm {
     fixed_window: "fw",
@@ -31,6 +33,11 @@ const STATE_ENCODINGS: PerAlgorithm<u32> = PerAlgorithm {
     leaky_bucket: 2,
 };
 
+/// The encoding of a sliding log kept in one string (a small limit, see
+/// scripts/packed_log.lua), where it was a sorted set (encoding 1) before:
+/// its keys moved with it.
+const PACKED_LOG_ENCODING: u32 = 2;
+
 /// The policy part of a key, e.g. `sl-e77675966f00`: the algorithm's short
 /// name and 48 bits of an FNV-1a digest of the policy's identity (algorithm,
 /// limit, window in µs, capacity or queue, state encoding).
@@ -45,7 +52,11 @@ pub(crate) fn policy_tag(policy: &Policy) -> String {
         policy.limit(),
         policy.window_us()
     );
-    let encoding = STATE_ENCODINGS[policy.algorithm()];
+    let encoding = if keeps_packed_log(policy) {
+        PACKED_LOG_ENCODING
+    } else {
+        STATE_ENCODINGS[policy.algorithm()]
+    };
     if encoding > 1 {
         identity = format!("v{encoding}:{identity}");
     }
@@ -166,10 +177,14 @@ mod tests {
 
     #[test]
     fn the_policy_tag_is_stable_and_tells_policies_apart() {
-        // Pinned: a change here moves every key of every deployment.
+        // Pinned: a change here moves every key of every deployment. (A
+        // sliding log of 10 moved on purpose when small logs became
+        // strings: it was sl-e77675966f00 as a sorted set.)
         let pinned = Policy::sliding_log(Rate::per_minute(10)).unwrap();
         assert_eq!(policy_tag(&pinned), policy_tag(&pinned.clone()));
-        assert_eq!(policy_tag(&pinned), "sl-e77675966f00");
+        assert_eq!(policy_tag(&pinned), "sl-3f50e54ee2b6");
+        let sorted_set = Policy::sliding_log(Rate::per_minute(1000)).unwrap();
+        assert_eq!(policy_tag(&sorted_set), "sl-95bbaa395c4f");
         let packed = Policy::token_bucket(Rate::per_minute(10)).unwrap();
         assert_eq!(policy_tag(&packed), "tb-10456c6c3435");
         let mut tags = HashSet::new();

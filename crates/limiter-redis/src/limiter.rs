@@ -57,7 +57,7 @@ impl RedisLimiter {
     }
 
     /// The Redis key holding `key`'s state (under the first policy of a
-    /// set), e.g. `limiter:{user:42}:sl-e77675966f00`: what to inspect with
+    /// set), e.g. `limiter:{user:42}:sl-3f50e54ee2b6`: what to inspect with
     /// `redis-cli`.
     pub fn redis_key(&self, key: &str) -> String {
         self.decider.keys[0].state_key(key)

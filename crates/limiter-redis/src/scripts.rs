@@ -35,6 +35,31 @@ const ALGORITHMS: PerAlgorithm<(&str, &str)> = PerAlgorithm {
     leaky_bucket: (include_str!("scripts/leaky_bucket.lua"), "leaky_bucket"),
 };
 
+/// The sliding log of a limit up to this many units keeps its log in one
+/// string (`scripts/packed_log.lua`: one command per decision, at most
+/// this many 14-byte records); a larger one in a sorted set
+/// (`scripts/sliding_log.lua`: O(log L) commands, whatever the length).
+/// Redis's own flat encoding of sorted sets stops at the same length
+/// (`zset-max-listpack-entries`).
+pub(crate) const PACKED_LOG_MAX: u64 = 128;
+
+/// The sliding log in one string (see [`PACKED_LOG_MAX`]).
+const PACKED_LOG: (&str, &str) = (include_str!("scripts/packed_log.lua"), "packed_log");
+
+/// Whether `policy` is a sliding log kept in one string.
+pub(crate) fn keeps_packed_log(policy: &Policy) -> bool {
+    policy.algorithm() == Algorithm::SlidingLog && policy.limit() <= PACKED_LOG_MAX
+}
+
+/// The Lua deciding `policy`, and the name of the function it defines.
+fn script(policy: &Policy) -> (&'static str, &'static str) {
+    if keeps_packed_log(policy) {
+        PACKED_LOG
+    } else {
+        ALGORITHMS[policy.algorithm()]
+    }
+}
+
 /// Numbers in one part's answer: allowed, remaining, retry_after,
 /// reset_after and t_eff; then reset_now when the set has several parts
 /// (what a denied set reports of a part that would have admitted,
@@ -75,18 +100,19 @@ impl LuaFunction {
     /// library, and two sets never collide.
     pub(crate) fn for_parts(parts: &[Policy], ttl_floor_ms: u64) -> Self {
         let mut code = format!("local ttl_floor = {ttl_floor_ms}\n{PRELUDE}");
-        let mut included = PerAlgorithm::from_fn(|_| false);
+        let mut included = Vec::new();
         for policy in parts {
-            let algorithm = policy.algorithm();
-            if !std::mem::replace(&mut included[algorithm], true) {
-                code.push_str(ALGORITHMS[algorithm].0);
+            let (lua, function) = script(policy);
+            if !included.contains(&function) {
+                included.push(function);
+                code.push_str(lua);
             }
         }
-        // Every algorithm but the sliding log (a sorted set) keeps its
-        // state in a string, which `start` reads up front with one MGET.
+        // Every state but a sorted set's (the sliding log of a large
+        // limit) is a string, which `start` reads up front with one MGET.
         let prefetch = parts
             .iter()
-            .any(|policy| policy.algorithm() != Algorithm::SlidingLog);
+            .any(|policy| policy.algorithm() != Algorithm::SlidingLog || keeps_packed_log(policy));
         let _ = write!(
             code,
             "local function decide(KEYS, ARGV)\n  start(KEYS, ARGV, {parts}, {prefetch})\n  \
@@ -101,7 +127,7 @@ impl LuaFunction {
                 "    local a{p}, r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}, x{p}, y{p}, z{p}, v{p}, \
                  u{p}, o{p}, s{p} = \
                  {}(KEYS[k + {p}], {}, {}, {}, {}, {})",
-                ALGORITHMS[policy.algorithm()].1,
+                script(policy).1,
                 policy.tick_us(),
                 policy.window_ticks(),
                 policy.limit(),

@@ -51,8 +51,16 @@ async fn state_keys_stay_small() {
         let (_, bytes) = key_after(algorithm, 1_000, 5).await;
         assert!(bytes < 200, "{algorithm}: {bytes} bytes");
     }
-    // One entry per admission in the window: compact (listpack) up to
-    // Redis's zset-max-listpack-entries (128 by default), then a skiplist.
+    // A limit up to 128 keeps its log in one string: 14 bytes per record.
+    let (_, one) = key_after(Algorithm::SlidingLog, 100, 1).await;
+    let (_, hundred) = key_after(Algorithm::SlidingLog, 100, 100).await;
+    assert!(one < 200, "{one}");
+    let packed = (hundred - one) / 99;
+    println!("sliding-log of 100: {packed} bytes per record");
+    assert!((14..=20).contains(&packed), "{packed} bytes per record");
+    // A larger limit, a sorted set: one entry per admission in the window,
+    // compact (listpack) up to Redis's zset-max-listpack-entries (128 by
+    // default), then a skiplist.
     let (_, one) = key_after(Algorithm::SlidingLog, 10_000, 1).await;
     let (_, hundred) = key_after(Algorithm::SlidingLog, 10_000, 100).await;
     let (_, thousand) = key_after(Algorithm::SlidingLog, 10_000, 1_000).await;
