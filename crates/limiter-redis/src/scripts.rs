@@ -37,10 +37,11 @@ const ALGORITHMS: PerAlgorithm<(&str, &str)> = PerAlgorithm {
 
 /// The sliding log of a limit up to this many units keeps its log in one
 /// string (`scripts/packed_log.lua`: one command per decision, at most
-/// this many 14-byte records); a larger one in a sorted set
+/// this many 14-byte records and the edge's); a larger one in a sorted set
 /// (`scripts/sliding_log.lua`: O(log L) commands, whatever the length).
-/// Redis's own flat encoding of sorted sets stops at the same length
-/// (`zset-max-listpack-entries`).
+/// Measured side by side, the string wins up to 128 records and loses from
+/// about 500 (docs/benchmarks.md, "Why 128"); Redis's own flat encoding of
+/// sorted sets stops at the same length (`zset-max-listpack-entries`).
 pub(crate) const PACKED_LOG_MAX: u64 = 128;
 
 /// The sliding log in one string (see [`PACKED_LOG_MAX`]).

@@ -8,14 +8,16 @@
 -- then one 14-byte record per tick with admissions, oldest first, packed
 -- as '<I7I7': the tick and the running total of units admitted by the key
 -- up to and including it (so counting a window is a subtraction). A log
--- holds at most L records. The string is read with the call's one MGET and
+-- holds at most L + 1 records (the window's and the edge's). The string
+-- is read with the call's one MGET and
 -- written with one SET (or SETRANGE in place when its length holds): a
 -- decision makes one redis.call of its own where the sorted set makes four
 -- or five, each costing Redis more than the arithmetic here (and the
 -- sorted set's scores are written by Redis with '%.17g', then parsed).
--- Above 128 records the string's copies (read, rebuilt, written,
--- replicated whole) would cost more than the sorted set's O(log L)
--- commands: larger limits keep sliding_log.lua.
+-- The string's copies (read, rebuilt, written, replicated whole) grow
+-- with it: measured against the sorted set (docs/benchmarks.md, "Why
+-- 128"), it wins up to 128 records and loses from about 500 when
+-- decisions spread over keys, so larger limits keep sliding_log.lua.
 --
 -- Called as the prelude describes: decides without writing, and returns
 -- (allowed, remaining, retry_after, reset_after, reset_now, wait, t_eff,
