@@ -82,9 +82,15 @@ async fn every_algorithm_admits_exactly_its_quota_from_a_burst() {
 /// holds or shrinks (a TTL kept); denials write nothing.
 #[tokio::test]
 async fn every_key_written_with_redis_time_outlives_its_reset_after() {
-    for algorithm in Algorithm::ALL {
-        let window = Duration::from_secs(30);
-        let policy = Policy::new(algorithm, Rate::new(3, window)).unwrap();
+    let window = Duration::from_secs(30);
+    // Every algorithm at 3 per 30 s (a sliding log of 3 is one string),
+    // and a sliding log of 200, a sorted set (scripts.rs, PACKED_LOG_MAX).
+    let policies = Algorithm::ALL
+        .into_iter()
+        .map(|algorithm| Policy::new(algorithm, Rate::new(3, window)).unwrap())
+        .chain([Policy::sliding_log(Rate::new(200, window)).unwrap()]);
+    for policy in policies {
+        let algorithm = policy.to_string();
         let limiter = common::builder(policy).build().await.unwrap();
         for i in 0..12 {
             let key = format!("user:{}", i % 2);
