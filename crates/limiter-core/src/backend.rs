@@ -55,8 +55,8 @@ use std::mem::size_of_val;
 
 pub use crate::algorithm::PerAlgorithm;
 pub use crate::algorithms::{
-    check_request, effective_time, AlgorithmState, FixedWindow, KeyState, LeakyBucket, LogUpdate,
-    SlidingCounter, SlidingLog, TokenBucket,
+    check_request, effective_tick, effective_time, AlgorithmState, FixedWindow, KeyState,
+    LeakyBucket, LogUpdate, SlidingCounter, SlidingLog, TokenBucket,
 };
 pub use crate::all_of::{all_of, check_policies, SetState};
 pub use crate::decision::TickDecision;

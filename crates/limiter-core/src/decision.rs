@@ -223,10 +223,20 @@ impl TickDecision {
     /// of `D` ticks becomes `(t_eff + D) * tick - time_us` µs, and 0 stays 0.
     #[inline]
     pub fn into_decision(self, policy: &Policy, time_us: u64) -> Decision {
-        let tick = u128::from(policy.tick_us());
+        let tick_us = policy.tick_us();
+        let tick = u128::from(tick_us);
         let to_micros = |ticks: u64| {
             if ticks == 0 {
                 return Duration::ZERO;
+            }
+            // Everyday policies have a 1 µs tick: the end, at most 2^53 +
+            // ticks, is µs already, and u64 arithmetic spares the hot path
+            // a 128-bit division (a call to the compiler's runtime).
+            if tick_us == 1 {
+                if let Some(end) = self.t_eff.checked_add(ticks) {
+                    // t_eff >= time_us under a 1 µs tick.
+                    return Duration::from_micros(end.saturating_sub(time_us));
+                }
             }
             // In u128: a bucket's refill can outlast u64 µs (a capacity of
             // 10^14 refilled at one a second), and t_eff + ticks can pass

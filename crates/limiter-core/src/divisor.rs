@@ -9,17 +9,30 @@
 //! `m = ceil(2^k / d)`, the error `e = m*d - 2^k` is below `d <= 2^l`, so
 //! `n*e < 2^k` for every `n <= 2^53`, which makes `floor(n*m / 2^k)` equal
 //! `floor(n / d)`.
+//!
+//! The numerator's 10 spare bits (`n * 2^10 <= 2^63`) move the product's
+//! binary point to bit 64: `floor(n*m / 2^k)` is the high word of
+//! `(n * 2^10) * m`, shifted right by `l - 1` (or, for `l <= 1`, of
+//! `(n * 2^10) * (m * 2^(1 - l))`, unshifted). One 64-bit multiply and two
+//! shifts, where a 128-bit shift by `k` takes five instructions more. The
+//! multiplier stays below 2^55: `m <= 2^54`.
 
 use crate::MAX_TIME_US;
 
 /// Bits of the largest numerator: 2^53 inclusive.
 const NUMERATOR_BITS: u32 = 53;
 
+/// Bits a numerator is shifted left by before it is multiplied: what is
+/// left of 63 bits above the largest numerator.
+const HEADROOM: u32 = 63 - NUMERATOR_BITS;
+
 /// A divisor `d >= 1` with its reciprocal, for numerators `<= 2^53`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Divisor {
     divisor: u64,
-    multiplier: u128,
+    /// `m`, or `m * 2^(1 - l)` when `l <= 1`.
+    multiplier: u64,
+    /// `l - 1`, or 0 when `l <= 1`.
     shift: u32,
 }
 
@@ -27,8 +40,13 @@ impl Divisor {
     pub(crate) fn new(divisor: u64) -> Self {
         assert!(divisor >= 1, "division by zero");
         let l = u64::BITS - (divisor - 1).leading_zeros(); // ceil(log2 d)
-        let shift = NUMERATOR_BITS + l;
-        let multiplier = (1u128 << shift).div_ceil(u128::from(divisor));
+        let m = (1u128 << (NUMERATOR_BITS + l)).div_ceil(u128::from(divisor));
+        // m < 2^(53 + l) / 2^(l - 1) + 1, so m <= 2^54.
+        let m = u64::try_from(m).expect("m <= 2^54");
+        let (multiplier, shift) = match l.checked_sub(1) {
+            Some(shift) if shift > 0 => (m, shift),
+            _ => (m << (1 - l), 0),
+        };
         Self {
             divisor,
             multiplier,
@@ -40,7 +58,8 @@ impl Divisor {
     #[inline]
     pub(crate) fn div(self, n: u64) -> u64 {
         debug_assert!(n <= MAX_TIME_US, "numerator {n} beyond 2^53");
-        ((u128::from(n) * self.multiplier) >> self.shift) as u64
+        let high = (u128::from(n << HEADROOM) * u128::from(self.multiplier)) >> u64::BITS;
+        (high as u64) >> self.shift
     }
 
     /// `ceil(n / d)`, for `n <= 2^53`.

@@ -25,7 +25,7 @@ impl CompactCounter {
         policy.algorithm() == Algorithm::SlidingCounter && u32::try_from(policy.limit()).is_ok()
     }
 
-    #[inline]
+    #[inline(always)]
     fn wide(self) -> SlidingCounter {
         SlidingCounter::from_parts(
             self.window_start,
@@ -36,7 +36,7 @@ impl CompactCounter {
 
     /// `state`, whose counts are at most the limit of a policy that
     /// [`fits`](Self::fits).
-    #[inline]
+    #[inline(always)]
     fn narrow(state: SlidingCounter) -> Self {
         let count = |units: u64| {
             debug_assert!(units <= u64::from(u32::MAX), "a count above the limit");
@@ -63,13 +63,13 @@ impl AlgorithmState for CompactCounter {
         self.window_start
     }
 
-    #[inline]
+    #[inline(always)]
     fn evaluate(&self, policy: &Policy, t_eff: u64, cost: u64) -> (TickDecision, Option<Self>) {
         let (decision, update) = self.wide().evaluate(policy, t_eff, cost);
         (decision, update.map(Self::narrow))
     }
 
-    #[inline]
+    #[inline(always)]
     fn apply(&mut self, update: Self) {
         *self = update;
     }

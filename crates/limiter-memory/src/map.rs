@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use limiter_core::backend::{
-    check_policies, effective_time, AlgorithmState, ForAlgorithm, SetState, StateFamily,
-    TickDecision,
+    check_policies, check_request, effective_tick, AlgorithmState, ForAlgorithm, SetState,
+    StateFamily, TickDecision,
 };
 use limiter_core::{Decision, Error, Policy, SetDecision};
 
@@ -100,7 +100,12 @@ pub(crate) trait Stored: Send + Sync + Sized + 'static {
     /// before it is made the answer (outside the lock).
     type Raw;
 
-    /// Decides and commits if admitted, as far as the lock is needed.
+    /// Checks the request (docs/spec.md rules 2.2 and 2.4) before the
+    /// key's lock is taken, so that nothing under it can fail.
+    fn check(limiter: &MemoryLimiter, now_us: u64, cost: u64) -> Result<(), Error>;
+
+    /// Decides and commits if admitted, as far as the lock is needed, for
+    /// a request [`check`](Self::check) passed.
     fn decide(
         &mut self,
         limiter: &MemoryLimiter,
@@ -166,11 +171,17 @@ impl<S: AlgorithmState> Stored for S {
 
     type Raw = TickDecision;
 
+    #[inline]
+    fn check(limiter: &MemoryLimiter, now_us: u64, cost: u64) -> Result<(), Error> {
+        check_request(&limiter.policy, now_us, cost)
+    }
+
     /// [`AlgorithmState::acquire`] up to the decision in ticks: its µs
     /// conversion ([`TickDecision::into_decision`]) is left to
     /// [`answer`](Stored::answer), out of the lock, and skipped by callers
-    /// that only need `allowed`.
-    #[inline]
+    /// that only need `allowed`. Always inlined: out of line, its
+    /// `Result` goes through memory (measured: +30 instructions a decision).
+    #[inline(always)]
     fn decide(
         &mut self,
         limiter: &MemoryLimiter,
@@ -178,7 +189,7 @@ impl<S: AlgorithmState> Stored for S {
         cost: u64,
     ) -> Result<TickDecision, Error> {
         let policy = &limiter.policy;
-        let t_eff = effective_time(policy, self.stamp(), now_us, cost)?;
+        let t_eff = effective_tick(policy, self.stamp(), now_us);
         let (mut decision, update) = self.evaluate(policy, t_eff, cost);
         if let Some(update) = update {
             self.apply(update);
@@ -239,6 +250,13 @@ impl Stored for Tiered {
             set: SetState::fresh(&limiter.policies),
             reset_time_us: 0,
         }
+    }
+
+    /// Nothing: [`SetState::acquire`] checks the request against every
+    /// part.
+    #[inline]
+    fn check(_: &MemoryLimiter, _: u64, _: u64) -> Result<(), Error> {
+        Ok(())
     }
 
     type Raw = SetDecision;
@@ -324,6 +342,7 @@ impl MemoryLimiter {
         now_us: u64,
         cost: u64,
     ) -> Result<S::Answer, Error> {
+        S::check(self, now_us, cost)?;
         let held = map.get_mut(key.as_bytes()).map(|mut state| {
             let raw = state.decide(self, now_us, cost);
             drop(state); // the answer is made out of the lock
@@ -344,6 +363,7 @@ impl MemoryLimiter {
         now_us: u64,
         cost: u64,
     ) -> Result<bool, Error> {
+        S::check(self, now_us, cost)?;
         if let Some(mut state) = map.get_mut(key.as_bytes()) {
             return state.decide(self, now_us, cost).map(|raw| S::allowed(&raw));
         }

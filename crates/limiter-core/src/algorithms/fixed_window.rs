@@ -47,7 +47,7 @@ impl AlgorithmState for FixedWindow {
         self.window_start
     }
 
-    #[inline]
+    #[inline(always)]
     fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<Self>) {
         let (w, limit) = (policy.window_ticks(), policy.limit());
         // t mod W <= t; then window_start <= t < window_start + W <= 2^53 + 2^51.
@@ -94,7 +94,7 @@ impl AlgorithmState for FixedWindow {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn apply(&mut self, update: Self) {
         *self = update;
     }

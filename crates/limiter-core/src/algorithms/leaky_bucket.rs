@@ -48,7 +48,7 @@ impl AlgorithmState for LeakyBucket {
         self.last
     }
 
-    #[inline]
+    #[inline(always)]
     fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<Self>) {
         let w = policy.window_ticks();
         let (per_window, per_rate) = (policy.window_divisor(), policy.limit_divisor());
@@ -96,7 +96,7 @@ impl AlgorithmState for LeakyBucket {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn apply(&mut self, update: Self) {
         *self = update;
     }

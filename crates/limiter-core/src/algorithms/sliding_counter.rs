@@ -69,7 +69,7 @@ impl AlgorithmState for SlidingCounter {
         self.window_start
     }
 
-    #[inline]
+    #[inline(always)]
     fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<Self>) {
         let (w, limit) = (policy.window_ticks(), policy.limit());
         let e = policy.window_divisor().rem(t);
@@ -146,7 +146,7 @@ impl AlgorithmState for SlidingCounter {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn apply(&mut self, update: Self) {
         *self = update;
     }

@@ -68,8 +68,21 @@ impl SlidingLog {
             .saturating_mul(std::mem::size_of::<LogEntry>())
     }
 
+    #[inline]
     fn total(&self) -> u64 {
         self.entries.back().map_or(self.dropped_total, |e| e.total)
+    }
+
+    /// How many entries, from the oldest, are at or before `edge`: the
+    /// two ends first, as a log is most often all live or all expired,
+    /// then a binary search.
+    #[inline]
+    fn expired_by(&self, edge: u64) -> usize {
+        match (self.entries.front(), self.entries.back()) {
+            (Some(oldest), _) if oldest.ts > edge => 0,
+            (_, Some(newest)) if newest.ts <= edge => self.entries.len(),
+            _ => self.entries.partition_point(|e| e.ts <= edge),
+        }
     }
 
     /// Subtracts the dropped total from every total, so the newest total
@@ -103,12 +116,12 @@ impl AlgorithmState for SlidingLog {
         self.entries.back().map_or(0, |e| e.ts)
     }
 
-    #[inline]
+    #[inline(always)]
     fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<LogUpdate>) {
         let (w, limit) = (policy.window_ticks(), policy.limit());
         // The window is (t - W, t]: entries at or before t - W are out.
         let expired = match t.checked_sub(w) {
-            Some(edge) => self.entries.partition_point(|e| e.ts <= edge),
+            Some(edge) => self.expired_by(edge),
             None => 0,
         };
         let base = match expired.checked_sub(1) {
@@ -164,11 +177,15 @@ impl AlgorithmState for SlidingLog {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn apply(&mut self, update: LogUpdate) {
         if let Some(newest_expired) = update.expired.checked_sub(1) {
             self.dropped_total = self.entries[newest_expired].total;
-            self.entries.drain(..update.expired);
+            if update.expired == self.entries.len() {
+                self.entries.clear();
+            } else {
+                self.entries.drain(..update.expired);
+            }
         }
         // Keep every total at or below 2^53 (EXACT_LIMIT - cost: cost <= L < 2^53).
         #[allow(clippy::arithmetic_side_effects)]

@@ -51,7 +51,7 @@ impl AlgorithmState for TokenBucket {
         self.last
     }
 
-    #[inline]
+    #[inline(always)]
     fn evaluate(&self, policy: &Policy, t: u64, n: u64) -> (TickDecision, Option<Self>) {
         let w = policy.window_ticks();
         let (per_window, per_rate) = (policy.window_divisor(), policy.limit_divisor());
@@ -98,7 +98,7 @@ impl AlgorithmState for TokenBucket {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn apply(&mut self, update: Self) {
         *self = update;
     }
