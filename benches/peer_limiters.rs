@@ -24,6 +24,8 @@ pub(crate) fn keys() -> Vec<String> {
 
 /// A limiter that answers one request: admitted or not.
 pub(crate) trait Decide {
+    // `&String`: governor's limiter keyed by `String` is checked with one.
+    #[allow(clippy::ptr_arg)]
     fn decide(&mut self, key: &String) -> bool;
 }
 
