@@ -26,17 +26,16 @@
 #![allow(missing_docs)]
 
 mod concurrently;
+// Shared with the finer peers harnesses; this bench uses the limiters only.
+#[allow(dead_code)]
+mod peer_limiters;
 
 use std::hint::black_box;
-use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use governor::clock::QuantaClock;
-use governor::state::keyed::DashMapStateStore;
-use governor::{Quota, RateLimiter};
 use limiter_core::{
     Algorithm, FailurePolicy, Limiter, LimiterExt, ManualClock, Policies, Policy, Rate,
 };
@@ -44,18 +43,12 @@ use limiter_memory::MemoryLimiter;
 use limiter_redis::{RedisBackend, RedisLimiter};
 
 use concurrently::run_concurrently;
+use peer_limiters::{generous, governor_ahash, governor_siphash, governor_state_information};
 
 const KEYS: usize = 10_000;
 
 fn keys(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("user:{i}")).collect()
-}
-
-/// A policy that admits every request of the bench (the allowed path):
-/// a million per millisecond, so a sliding log holds only the last
-/// millisecond's admissions (at most a thousand ticks, on one hot key).
-fn generous(algorithm: Algorithm) -> Policy {
-    Policy::new(algorithm, Rate::new(1_000_000, Duration::from_millis(1))).unwrap()
 }
 
 /// The allowed path on Redis, whose sliding logs are capped at 10,000 per
@@ -196,35 +189,14 @@ fn tiers(c: &mut Criterion) {
     }
 }
 
-/// The quota every governor limiter of the peers groups runs under: a
-/// billion per second, so every request is admitted, as under [`generous`].
-fn governor_quota() -> Quota {
-    Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap())
-}
-
-/// governor's keyed limiter on the map limiter-memory uses: a DashMap of
-/// `String` keys hashed by aHash (a `RandomState` keyed at random per
-/// process, as limiter-memory's), on governor's quanta clock (one TSC read
-/// scaled to ns, as limiter-memory's `AnchoredClock`: one TSC read scaled
-/// to µs). The equal-terms row.
-type GovernorAHash =
-    RateLimiter<String, DashMapStateStore<String, ahash::RandomState>, QuantaClock>;
-
-fn governor_ahash() -> GovernorAHash {
-    RateLimiter::dashmap_with_clock_and_hasher(
-        governor_quota(),
-        QuantaClock::default(),
-        ahash::RandomState::new(),
-    )
-}
-
-/// governor's default keyed limiter (`RateLimiter::keyed`): the same
-/// DashMap and quanta clock, hashed by std's SipHash. Shown beside the
-/// equal-terms row, labelled: limiter-memory does not use SipHash.
-type GovernorSipHash = RateLimiter<String, DashMapStateStore<String>, QuantaClock>;
-
-fn governor_siphash() -> GovernorSipHash {
-    RateLimiter::keyed(governor_quota())
+/// Whether `answer` admitted, the whole answer made where a caller could
+/// read every field of it (in memory, once): what the `peers` group does
+/// with each limiter's answer, ours a `Result<Decision, _>`, governor's a
+/// `Result<(), _>`.
+#[inline(always)]
+fn answered<T>(answer: T, allowed: impl FnOnce(T) -> bool) -> bool {
+    black_box(&answer);
+    allowed(answer)
 }
 
 /// One decision per iteration, single thread, round-robin over `keys`:
@@ -251,7 +223,11 @@ fn peers(c: &mut Criterion) {
             }
             let mut i = 0;
             group.bench_function(BenchmarkId::new("limiter-memory", algorithm.name()), |b| {
-                b.iter(|| black_box(ours.try_acquire(&keys[next(&mut i)], 1).unwrap()))
+                b.iter(|| {
+                    answered(ours.try_acquire(&keys[next(&mut i)], 1), |d| {
+                        d.unwrap().allowed
+                    })
+                })
             });
         }
         for algorithm in [Algorithm::TokenBucket, Algorithm::FixedWindow] {
@@ -278,7 +254,13 @@ fn peers(c: &mut Criterion) {
             let mut i = 0;
             group.bench_function(
                 BenchmarkId::new("limiter-memory-manual-clock", "token-bucket"),
-                |b| b.iter(|| black_box(manual.try_acquire(&keys[next(&mut i)], 1).unwrap())),
+                |b| {
+                    b.iter(|| {
+                        answered(manual.try_acquire(&keys[next(&mut i)], 1), |d| {
+                            d.unwrap().allowed
+                        })
+                    })
+                },
             );
         }
         {
@@ -288,8 +270,30 @@ fn peers(c: &mut Criterion) {
             }
             let mut i = 0;
             group.bench_function(BenchmarkId::new("governor-gcra", "ahash"), |b| {
-                b.iter(|| black_box(governor.check_key(&keys[next(&mut i)])))
+                b.iter(|| answered(governor.check_key(&keys[next(&mut i)]), |r| r.is_ok()))
             });
+        }
+        {
+            // The reference answering the remaining capacity too, as
+            // `try_acquire` answers its numbers.
+            let governor = governor_state_information();
+            for key in &keys {
+                governor.check_key(key).unwrap();
+            }
+            let mut i = 0;
+            group.bench_function(
+                BenchmarkId::new("governor-gcra-state-information", "ahash"),
+                |b| {
+                    b.iter(|| {
+                        answered(
+                            governor
+                                .check_key(&keys[next(&mut i)])
+                                .map(|snapshot| snapshot.remaining_burst_capacity()),
+                            |r| r.is_ok(),
+                        )
+                    })
+                },
+            );
         }
         {
             let governor = governor_siphash();
@@ -298,7 +302,7 @@ fn peers(c: &mut Criterion) {
             }
             let mut i = 0;
             group.bench_function(BenchmarkId::new("governor-gcra", "siphash-default"), |b| {
-                b.iter(|| black_box(governor.check_key(&keys[next(&mut i)])))
+                b.iter(|| answered(governor.check_key(&keys[next(&mut i)]), |r| r.is_ok()))
             });
         }
         group.finish();

@@ -4,14 +4,17 @@
 //! under callgrind; `peers_interleaved.rs`: time per decision, ours and
 //! governor's in alternating blocks). Each is built as the `peers` bench
 //! builds it: the same policy, the same governor quota, hasher and clock,
-//! and it answers one request on one `String` key per call, keeping the
-//! whole answer (`black_box`), as a caller would.
+//! and it answers one request on one `String` key per call, its whole
+//! answer (ours a `Result<Decision, _>`, governor's a `Result<(), _>`)
+//! made where the caller could read it (`black_box(&answer)`: in memory,
+//! once, every field written).
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
 use governor::clock::QuantaClock;
+use governor::middleware::StateInformationMiddleware;
 use governor::state::keyed::{DashMapStateStore, DefaultKeyedStateStore};
 use governor::{Quota, RateLimiter};
 use limiter_core::{Algorithm, ManualClock, Policy, Rate};
@@ -39,6 +42,7 @@ pub(crate) trait Visit {
 pub(crate) const VARIANTS: &[&str] = &[
     "governor-gcra/ahash",
     "governor-gcra/siphash-default",
+    "governor-gcra-state-information/ahash",
     "limiter-memory/token-bucket",
     "limiter-memory/fixed-window",
     "limiter-memory/sliding-counter",
@@ -55,18 +59,16 @@ pub(crate) fn visit<V: Visit>(index: usize, keys: &[String], visit: V) -> V::Out
     let ours = |algorithm| MemoryLimiter::new(generous(algorithm));
     match index {
         0 => visit.visit(filled(governor_ahash(), keys)),
-        1 => visit.visit(filled(
-            GovernorSipHash(RateLimiter::keyed(governor_quota())),
-            keys,
-        )),
-        2 => visit.visit(filled(Full(ours(Algorithm::TokenBucket)), keys)),
-        3 => visit.visit(filled(Full(ours(Algorithm::FixedWindow)), keys)),
-        4 => visit.visit(filled(Full(ours(Algorithm::SlidingCounter)), keys)),
-        5 => visit.visit(filled(Full(ours(Algorithm::LeakyBucket)), keys)),
-        6 => visit.visit(filled(Full(ours(Algorithm::SlidingLog)), keys)),
-        7 => visit.visit(filled(AllowedOnly(ours(Algorithm::TokenBucket)), keys)),
-        8 => visit.visit(filled(AllowedOnly(ours(Algorithm::FixedWindow)), keys)),
-        9 => visit.visit(filled(
+        1 => visit.visit(filled(governor_siphash(), keys)),
+        2 => visit.visit(filled(governor_state_information(), keys)),
+        3 => visit.visit(filled(Full(ours(Algorithm::TokenBucket)), keys)),
+        4 => visit.visit(filled(Full(ours(Algorithm::FixedWindow)), keys)),
+        5 => visit.visit(filled(Full(ours(Algorithm::SlidingCounter)), keys)),
+        6 => visit.visit(filled(Full(ours(Algorithm::LeakyBucket)), keys)),
+        7 => visit.visit(filled(Full(ours(Algorithm::SlidingLog)), keys)),
+        8 => visit.visit(filled(AllowedOnly(ours(Algorithm::TokenBucket)), keys)),
+        9 => visit.visit(filled(AllowedOnly(ours(Algorithm::FixedWindow)), keys)),
+        10 => visit.visit(filled(
             Full(
                 MemoryLimiter::builder(generous(Algorithm::TokenBucket))
                     .clock(ManualClock::new(1_000_000))
@@ -86,42 +88,85 @@ pub(crate) fn filled<D: Decide>(mut limiter: D, keys: &[String]) -> D {
     limiter
 }
 
-/// The peers bench's policy: a million per millisecond, every request admitted.
-fn generous(algorithm: Algorithm) -> Policy {
+/// A policy that admits every request of the benches (the allowed path):
+/// a million per millisecond, so a sliding log holds only the last
+/// millisecond's admissions (at most a thousand ticks, on one hot key).
+pub(crate) fn generous(algorithm: Algorithm) -> Policy {
     Policy::new(algorithm, Rate::new(1_000_000, Duration::from_millis(1))).unwrap()
 }
 
+/// The quota every governor limiter runs under: a billion per second, so
+/// every request is admitted, as under [`generous`].
 fn governor_quota() -> Quota {
     Quota::per_second(NonZeroU32::new(1_000_000_000).unwrap())
 }
 
-/// governor on limiter-memory's hasher and a quanta clock: the reference.
-pub(crate) struct GovernorAHash(
-    RateLimiter<String, DashMapStateStore<String, ahash::RandomState>, QuantaClock>,
-);
+/// governor's keyed limiter on the map limiter-memory uses: a DashMap of
+/// `String` keys hashed by aHash (a `RandomState` keyed at random per
+/// process, as limiter-memory's), on governor's quanta clock (one TSC read
+/// scaled to ns, as limiter-memory's `AnchoredClock`: one TSC read scaled
+/// to µs). The equal-terms reference.
+pub(crate) type GovernorAHash =
+    RateLimiter<String, DashMapStateStore<String, ahash::RandomState>, QuantaClock>;
 
 pub(crate) fn governor_ahash() -> GovernorAHash {
-    GovernorAHash(RateLimiter::dashmap_with_clock_and_hasher(
+    RateLimiter::dashmap_with_clock_and_hasher(
         governor_quota(),
         QuantaClock::default(),
         ahash::RandomState::new(),
-    ))
+    )
 }
 
 impl Decide for GovernorAHash {
     #[inline]
     fn decide(&mut self, key: &String) -> bool {
-        black_box(self.0.check_key(key)).is_ok()
+        let answer = self.check_key(key);
+        black_box(&answer);
+        answer.is_ok()
     }
 }
 
-/// governor's default keyed limiter (SipHash).
-struct GovernorSipHash(RateLimiter<String, DefaultKeyedStateStore<String>, QuantaClock>);
+/// The reference with governor's `StateInformationMiddleware`, answering
+/// the remaining burst capacity too: how a governor user gets the numbers
+/// a `RateLimit` header needs (tower_governor's headers do this), as
+/// `try_acquire` answers them.
+pub(crate) type GovernorStateInformation = RateLimiter<
+    String,
+    DashMapStateStore<String, ahash::RandomState>,
+    QuantaClock,
+    StateInformationMiddleware,
+>;
+
+pub(crate) fn governor_state_information() -> GovernorStateInformation {
+    governor_ahash().with_middleware()
+}
+
+impl Decide for GovernorStateInformation {
+    #[inline]
+    fn decide(&mut self, key: &String) -> bool {
+        let answer = self
+            .check_key(key)
+            .map(|snapshot| snapshot.remaining_burst_capacity());
+        black_box(&answer);
+        answer.is_ok()
+    }
+}
+
+/// governor's default keyed limiter (`RateLimiter::keyed`): the same
+/// DashMap and quanta clock, hashed by std's SipHash. Shown beside the
+/// equal-terms rows, labelled: limiter-memory does not use SipHash.
+pub(crate) type GovernorSipHash = RateLimiter<String, DefaultKeyedStateStore<String>, QuantaClock>;
+
+pub(crate) fn governor_siphash() -> GovernorSipHash {
+    RateLimiter::keyed(governor_quota())
+}
 
 impl Decide for GovernorSipHash {
     #[inline]
     fn decide(&mut self, key: &String) -> bool {
-        black_box(self.0.check_key(key)).is_ok()
+        let answer = self.check_key(key);
+        black_box(&answer);
+        answer.is_ok()
     }
 }
 
@@ -131,7 +176,9 @@ struct Full(MemoryLimiter);
 impl Decide for Full {
     #[inline]
     fn decide(&mut self, key: &String) -> bool {
-        black_box(self.0.try_acquire(key, 1).unwrap()).allowed
+        let answer = self.0.try_acquire(key, 1);
+        black_box(&answer);
+        answer.unwrap().allowed
     }
 }
 
