@@ -112,10 +112,9 @@ impl MemoryLimiter {
     /// [`max_keys`](MemoryLimiterBuilder::max_keys) live keys are held.
     #[inline]
     pub fn try_acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        let now_us = self.clock.now_us();
         with_single_map!(&self.keys,
-            map => self.acquire_in(map, key, now_us, cost),
-            set => self.acquire_in(set, key, now_us, cost).map(|set| set.decision)
+            map => self.try_acquire_in(map, key, cost),
+            set => self.try_acquire_in(set, key, cost).map(|set| set.decision)
         )
     }
 

@@ -333,8 +333,26 @@ impl MemoryLimiter {
         }
     }
 
-    /// [`try_acquire`](Self::try_acquire) in the map.
-    #[inline]
+    /// [`try_acquire`](Self::try_acquire) in the map, its clock read
+    /// included: one function per stored type, out of line, so that a
+    /// decision costs one call whether the caller inlines `try_acquire`
+    /// (the map's dispatch) or not. Left to the compiler, a caller that
+    /// did not inline it paid two calls and their frames (measured, a
+    /// token-bucket decision over 10,000 keys: 345 instructions; 323 in
+    /// one call; 304 with everything inlined into the caller's loop).
+    #[inline(never)]
+    pub(crate) fn try_acquire_in<S: Stored>(
+        &self,
+        map: &Map<S>,
+        key: &str,
+        cost: u64,
+    ) -> Result<S::Answer, Error> {
+        let now_us = self.clock.now_us();
+        self.acquire_in(map, key, now_us, cost)
+    }
+
+    /// [`try_acquire`](Self::try_acquire) in the map, at `now_us`.
+    #[inline(always)]
     pub(crate) fn acquire_in<S: Stored>(
         &self,
         map: &Map<S>,
@@ -343,14 +361,19 @@ impl MemoryLimiter {
         cost: u64,
     ) -> Result<S::Answer, Error> {
         S::check(self, now_us, cost)?;
-        let held = map.get_mut(key.as_bytes()).map(|mut state| {
-            let raw = state.decide(self, now_us, cost);
-            drop(state); // the answer is made out of the lock
-            raw
-        });
-        match held {
-            Some(raw) => raw.map(|raw| S::answer(self, raw, now_us)),
-            None => self.acquire_new_key(map, key, now_us, cost),
+        // No closures: each is a function of its own the compiler may
+        // leave out of line (measured: about 80 instructions a decision).
+        let raw = match map.get_mut(key.as_bytes()) {
+            Some(mut state) => {
+                let raw = state.decide(self, now_us, cost);
+                drop(state); // the answer is made out of the lock
+                raw
+            }
+            None => return self.acquire_new_key(map, key, now_us, cost),
+        };
+        match raw {
+            Ok(raw) => Ok(S::answer(self, raw, now_us)),
+            Err(error) => Err(error),
         }
     }
 
