@@ -14,21 +14,14 @@
 
 mod peer_limiters;
 
-use peer_limiters::{keys, visit, Decide, Visit, VARIANTS};
+use peer_limiters::{args_unless_list, keys, visit, Decide, Visit, VARIANTS};
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|arg| arg != "--bench")
-        .collect();
-    if args.first().map(String::as_str) == Some("list") || args.is_empty() {
-        for (index, name) in VARIANTS.iter().enumerate() {
-            println!("{index}: {name}");
-        }
+    let Some(args) = args_unless_list() else {
         return;
-    }
+    };
     let usage = "usage: memory_instructions VARIANT DECISIONS";
-    let index: usize = args[0].parse().expect(usage);
+    let index: usize = args.first().expect(usage).parse().expect(usage);
     let decisions: u64 = args.get(1).expect(usage).parse().expect(usage);
     let keys = keys();
     let admitted = visit(

@@ -15,10 +15,26 @@ use std::time::Duration;
 
 use governor::clock::QuantaClock;
 use governor::middleware::StateInformationMiddleware;
-use governor::state::keyed::{DashMapStateStore, DefaultKeyedStateStore};
+use governor::state::keyed::{DashMapStateStore, DefaultKeyedStateStore, KeyedStateStore};
 use governor::{Quota, RateLimiter};
 use limiter_core::{Algorithm, ManualClock, Policy, Rate};
 use limiter_memory::MemoryLimiter;
+
+/// The harness's arguments (cargo's `--bench` left out), or `None` when
+/// the first is `list`, after listing the variants.
+pub(crate) fn args_unless_list() -> Option<Vec<String>> {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| arg != "--bench")
+        .collect();
+    if args.first().map(String::as_str) == Some("list") {
+        for (index, name) in VARIANTS.iter().enumerate() {
+            println!("{index}: {name}");
+        }
+        return None;
+    }
+    Some(args)
+}
 
 /// The keys every limiter holds: `user:0` to `user:9999`.
 pub(crate) fn keys() -> Vec<String> {
@@ -117,7 +133,8 @@ pub(crate) fn governor_ahash() -> GovernorAHash {
     )
 }
 
-impl Decide for GovernorAHash {
+/// Either plain governor (aHash or SipHash): admitted or not.
+impl<S: KeyedStateStore<String>> Decide for RateLimiter<String, S, QuantaClock> {
     #[inline]
     fn decide(&mut self, key: &String) -> bool {
         let answer = self.check_key(key);
@@ -159,15 +176,6 @@ pub(crate) type GovernorSipHash = RateLimiter<String, DefaultKeyedStateStore<Str
 
 pub(crate) fn governor_siphash() -> GovernorSipHash {
     RateLimiter::keyed(governor_quota())
-}
-
-impl Decide for GovernorSipHash {
-    #[inline]
-    fn decide(&mut self, key: &String) -> bool {
-        let answer = self.check_key(key);
-        black_box(&answer);
-        answer.is_ok()
-    }
 }
 
 /// `try_acquire`: the full `Decision`.

@@ -17,19 +17,14 @@ mod peer_limiters;
 
 use std::time::Instant;
 
-use peer_limiters::{filled, governor_ahash, keys, visit, Decide, Visit, VARIANTS};
+use peer_limiters::{
+    args_unless_list, filled, governor_ahash, keys, visit, Decide, Visit, VARIANTS,
+};
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|arg| arg != "--bench")
-        .collect();
-    if args.first().map(String::as_str) == Some("list") {
-        for (index, name) in VARIANTS.iter().enumerate() {
-            println!("{index}: {name}");
-        }
+    let Some(args) = args_unless_list() else {
         return;
-    }
+    };
     let usage = "usage: peers_interleaved [PAIRS] [VARIANT...]";
     let pairs: usize = args.first().map_or(400, |n| n.parse().expect(usage));
     let mut variants: Vec<usize> = args
