@@ -139,7 +139,12 @@ impl LuaFunction {
         let all = (1..=parts.len())
             .map(|p| format!("a{p}"))
             .collect::<Vec<_>>();
+        // A policy repeated in a set keeps one state under one key (its
+        // tag), decided alike for every repetition: committed once. Twice,
+        // the sliding log's string, which a commit edits as it then
+        // stands, would hold each admission twice and lose its edge record.
         let commits = (1..=parts.len())
+            .filter(|&p| !parts[..p - 1].contains(&parts[p - 1]))
             .map(|p| format!("x{p}(y{p}, z{p}, v{p}, u{p}, o{p}, s{p})"))
             .collect::<Vec<_>>();
         let _ = writeln!(

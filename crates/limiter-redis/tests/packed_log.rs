@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use limiter_core::{Limiter, ManualClock, Policy, Rate};
+use limiter_core::{Limiter, ManualClock, Policies, Policy, Rate};
 use limiter_redis::RedisLimiter;
 
 const TWO_POW_53: u64 = 1 << 53;
@@ -115,5 +115,49 @@ async fn admissions_keep_the_edge_record_and_share_a_tick() {
         records(&get(&key).await),
         [(1_600_000, 4), (2_200_000, 5), (2_700_000, 6)],
         "the edge moved past 1.6 s: the record before it is dropped"
+    );
+}
+
+/// A policy repeated in a set shares one key; its log is committed once
+/// per admission, not once per repetition (found by the differential
+/// test: committed twice, each admission was held twice, the edge record
+/// was lost, and a request stamped just before the newest admission was
+/// told 1 remaining instead of 2).
+#[tokio::test]
+async fn a_policy_repeated_in_a_set_commits_its_log_once() {
+    let policies: Policies = "sliding-log:8/1s;sliding-log:8/1s".parse().unwrap();
+    let clock = ManualClock::new(0);
+    let limiter = common::builder(policies)
+        .clock(clock.clone())
+        .build()
+        .await
+        .unwrap();
+    let mut now = 9_007_199_248_585_994i64;
+    let mut answers = Vec::new();
+    for (dt, cost) in [
+        (0, 1),
+        (46_542, 1),
+        (290_571, 3),
+        (183_585, 4),
+        (154_098, 4),
+        (325_204, 1),
+        (-1, 1),
+    ] {
+        now += dt;
+        clock.set(now as u64);
+        let answer = limiter.acquire_parts("k", cost).await.unwrap().decision;
+        answers.push((answer.allowed, answer.remaining));
+    }
+    assert_eq!(
+        answers,
+        [
+            (true, 7),
+            (true, 6),
+            (true, 3),
+            (false, 3),
+            (false, 3),
+            (true, 3),
+            (true, 2)
+        ]
     );
 }
