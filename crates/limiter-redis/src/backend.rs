@@ -193,6 +193,17 @@ impl RedisBackend {
         matches!(self.shared.connector, Connector::Cluster(_))
     }
 
+    /// On a cluster, which primary serves `slot` now, as an index that names
+    /// it while the backend's slot map stands; `None` on one server, or
+    /// before the cluster is connected. A hint for grouping decisions: a
+    /// command that reaches the wrong node is redirected.
+    pub(crate) fn node_of(&self, slot: u16) -> Option<u16> {
+        match self.shared.sockets.first()?.current()?.conn {
+            Connection::Cluster(conn) => Some(conn.node_of(slot)),
+            Connection::Server(_) => None,
+        }
+    }
+
     /// Whether the backend is serving decisions: `false` while Redis is
     /// known to be down (every decision then fails at once, and a probe
     /// checks the server every [`probe_interval`](RedisBackendBuilder::probe_interval)).

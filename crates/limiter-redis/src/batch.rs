@@ -12,10 +12,16 @@
 //! call is atomic and decides its requests in arrival order, so the
 //! decisions are those of the same requests sent one at a time.
 //!
-//! On a cluster a call's keys must share a slot, so requests queue per
-//! slot (a lane): decisions on one hot key (a global limit, say) share
-//! calls as on one server, and decisions spread over many keys, each
-//! alone in its lane, are sent at once, never held back by the others.
+//! On a cluster requests queue per primary (a lane), and a call decides
+//! requests of several slots of its node: the cluster checks only that a
+//! call's declared keys share a slot, so the other requests' keys go as
+//! arguments to a library registered with `allow-cross-slot-keys`, which
+//! reads every key before it writes any. When one is not the node's to
+//! serve now (a slot moved or moving), the call writes nothing and says
+//! so, and each of its requests is decided alone, following the
+//! cluster's redirects. A sliding log kept in a sorted set cannot be read
+//! up front: its requests queue per slot, so only decisions on one key
+//! (a global limit, say) share calls.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -28,7 +34,7 @@ use tokio::sync::oneshot;
 use crate::backend::RedisBackend;
 use crate::error::{BackendError, BackendErrorKind};
 use crate::keys::KeyLayout;
-use crate::scripts::{self, LuaFunction, Request};
+use crate::scripts::{self, Keys, LuaFunction, Request};
 
 /// Calls of one limiter in flight at once, each a batch: enough to keep
 /// the server busy while the client reads an answer, few enough that
@@ -47,17 +53,28 @@ pub(crate) struct Decider {
     pub(crate) keys: Box<[KeyLayout]>,
     /// The function of every part, with their constants written in.
     pub(crate) function: LuaFunction,
-    /// Whether requests queue per slot (on a cluster) rather than in one
-    /// lane.
-    lanes_by_slot: bool,
+    /// How requests are grouped into lanes.
+    grouping: Grouping,
     /// The waiting requests and calls in flight of each lane; a lane is
     /// dropped when idle.
     lanes: Mutex<Lanes>,
 }
 
-/// Lanes by slot. A slot is already a hash (CRC16 of the key): it is only
-/// spread over the word, where SipHash cost a decision about 130
-/// instructions of the client's 6,300.
+/// How a limiter's requests are grouped into lanes, whose requests may
+/// share a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Grouping {
+    /// One server: one lane.
+    One,
+    /// A cluster, every part's state a string: a lane per primary.
+    Node,
+    /// A cluster, some part's state a sorted set: a lane per slot.
+    Slot,
+}
+
+/// Lanes by slot or node index. Either is already spread (a slot is CRC16
+/// of the key): it is only spread over the word, where SipHash cost a
+/// decision about 130 instructions of the client's 6,300.
 type Lanes = HashMap<u16, Queue, BuildHasherDefault<SlotHasher>>;
 
 #[derive(Default)]
@@ -101,8 +118,13 @@ impl Decider {
         keys: Box<[KeyLayout]>,
         function: LuaFunction,
     ) -> Self {
+        let grouping = match (backend.is_cluster(), function.decides_across_slots()) {
+            (false, _) => Grouping::One,
+            (true, true) => Grouping::Node,
+            (true, false) => Grouping::Slot,
+        };
         Self {
-            lanes_by_slot: backend.is_cluster(),
+            grouping,
             policies,
             backend,
             keys,
@@ -111,14 +133,20 @@ impl Decider {
         }
     }
 
-    /// `request`'s lane: its slot on a cluster (every part's key shares
-    /// it), else the one lane.
+    /// `request`'s lane: on a cluster its primary, or its slot (every
+    /// part's key shares it); else the one lane. A primary not known yet
+    /// (the backend connects on first use) has a lane of its own.
     fn lane(&self, request: &Request) -> u16 {
-        if self.lanes_by_slot {
-            crate::slot_map::slot_of(self.keys[0].state_key(&request.key).as_bytes())
-        } else {
-            0
+        match self.grouping {
+            Grouping::One => 0,
+            Grouping::Slot => self.slot(request),
+            Grouping::Node => self.backend.node_of(self.slot(request)).unwrap_or(u16::MAX),
         }
+    }
+
+    /// `request`'s slot on a cluster.
+    fn slot(&self, request: &Request) -> u16 {
+        crate::slot_map::slot_of(self.keys[0].state_key(&request.key).as_bytes())
     }
 
     /// Decides `request`: at once in a call of its own, or, while
@@ -194,7 +222,7 @@ impl Decider {
 
     /// One call deciding `request` alone.
     async fn call_alone(&self, request: &Request) -> Result<Answer, BackendError> {
-        let mut answers = self.call(std::slice::from_ref(request)).await?;
+        let mut answers = self.call_declared(std::slice::from_ref(request)).await?;
         answers
             .pop()
             .unwrap_or_else(|| Err(self.unexpected(&"no answer")))
@@ -219,16 +247,58 @@ impl Decider {
     }
 
     /// One call deciding `requests` in order: each one's decision, or the
-    /// call's failure.
+    /// call's failure. On a cluster, requests of several slots go as one
+    /// call across them ([`Keys::AcrossSlots`]) and, when some key is not
+    /// its node's to serve now, each alone, following the redirects.
     async fn call(
         &self,
         requests: &[Request],
     ) -> Result<Vec<Result<Answer, BackendError>>, BackendError> {
-        let cmd = self.function.decide(&self.keys, requests.iter());
+        if !self.spans_slots(requests) {
+            return self.call_declared(requests).await;
+        }
+        let cmd = self
+            .function
+            .decide(&self.keys, requests.iter(), Keys::AcrossSlots);
         let reply = self.backend.query(&cmd, Some(&self.function)).await?;
+        if !scripts::is_elsewhere(&reply) {
+            return self.answers(&reply, requests);
+        }
+        let alone = requests.iter().map(|request| self.call_alone(request));
+        Ok(futures_util::future::join_all(alone).await)
+    }
+
+    /// Whether `requests` lie in several slots of a cluster whose lanes
+    /// are its primaries.
+    fn spans_slots(&self, requests: &[Request]) -> bool {
+        self.grouping == Grouping::Node
+            && requests.split_first().is_some_and(|(first, rest)| {
+                let slot = self.slot(first);
+                rest.iter().any(|r| self.slot(r) != slot)
+            })
+    }
+
+    /// One call deciding `requests` (of one slot, on a cluster) in order.
+    async fn call_declared(
+        &self,
+        requests: &[Request],
+    ) -> Result<Vec<Result<Answer, BackendError>>, BackendError> {
+        let cmd = self
+            .function
+            .decide(&self.keys, requests.iter(), Keys::Declared);
+        let reply = self.backend.query(&cmd, Some(&self.function)).await?;
+        self.answers(&reply, requests)
+    }
+
+    /// Each request's decision from a call's `reply`.
+    fn answers(
+        &self,
+        reply: &redis::Value,
+        requests: &[Request],
+    ) -> Result<Vec<Result<Answer, BackendError>>, BackendError> {
         let (server_us, records) =
-            scripts::split_reply(self.policies.parts(), &reply, requests.len())
-                .ok_or_else(|| self.unexpected(&reply))?;
+            scripts::split_reply(self.policies.parts(), reply, requests.len())
+                .ok_or_else(|| self.unexpected(reply))?;
         Ok(records
             .zip(requests)
             .map(|(record, request)| match (request.time_us, server_us) {

@@ -187,6 +187,12 @@ impl ClusterConnection {
         Ok(conn)
     }
 
+    /// Which primary serves `slot` now, as an index that names it while the
+    /// slot map stands ([`u16::MAX`] when none does).
+    pub(crate) fn node_of(&self, slot: u16) -> u16 {
+        self.inner.read_map().owner_index(slot)
+    }
+
     /// Sends `cmd` to the node of its first key (`FCALL`: of its first
     /// key argument), following redirects; a keyless command in
     /// [`KEYLESS`] goes to every primary.

@@ -89,6 +89,11 @@ fn record_fields(parts: &[Policy]) -> usize {
 pub(crate) struct LuaFunction {
     name: Arc<str>,
     source: Arc<str>,
+    /// Whether every part keeps a string state, which one call can read up
+    /// front over several slots of a cluster's node (see
+    /// [`decide`](Self::decide)); a sorted set (the sliding log of a large
+    /// limit) is read as it is decided.
+    across_slots: bool,
 }
 
 impl LuaFunction {
@@ -111,14 +116,18 @@ impl LuaFunction {
         }
         // Every state but a sorted set's (the sliding log of a large
         // limit) is a string, which `start` reads up front with one MGET.
-        let prefetch = parts
-            .iter()
-            .any(|policy| policy.algorithm() != Algorithm::SlidingLog || keeps_packed_log(policy));
+        let keeps_string = |policy: &Policy| {
+            policy.algorithm() != Algorithm::SlidingLog || keeps_packed_log(policy)
+        };
+        let prefetch = parts.iter().any(keeps_string);
         let _ = write!(
             code,
-            "local function decide(KEYS, ARGV)\n  start(KEYS, ARGV, {parts}, {prefetch})\n  \
+            "local function decide(KEYS, ARGV)\n  \
+             local keys, base = start(KEYS, ARGV, {parts}, {prefetch})\n  \
+             if not keys then return 0 end\n  \
              local replies = {{}}\n  for r = 1, requests do\n    \
-             if r == 1 or not uniform then begin(r) end\n    local k = {parts} * (r - 1)\n",
+             if r == 1 or not uniform then begin(r) end\n    \
+             local k = base + {parts} * (r - 1)\n",
             parts = parts.len()
         );
         for (i, policy) in parts.iter().enumerate() {
@@ -127,7 +136,7 @@ impl LuaFunction {
                 code,
                 "    local a{p}, r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}, x{p}, y{p}, z{p}, v{p}, \
                  u{p}, o{p}, s{p} = \
-                 {}(KEYS[k + {p}], {}, {}, {}, {}, {})",
+                 {}(keys[k + {p}], {}, {}, {}, {}, {})",
                 script(policy).1,
                 policy.tick_us(),
                 policy.window_ticks(),
@@ -185,12 +194,20 @@ impl LuaFunction {
         let name = format!("limiter_{}", &digest[..16]);
         let _ = writeln!(
             code,
-            "redis.register_function{{function_name = '{name}', callback = decide}}"
+            "redis.register_function{{function_name = '{name}', callback = decide, \
+             flags = {{'allow-cross-slot-keys'}}}}"
         );
         Self {
             source: format!("#!lua name={name}\n{code}").into(),
             name: name.into(),
+            across_slots: parts.iter().all(keeps_string),
         }
+    }
+
+    /// Whether one call may decide requests whose keys lie in different
+    /// slots of one cluster node ([`Keys::AcrossSlots`]).
+    pub(crate) fn decides_across_slots(&self) -> bool {
+        self.across_slots
     }
 
     /// The library's and its function's name.
@@ -208,33 +225,44 @@ impl LuaFunction {
 
     /// `FCALL` deciding `requests` in order, one after the other (see
     /// `prelude.lua`): each request's keys (one per part, laid out by
-    /// `layouts`), then one argument packing every request's mode, cost
-    /// and time in µs (-1 for Redis `TIME`) as three little-endian
-    /// doubles (each an integer below 2^53, exact), or them once when
-    /// every request has the same. Sized up front: one allocation per
-    /// buffer.
+    /// `layouts`) as `keys` says, and one argument packing every request's
+    /// mode, cost and time in µs (-1 for Redis `TIME`) as three
+    /// little-endian doubles (each an integer below 2^53, exact), or them
+    /// once when every request has the same. Sized up front: one
+    /// allocation per buffer.
     pub(crate) fn decide<'r>(
         &self,
         layouts: &[KeyLayout],
         requests: impl Iterator<Item = &'r Request> + Clone,
+        keys: Keys,
     ) -> Cmd {
         let count = requests.clone().count();
-        let key_bytes: usize = requests
-            .clone()
-            .map(|r| layouts.iter().map(|l| l.len(&r.key)).sum::<usize>())
-            .sum();
-        let keys = count * layouts.len();
+        let key_bytes = |r: &Request| layouts.iter().map(|l| l.len(&r.key)).sum::<usize>();
+        let all_key_bytes: usize = requests.clone().map(key_bytes).sum();
+        let first = requests.clone().next();
+        let (declared, declared_bytes) = match keys {
+            Keys::Declared => (count * layouts.len(), all_key_bytes),
+            Keys::AcrossSlots => (layouts.len(), first.map_or(0, key_bytes)),
+        };
+        let spread = usize::from(keys == Keys::AcrossSlots);
         let mut cmd = Cmd::with_capacity(
-            4 + keys,
-            32 + self.name.len() + key_bytes + REQUEST_ARG_BYTES * count,
+            4 + declared + spread * count * layouts.len(),
+            32 + self.name.len()
+                + declared_bytes
+                + spread * all_key_bytes
+                + REQUEST_ARG_BYTES * count,
         );
-        cmd.arg("FCALL").arg(&*self.name).arg(keys);
-        let first = requests.clone().next().map(Request::arguments);
-        let uniform = requests.clone().all(|r| Some(r.arguments()) == first);
+        cmd.arg("FCALL").arg(&*self.name).arg(declared);
+        let first_arguments = first.map(Request::arguments);
+        let uniform = requests
+            .clone()
+            .all(|r| Some(r.arguments()) == first_arguments);
         let mut packed = Vec::with_capacity(REQUEST_ARG_BYTES * count);
-        for (i, request) in requests.enumerate() {
-            for layout in layouts {
-                cmd.arg(layout.arg(&request.key));
+        for (i, request) in requests.clone().enumerate() {
+            if keys == Keys::Declared || i == 0 {
+                for layout in layouts {
+                    cmd.arg(layout.arg(&request.key));
+                }
             }
             if i == 0 || !uniform {
                 for field in request.arguments() {
@@ -243,8 +271,36 @@ impl LuaFunction {
             }
         }
         cmd.arg(packed);
+        if keys == Keys::AcrossSlots {
+            for request in requests {
+                for layout in layouts {
+                    cmd.arg(layout.arg(&request.key));
+                }
+            }
+        }
         cmd
     }
+}
+
+/// Where an `FCALL` passes its requests' keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Keys {
+    /// All as the call's keys: one server, or one slot of a cluster.
+    Declared,
+    /// On a cluster, for requests in several slots of one node: the first
+    /// request's as the call's keys (its slot routes the call), and every
+    /// request's after the packed arguments. A cluster checks that a
+    /// call's keys share a slot; the library, registered with
+    /// `allow-cross-slot-keys`, reads every key first and answers 0,
+    /// writing nothing, when one is not this node's to serve now
+    /// ([`is_elsewhere`]).
+    AcrossSlots,
+}
+
+/// Whether a reply says the call decided nothing because some of its keys
+/// are not served by the node it reached ([`Keys::AcrossSlots`]).
+pub(crate) fn is_elsewhere(reply: &redis::Value) -> bool {
+    matches!(reply, redis::Value::Int(0))
 }
 
 /// Bytes of one request's packed arguments: mode, cost, time.
@@ -405,7 +461,7 @@ mod tests {
         let policy = Policy::token_bucket(Rate::new(10, Duration::from_secs(1))).unwrap();
         let function = LuaFunction::for_parts(std::slice::from_ref(&policy), 0);
         let layouts = [KeyLayout::new("test", &policy)];
-        let cmd = function.decide(&layouts, requests.iter());
+        let cmd = function.decide(&layouts, requests.iter(), Keys::Declared);
         let args: Vec<Vec<u8>> = cmd
             .args_iter()
             .map(|arg| match arg {

@@ -44,6 +44,12 @@ impl SlotMap {
             .get(usize::from(self.owners[usize::from(slot)]))
     }
 
+    /// The index of `slot`'s primary ([`u16::MAX`] when none serves it):
+    /// the same for every slot of one primary while the map stands.
+    pub(crate) fn owner_index(&self, slot: u16) -> u16 {
+        self.owners[usize::from(slot)]
+    }
+
     /// `slot` is served by `node` (a `MOVED` said so).
     pub(crate) fn assign(&mut self, slot: u16, node: Address) {
         let index = match self.primaries.iter().position(|p| *p == node) {

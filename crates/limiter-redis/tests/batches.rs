@@ -1,7 +1,9 @@
 //! Batches (`batch.rs`): concurrent decisions of one limiter share Redis
-//! calls, and decide exactly as the same requests one at a time; a caller
-//! that gives up on its decision fails no one else's. Each test runs its
-//! own server, so that its `INFO commandstats` counts only its calls.
+//! calls, and decide exactly as the same requests one at a time, on one
+//! server and on a cluster (where one call decides keys of several slots
+//! of its node); a caller that gives up on its decision fails no one
+//! else's. Each test runs its own server or cluster, so that its
+//! `INFO commandstats` counts only its calls.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,15 +11,16 @@ use std::time::Duration;
 use limiter_core::{Algorithm, Decision, Limiter, ManualClock, Policies, Policy, Rate};
 use limiter_memory::MemoryLimiter;
 use limiter_redis::{RedisBackend, RedisLimiter};
+use limiter_test::redis_cluster::RedisCluster;
 use limiter_test::redis_server::{fresh_prefix, RedisServer};
 
 const TASKS: usize = 32;
 const ROUNDS: usize = 3;
 const STEPS: usize = 12;
 
-/// `FCALL`s the server has run (none before the first).
-fn fcalls(server: &RedisServer) -> u64 {
-    let stats = server.query("INFO commandstats");
+/// `FCALL`s a node has run (none before the first), from its
+/// `INFO commandstats`.
+fn fcalls_in(stats: &str) -> u64 {
     let Some(line) = stats.lines().find(|l| l.starts_with("cmdstat_fcall:")) else {
         return 0;
     };
@@ -26,6 +29,34 @@ fn fcalls(server: &RedisServer) -> u64 {
         .next()
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("unreadable {line}"))
+}
+
+/// Where the batches go: one server, or a cluster of three primaries.
+enum Deployment {
+    Server(RedisServer),
+    Cluster(RedisCluster),
+}
+
+impl Deployment {
+    async fn backend(&self) -> RedisBackend {
+        let builder = match self {
+            Self::Server(server) => RedisBackend::builder(server.url()),
+            Self::Cluster(cluster) => RedisBackend::cluster(cluster.seed_urls()),
+        };
+        builder.build().await.unwrap()
+    }
+
+    /// `FCALL`s run so far, on every primary.
+    fn fcalls(&self) -> u64 {
+        match self {
+            Self::Server(server) => fcalls_in(&server.query("INFO commandstats")),
+            Self::Cluster(cluster) => cluster
+                .primaries()
+                .iter()
+                .map(|p| fcalls_in(&cluster.command(p, &["INFO", "commandstats"]).text()))
+                .sum(),
+        }
+    }
 }
 
 /// Task `task`'s `step`-th request: acquire or peek, of cost 1 to 3.
@@ -68,8 +99,23 @@ fn policy_sets() -> Vec<Policies> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_decisions_share_calls_and_decide_as_one_at_a_time() {
-    let server = RedisServer::start();
-    let backend = RedisBackend::builder(server.url()).build().await.unwrap();
+    decide_concurrently(Deployment::Server(RedisServer::start())).await;
+}
+
+/// On a cluster, each primary's decisions share calls, across slots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_decisions_on_a_cluster_share_calls_and_decide_as_one_at_a_time() {
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    decide_concurrently(Deployment::Cluster(cluster)).await;
+}
+
+/// Every policy set of [`policy_sets`], 32 tasks on keys of their own
+/// at once: the same decisions as the in-memory backend's, in fewer
+/// calls than decisions.
+async fn decide_concurrently(deployment: Deployment) {
+    let backend = deployment.backend().await;
     for policies in policy_sets() {
         let clock = ManualClock::new(1_750_000_000_000_000);
         let redis = Arc::new(
@@ -83,7 +129,7 @@ async fn concurrent_decisions_share_calls_and_decide_as_one_at_a_time() {
         let memory = MemoryLimiter::builder(policies.clone())
             .clock(clock.clone())
             .build();
-        let calls_before = fcalls(&server);
+        let calls_before = deployment.fcalls();
         for round in 0..ROUNDS {
             // Every task on its own key, all at once: their decisions
             // share calls; each key's sequence is deterministic.
@@ -106,7 +152,7 @@ async fn concurrent_decisions_share_calls_and_decide_as_one_at_a_time() {
             clock.advance(Duration::from_millis(350));
         }
         let decisions = (TASKS * ROUNDS * STEPS) as u64;
-        let calls = fcalls(&server) - calls_before;
+        let calls = deployment.fcalls() - calls_before;
         assert!(
             calls < decisions,
             "{policies}: {decisions} concurrent decisions took {calls} calls: none shared"

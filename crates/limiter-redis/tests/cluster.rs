@@ -352,6 +352,146 @@ fn error_count(cluster: &RedisCluster, node: &ClusterNode, error: &str) -> u64 {
         .map_or(0, |n| n.trim().parse().expect("a count"))
 }
 
+/// How many times a node ran a command (`INFO commandstats`, e.g. `fcall`).
+fn command_calls(cluster: &RedisCluster, node: &ClusterNode, command: &str) -> u64 {
+    let stats = cluster.command(node, &["INFO", "commandstats"]).text();
+    let prefix = format!("cmdstat_{command}:calls=");
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+/// 64 tasks acquiring over `keys` (each task 24 of them in turn, so each
+/// key gets 16 acquires); each key's admissions.
+async fn acquire_over(limiter: &Arc<RedisLimiter>, keys: &[String]) -> BTreeMap<String, u64> {
+    const TASKS: usize = 64;
+    const EACH: usize = 24;
+    let keys = Arc::new(keys.to_vec());
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let (limiter, keys) = (Arc::clone(limiter), Arc::clone(&keys));
+            tokio::spawn(async move {
+                let mut admitted = Vec::new();
+                for j in 0..EACH {
+                    let key = &keys[(task * EACH + j) % keys.len()];
+                    let decision = limiter
+                        .acquire(key, 1)
+                        .await
+                        .unwrap_or_else(|e| panic!("acquire({key}): {}", chain(&e)));
+                    if decision.allowed {
+                        admitted.push(key.clone());
+                    }
+                }
+                admitted
+            })
+        })
+        .collect();
+    let mut admitted: BTreeMap<String, u64> = keys.iter().map(|k| (k.clone(), 0)).collect();
+    for task in tasks {
+        for key in task.await.unwrap() {
+            *admitted.get_mut(&key).unwrap() += 1;
+        }
+    }
+    admitted
+}
+
+/// Decisions spread over many keys share calls on each primary (its lane,
+/// see `batch.rs`: one call decides keys of several slots), exactly: 64
+/// tasks over 96 keys (32 per primary, 16 acquires each, limit 10) admit
+/// 10 on every key, and every primary runs fewer `FCALL`s than it got
+/// decisions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_over_many_keys_share_calls_on_each_primary_and_stay_exact() {
+    const LIMIT: u64 = 10;
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .unwrap(),
+    );
+    let backend = backend(&cluster);
+    let policy = Policy::fixed_window(Rate::per_hour(LIMIT)).unwrap();
+    let limiter = limiter(&backend, policy, "spread").await;
+    let primaries = cluster.primaries();
+    let keys = keys_on(&cluster, &limiter, "spread", &primaries, 32);
+    let before: Vec<u64> = primaries
+        .iter()
+        .map(|p| command_calls(&cluster, p, "fcall"))
+        .collect();
+    let admitted = acquire_over(&limiter, &keys).await;
+    for (primary, before) in primaries.iter().zip(before) {
+        let calls = command_calls(&cluster, primary, "fcall") - before;
+        let decisions = 32 * 16;
+        eprintln!(
+            "primary {}: {decisions} decisions in {calls} calls",
+            primary.port
+        );
+        assert!(
+            calls < decisions,
+            "primary {}: {decisions} concurrent decisions took {calls} calls: none shared",
+            primary.port
+        );
+    }
+    let wrong: Vec<_> = admitted.iter().filter(|(_, &n)| n != LIMIT).collect();
+    assert!(
+        wrong.is_empty(),
+        "keys admitting other than {LIMIT}: {wrong:?}"
+    );
+}
+
+/// A call across slots that meets a key its node does not serve now (a
+/// slot half-way through a migration, the key not yet created: `ASK`)
+/// writes nothing, and each of its requests is decided alone, following
+/// the redirect: no error, every key of the primary (the moving slot's
+/// among them) admits exactly its limit, and the moving slot's key went
+/// to the importing node (`ASKING` there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
+    const LIMIT: u64 = 10;
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .unwrap(),
+    );
+    let backend = backend(&cluster);
+    let policy = Policy::token_bucket(Rate::per_hour(LIMIT)).unwrap();
+    let limiter = limiter(&backend, policy, "moving").await;
+    let primaries = cluster.primaries();
+    let (source, target) = (&primaries[0], &primaries[1]);
+    let keys = keys_on(
+        &cluster,
+        &limiter,
+        "moving",
+        std::slice::from_ref(source),
+        48,
+    );
+    let moving = &keys[0];
+    let slot = cluster.slot_of(&limiter.redis_key(moving)).to_string();
+    let importing = ["CLUSTER", "SETSLOT", &slot, "IMPORTING", &source.id];
+    let migrating = ["CLUSTER", "SETSLOT", &slot, "MIGRATING", &target.id];
+    assert_eq!(cluster.command(target, &importing).text(), "OK");
+    assert_eq!(cluster.command(source, &migrating).text(), "OK");
+    let asking = command_calls(&cluster, target, "asking");
+    let admitted = acquire_over(&limiter, &keys).await;
+    let wrong: Vec<_> = admitted.iter().filter(|(_, &n)| n != LIMIT).collect();
+    assert!(
+        wrong.is_empty(),
+        "keys admitting other than {LIMIT}: {wrong:?}"
+    );
+    assert!(
+        command_calls(&cluster, target, "asking") > asking,
+        "the moving slot's key was never sent to the importing node"
+    );
+    assert_eq!(
+        cluster
+            .keys_matching(target, &limiter.redis_key(moving))
+            .len(),
+        1,
+        "the moving slot's new key lives on the importing node"
+    );
+}
+
 /// Many user keys under every algorithm: each primary holds some of them,
 /// and each limiter key sits on the primary of its user key's hash tag.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -722,14 +862,7 @@ async fn decisions_on_a_hot_key_share_calls_and_stay_exact() {
     let policy = Policy::sliding_log(Rate::per_hour(LIMIT)).unwrap();
     let limiter = limiter(&backend, policy, "hot").await;
     let owner = cluster.node_for_key(&limiter.redis_key("global"));
-    let fcalls = |node: &ClusterNode| {
-        let stats = cluster.command(node, &["INFO", "commandstats"]).text();
-        stats
-            .lines()
-            .find_map(|l| l.strip_prefix("cmdstat_fcall:calls="))
-            .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
+    let fcalls = |node: &ClusterNode| command_calls(&cluster, node, "fcall");
     let before = fcalls(&owner);
     let tasks: Vec<_> = (0..TASKS)
         .map(|_| {

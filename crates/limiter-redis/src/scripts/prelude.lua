@@ -19,6 +19,10 @@
 -- in flight. With P policies:
 --
 -- KEYS[(r-1)*P + i]  the state of request r's key under the i-th policy
+--          (or, on a cluster, for a batch whose keys lie in several slots
+--          of one node: KEYS the first request's, for routing, and every
+--          request's keys in ARGV from ARGV[2] on, laid out alike; the
+--          library is registered with allow-cross-slot-keys)
 -- ARGV[1]  every request's arguments, three little-endian doubles each
 --          ('<ddd', 24 bytes per request, request r's at 24(r-1)+1):
 --          1 to commit when admitted (acquire) or 0 to write nothing
@@ -32,7 +36,11 @@
 --
 -- It defines, for the algorithms that follow: start(KEYS, ARGV, P,
 -- prefetch), which each call starts with (prefetch: read every string
--- state of the call with one MGET, when some part keeps one), and
+-- state of the call up front, when some part keeps one) and which returns
+-- the call's keys and the index before its first (request r's key under
+-- the i-th policy is keys[base + (r-1)*P + i]; keys is KEYS, or ARGV for
+-- a batch over several slots), or nil when such a batch reads a key this
+-- node does not serve now: the call then writes nothing and answers 0;
 -- begin(r), which request r starts with (the first only, when uniform) and
 -- which sets acquire, n and time_us (Redis TIME is read once per call: the
 -- call is atomic, its requests are simultaneous); requests, their number,
@@ -99,16 +107,37 @@ local function start(KEYS, ARGV, P, prefetch)
   end
   server_us = nil
   args = ARGV[1]
-  requests = #KEYS / P
   uniform = #args == 24
   states = {}
   texts = {}
-  if prefetch then
-    local values = redis.call('MGET', spread(KEYS))
-    for i = 1, #KEYS do
-      states[KEYS[i]] = values[i]
+  if #ARGV == 1 then
+    requests = #KEYS / P
+    if prefetch then
+      local values = redis.call('MGET', spread(KEYS))
+      for i = 1, #KEYS do
+        states[KEYS[i]] = values[i]
+      end
+    end
+    return KEYS, 0
+  end
+  -- A batch over several slots (every part keeps a string): one MGET per
+  -- request (its keys share a slot), all before any write. A key whose
+  -- slot this node does not serve, or is moving away (a missing key) or
+  -- into (without ASKING), fails its read: nothing is written, and the
+  -- caller decides each request on its own, following the redirects. A
+  -- read that succeeds means its key's writes will too (the call is
+  -- atomic: no migration comes between).
+  requests = (#ARGV - 1) / P
+  for first = 2, #ARGV, P do
+    if states[ARGV[first]] == nil then
+      local values = redis.pcall('MGET', spread(ARGV, first, first + P - 1))
+      if values.err then return nil end
+      for i = 0, P - 1 do
+        states[ARGV[first + i]] = values[i + 1]
+      end
     end
   end
+  return ARGV, 1
 end
 
 local function begin(r)
