@@ -18,7 +18,7 @@ use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, Value};
 
 use crate::backend_builder::RedisBackendBuilder;
 use crate::circuit::Circuit;
-use crate::cluster::{ClusterClient, ClusterConnection, Functions};
+use crate::cluster::{Ask, ClusterClient, ClusterConnection, Functions};
 use crate::error::{BackendError, BackendErrorKind};
 use crate::scripts::LuaFunction;
 
@@ -102,10 +102,10 @@ enum Connection {
 }
 
 impl Connection {
-    async fn send(&mut self, cmd: &Cmd) -> Result<Value, RedisError> {
+    async fn send(&mut self, cmd: &Cmd, ask: Ask) -> Result<Value, RedisError> {
         match self {
             Self::Server(conn) => conn.send_packed_command(cmd).await?.extract_error(),
-            Self::Cluster(conn) => conn.send(cmd).await,
+            Self::Cluster(conn) => conn.send(cmd, ask).await,
         }
     }
 
@@ -277,6 +277,17 @@ impl RedisBackend {
         cmd: &Cmd,
         function: Option<&LuaFunction>,
     ) -> Result<Value, BackendError> {
+        self.query_with(cmd, function, Ask::Follow).await
+    }
+
+    /// [`query`](Self::query), on a cluster following an `ASK` as `ask`
+    /// says (a refused one is the error).
+    pub(crate) async fn query_with(
+        &self,
+        cmd: &Cmd,
+        function: Option<&LuaFunction>,
+        ask: Ask,
+    ) -> Result<Value, BackendError> {
         let shared = &self.shared;
         let socket = shared.pick();
         let mut reconnected = false;
@@ -285,14 +296,14 @@ impl RedisBackend {
                 return Err(shared.unavailable());
             }
             let Live { id, mut conn } = socket.live(shared).await?;
-            let error = match conn.send(cmd).await {
+            let error = match conn.send(cmd, ask).await {
                 Ok(reply) => return Ok(reply),
                 Err(e) => e,
             };
             if is_function_missing(&error) {
                 if let Some(function) = function {
                     return shared
-                        .reload_and_retry(&mut conn, id, socket, cmd, function)
+                        .reload_and_retry(&mut conn, id, socket, cmd, function, ask)
                         .await;
                 }
             }
@@ -454,14 +465,15 @@ impl Shared {
         socket: &Socket,
         cmd: &Cmd,
         function: &LuaFunction,
+        ask: Ask,
     ) -> Result<Value, BackendError> {
         // A flush can land between the load and the run (a test flushes in
         // a loop): load again, a few times.
         let result = async {
             let mut tries = 0;
             loop {
-                conn.send(&function.load_command()).await?;
-                match conn.send(cmd).await {
+                conn.send(&function.load_command(), Ask::Follow).await?;
+                match conn.send(cmd, ask).await {
                     Err(e) if is_function_missing(&e) && tries < FUNCTION_RELOADS => {
                         tries += 1;
                     }

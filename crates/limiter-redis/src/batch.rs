@@ -32,6 +32,7 @@ use limiter_core::{Decision, Policies, SetDecision};
 use tokio::sync::oneshot;
 
 use crate::backend::RedisBackend;
+use crate::cluster::Ask;
 use crate::error::{BackendError, BackendErrorKind};
 use crate::keys::KeyLayout;
 use crate::scripts::{self, Keys, LuaFunction, Request};
@@ -250,6 +251,11 @@ impl Decider {
     /// call's failure. On a cluster, requests of several slots go as one
     /// call across them ([`Keys::AcrossSlots`]) and, when some key is not
     /// its node's to serve now, each alone, following the redirects.
+    ///
+    /// The call follows a `MOVED` (the new owner checks every key as the
+    /// old one did) but not an `ASK`: after `ASKING` the node a slot is
+    /// migrating to would take a missing key of *any* slot it imports as
+    /// its own, while that key may still live on its old node.
     async fn call(
         &self,
         requests: &[Request],
@@ -260,12 +266,19 @@ impl Decider {
         let cmd = self
             .function
             .decide(&self.keys, requests.iter(), Keys::AcrossSlots);
-        let reply = self.backend.query(&cmd, Some(&self.function)).await?;
-        if !scripts::is_elsewhere(&reply) {
-            return self.answers(&reply, requests);
+        match self
+            .backend
+            .query_with(&cmd, Some(&self.function), Ask::Refuse)
+            .await
+        {
+            Ok(reply) if !scripts::is_elsewhere(&reply) => self.answers(&reply, requests),
+            Err(error) if !error.is_ask() => Err(error),
+            // Some key is not the node's to serve now.
+            _ => {
+                let alone = requests.iter().map(|request| self.call_alone(request));
+                Ok(futures_util::future::join_all(alone).await)
+            }
         }
-        let alone = requests.iter().map(|request| self.call_alone(request));
-        Ok(futures_util::future::join_all(alone).await)
     }
 
     /// Whether `requests` lie in several slots of a cluster whose lanes

@@ -140,6 +140,17 @@ struct Inner {
     last_refresh: tokio::sync::Mutex<Option<Instant>>,
 }
 
+/// Whether a command follows an `ASK` (a slot half-way through a
+/// migration) to the slot's new node, sent there after `ASKING`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ask {
+    Follow,
+    /// The `ASK` is the caller's answer: for a call whose other keys lie in
+    /// other slots, which `ASKING` would let the new node take as its own
+    /// while they still live on their old one.
+    Refuse,
+}
+
 /// Where the next attempt of a command goes.
 enum Target {
     /// The slot's primary in the map.
@@ -194,18 +205,18 @@ impl ClusterConnection {
     }
 
     /// Sends `cmd` to the node of its first key (`FCALL`: of its first
-    /// key argument), following redirects; a keyless command in
-    /// [`KEYLESS`] goes to every primary.
-    pub(crate) async fn send(&self, cmd: &Cmd) -> RedisResult<Value> {
+    /// key argument), following redirects (an `ASK` as `ask` says); a
+    /// keyless command in [`KEYLESS`] goes to every primary.
+    pub(crate) async fn send(&self, cmd: &Cmd, ask: Ask) -> RedisResult<Value> {
         match route(cmd) {
-            Route::Slot(slot) => self.inner.send_to_slot(slot, cmd).await,
+            Route::Slot(slot) => self.inner.send_to_slot(slot, cmd, ask).await,
             Route::Primaries => self.inner.send_to_primaries(cmd).await,
         }
     }
 }
 
 impl Inner {
-    async fn send_to_slot(self: &Arc<Self>, slot: u16, cmd: &Cmd) -> RedisResult<Value> {
+    async fn send_to_slot(self: &Arc<Self>, slot: u16, cmd: &Cmd, ask: Ask) -> RedisResult<Value> {
         let deadline = Instant::now() + self.client.command_timeout;
         let mut target = Target::Owner;
         let mut wait = RETRY_WAIT;
@@ -234,6 +245,7 @@ impl Inner {
                     self.refresh_in_background();
                     Target::Owner
                 }
+                (RetryMethod::AskRedirect, Some(_)) if ask == Ask::Refuse => return Err(error),
                 (RetryMethod::AskRedirect, Some(node)) => Target::Asking(node),
                 (RetryMethod::WaitAndRetry, _) => {
                     tokio::time::sleep(

@@ -78,6 +78,14 @@ impl BackendError {
         )
     }
 
+    /// Whether a Redis Cluster answered `ASK` (the key's slot is half-way
+    /// through a migration) and the command did not follow it.
+    pub(crate) fn is_ask(&self) -> bool {
+        self.source
+            .as_ref()
+            .is_some_and(|e| matches!(e.retry_method(), redis::RetryMethod::AskRedirect))
+    }
+
     /// What kind of failure this is.
     pub fn kind(&self) -> BackendErrorKind {
         self.kind

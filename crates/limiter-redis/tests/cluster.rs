@@ -492,6 +492,49 @@ async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
     );
 }
 
+/// A batch across slots never follows an `ASK`: after `ASKING`, the node
+/// a slot migrates to would serve a missing key of any slot it imports,
+/// while that key still lives on the old node. Two slots of one primary
+/// migrate to another, neither key moved yet: one key new (its requests
+/// are `ASK`ed to the new node, where it is made), one already at its
+/// limit on the old node. Under 64 tasks alternating the two, the full key
+/// admits nothing more, the new one exactly its limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_never_follows_an_ask_into_another_importing_slot() {
+    const LIMIT: u64 = 10;
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .unwrap(),
+    );
+    let backend = backend(&cluster);
+    let policy = Policy::fixed_window(Rate::per_hour(LIMIT)).unwrap();
+    let limiter = limiter(&backend, policy, "asking").await;
+    let primaries = cluster.primaries();
+    let (source, target) = (&primaries[0], &primaries[1]);
+    let keys = keys_on(
+        &cluster,
+        &limiter,
+        "asking",
+        std::slice::from_ref(source),
+        2,
+    );
+    let (new, full) = (&keys[0], &keys[1]);
+    for _ in 0..LIMIT {
+        assert!(limiter.acquire(full, 1).await.unwrap().allowed);
+    }
+    for key in [new, full] {
+        let slot = cluster.slot_of(&limiter.redis_key(key)).to_string();
+        let importing = ["CLUSTER", "SETSLOT", &slot, "IMPORTING", &source.id];
+        let migrating = ["CLUSTER", "SETSLOT", &slot, "MIGRATING", &target.id];
+        assert_eq!(cluster.command(target, &importing).text(), "OK");
+        assert_eq!(cluster.command(source, &migrating).text(), "OK");
+    }
+    let admitted = acquire_over(&limiter, &keys).await;
+    assert_eq!(admitted[full], 0, "the key at its limit admitted more");
+    assert_eq!(admitted[new], LIMIT, "the new key");
+}
+
 /// Many user keys under every algorithm: each primary holds some of them,
 /// and each limiter key sits on the primary of its user key's hash tag.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
