@@ -363,6 +363,35 @@ fn command_calls(cluster: &RedisCluster, node: &ClusterNode, command: &str) -> u
         .unwrap_or(0)
 }
 
+/// A cluster of the test's own (its `INFO` counts only the test's
+/// commands, and it may change the topology), and a limiter of `policy`
+/// on it.
+async fn own_cluster(policy: Policy, name: &str) -> (Arc<RedisCluster>, Arc<RedisLimiter>) {
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .unwrap(),
+    );
+    let limiter = limiter(&backend(&cluster), policy, name).await;
+    (cluster, limiter)
+}
+
+/// Leaves `key`'s slot half-way through a migration from `from` to `to`
+/// (`IMPORTING` on `to`, `MIGRATING` on `from`), none of its keys moved.
+fn start_migrating(
+    cluster: &RedisCluster,
+    limiter: &RedisLimiter,
+    key: &str,
+    from: &ClusterNode,
+    to: &ClusterNode,
+) {
+    let slot = cluster.slot_of(&limiter.redis_key(key)).to_string();
+    let importing = ["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from.id];
+    let migrating = ["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to.id];
+    assert_eq!(cluster.command(to, &importing).text(), "OK");
+    assert_eq!(cluster.command(from, &migrating).text(), "OK");
+}
+
 /// 64 tasks acquiring over `keys` (each task 24 of them in turn, so each
 /// key gets 16 acquires); each key's admissions.
 async fn acquire_over(limiter: &Arc<RedisLimiter>, keys: &[String]) -> BTreeMap<String, u64> {
@@ -405,14 +434,8 @@ async fn acquire_over(limiter: &Arc<RedisLimiter>, keys: &[String]) -> BTreeMap<
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_over_many_keys_share_calls_on_each_primary_and_stay_exact() {
     const LIMIT: u64 = 10;
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start)
-            .await
-            .unwrap(),
-    );
-    let backend = backend(&cluster);
     let policy = Policy::fixed_window(Rate::per_hour(LIMIT)).unwrap();
-    let limiter = limiter(&backend, policy, "spread").await;
+    let (cluster, limiter) = own_cluster(policy, "spread").await;
     let primaries = cluster.primaries();
     let keys = keys_on(&cluster, &limiter, "spread", &primaries, 32);
     let before: Vec<u64> = primaries
@@ -449,14 +472,8 @@ async fn decisions_over_many_keys_share_calls_on_each_primary_and_stay_exact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
     const LIMIT: u64 = 10;
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start)
-            .await
-            .unwrap(),
-    );
-    let backend = backend(&cluster);
     let policy = Policy::token_bucket(Rate::per_hour(LIMIT)).unwrap();
-    let limiter = limiter(&backend, policy, "moving").await;
+    let (cluster, limiter) = own_cluster(policy, "moving").await;
     let primaries = cluster.primaries();
     let (source, target) = (&primaries[0], &primaries[1]);
     let keys = keys_on(
@@ -467,11 +484,7 @@ async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
         48,
     );
     let moving = &keys[0];
-    let slot = cluster.slot_of(&limiter.redis_key(moving)).to_string();
-    let importing = ["CLUSTER", "SETSLOT", &slot, "IMPORTING", &source.id];
-    let migrating = ["CLUSTER", "SETSLOT", &slot, "MIGRATING", &target.id];
-    assert_eq!(cluster.command(target, &importing).text(), "OK");
-    assert_eq!(cluster.command(source, &migrating).text(), "OK");
+    start_migrating(&cluster, &limiter, moving, source, target);
     let asking = command_calls(&cluster, target, "asking");
     let admitted = acquire_over(&limiter, &keys).await;
     let wrong: Vec<_> = admitted.iter().filter(|(_, &n)| n != LIMIT).collect();
@@ -502,14 +515,8 @@ async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_never_follows_an_ask_into_another_importing_slot() {
     const LIMIT: u64 = 10;
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start)
-            .await
-            .unwrap(),
-    );
-    let backend = backend(&cluster);
     let policy = Policy::fixed_window(Rate::per_hour(LIMIT)).unwrap();
-    let limiter = limiter(&backend, policy, "asking").await;
+    let (cluster, limiter) = own_cluster(policy, "asking").await;
     let primaries = cluster.primaries();
     let (source, target) = (&primaries[0], &primaries[1]);
     let keys = keys_on(
@@ -524,11 +531,7 @@ async fn a_batch_never_follows_an_ask_into_another_importing_slot() {
         assert!(limiter.acquire(full, 1).await.unwrap().allowed);
     }
     for key in [new, full] {
-        let slot = cluster.slot_of(&limiter.redis_key(key)).to_string();
-        let importing = ["CLUSTER", "SETSLOT", &slot, "IMPORTING", &source.id];
-        let migrating = ["CLUSTER", "SETSLOT", &slot, "MIGRATING", &target.id];
-        assert_eq!(cluster.command(target, &importing).text(), "OK");
-        assert_eq!(cluster.command(source, &migrating).text(), "OK");
+        start_migrating(&cluster, &limiter, key, source, target);
     }
     let admitted = acquire_over(&limiter, &keys).await;
     assert_eq!(admitted[full], 0, "the key at its limit admitted more");
@@ -896,14 +899,8 @@ async fn decisions_on_a_hot_key_share_calls_and_stay_exact() {
     const TASKS: usize = 64;
     const EACH: usize = 20;
     const LIMIT: u64 = 500;
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start)
-            .await
-            .unwrap(),
-    );
-    let backend = backend(&cluster);
     let policy = Policy::sliding_log(Rate::per_hour(LIMIT)).unwrap();
-    let limiter = limiter(&backend, policy, "hot").await;
+    let (cluster, limiter) = own_cluster(policy, "hot").await;
     let owner = cluster.node_for_key(&limiter.redis_key("global"));
     let fcalls = |node: &ClusterNode| command_calls(&cluster, node, "fcall");
     let before = fcalls(&owner);
