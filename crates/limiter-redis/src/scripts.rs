@@ -456,25 +456,53 @@ mod tests {
         }
     }
 
-    /// The packed argument (the last) of the `FCALL` deciding `requests`.
-    fn packed_argument(requests: &[Request]) -> Vec<u8> {
+    /// The arguments of the `FCALL` deciding `requests` under one token
+    /// bucket, its keys passed as `keys` says, and the keys' layout.
+    fn fcall_arguments(requests: &[Request], keys: Keys) -> (Vec<Vec<u8>>, KeyLayout) {
         let policy = Policy::token_bucket(Rate::new(10, Duration::from_secs(1))).unwrap();
         let function = LuaFunction::for_parts(std::slice::from_ref(&policy), 0);
         let layouts = [KeyLayout::new("test", &policy)];
-        let cmd = function.decide(&layouts, requests.iter(), Keys::Declared);
-        let args: Vec<Vec<u8>> = cmd
+        let cmd = function.decide(&layouts, requests.iter(), keys);
+        let args = cmd
             .args_iter()
             .map(|arg| match arg {
                 redis::Arg::Simple(bytes) => bytes.to_vec(),
                 _ => unreachable!("an FCALL has plain arguments only"),
             })
             .collect();
+        let [layout] = layouts;
+        (args, layout)
+    }
+
+    /// The packed argument (the last) of the `FCALL` deciding `requests`.
+    fn packed_argument(requests: &[Request]) -> Vec<u8> {
+        let (args, _) = fcall_arguments(requests, Keys::Declared);
         assert_eq!(
             args.len(),
             3 + requests.len() + 1,
             "FCALL, name, count, keys, one argument"
         );
         args.last().unwrap().clone()
+    }
+
+    #[test]
+    fn a_batch_across_slots_declares_its_first_key_and_passes_every_key_after_the_arguments() {
+        let requests = [
+            request("a", Mode::Acquire, 1),
+            request("b", Mode::Acquire, 1),
+            request("c", Mode::Acquire, 1),
+        ];
+        let (args, layout) = fcall_arguments(&requests, Keys::AcrossSlots);
+        let key = |k: &str| layout.state_key(k).into_bytes();
+        assert_eq!(args[0], b"FCALL");
+        assert_eq!(args[2], b"1", "one key declared: the first request's");
+        assert_eq!(args[3], key("a"));
+        assert_eq!(
+            args[4].len(),
+            REQUEST_ARG_BYTES,
+            "uniform: the arguments once"
+        );
+        assert_eq!(args[5..], [key("a"), key("b"), key("c")]);
     }
 
     #[test]
