@@ -147,7 +147,7 @@ impl Decider {
 
     /// `request`'s slot on a cluster.
     fn slot(&self, request: &Request) -> u16 {
-        crate::slot_map::slot_of(self.keys[0].state_key(&request.key).as_bytes())
+        self.keys[0].slot(&request.key)
     }
 
     /// Decides `request`: at once in a call of its own, or, while

@@ -11,6 +11,7 @@ use limiter_core::Policy;
 use redis::{RedisWrite, ToRedisArgs};
 
 use crate::scripts::keeps_packed_log;
+use crate::slot_map::{slot_of, slot_of_tag};
 
 /// Each algorithm's short name in keys.
 const SHORT_NAMES: PerAlgorithm<&str> = PerAlgorithm {
@@ -114,6 +115,18 @@ impl KeyLayout {
         }
     }
 
+    /// The Redis Cluster slot of `user_key`'s state key, without making
+    /// the key: its hash tag is the user key up to its first `}` (the
+    /// prefix has no braces), unless that leaves it empty, when the whole
+    /// key is hashed.
+    pub(crate) fn slot(&self, user_key: &str) -> u16 {
+        let end = user_key.find('}').unwrap_or(user_key.len());
+        if end == 0 {
+            return slot_of(self.state_key(user_key).as_bytes());
+        }
+        slot_of_tag(&user_key.as_bytes()[..end])
+    }
+
     /// The Redis key of `user_key`'s state, e.g. `limiter:{user:42}:sl-e77675966f00`.
     pub(crate) fn state_key(&self, user_key: &str) -> String {
         let mut key = String::with_capacity(self.len(user_key));
@@ -151,6 +164,30 @@ mod tests {
     use limiter_core::{Algorithm, Rate};
 
     use super::*;
+
+    #[test]
+    fn a_user_keys_slot_is_its_state_keys() {
+        let policy = Policy::token_bucket(Rate::per_hour(100)).unwrap();
+        let layout = KeyLayout::new("limiter", &policy);
+        for user_key in [
+            "user:42",
+            "",
+            "}",
+            "}x",
+            "a}b",
+            "{x}",
+            "a{b}c",
+            "{",
+            "ü:ключ",
+            "ip:::1",
+        ] {
+            assert_eq!(
+                layout.slot(user_key),
+                slot_of(layout.state_key(user_key).as_bytes()),
+                "{user_key:?}"
+            );
+        }
+    }
 
     #[test]
     fn keys_carry_the_user_key_as_hash_tag_and_the_policy() {
