@@ -472,7 +472,7 @@ fn bench_acquires(
             run_concurrently(concurrency, iters, move |i| {
                 let (limiter, keys) = (Arc::clone(&limiter), Arc::clone(&keys));
                 async move {
-                    let key = &keys[(i.wrapping_mul(7919) % KEYS as u64) as usize];
+                    let key = &keys[(i.wrapping_mul(7919) % keys.len() as u64) as usize];
                     black_box(limiter.acquire(key, 1).await.unwrap());
                 }
             })
@@ -537,7 +537,7 @@ fn redis(c: &mut Criterion) {
                     let (mut conn, script, keys) =
                         (conn.clone(), script.clone(), Arc::clone(&keys));
                     async move {
-                        let key = &keys[(i.wrapping_mul(7919) % KEYS as u64) as usize];
+                        let key = &keys[(i.wrapping_mul(7919) % keys.len() as u64) as usize];
                         let now = i; // caller time, one µs per request
                         let allowed: i64 = script
                             .key(format!("classic-{concurrency}:{key}"))
@@ -607,27 +607,44 @@ fn redis_cluster(c: &mut Criterion) {
             .await
             .unwrap()
     });
-    let token_bucket_on = |backend: limiter_redis::RedisBackendBuilder| {
-        runtime.block_on(async {
-            let backend = backend
-                .connection_timeout(Duration::from_secs(30))
-                .command_timeout(Duration::from_secs(30))
-                .build()
-                .await
-                .unwrap();
-            let limiter =
-                RedisLimiter::builder(&backend, generous_for_redis(Algorithm::TokenBucket))
-                    .key_prefix("bench-cluster")
-                    .build()
-                    .await
-                    .unwrap();
-            (backend, Arc::new(limiter))
-        })
+    let connect = |backend: limiter_redis::RedisBackendBuilder| {
+        runtime
+            .block_on(
+                backend
+                    .connection_timeout(Duration::from_secs(30))
+                    .command_timeout(Duration::from_secs(30))
+                    .build(),
+            )
+            .unwrap()
     };
-    let (cluster_backend, on_cluster) = token_bucket_on(RedisBackend::cluster(cluster.seed_urls()));
-    let (_, on_server) = token_bucket_on(RedisBackend::builder(server.url()));
+    let token_bucket_on = |backend: &RedisBackend, policy: Policy| {
+        let limiter = RedisLimiter::builder(backend, policy).key_prefix("bench-cluster");
+        Arc::new(runtime.block_on(limiter.build()).unwrap())
+    };
+    let (cluster_backend, server_backend) = (
+        connect(RedisBackend::cluster(cluster.seed_urls())),
+        connect(RedisBackend::builder(server.url())),
+    );
+    let spread = generous_for_redis(Algorithm::TokenBucket);
+    let on_cluster = token_bucket_on(&cluster_backend, spread.clone());
+    let on_server = token_bucket_on(&server_backend, spread);
+    // One hot key whose every decision is admitted (and so written and
+    // replicated), in the slot of the ceiling's key: the user key `bench`
+    // is the hash tag of its state key, as of `{bench}:ceiling`.
+    let hot_on_cluster = token_bucket_on(
+        &cluster_backend,
+        Policy::token_bucket(Rate::per_second(1_000_000_000)).unwrap(),
+    );
+    let hot_key = Arc::new(vec!["bench".to_owned()]);
     // The same ceiling through this crate's own cluster routing
-    // (`RedisBackend::command`), the client the limiter's row uses.
+    // (`RedisBackend::command`), the client the limiter's row uses, its
+    // script cached on every primary by an EVAL on each key's slot.
+    let ceiling_key = |key: &str| format!("{{{key}}}:ceiling");
+    for key in std::iter::once("bench").chain(keys.iter().map(String::as_str)) {
+        let mut eval = redis::cmd("EVAL");
+        eval.arg("return 1").arg(1).arg(ceiling_key(key));
+        let _: i64 = runtime.block_on(cluster_backend.command(&eval)).unwrap();
+    }
     let mut load = redis::cmd("SCRIPT");
     load.arg("LOAD").arg("return 1");
     let sha: String = runtime.block_on(cluster_backend.command(&load)).unwrap();
@@ -674,9 +691,37 @@ fn redis_cluster(c: &mut Criterion) {
                 })
             },
         );
-        for (backend, limiter) in [("cluster", &on_cluster), ("redis", &on_server)] {
+        // The same ceiling over the token bucket's 10,000 keys: each call
+        // routed to the primary of its key's slot, as the decisions are.
+        group.bench_function(
+            BenchmarkId::new(
+                "ceiling-evalsha-return-1",
+                "cluster-limiter-routing-10000-keys",
+            ),
+            |b| {
+                b.to_async(&runtime).iter_custom(|iters| {
+                    let (backend, sha, keys) =
+                        (cluster_backend.clone(), sha.clone(), Arc::clone(&keys));
+                    run_concurrently(concurrency, iters, move |i| {
+                        let (backend, keys) = (backend.clone(), Arc::clone(&keys));
+                        let key = &keys[(i.wrapping_mul(7919) % keys.len() as u64) as usize];
+                        let mut cmd = redis::cmd("EVALSHA");
+                        cmd.arg(&sha).arg(1).arg(ceiling_key(key));
+                        async move {
+                            let one: i64 = backend.command(&cmd).await.unwrap();
+                            black_box(one);
+                        }
+                    })
+                })
+            },
+        );
+        for (backend, limiter, keys) in [
+            ("cluster", &on_cluster, &keys),
+            ("cluster-one-hot-key", &hot_on_cluster, &hot_key),
+            ("redis", &on_server, &keys),
+        ] {
             let id = BenchmarkId::new("token-bucket", backend);
-            bench_acquires(&mut group, id, &runtime, concurrency, limiter, &keys);
+            bench_acquires(&mut group, id, &runtime, concurrency, limiter, keys);
         }
         group.finish();
     }

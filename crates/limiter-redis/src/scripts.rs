@@ -186,7 +186,7 @@ impl LuaFunction {
         let _ = write!(
             code,
             "    replies[r + 1] = pack('<{}', {})\n  end\n  \
-             replies[1] = pack('<d', server_us or 0)\n  return concat(replies)\nend\n",
+             flush()\n  replies[1] = pack('<d', server_us or 0)\n  return concat(replies)\nend\n",
             "d".repeat(fields.len()),
             fields.join(", ")
         );

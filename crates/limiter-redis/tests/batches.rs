@@ -18,17 +18,17 @@ const TASKS: usize = 32;
 const ROUNDS: usize = 3;
 const STEPS: usize = 12;
 
-/// `FCALL`s a node has run (none before the first), from its
-/// `INFO commandstats`.
-fn fcalls_in(stats: &str) -> u64 {
-    let Some(line) = stats.lines().find(|l| l.starts_with("cmdstat_fcall:")) else {
+/// Calls of `command` (lower case) a node has run (none before the
+/// first), from its `INFO commandstats`.
+fn calls_in(stats: &str, command: &str) -> u64 {
+    let prefix = format!("cmdstat_{command}:calls=");
+    let Some(rest) = stats.lines().find_map(|l| l.strip_prefix(&prefix)) else {
         return 0;
     };
-    line["cmdstat_fcall:calls=".len()..]
-        .split(',')
+    rest.split(',')
         .next()
         .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("unreadable {line}"))
+        .unwrap_or_else(|| panic!("unreadable cmdstat_{command}: {rest}"))
 }
 
 /// Where the batches go: one server, or a cluster of three primaries.
@@ -49,11 +49,16 @@ impl Deployment {
     /// `FCALL`s run so far, on every primary.
     fn fcalls(&self) -> u64 {
         match self {
-            Self::Server(server) => fcalls_in(&server.query("INFO commandstats")),
+            Self::Server(server) => calls_in(&server.query("INFO commandstats"), "fcall"),
             Self::Cluster(cluster) => cluster
                 .primaries()
                 .iter()
-                .map(|p| fcalls_in(&cluster.command(p, &["INFO", "commandstats"]).text()))
+                .map(|p| {
+                    calls_in(
+                        &cluster.command(p, &["INFO", "commandstats"]).text(),
+                        "fcall",
+                    )
+                })
                 .sum(),
         }
     }
@@ -158,6 +163,76 @@ async fn decide_concurrently(deployment: Deployment) {
             "{policies}: {decisions} concurrent decisions took {calls} calls: none shared"
         );
         println!("{policies}: {decisions} decisions in {calls} calls");
+    }
+}
+
+/// 64 tasks on one key: a call deciding the key
+/// several times writes (and replicates) its state once, at the call's
+/// end, for every
+/// algorithm that keeps a string, and the key's state is as exact as the
+/// in-memory backend's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_key_is_written_once_per_call() {
+    let server = RedisServer::start();
+    let backend = RedisBackend::builder(server.url()).build().await.unwrap();
+    let rate = Rate::new(1_000_000, Duration::from_secs(1));
+    let string_states = [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingCounter,
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+    ];
+    let policies = string_states
+        .map(|algorithm| Policy::new(algorithm, rate).unwrap())
+        .into_iter()
+        // A sliding log of a small limit is a string too (a large one, a
+        // sorted set, writes as it decides); its decisions past 100 are
+        // denials, which write nothing.
+        .chain([Policy::sliding_log(Rate::new(100, Duration::from_secs(60))).unwrap()]);
+    for policy in policies {
+        let clock = ManualClock::new(1_750_000_000_000_000);
+        let limiter = Arc::new(
+            RedisLimiter::builder(&backend, policy.clone())
+                .key_prefix(fresh_prefix("hot"))
+                .clock(clock.clone())
+                .build()
+                .await
+                .unwrap(),
+        );
+        let stats = || server.query("INFO commandstats");
+        let writes = |s: &str| calls_in(s, "set") + calls_in(s, "setrange");
+        let before = stats();
+        let tasks: Vec<_> = (0..64)
+            .map(|_| {
+                let limiter = Arc::clone(&limiter);
+                tokio::spawn(async move {
+                    for _ in 0..8 {
+                        limiter.acquire("hot", 1).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let after = stats();
+        let calls = calls_in(&after, "fcall") - calls_in(&before, "fcall");
+        let written = writes(&after) - writes(&before);
+        assert!(calls < 512, "{policy}: 512 decisions in {calls} calls");
+        assert!(
+            written <= calls,
+            "{policy}: {written} writes for {calls} calls of 512 decisions on one key"
+        );
+        let memory = MemoryLimiter::builder(policy.clone()).clock(clock).build();
+        for _ in 0..512 {
+            memory.try_acquire("hot", 1).unwrap();
+        }
+        assert_eq!(
+            limiter.peek("hot", 1).await.unwrap(),
+            memory.try_peek("hot", 1).unwrap(),
+            "{policy}: the state after 512 decisions"
+        );
+        println!("{policy}: 512 decisions in {calls} calls, {written} writes");
     }
 }
 

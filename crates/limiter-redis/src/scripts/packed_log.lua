@@ -9,11 +9,12 @@
 -- as '<I7I7': the tick and the running total of units admitted by the key
 -- up to and including it (so counting a window is a subtraction). A log
 -- holds at most L + 1 records (the window's and the edge's). The string
--- is read with the call's one MGET and
--- written with one SET (or SETRANGE in place when its length holds): a
--- decision makes one redis.call of its own where the sorted set makes four
--- or five, each costing Redis more than the arithmetic here (and the
--- sorted set's scores are written by Redis with '%.17g', then parsed).
+-- is read with the call's one MGET and written with one SET (or SETRANGE
+-- in place when its length holds), at the call's end when it decides the
+-- key again (defer, in the prelude): a decision makes at most one
+-- redis.call of its own where the sorted set makes four or five, each
+-- costing Redis more than the arithmetic here (and the sorted set's
+-- scores are written by Redis with '%.17g', then parsed).
 -- The string's copies (read, rebuilt, written, replicated whole) grow
 -- with it: measured against the sorted set (docs/benchmarks.md, "Why
 -- 128"), it wins up to 128 records and loses from about 500 when
@@ -83,7 +84,10 @@ local function pl_write(key, e, newest_ts, newest_total, t_eff, ms)
   -- One concatenation: one new string.
   local value = pack('<d', deadline) .. kept .. pack('<I7I7', t_eff, total + n)
   states[key] = value
-  if grant then
+  local r = repeated and repeated[key]
+  if r then
+    defer(r, grant)
+  elseif grant then
     redis.call('SET', key, value, 'PX', digits(grant))
   elseif #value == #old then
     redis.call('SETRANGE', key, '0', value)

@@ -57,7 +57,10 @@
 -- (Lua's own unpack, of a table); ceil_div;
 -- ttl_ms(tick, t, t_eff, reset_after) (a key's TTL after an admission, in
 -- ms); save(key, ms, a, b[, c]) (a string state of two or three fields,
--- with a TTL of at least ms, in one SET) and expire(key, ms) (the TTL of a
+-- with a TTL of at least ms; a key the call decides more than once,
+-- repeated[key], is written when it ends: defer(repeated[key], grant)
+-- notes its new value in states and its TTL, and flush(), the call's last
+-- step before its reply, writes it) and expire(key, ms) (the TTL of a
 -- state kept in another type).
 --
 -- Each algorithm's function takes (key, tick, W, L, max_cost, F) — the
@@ -93,7 +96,19 @@ local states
 -- The digits of the numbers this call passed to redis.call, by number:
 -- a batch's requests share their time, window edge and TTL.
 local texts
-
+-- The keys this call decides more than once (a hot key's batch), found
+-- as start reads them (nil when none), by key: the value Redis holds
+-- (false when none), whether the call put a new one, and its last TTL
+-- granted. Such a key is written, and replicated, once, when the call ends
+-- (flush), rather than once per decision: each write is a redis.call,
+-- which costs the server more than a decision's arithmetic, and a command
+-- in the replication stream. Every other key is written as it is put.
+local repeated
+-- Notes that the call reads key again, holding held.
+local function again(key, held)
+  if not repeated then repeated = {} end
+  if not repeated[key] then repeated[key] = {held = held} end
+end
 local function start(KEYS, ARGV, P, prefetch)
   if not floor then
     -- digits needs a 64-bit long (Lua's '%d'): every call of a server
@@ -110,12 +125,15 @@ local function start(KEYS, ARGV, P, prefetch)
   uniform = #args == 24
   states = {}
   texts = {}
+  repeated = nil
   if #ARGV == 1 then
     requests = #KEYS / P
     if prefetch then
       local values = redis.call('MGET', spread(KEYS))
       for i = 1, #KEYS do
-        states[KEYS[i]] = values[i]
+        local key = KEYS[i]
+        local held = states[key]
+        if held == nil then states[key] = values[i] else again(key, held) end
       end
     end
     return KEYS, 0
@@ -133,8 +151,12 @@ local function start(KEYS, ARGV, P, prefetch)
       local values = redis.pcall('MGET', spread(ARGV, first, first + P - 1))
       if values.err then return nil end
       for i = 0, P - 1 do
-        states[ARGV[first + i]] = values[i + 1]
+        local key = ARGV[first + i]
+        local held = states[key]
+        if held == nil then states[key] = values[i + 1] else again(key, held) end
       end
+    else
+      for i = first, first + P - 1 do again(ARGV[i], states[ARGV[i]]) end
     end
   end
   return ARGV, 1
@@ -181,26 +203,53 @@ local function ttl_ms(tick, t, t_eff, reset_after)
   if ms < ttl_floor then ms = ttl_floor end
   return ms
 end
--- One call for the state and its TTL: each redis.call costs the server
--- about as much as the arithmetic of a whole decision.
+-- Notes that the call put a new value (states[key]) of a repeated key
+-- (r, its entry), with a TTL of grant ms (nil: the key's TTL kept).
+local function defer(r, grant)
+  r.put = true
+  if grant then r.grant = grant end
+end
+-- Every repeated key put, written once with its last value: with PX when
+-- a TTL was granted, else in place (SETRANGE, see save) when the value is
+-- as long as the one Redis holds, else with KEEPTTL. A key that held
+-- nothing was granted a TTL (every first write is).
+local function flush()
+  if not repeated then return end
+  for key, r in pairs(repeated) do
+    if r.put then
+      local value = states[key]
+      if r.grant then
+        redis.call('SET', key, value, 'PX', digits(r.grant))
+      elseif #value == #r.held then
+        redis.call('SETRANGE', key, '0', value)
+      else
+        redis.call('SET', key, value, 'KEEPTTL')
+      end
+    end
+  end
+end
+-- A string state of two or three fields, with a TTL of at least ms: one
+-- call for the state and its TTL, now, or at the call's end for a key it
+-- decides again (defer). Written out rather than shared with the packed
+-- log through a helper: each Lua call costs Redis more than the test it
+-- makes, measured at 5-10% of a decision's server time.
 --
 -- With Redis TIME the state carries, after its own fields, the server
 -- time (ms) its key's TTL runs out at, a little before it does. A write
--- whose TTL that deadline covers keeps it: it overwrites the old state,
--- of the same length, in place (SETRANGE key 0: no expiry to set or
--- clear, no new object, and an integer reply, where SET … KEEPTTL makes
--- a new object and answers a status Lua gets as a table: 5% of a token
--- bucket's decision, docs/benchmarks.md); one it does not cover sets ms
--- plus a margin of max(ms, 1 s), so that a key written steadily sets its
--- TTL about once per margin. The key then lives up to that margin past its reset, which is
--- always safe (docs/spec.md rule 2.5). A state without a deadline (written
--- with a caller clock, or before deadlines were kept) sets its TTL.
+-- whose TTL that deadline covers keeps it (overwriting the old state, of
+-- the same length, in place); one it does not cover sets ms plus a
+-- margin of max(ms, 1 s), so that a key written steadily sets its TTL
+-- about once per margin. The key then lives up to that margin past its
+-- reset, which is always safe (docs/spec.md rule 2.5). A state without a
+-- deadline (written with a caller clock, or before deadlines were kept)
+-- sets its TTL.
 local function save(key, ms, a, b, c)
   if not server_us then
     local value
     if c then value = pack('<ddd', a, b, c) else value = pack('<dd', a, b) end
     states[key] = value
-    redis.call('SET', key, value, 'PX', digits(ms))
+    local r = repeated and repeated[key]
+    if r then defer(r, ms) else redis.call('SET', key, value, 'PX', digits(ms)) end
     return
   end
   local fields = 16
@@ -220,11 +269,16 @@ local function save(key, ms, a, b, c)
   local value
   if c then value = pack('<dddd', a, b, c, deadline) else value = pack('<ddd', a, b, deadline) end
   states[key] = value
-  if grant then
+  local r = repeated and repeated[key]
+  if r then
+    defer(r, grant)
+  elseif grant then
     redis.call('SET', key, value, 'PX', digits(grant))
   else
-    -- old is this key's state as Redis holds it (read by this call's MGET
-    -- or written by its last save), and value is as long.
+    -- In place (SETRANGE key 0: no expiry to set or clear, no new object,
+    -- and an integer reply, where SET … KEEPTTL makes a new object and
+    -- answers a status Lua gets as a table: 5% of a token bucket's
+    -- decision, docs/benchmarks.md): old is as long.
     redis.call('SETRANGE', key, '0', value)
   end
 end
