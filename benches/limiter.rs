@@ -22,7 +22,12 @@
 //!   and 64 through one shared `RedisBackend`, beside what the same server
 //!   gives a plain redis-rs multiplexed connection in the same run: the
 //!   ceiling (EVALSHA of `return 1`) and the original article's classic
-//!   sorted-set script.
+//!   sorted-set script;
+//! - `redis-cluster/*`: the token bucket on a 3-primary cluster at
+//!   concurrency 1, 16 and 64, over 10,000 keys and on one hot key
+//!   (every decision admitted), beside one server and the cluster's
+//!   ceiling on the same keys through the same routing (and through
+//!   redis-rs's cluster connection).
 #![allow(missing_docs)]
 
 mod concurrently;
