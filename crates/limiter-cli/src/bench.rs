@@ -6,10 +6,12 @@
 //! deadline, one unit at a time, spreading their requests over `K` keys.
 //! Every call's latency goes into a per-task log-bucketed `Histogram`
 //! (bounded memory, percentiles within 1.6 %), merged at the end. On Redis
-//! the same `N` tasks also run for the same duration on a plain shared
-//! multiplexed redis-rs connection, each call an `EVALSHA` of `return 1`:
-//! the most this client and server can do per call, against which the
-//! limiter's figure is a ratio. The two alternate in five slices each,
+//! the same `N` tasks also run for the same duration through the client the
+//! limiter's calls use (a shared multiplexed redis-rs connection; on a
+//! cluster, the backend's own routing), each call an `EVALSHA` of
+//! `return 1` on a key of the same slot as a decision's: the most this
+//! client and server can do per call, against which the limiter's figure
+//! is a ratio. The two alternate in five slices each,
 //! so that a change in the machine's load weighs on both alike.
 
 use std::fmt::Write as _;
@@ -60,9 +62,10 @@ errors, and the answers a failure policy gave instead of the backend
 
 On Redis it also measures the ceiling, in the same run and on the same
 runtime: the same N tasks for the same duration, each call an EVALSHA of
-`return 1` (loaded with SCRIPT LOAD) on one plain multiplexed redis-rs
-connection that every task shares, not through the limiter's own layer. The
-ratio, decisions/s over ceiling/s, tells how much of what the server and
+`return 1` on a key in the slot of the decision it stands for, through the
+client the limiter's calls use (one multiplexed redis-rs connection that
+every task shares; on a cluster, the backend's own routing), not through
+the limiter's layer. The ratio, decisions/s over ceiling/s, tells how much of what the server and
 client can do per call the limiter gets. The two alternate, in five slices
 of a fifth of the duration each, the ceiling first, so that a change in the
 machine's load weighs on both alike.
@@ -184,16 +187,11 @@ pub async fn run(args: &BenchArgs) -> Result<(), Failure> {
             let server = redis.url().to_owned();
             let (limiter, fresh) = connect_redis(args, &redis, policy.clone()).await?;
             let slice = args.duration / SLICES;
-            let (ceiling, decisions) = match args.backend.backend {
-                BackendKind::RedisCluster => {
-                    let plain = connect_plain_cluster(&args.backend.redis_urls).await?;
-                    alternate(plain, &limiter, &keys, args, slice).await?
-                }
-                _ => {
-                    let plain = connect_plain(&args.backend.redis_urls[0]).await?;
-                    alternate(plain, &limiter, &keys, args, slice).await?
-                }
+            let client = match args.backend.backend {
+                BackendKind::RedisCluster => CeilingClient::Cluster(redis.clone()),
+                _ => CeilingClient::Server(connect_plain(&args.backend.redis_urls[0]).await?),
             };
+            let (ceiling, decisions) = alternate(client, &limiter, &keys, args, slice).await?;
             let cleanup = if fresh {
                 Some(delete_keys(&limiter, &keys, args.concurrency).await?)
             } else {
@@ -263,25 +261,34 @@ async fn connect_redis(
     }
 }
 
-/// The key the ceiling's script is called with (it touches nothing).
-const CEILING_KEY: &str = "{limiter-bench}:ceiling";
+/// The ceiling's calls go through the client the limiter's own calls use,
+/// so that the ratio compares the decisions with what that same client
+/// and server give a trivial script: a comparison through a slower client
+/// would flatter the limiter (redis-rs's cluster connection gave about
+/// two thirds of this crate's cluster routing's calls/s, docs/benchmarks.md).
+#[derive(Clone)]
+enum CeilingClient {
+    /// One server: one multiplexed redis-rs connection, as the backend's.
+    Server(redis::aio::MultiplexedConnection),
+    /// A cluster: the backend's own routing ([`RedisBackend::command`]).
+    Cluster(RedisBackend),
+}
 
-/// The ceiling's connection on a cluster: plain redis-rs's cluster client.
-async fn connect_plain_cluster(
-    seeds: &[String],
-) -> Result<redis::cluster_async::ClusterConnection, Failure> {
-    let failed = |e: &dyn std::fmt::Display| {
-        Failure::runtime(format!(
-            "cannot open the ceiling's redis-rs cluster connection: {e}"
-        ))
-    };
-    let client = redis::cluster::ClusterClient::new(seeds.iter().map(String::as_str))
-        .map_err(|e| failed(&e))?;
-    match tokio::time::timeout(CONNECT_TIMEOUT, client.get_async_connection()).await {
-        Ok(Ok(connection)) => Ok(connection),
-        Ok(Err(e)) => Err(failed(&e)),
-        Err(_) => Err(failed(&"no answer within 5s")),
+impl CeilingClient {
+    async fn query<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> Result<T, String> {
+        match self {
+            Self::Server(connection) => {
+                cmd.query_async(connection).await.map_err(|e| e.to_string())
+            }
+            Self::Cluster(backend) => backend.command(cmd).await.map_err(|e| backend::reason(&e)),
+        }
     }
+}
+
+/// The ceiling's key for `key`: in the same slot on a cluster (its hash
+/// tag is the user key, as in the limiter's state keys).
+fn ceiling_key(key: &str) -> String {
+    format!("{{{key}}}:ceiling")
 }
 
 /// The ceiling's connection: plain redis-rs, one multiplexed connection.
@@ -457,60 +464,70 @@ async fn decide(
     .await
 }
 
-/// The ceiling (on `plain`) and the limiter's phase in [`SLICES`] slices of
-/// `slice` each, alternating, the ceiling first: (ceiling, decisions).
-async fn alternate<C>(
-    plain: C,
+/// The ceiling (on `client`) and the limiter's phase in [`SLICES`] slices
+/// of `slice` each, alternating, the ceiling first: (ceiling, decisions).
+async fn alternate(
+    client: CeilingClient,
     limiter: &Arc<dyn Limiter>,
     keys: &Arc<[String]>,
     args: &BenchArgs,
     slice: Duration,
-) -> Result<(Phase, Phase), Failure>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + 'static,
-{
+) -> Result<(Phase, Phase), Failure> {
+    let ceiling_keys: Arc<[String]> = keys.iter().map(|k| ceiling_key(k)).collect();
     let (mut ceilings, mut decisions) = (Phase::empty(), Phase::empty());
     for _ in 0..SLICES {
-        ceilings.merge(ceiling(plain.clone(), args, slice).await?);
+        ceilings.merge(ceiling(client.clone(), &ceiling_keys, args, slice).await?);
         decisions.merge(decide(limiter, keys, args, slice).await?);
     }
     Ok((ceilings, decisions))
 }
 
-/// A slice of the ceiling: `return 1` loaded (idempotent), then EVALSHA in a loop on
-/// clones of one multiplexed connection. A call is "admitted" when it
-/// answers 1.
-async fn ceiling<C>(connection: C, args: &BenchArgs, duration: Duration) -> Result<Phase, Failure>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + 'static,
-{
-    let mut loader = connection.clone();
-    let sha: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(CEILING_SCRIPT)
-        .query_async(&mut loader)
-        .await
-        .map_err(|e| Failure::runtime(format!("cannot load the ceiling's script: {e}")))?;
-    let sha: Arc<str> = sha.into();
-    phase(args.concurrency, duration, |_, deadline| {
-        let (mut connection, sha) = (connection.clone(), Arc::clone(&sha));
+/// A slice of the ceiling: EVALSHA of `return 1` in a loop on clones of
+/// `client`, over `keys` as the decisions go over theirs (so a cluster
+/// routes each call to the node of the decision it stands for). A node
+/// without the script (the first call on each of a cluster's primaries)
+/// is sent it with EVAL, which caches it there. A call is "admitted" when
+/// it answers 1.
+async fn ceiling(
+    client: CeilingClient,
+    keys: &Arc<[String]>,
+    args: &BenchArgs,
+    duration: Duration,
+) -> Result<Phase, Failure> {
+    let sha: Arc<str> = redis::Script::new(CEILING_SCRIPT).get_hash().into();
+    let concurrency = args.concurrency as usize;
+    phase(args.concurrency, duration, |first, deadline| {
+        let (mut client, sha, keys) = (client.clone(), Arc::clone(&sha), Arc::clone(keys));
         async move {
             let mut tally = Tally::new();
-            // One key, so that a cluster routes it to one node, as it
-            // does a decision.
-            let mut call = redis::cmd("EVALSHA");
-            call.arg(&*sha).arg(1).arg(CEILING_KEY);
+            let count = keys.len();
+            let step = concurrency % count;
+            let mut index = first % count;
             loop {
                 let started = Instant::now();
                 if started >= deadline {
                     break;
                 }
-                let result: redis::RedisResult<i64> = call.query_async(&mut connection).await;
+                let key = keys[index].as_str();
+                index += step;
+                if index >= count {
+                    index -= count;
+                }
+                let mut call = redis::cmd("EVALSHA");
+                call.arg(&*sha).arg(1).arg(key);
+                let mut result: Result<i64, String> = client.query(&call).await;
+                // "NOSCRIPT …" from the server, "NoScript: …" as redis-rs
+                // writes it.
+                if matches!(&result, Err(e) if e.to_ascii_lowercase().contains("noscript")) {
+                    let mut eval = redis::cmd("EVAL");
+                    eval.arg(CEILING_SCRIPT).arg(1).arg(key);
+                    result = client.query(&eval).await;
+                }
                 tally.latency.record(started.elapsed());
                 match result {
                     Ok(1) => tally.admitted += 1,
                     Ok(other) => tally.error(|| format!("`return 1` answered {other}")),
-                    Err(e) => tally.error(|| e.to_string()),
+                    Err(e) => tally.error(|| e),
                 }
             }
             tally
@@ -627,7 +644,7 @@ impl Report<'_> {
         }
         out.push_str(match self.ceiling {
             Some(_) => {
-                "\n  ceiling: EVALSHA of `return 1` on one shared multiplexed redis-rs connection,\n  \
+                "\n  ceiling: EVALSHA of `return 1` through the limiter's client, on the keys' slots,\n  \
                  same concurrency and duration, same runtime; ratio = decisions/s / ceiling/s.\n"
             }
             None => "\n  ceiling: Redis only (the memory backend has no server to compare with).\n",

@@ -1,9 +1,11 @@
-//! `limiter bench` through the real binary: on memory and on a real
-//! redis-server for about a second each, the table's and the JSON's shape
-//! and sane figures; bad input is a usage error (exit status 2).
+//! `limiter bench` through the real binary: on memory, on a real
+//! redis-server and on a real cluster for about a second each, the table's
+//! and the JSON's shape and sane figures; bad input is a usage error (exit
+//! status 2).
 
 mod support;
 
+use limiter_test::redis_cluster::RedisCluster;
 use limiter_test::redis_server::RedisServer;
 use support::json::{self, Json};
 use support::{limiter, stderr, stdout};
@@ -192,6 +194,41 @@ fn redis_json_reports_the_ceiling_and_a_ratio() {
     assert!((n("ratio") - ratio).abs() < 0.002, "{doc:?}");
     // The run's keys (under a fresh prefix) are deleted at the end.
     assert_eq!(server.command("DBSIZE"), ":0");
+}
+
+/// On a cluster the ceiling goes where the decisions go: over the same
+/// keys' slots, so to every primary, each sent the script on its first
+/// call (no server has it before), without an error.
+#[test]
+fn cluster_ceiling_calls_every_primary_without_error() {
+    let cluster = RedisCluster::start();
+    let seed = &cluster.seed_urls()[0];
+    let doc = bench_json(&[
+        "--backend",
+        "redis-cluster",
+        "--redis-url",
+        seed,
+        "--policy",
+        "token-bucket:1000/1s",
+        "--keys",
+        "64",
+        "--concurrency",
+        "8",
+        "--duration",
+        "1s",
+    ]);
+    assert_sane(&doc, 8.0, 64.0);
+    let n = |field: &str| doc.get(field).num();
+    assert!(n("ceiling_calls") > 0.0, "{doc:?}");
+    assert_eq!(n("ceiling_errors"), 0.0, "{doc:?}");
+    assert_eq!(n("errors"), 0.0, "{doc:?}");
+    for primary in cluster.primaries() {
+        let stats = cluster.command(&primary, &["INFO", "commandstats"]).text();
+        assert!(
+            stats.contains("cmdstat_evalsha:calls="),
+            "no ceiling call reached {primary:?}: {stats}"
+        );
+    }
 }
 
 #[test]
