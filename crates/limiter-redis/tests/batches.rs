@@ -166,11 +166,12 @@ async fn decide_concurrently(deployment: Deployment) {
     }
 }
 
-/// 64 tasks on one key: a call deciding the key
-/// several times writes (and replicates) its state once, at the call's
-/// end, for every
-/// algorithm that keeps a string, and the key's state is as exact as the
-/// in-memory backend's.
+/// 64 tasks on one key: a call deciding the key several times writes (and
+/// replicates) its state once, at the call's end, for every algorithm
+/// that keeps a string; the key keeps a TTL; and with a caller's clock its
+/// state is the in-memory backend's. With Redis `TIME` the end-of-call
+/// write keeps the key's TTL in place (`SETRANGE`), with a caller's clock
+/// it sets it (`SET … PX`): both are run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hot_key_is_written_once_per_call() {
     let server = RedisServer::start();
@@ -190,49 +191,64 @@ async fn a_hot_key_is_written_once_per_call() {
         // denials, which write nothing.
         .chain([Policy::sliding_log(Rate::new(100, Duration::from_secs(60))).unwrap()]);
     for policy in policies {
-        let clock = ManualClock::new(1_750_000_000_000_000);
-        let limiter = Arc::new(
-            RedisLimiter::builder(&backend, policy.clone())
-                .key_prefix(fresh_prefix("hot"))
-                .clock(clock.clone())
-                .build()
-                .await
-                .unwrap(),
-        );
-        let stats = || server.query("INFO commandstats");
-        let writes = |s: &str| calls_in(s, "set") + calls_in(s, "setrange");
-        let before = stats();
-        let tasks: Vec<_> = (0..64)
-            .map(|_| {
-                let limiter = Arc::clone(&limiter);
-                tokio::spawn(async move {
-                    for _ in 0..8 {
-                        limiter.acquire("hot", 1).await.unwrap();
-                    }
+        for clock in [Some(ManualClock::new(1_750_000_000_000_000)), None] {
+            let time = if clock.is_some() {
+                "a caller's clock"
+            } else {
+                "Redis TIME"
+            };
+            let case = format!("{policy}, {time}");
+            // The key's state is then the only key.
+            assert_eq!(server.command("FLUSHDB"), "+OK");
+            let mut builder =
+                RedisLimiter::builder(&backend, policy.clone()).key_prefix(fresh_prefix("hot"));
+            if let Some(clock) = &clock {
+                builder = builder.clock(clock.clone());
+            }
+            let limiter = Arc::new(builder.build().await.unwrap());
+            let stats = || server.query("INFO commandstats");
+            let writes = |s: &str| calls_in(s, "set") + calls_in(s, "setrange");
+            let before = stats();
+            let tasks: Vec<_> = (0..64)
+                .map(|_| {
+                    let limiter = Arc::clone(&limiter);
+                    tokio::spawn(async move {
+                        for _ in 0..8 {
+                            limiter.acquire("hot", 1).await.unwrap();
+                        }
+                    })
                 })
-            })
-            .collect();
-        for task in tasks {
-            task.await.unwrap();
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+            let after = stats();
+            let calls = calls_in(&after, "fcall") - calls_in(&before, "fcall");
+            let written = writes(&after) - writes(&before);
+            assert!(calls < 512, "{case}: 512 decisions in {calls} calls");
+            assert!(
+                written <= calls,
+                "{case}: {written} writes for {calls} calls of 512 decisions on one key"
+            );
+            // A write at the call's end that dropped the TTL would leave
+            // the key forever.
+            let state = server.query("RANDOMKEY");
+            let ttl = server.command(&format!("PTTL {state}"));
+            let ms: i64 = ttl.trim_start_matches(':').parse().unwrap();
+            assert!(ms > 0, "{case}: {state} has PTTL {ttl}");
+            if let Some(clock) = clock {
+                let memory = MemoryLimiter::builder(policy.clone()).clock(clock).build();
+                for _ in 0..512 {
+                    memory.try_acquire("hot", 1).unwrap();
+                }
+                assert_eq!(
+                    limiter.peek("hot", 1).await.unwrap(),
+                    memory.try_peek("hot", 1).unwrap(),
+                    "{case}: the state after 512 decisions"
+                );
+            }
+            println!("{case}: 512 decisions in {calls} calls, {written} writes");
         }
-        let after = stats();
-        let calls = calls_in(&after, "fcall") - calls_in(&before, "fcall");
-        let written = writes(&after) - writes(&before);
-        assert!(calls < 512, "{policy}: 512 decisions in {calls} calls");
-        assert!(
-            written <= calls,
-            "{policy}: {written} writes for {calls} calls of 512 decisions on one key"
-        );
-        let memory = MemoryLimiter::builder(policy.clone()).clock(clock).build();
-        for _ in 0..512 {
-            memory.try_acquire("hot", 1).unwrap();
-        }
-        assert_eq!(
-            limiter.peek("hot", 1).await.unwrap(),
-            memory.try_peek("hot", 1).unwrap(),
-            "{policy}: the state after 512 decisions"
-        );
-        println!("{policy}: 512 decisions in {calls} calls, {written} writes");
     }
 }
 
