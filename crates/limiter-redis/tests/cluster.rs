@@ -376,6 +376,39 @@ async fn own_cluster(policy: Policy, name: &str) -> (Arc<RedisCluster>, Arc<Redi
     (cluster, limiter)
 }
 
+/// What a test of a slot migration starts from: a cluster of its own
+/// ([`own_cluster`]), a limiter on it, and `keys` all on the first
+/// primary (`source`), whose slots the test moves to the second
+/// (`target`).
+struct Migration {
+    cluster: Arc<RedisCluster>,
+    limiter: Arc<RedisLimiter>,
+    source: ClusterNode,
+    target: ClusterNode,
+    keys: Vec<String>,
+}
+
+/// A [`Migration`] of `count` keys named after `name`, under `policy`.
+async fn migration(policy: Policy, name: &str, count: usize) -> Migration {
+    let (cluster, limiter) = own_cluster(policy, name).await;
+    let primaries = cluster.primaries();
+    let (source, target) = (primaries[0].clone(), primaries[1].clone());
+    let keys = keys_on(
+        &cluster,
+        &limiter,
+        name,
+        std::slice::from_ref(&source),
+        count,
+    );
+    Migration {
+        cluster,
+        limiter,
+        source,
+        target,
+        keys,
+    }
+}
+
 /// Leaves `key`'s slot half-way through a migration from `from` to `to`
 /// (`IMPORTING` on `to`, `MIGRATING` on `from`), none of its keys moved.
 fn start_migrating(
@@ -473,16 +506,14 @@ async fn decisions_over_many_keys_share_calls_on_each_primary_and_stay_exact() {
 async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
     const LIMIT: u64 = 10;
     let policy = Policy::token_bucket(Rate::per_hour(LIMIT)).unwrap();
-    let (cluster, limiter) = own_cluster(policy, "moving").await;
-    let primaries = cluster.primaries();
-    let (source, target) = (&primaries[0], &primaries[1]);
-    let keys = keys_on(
-        &cluster,
-        &limiter,
-        "moving",
-        std::slice::from_ref(source),
-        48,
-    );
+    let Migration {
+        cluster,
+        limiter,
+        source,
+        target,
+        keys,
+    } = migration(policy, "moving", 48).await;
+    let (source, target) = (&source, &target);
     let moving = &keys[0];
     start_migrating(&cluster, &limiter, moving, source, target);
     let asking = command_calls(&cluster, target, "asking");
@@ -516,16 +547,14 @@ async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
 async fn a_batch_never_follows_an_ask_into_another_importing_slot() {
     const LIMIT: u64 = 10;
     let policy = Policy::fixed_window(Rate::per_hour(LIMIT)).unwrap();
-    let (cluster, limiter) = own_cluster(policy, "asking").await;
-    let primaries = cluster.primaries();
-    let (source, target) = (&primaries[0], &primaries[1]);
-    let keys = keys_on(
-        &cluster,
-        &limiter,
-        "asking",
-        std::slice::from_ref(source),
-        2,
-    );
+    let Migration {
+        cluster,
+        limiter,
+        source,
+        target,
+        keys,
+    } = migration(policy, "asking", 2).await;
+    let (source, target) = (&source, &target);
     let (new, full) = (&keys[0], &keys[1]);
     for _ in 0..LIMIT {
         assert!(limiter.acquire(full, 1).await.unwrap().allowed);
