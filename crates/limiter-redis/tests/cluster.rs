@@ -409,20 +409,21 @@ async fn migration(policy: Policy, name: &str, count: usize) -> Migration {
     }
 }
 
-/// Leaves `key`'s slot half-way through a migration from `from` to `to`
-/// (`IMPORTING` on `to`, `MIGRATING` on `from`), none of its keys moved.
-fn start_migrating(
-    cluster: &RedisCluster,
-    limiter: &RedisLimiter,
-    key: &str,
-    from: &ClusterNode,
-    to: &ClusterNode,
-) {
-    let slot = cluster.slot_of(&limiter.redis_key(key)).to_string();
-    let importing = ["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from.id];
-    let migrating = ["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to.id];
-    assert_eq!(cluster.command(to, &importing).text(), "OK");
-    assert_eq!(cluster.command(from, &migrating).text(), "OK");
+impl Migration {
+    /// Leaves `key`'s slot half-way through a migration from `source` to
+    /// `target` (`IMPORTING` on the target, `MIGRATING` on the source),
+    /// none of its keys moved.
+    fn start(&self, key: &str) {
+        let slot = self
+            .cluster
+            .slot_of(&self.limiter.redis_key(key))
+            .to_string();
+        let (from, to) = (&self.source, &self.target);
+        let importing = ["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from.id];
+        let migrating = ["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to.id];
+        assert_eq!(self.cluster.command(to, &importing).text(), "OK");
+        assert_eq!(self.cluster.command(from, &migrating).text(), "OK");
+    }
 }
 
 /// 64 tasks acquiring over `keys` (each task 24 of them in turn, so each
@@ -506,30 +507,23 @@ async fn decisions_over_many_keys_share_calls_on_each_primary_and_stay_exact() {
 async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
     const LIMIT: u64 = 10;
     let policy = Policy::token_bucket(Rate::per_hour(LIMIT)).unwrap();
-    let Migration {
-        cluster,
-        limiter,
-        source,
-        target,
-        keys,
-    } = migration(policy, "moving", 48).await;
-    let (source, target) = (&source, &target);
-    let moving = &keys[0];
-    start_migrating(&cluster, &limiter, moving, source, target);
-    let asking = command_calls(&cluster, target, "asking");
-    let admitted = acquire_over(&limiter, &keys).await;
+    let m = migration(policy, "moving", 48).await;
+    let moving = &m.keys[0];
+    m.start(moving);
+    let asking = command_calls(&m.cluster, &m.target, "asking");
+    let admitted = acquire_over(&m.limiter, &m.keys).await;
     let wrong: Vec<_> = admitted.iter().filter(|(_, &n)| n != LIMIT).collect();
     assert!(
         wrong.is_empty(),
         "keys admitting other than {LIMIT}: {wrong:?}"
     );
     assert!(
-        command_calls(&cluster, target, "asking") > asking,
+        command_calls(&m.cluster, &m.target, "asking") > asking,
         "the moving slot's key was never sent to the importing node"
     );
     assert_eq!(
-        cluster
-            .keys_matching(target, &limiter.redis_key(moving))
+        m.cluster
+            .keys_matching(&m.target, &m.limiter.redis_key(moving))
             .len(),
         1,
         "the moving slot's new key lives on the importing node"
@@ -547,22 +541,15 @@ async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
 async fn a_batch_never_follows_an_ask_into_another_importing_slot() {
     const LIMIT: u64 = 10;
     let policy = Policy::fixed_window(Rate::per_hour(LIMIT)).unwrap();
-    let Migration {
-        cluster,
-        limiter,
-        source,
-        target,
-        keys,
-    } = migration(policy, "asking", 2).await;
-    let (source, target) = (&source, &target);
-    let (new, full) = (&keys[0], &keys[1]);
+    let m = migration(policy, "asking", 2).await;
+    let (new, full) = (&m.keys[0], &m.keys[1]);
     for _ in 0..LIMIT {
-        assert!(limiter.acquire(full, 1).await.unwrap().allowed);
+        assert!(m.limiter.acquire(full, 1).await.unwrap().allowed);
     }
     for key in [new, full] {
-        start_migrating(&cluster, &limiter, key, source, target);
+        m.start(key);
     }
-    let admitted = acquire_over(&limiter, &keys).await;
+    let admitted = acquire_over(&m.limiter, &m.keys).await;
     assert_eq!(admitted[full], 0, "the key at its limit admitted more");
     assert_eq!(admitted[new], LIMIT, "the new key");
 }
