@@ -8,7 +8,14 @@ use arrayvec::ArrayString;
 /// Bytes a key keeps inline: `ip:` and any IPv6 address with a `/64`
 /// prefix fit, so nearly every request's key costs no allocation (the
 /// layer's hot path made one per request before, and freed it after).
-const INLINE: usize = 46;
+/// A multiple of 16: a [`KeyBuffer`] is checked two words at a time.
+pub(crate) const INLINE: usize = 48;
+
+/// A zero-filled buffer a key is written into byte by byte, then made a
+/// [`KeyText`] by [`KeyText::from_buffer`]. Aligned so that checking it is
+/// UTF-8 goes two words at a time with no byte left over.
+#[repr(align(16))]
+pub(crate) struct KeyBuffer(pub(crate) [u8; INLINE]);
 
 /// A request's key: inline up to [`INLINE`] bytes, on the heap beyond.
 /// Written with [`fmt::Write`], read as a `str`.
@@ -24,6 +31,21 @@ impl KeyText {
         let mut key = Self::Inline(ArrayString::new());
         key.push_str(text);
         key
+    }
+
+    /// The first `len` bytes of `buffer`, a key written byte by byte after
+    /// zeros: the whole buffer is checked and copied at once, its size
+    /// fixed, which costs less than checking and appending `len` bytes
+    /// (the IPv4 key of nearly every request). Text that is not UTF-8 is
+    /// taken lossily.
+    pub(crate) fn from_buffer(KeyBuffer(buffer): &KeyBuffer, len: usize) -> Self {
+        match ArrayString::from_byte_string(buffer) {
+            Ok(mut inline) if inline.is_char_boundary(len) => {
+                inline.truncate(len);
+                Self::Inline(inline)
+            }
+            _ => Self::of(&String::from_utf8_lossy(&buffer[..len.min(INLINE)])),
+        }
     }
 
     /// Appends `text`, moving to the heap when it no longer fits inline.
@@ -92,6 +114,16 @@ mod tests {
         assert_eq!(&*key, format!("ip:2001:db8:1:2::/64{long}!"));
         key.push_str("é");
         assert!(key.ends_with("!é"));
+    }
+
+    #[test]
+    fn a_buffer_is_cut_at_its_length_and_taken_lossily_when_not_text() {
+        let mut buffer = KeyBuffer([0; INLINE]);
+        buffer.0[..6].copy_from_slice(b"ip:1.2");
+        assert_eq!(&*KeyText::from_buffer(&buffer, 6), "ip:1.2");
+        assert_eq!(&*KeyText::from_buffer(&buffer, 0), "");
+        buffer.0[6] = 0xff;
+        assert_eq!(&*KeyText::from_buffer(&buffer, 7), "ip:1.2\u{fffd}");
     }
 
     #[test]

@@ -706,6 +706,8 @@ where
 {
     type Output = Result<Response<ResB>, E>;
 
+    // Inline: out of line, the response is copied once more on its way out.
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {
