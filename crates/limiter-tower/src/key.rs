@@ -183,23 +183,28 @@ impl KeyExtractor {
     }
 
     /// `ip:<addr>`, or `ip:<network>/<prefix>` for a grouped IPv6 address.
+    #[inline]
     fn ip_key(&self, ip: Option<IpAddr>) -> Result<KeyText, Missing> {
-        let ip = ip.ok_or(Missing::PeerAddress)?;
-        if let IpAddr::V4(v4) = ip {
-            return Ok(ipv4_key(v4));
-        }
+        Ok(match ip.ok_or(Missing::PeerAddress)? {
+            IpAddr::V4(v4) => ipv4_key(v4),
+            IpAddr::V6(v6) => self.ipv6_key(v6),
+        })
+    }
+
+    /// `ip:<addr>`, or `ip:<network>/<prefix>` grouped.
+    fn ipv6_key(&self, v6: Ipv6Addr) -> KeyText {
         let mut key = KeyText::of("ip:");
-        match (ip, self.ipv6_prefix) {
-            (IpAddr::V6(v6), Some(prefix)) => {
+        match self.ipv6_prefix {
+            Some(prefix) => {
                 let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
                 let network = Ipv6Addr::from(u128::from(v6) & mask);
                 let _ = write!(key, "{network}/{prefix}");
             }
-            (ip, _) => {
-                let _ = write!(key, "{ip}");
+            None => {
+                let _ = write!(key, "{v6}");
             }
         }
-        Ok(key)
+        key
     }
 
     /// The key of `view`, or why there is none.
@@ -460,12 +465,19 @@ impl FromStr for IpNet {
 /// sent it, so when both are present and name different clients, one of
 /// them is forged and the client is the peer (the nearest proxy): a forger
 /// shares its proxy's budget rather than picking a fresh key per request.
+#[inline]
 pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
     let peer = normalize_ip(peer);
     if trusted.is_empty() {
-        // No proxy is trusted (the default): no header is read.
+        // No proxy is trusted (the default): no header is read, and
+        // (inline) no call is made.
         return peer;
     }
+    client_behind_proxies(peer, headers, trusted)
+}
+
+/// [`client_ip`] of a normalized `peer` with proxies to trust.
+fn client_behind_proxies(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
     let is_trusted = |ip: IpAddr| trusted.iter().any(|net| net.contains(ip));
     if !is_trusted(peer) {
         return peer;
@@ -595,6 +607,7 @@ fn parse_node(node: &str) -> Option<IpAddr> {
 /// tonic's `TcpConnectInfo`. axum's comes first: with the feature on, it
 /// is the one nearly every request carries, and each lookup that misses
 /// costs a hash probe.
+#[inline]
 pub(crate) fn peer_addr(extensions: &Extensions) -> Option<IpAddr> {
     #[cfg(feature = "axum")]
     if let Some(info) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
@@ -613,6 +626,30 @@ pub(crate) fn peer_addr(extensions: &Extensions) -> Option<IpAddr> {
     None
 }
 
+/// Every octet's decimal text followed by a dot, padded to 4 bytes, and
+/// its length (dot included): an IPv4 key is four copies from this table.
+const OCTETS: [([u8; 4], u8); 256] = {
+    let mut table = [([0; 4], 0); 256];
+    let mut octet = 0;
+    while octet < 256 {
+        let (text, len) = &mut table[octet];
+        let mut at = 0;
+        if octet >= 100 {
+            text[at] = b'0' + (octet / 100) as u8;
+            at += 1;
+        }
+        if octet >= 10 {
+            text[at] = b'0' + (octet / 10 % 10) as u8;
+            at += 1;
+        }
+        text[at] = b'0' + (octet % 10) as u8;
+        text[at + 1] = b'.';
+        *len = at as u8 + 2;
+        octet += 1;
+    }
+    table
+};
+
 /// `ip:a.b.c.d`, written by hand: the key of nearly every request of an
 /// IPv4 service, and `format!`'s machinery was most of the key's cost.
 fn ipv4_key(ip: Ipv4Addr) -> KeyText {
@@ -620,23 +657,15 @@ fn ipv4_key(ip: Ipv4Addr) -> KeyText {
     let text = &mut buffer.0;
     text[..3].copy_from_slice(b"ip:");
     let mut len = 3;
-    for (i, octet) in ip.octets().into_iter().enumerate() {
-        if i > 0 {
-            text[len] = b'.';
-            len += 1;
-        }
-        if octet >= 100 {
-            text[len] = b'0' + octet / 100;
-            len += 1;
-        }
-        if octet >= 10 {
-            text[len] = b'0' + octet / 10 % 10;
-            len += 1;
-        }
-        text[len] = b'0' + octet % 10;
-        len += 1;
+    for octet in ip.octets() {
+        // At most 3 + 4 x 4 bytes written: within the buffer. What a
+        // shorter octet leaves past its dot is overwritten or cut off.
+        let (digits, digits_len) = OCTETS[usize::from(octet)];
+        text[len..len + 4].copy_from_slice(&digits);
+        len += usize::from(digits_len);
     }
-    KeyText::from_buffer(&buffer, len)
+    // Without the last octet's dot.
+    KeyText::from_buffer(&buffer, len - 1)
 }
 
 #[cfg(test)]
