@@ -235,7 +235,7 @@ fn peers(c: &mut Criterion) {
                 })
             });
         }
-        for algorithm in [Algorithm::TokenBucket, Algorithm::FixedWindow] {
+        for algorithm in Algorithm::ALL {
             // The same decision for a caller that needs only `allowed`, as
             // governor's `check_key` answers.
             let ours = MemoryLimiter::new(generous(algorithm));

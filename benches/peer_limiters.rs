@@ -67,6 +67,9 @@ pub(crate) const VARIANTS: &[&str] = &[
     "limiter-memory-allowed-only/token-bucket",
     "limiter-memory-allowed-only/fixed-window",
     "limiter-memory-manual-clock/token-bucket",
+    "limiter-memory-allowed-only/sliding-counter",
+    "limiter-memory-allowed-only/leaky-bucket",
+    "limiter-memory-allowed-only/sliding-log",
 ];
 
 /// Builds limiter `index` of [`VARIANTS`], fills it with every key (each
@@ -92,6 +95,9 @@ pub(crate) fn visit<V: Visit>(index: usize, keys: &[String], visit: V) -> V::Out
             ),
             keys,
         )),
+        11 => visit.visit(filled(AllowedOnly(ours(Algorithm::SlidingCounter)), keys)),
+        12 => visit.visit(filled(AllowedOnly(ours(Algorithm::LeakyBucket)), keys)),
+        13 => visit.visit(filled(AllowedOnly(ours(Algorithm::SlidingLog)), keys)),
         _ => panic!("no variant {index} (see `list`)"),
     }
 }
