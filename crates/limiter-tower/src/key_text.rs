@@ -11,7 +11,7 @@ use arrayvec::ArrayString;
 /// A multiple of 16: a [`KeyBuffer`] is checked two words at a time.
 pub(crate) const INLINE: usize = 48;
 
-/// A zero-filled buffer a key is written into byte by byte, then made a
+/// A zero-filled buffer a key is written into in place, then made a
 /// [`KeyText`] by [`KeyText::from_buffer`]. Aligned so that checking it is
 /// UTF-8 goes two words at a time with no byte left over.
 #[repr(align(16))]
@@ -33,7 +33,7 @@ impl KeyText {
         key
     }
 
-    /// The first `len` bytes of `buffer`, a key written byte by byte after
+    /// The first `len` bytes of `buffer`, a key written in place over
     /// zeros: the whole buffer is checked and copied at once, its size
     /// fixed, which costs less than checking and appending `len` bytes
     /// (the IPv4 key of nearly every request). Text that is not UTF-8 is
