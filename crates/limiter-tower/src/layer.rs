@@ -35,6 +35,9 @@ use crate::shaping::{Plan, Shaping};
 #[derive(Clone)]
 struct Config {
     limiter: Arc<dyn Limiter>,
+    /// Whether `limiter` enforces one policy (its answer is then a plain
+    /// `Decision`, possibly given now): asked once here, not per request.
+    single_policy: bool,
     key: KeyExtractor,
     trusted: Vec<IpNet>,
     style: HeaderStyle,
@@ -110,6 +113,7 @@ impl RateLimitLayer {
         let observer = Observer::new(limiter.policies().to_string());
         Self {
             config: Arc::new(Config {
+                single_policy: limiter.policies().single().is_some(),
                 limiter,
                 key: KeyExtractor::default(),
                 trusted: Vec::new(),
@@ -374,9 +378,10 @@ impl<C: Deref<Target = Config>, R: Reply> Pending<C, R> {
 
     /// The limiter's decision now, if it decides in process (one policy).
     fn acquire_now(&self) -> Option<Result<Decision, Error>> {
-        let limiter = &self.config.limiter;
-        limiter.policies().single()?;
-        limiter.acquire_now(&self.key, 1)
+        if !self.config.single_policy {
+            return None;
+        }
+        self.config.limiter.acquire_now(&self.key, 1)
     }
 
     /// Whether `result` needs more than a synchronous answer: a denial to
