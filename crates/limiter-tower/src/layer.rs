@@ -389,7 +389,8 @@ impl<C: Deref<Target = Config>, R: Reply> Pending<C, R> {
     fn needs_follow_up(&self, result: &Result<Decision, Error>) -> bool {
         let Ok(decision) = result else { return false };
         if decision.allowed {
-            self.config.shaping.plan(decision.wait) != Plan::Pass
+            // No wait (every algorithm but the leaky bucket): no plan.
+            !decision.wait.is_zero() && self.config.shaping.plan(decision.wait) != Plan::Pass
         } else {
             self.config.penalty.is_some() && counts_as_denial(decision)
         }
