@@ -854,6 +854,21 @@ mod tests {
     }
 
     #[test]
+    fn the_peer_address_is_read_from_either_extension_axums_first() {
+        let mut extensions = Extensions::new();
+        assert_eq!(peer_addr(&extensions), None);
+        let plain: SocketAddr = "192.0.2.1:5000".parse().unwrap();
+        extensions.insert(plain);
+        assert_eq!(peer_addr(&extensions), Some(ip("192.0.2.1")));
+        #[cfg(feature = "axum")]
+        {
+            let connect: SocketAddr = "198.51.100.2:6000".parse().unwrap();
+            extensions.insert(axum::extract::ConnectInfo(connect));
+            assert_eq!(peer_addr(&extensions), Some(ip("198.51.100.2")));
+        }
+    }
+
+    #[test]
     fn ipv6_clients_are_grouped_by_prefix() {
         let by_64 = KeyExtractor::ip().ipv6_prefix(64);
         let key = |client: &str| key_of(&by_64, "/", client).unwrap();
