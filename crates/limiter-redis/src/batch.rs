@@ -39,8 +39,11 @@ use crate::scripts::{self, Keys, LuaFunction, Request};
 
 /// Calls of one limiter in flight at once, each a batch: enough to keep
 /// the server busy while the client reads an answer, few enough that
-/// concurrent decisions share calls.
-const MAX_IN_FLIGHT: usize = 4;
+/// concurrent decisions share calls. Two rather than four: a call's fixed
+/// cost to the server (its three commands, reading, reply) is several
+/// decisions' worth, and the larger batches of two gained 5-20% (hot key
+/// and 10,000 keys, one server and a cluster, docs/benchmarks.md).
+const MAX_IN_FLIGHT: usize = 2;
 
 /// Requests per call at most, so that one call holds Redis (which runs one
 /// function at a time) for a fraction of a millisecond.

@@ -21,7 +21,7 @@
 //! Each decision is one `FCALL` of the policy's function (Redis Functions:
 //! Redis 7.0 or later) on one of the backend's multiplexed connections,
 //! which pipeline any number of concurrent decisions; under load, on one
-//! server, the decisions that arrive while four calls of a limiter are in
+//! server, the decisions that arrive while two calls of a limiter are in
 //! flight share its next call, decided in order (see `docs/backends.md`,
 //! "Batches"). Function libraries
 //! are loaded on every new connection (and again after a `FUNCTION

@@ -123,11 +123,11 @@ impl LuaFunction {
         let _ = write!(
             code,
             "local function decide(KEYS, ARGV)\n  \
-             local keys, base = start(KEYS, ARGV, {parts}, {prefetch})\n  \
+             local keys, base, step = start(KEYS, ARGV, {parts}, {prefetch})\n  \
              if not keys then return 0 end\n  \
              local replies = {{}}\n  for r = 1, requests do\n    \
              if r == 1 or not uniform then begin(r) end\n    \
-             local k = base + {parts} * (r - 1)\n",
+             local k = base + step * (r - 1)\n",
             parts = parts.len()
         );
         for (i, policy) in parts.iter().enumerate() {
@@ -228,7 +228,9 @@ impl LuaFunction {
     /// `layouts`) as `keys` says, and one argument packing every request's
     /// mode, cost and time in µs (-1 for Redis `TIME`) as three
     /// little-endian doubles (each an integer below 2^53, exact), or them
-    /// once when every request has the same. Sized up front: one
+    /// once when every request has the same, and then, when every request
+    /// is also on the same key (a hot key's batch), the keys once and the
+    /// number of requests as a fourth double. Sized up front: one
     /// allocation per buffer.
     pub(crate) fn decide<'r>(
         &self,
@@ -240,7 +242,18 @@ impl LuaFunction {
         let key_bytes = |r: &Request| layouts.iter().map(|l| l.len(&r.key)).sum::<usize>();
         let all_key_bytes: usize = requests.clone().map(key_bytes).sum();
         let first = requests.clone().next();
+        let first_arguments = first.map(Request::arguments);
+        let uniform = requests
+            .clone()
+            .all(|r| Some(r.arguments()) == first_arguments);
+        let one_key = keys == Keys::Declared
+            && uniform
+            && count > 1
+            && requests
+                .clone()
+                .all(|r| first.is_some_and(|f| f.key == r.key));
         let (declared, declared_bytes) = match keys {
+            Keys::Declared if one_key => (layouts.len(), first.map_or(0, key_bytes)),
             Keys::Declared => (count * layouts.len(), all_key_bytes),
             Keys::AcrossSlots => (layouts.len(), first.map_or(0, key_bytes)),
         };
@@ -253,13 +266,9 @@ impl LuaFunction {
                 + REQUEST_ARG_BYTES * count,
         );
         cmd.arg("FCALL").arg(&*self.name).arg(declared);
-        let first_arguments = first.map(Request::arguments);
-        let uniform = requests
-            .clone()
-            .all(|r| Some(r.arguments()) == first_arguments);
         let mut packed = Vec::with_capacity(REQUEST_ARG_BYTES * count);
         for (i, request) in requests.clone().enumerate() {
-            if keys == Keys::Declared || i == 0 {
+            if (keys == Keys::Declared && !one_key) || i == 0 {
                 for layout in layouts {
                     cmd.arg(layout.arg(&request.key));
                 }
@@ -269,6 +278,9 @@ impl LuaFunction {
                     packed.extend_from_slice(&field.to_le_bytes());
                 }
             }
+        }
+        if one_key {
+            packed.extend_from_slice(&(count as f64).to_le_bytes());
         }
         cmd.arg(packed);
         if keys == Keys::AcrossSlots {
@@ -503,6 +515,30 @@ mod tests {
             "uniform: the arguments once"
         );
         assert_eq!(args[5..], [key("a"), key("b"), key("c")]);
+    }
+
+    #[test]
+    fn a_uniform_batch_on_one_key_sends_the_key_once_and_the_number_of_requests() {
+        let hot = [
+            request("a", Mode::Acquire, 1),
+            request("a", Mode::Acquire, 1),
+            request("a", Mode::Acquire, 1),
+        ];
+        let (args, layout) = fcall_arguments(&hot, Keys::Declared);
+        assert_eq!(args[2], b"1", "one key declared");
+        assert_eq!(args[3], layout.state_key("a").into_bytes());
+        let fields: Vec<f64> = args[4]
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(fields, [1.0, 1.0, -1.0, 3.0], "the arguments, then R");
+        assert_eq!(args.len(), 5);
+
+        // Not uniform, or alone: every request's key, as before.
+        let mixed = [request("a", Mode::Acquire, 1), request("a", Mode::Peek, 1)];
+        assert_eq!(fcall_arguments(&mixed, Keys::Declared).0.len(), 3 + 2 + 1);
+        let alone = [request("a", Mode::Acquire, 1)];
+        assert_eq!(packed_argument(&alone).len(), REQUEST_ARG_BYTES);
     }
 
     #[test]

@@ -14,7 +14,10 @@ local function fixed_window(key, tick, W, L)
   local t = floor(time_us / tick)
   local start_s, count_s = 0, 0
   local state = states[key]
-  if state then
+  if state == decoded then
+    local r = repeated[key]
+    start_s, count_s = r[1], r[2]
+  elseif state then
     start_s, count_s = unpack('<dd', state)
   end
   local t_eff = max(t, start_s)

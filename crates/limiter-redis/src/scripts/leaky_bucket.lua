@@ -18,7 +18,10 @@ local function leaky_bucket(key, tick, W, L, Q, F)
   local full = Q * W
   local s, last = 0, 0
   local state = states[key]
-  if state then
+  if state == decoded then
+    local r = repeated[key]
+    s, last = r[1], r[2]
+  elseif state then
     s, last = unpack('<dd', state)
   end
   local t_eff = t

@@ -32,20 +32,28 @@
 --          three (uniform: the usual batch, cost 1 at Redis TIME), them
 --          once. One argument, not three per request: Redis makes an
 --          object of every argument and Lua a string, and three per request
---          cost about as much as reading one packed string.
+--          cost about as much as reading one packed string. Or, when every
+--          request is also on the same keys (a hot key's batch), the three
+--          and R, '<dddd', with KEYS the P keys once: Redis then parses,
+--          and MGET reads, P keys rather than R*P.
 --
 -- It defines, for the algorithms that follow: start(KEYS, ARGV, P,
 -- prefetch), which each call starts with (prefetch: read every string
 -- state of the call up front, when some part keeps one) and which returns
--- the call's keys and the index before its first (request r's key under
--- the i-th policy is keys[base + (r-1)*P + i]; keys is KEYS, or ARGV for
--- a batch over several slots), or nil when such a batch reads a key this
--- node does not serve now: the call then writes nothing and answers 0;
+-- the call's keys, the index before its first and the step between
+-- requests (request r's key under the i-th policy is keys[base +
+-- (r-1)*step + i]; keys is KEYS, or ARGV for a batch over several slots;
+-- step is P, or 0 when every request is on the same keys), or nil when
+-- such a batch reads a key this node does not serve now: the call then
+-- writes nothing and answers 0;
 -- begin(r), which request r starts with (the first only, when uniform) and
 -- which sets acquire, n and time_us (Redis TIME is read once per call: the
 -- call is atomic, its requests are simultaneous); requests, their number,
 -- and uniform; states[key] (a string state as this call last left it:
 -- every key of the call is read up front when some part keeps a string);
+-- decoded, what states[key] is for a repeated key once the call has put
+-- its state: the fields are then repeated[key][1..3] (save's a, b, c),
+-- packed once by flush;
 -- floor,
 -- min, max, ceil (math's, bound as locals on the first call: a library's
 -- top level may not touch math, and a local costs less than a global
@@ -58,10 +66,11 @@
 -- ttl_ms(tick, t, t_eff, reset_after) (a key's TTL after an admission, in
 -- ms); save(key, ms, a, b[, c]) (a string state of two or three fields,
 -- with a TTL of at least ms; a key the call decides more than once,
--- repeated[key], is written when it ends: defer(repeated[key], grant)
--- notes its new value in states and its TTL, and flush(), the call's last
--- step before its reply, writes it) and expire(key, ms) (the TTL of a
--- state kept in another type).
+-- repeated[key], is written when it ends: save keeps its fields as
+-- numbers (see decoded), defer(repeated[key], grant) notes a new string
+-- value in states and its TTL, and flush(), the call's last step before
+-- its reply, writes it) and expire(key, ms) (the TTL of a state kept in
+-- another type).
 --
 -- Each algorithm's function takes (key, tick, W, L, max_cost, F) — the
 -- tick q in µs (docs/spec.md section 5), the window W in ticks, the limit
@@ -104,6 +113,10 @@ local texts
 -- which costs the server more than a decision's arithmetic, and a command
 -- in the replication stream. Every other key is written as it is put.
 local repeated
+-- states[key] of a repeated key whose fields save keeps in repeated[key]:
+-- a pack per decision (and the unpack of the next) costs Redis's Lua more
+-- than a bucket's arithmetic (measured, docs/benchmarks.md).
+local decoded = {}
 -- Notes that the call reads key again, holding held.
 local function again(key, held)
   if not repeated then repeated = {} end
@@ -122,12 +135,17 @@ local function start(KEYS, ARGV, P, prefetch)
   end
   server_us = nil
   args = ARGV[1]
-  uniform = #args == 24
+  uniform = #args == 24 or #args == 32
   states = {}
   texts = {}
   repeated = nil
   if #ARGV == 1 then
-    requests = #KEYS / P
+    local step = P
+    if #args == 32 then
+      requests, step = unpack('<d', args, 25), 0
+    else
+      requests = #KEYS / P
+    end
     if prefetch then
       local values = redis.call('MGET', spread(KEYS))
       for i = 1, #KEYS do
@@ -135,8 +153,11 @@ local function start(KEYS, ARGV, P, prefetch)
         local held = states[key]
         if held == nil then states[key] = values[i] else again(key, held) end
       end
+      if step == 0 and requests > 1 then
+        for i = 1, #KEYS do again(KEYS[i], states[KEYS[i]]) end
+      end
     end
-    return KEYS, 0
+    return KEYS, 0, step
   end
   -- A batch over several slots (every part keeps a string): one MGET per
   -- request (its keys share a slot), all before any write. A key whose
@@ -159,7 +180,7 @@ local function start(KEYS, ARGV, P, prefetch)
       for i = first, first + P - 1 do again(ARGV[i], states[ARGV[i]]) end
     end
   end
-  return ARGV, 1
+  return ARGV, 1, P
 end
 
 local function begin(r)
@@ -209,6 +230,17 @@ local function defer(r, grant)
   r.put = true
   if grant then r.grant = grant end
 end
+-- A repeated key's state as save kept it (see decoded): its fields, then
+-- the deadline when it has one.
+local function encode(r)
+  local d = r.deadline
+  if r[3] then
+    if d then return pack('<dddd', r[1], r[2], r[3], d) end
+    return pack('<ddd', r[1], r[2], r[3])
+  end
+  if d then return pack('<ddd', r[1], r[2], d) end
+  return pack('<dd', r[1], r[2])
+end
 -- Every repeated key put, written once with its last value: with PX when
 -- a TTL was granted, else in place (SETRANGE, see save) when the value is
 -- as long as the one Redis holds, else with KEEPTTL. A key that held
@@ -218,6 +250,7 @@ local function flush()
   for key, r in pairs(repeated) do
     if r.put then
       local value = states[key]
+      if value == decoded then value = encode(r) end
       if r.grant then
         redis.call('SET', key, value, 'PX', digits(r.grant))
       elseif #value == #r.held then
@@ -243,13 +276,41 @@ end
 -- reset, which is always safe (docs/spec.md rule 2.5). A state without a
 -- deadline (written with a caller clock, or before deadlines were kept)
 -- sets its TTL.
+-- save for a repeated key (r, its entry): the fields kept as numbers (see
+-- decoded), the TTL granted as save grants it, the deadline in r.deadline
+-- (false: none) rather than in a packed value.
+local function keep(key, r, ms, a, b, c)
+  r[1], r[2], r[3] = a, b, c
+  states[key] = decoded
+  r.put = true
+  if not server_us then
+    r.deadline = false
+    r.grant = ms
+    return
+  end
+  local deadline = r.deadline
+  if deadline == nil then
+    -- The call's first put: the deadline of the value Redis holds.
+    deadline = false
+    local held, fields = r.held, 16
+    if c then fields = 24 end
+    if held and #held == fields + 8 then deadline = unpack('<d', held, fields + 1) end
+  end
+  if not deadline or deadline < server_ms + ms then
+    local grant = ms + max(ms, 1000)
+    r.grant = grant
+    deadline = server_ms + grant - 5
+  end
+  r.deadline = deadline
+end
 local function save(key, ms, a, b, c)
+  local r = repeated and repeated[key]
+  if r then return keep(key, r, ms, a, b, c) end
   if not server_us then
     local value
     if c then value = pack('<ddd', a, b, c) else value = pack('<dd', a, b) end
     states[key] = value
-    local r = repeated and repeated[key]
-    if r then defer(r, ms) else redis.call('SET', key, value, 'PX', digits(ms)) end
+    redis.call('SET', key, value, 'PX', digits(ms))
     return
   end
   local fields = 16
@@ -269,10 +330,7 @@ local function save(key, ms, a, b, c)
   local value
   if c then value = pack('<dddd', a, b, c, deadline) else value = pack('<ddd', a, b, deadline) end
   states[key] = value
-  local r = repeated and repeated[key]
-  if r then
-    defer(r, grant)
-  elseif grant then
+  if grant then
     redis.call('SET', key, value, 'PX', digits(grant))
   else
     -- In place (SETRANGE key 0: no expiry to set or clear, no new object,

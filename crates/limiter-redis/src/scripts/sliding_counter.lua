@@ -31,7 +31,10 @@ local function sliding_counter(key, tick, W, L)
   local t = floor(time_us / tick)
   local start_s, prev_s, curr_s = 0, 0, 0
   local state = states[key]
-  if state then
+  if state == decoded then
+    local r = repeated[key]
+    start_s, prev_s, curr_s = r[1], r[2], r[3]
+  elseif state then
     start_s, prev_s, curr_s = unpack('<ddd', state)
   end
   local t_eff = max(t, start_s)

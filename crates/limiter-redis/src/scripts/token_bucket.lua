@@ -19,7 +19,10 @@ local function token_bucket(key, tick, W, L, C, F)
   local full = C * W
   local s, last = full, 0
   local state = states[key]
-  if state then
+  if state == decoded then
+    local r = repeated[key]
+    s, last = r[1], r[2]
+  elseif state then
     s, last = unpack('<dd', state)
   end
   local t_eff = t
