@@ -517,6 +517,14 @@ mod tests {
         assert_eq!(args[5..], [key("a"), key("b"), key("c")]);
     }
 
+    /// The little-endian f64 fields of a packed argument.
+    fn fields(packed: &[u8]) -> Vec<f64> {
+        packed
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .collect()
+    }
+
     #[test]
     fn a_uniform_batch_on_one_key_sends_the_key_once_and_the_number_of_requests() {
         let hot = [
@@ -527,11 +535,11 @@ mod tests {
         let (args, layout) = fcall_arguments(&hot, Keys::Declared);
         assert_eq!(args[2], b"1", "one key declared");
         assert_eq!(args[3], layout.state_key("a").into_bytes());
-        let fields: Vec<f64> = args[4]
-            .chunks_exact(8)
-            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
-            .collect();
-        assert_eq!(fields, [1.0, 1.0, -1.0, 3.0], "the arguments, then R");
+        assert_eq!(
+            fields(&args[4]),
+            [1.0, 1.0, -1.0, 3.0],
+            "the arguments, then R"
+        );
         assert_eq!(args.len(), 5);
 
         // Not uniform, or alone: every request's key, as before.
@@ -548,12 +556,11 @@ mod tests {
             request("b", Mode::Acquire, 1),
             request("a", Mode::Acquire, 1),
         ];
-        let once = packed_argument(&same);
-        let expected: Vec<u8> = [1.0f64, 1.0, -1.0]
-            .iter()
-            .flat_map(|f| f.to_le_bytes())
-            .collect();
-        assert_eq!(once, expected, "mode acquire, cost 1, Redis TIME, once");
+        assert_eq!(
+            fields(&packed_argument(&same)),
+            [1.0, 1.0, -1.0],
+            "mode acquire, cost 1, Redis TIME, once"
+        );
 
         let mixed = [
             request("a", Mode::Acquire, 1),
@@ -562,10 +569,9 @@ mod tests {
         ];
         let each = packed_argument(&mixed);
         assert_eq!(each.len(), 3 * REQUEST_ARG_BYTES);
-        let fields: Vec<f64> = each
-            .chunks_exact(8)
-            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
-            .collect();
-        assert_eq!(fields, [1.0, 1.0, -1.0, 0.0, 1.0, -1.0, 1.0, 2.0, -1.0]);
+        assert_eq!(
+            fields(&each),
+            [1.0, 1.0, -1.0, 0.0, 1.0, -1.0, 1.0, 2.0, -1.0]
+        );
     }
 }
