@@ -261,21 +261,15 @@ local function flush()
     end
   end
 end
--- A string state of two or three fields, with a TTL of at least ms: one
--- call for the state and its TTL, now, or at the call's end for a key it
--- decides again (defer). Written out rather than shared with the packed
--- log through a helper: each Lua call costs Redis more than the test it
--- makes, measured at 5-10% of a decision's server time.
---
--- With Redis TIME the state carries, after its own fields, the server
--- time (ms) its key's TTL runs out at, a little before it does. A write
--- whose TTL that deadline covers keeps it (overwriting the old state, of
--- the same length, in place); one it does not cover sets ms plus a
--- margin of max(ms, 1 s), so that a key written steadily sets its TTL
--- about once per margin. The key then lives up to that margin past its
--- reset, which is always safe (docs/spec.md rule 2.5). A state without a
--- deadline (written with a caller clock, or before deadlines were kept)
--- sets its TTL.
+-- The TTL a write that is not covered by its key's deadline sets (ms
+-- plus a margin of max(ms, 1 s), see save), and its new deadline: 5 ms
+-- short of the TTL Redis sets (from its own clock, read at the call's
+-- start or later), so the deadline never outlives the key. Called about
+-- once per margin per key, not per write.
+local function renewal(ms)
+  local grant = ms + max(ms, 1000)
+  return grant, server_ms + grant - 5
+end
 -- save for a repeated key (r, its entry): the fields kept as numbers (see
 -- decoded), the TTL granted as save grants it, the deadline in r.deadline
 -- (false: none) rather than in a packed value.
@@ -296,13 +290,24 @@ local function keep(key, r, ms, a, b, c)
     if c then fields = 24 end
     if held and #held == fields + 8 then deadline = unpack('<d', held, fields + 1) end
   end
-  if not deadline or deadline < server_ms + ms then
-    local grant = ms + max(ms, 1000)
-    r.grant = grant
-    deadline = server_ms + grant - 5
-  end
+  if not deadline or deadline < server_ms + ms then r.grant, deadline = renewal(ms) end
   r.deadline = deadline
 end
+-- A string state of two or three fields, with a TTL of at least ms: one
+-- call for the state and its TTL, now, or at the call's end for a key it
+-- decides again (defer). Written out rather than shared with the packed
+-- log through a helper: each Lua call costs Redis more than the test it
+-- makes, measured at 5-10% of a decision's server time.
+--
+-- With Redis TIME the state carries, after its own fields, the server
+-- time (ms) its key's TTL runs out at, a little before it does. A write
+-- whose TTL that deadline covers keeps it (overwriting the old state, of
+-- the same length, in place); one it does not cover sets ms plus a
+-- margin of max(ms, 1 s), so that a key written steadily sets its TTL
+-- about once per margin. The key then lives up to that margin past its
+-- reset, which is always safe (docs/spec.md rule 2.5). A state without a
+-- deadline (written with a caller clock, or before deadlines were kept)
+-- sets its TTL.
 local function save(key, ms, a, b, c)
   local r = repeated and repeated[key]
   if r then return keep(key, r, ms, a, b, c) end
@@ -321,12 +326,7 @@ local function save(key, ms, a, b, c)
     if deadline < server_ms + ms then deadline = nil end
   end
   local grant
-  if not deadline then
-    grant = ms + max(ms, 1000)
-    -- 5 ms short of the TTL Redis sets (from its own clock, read at the
-    -- call's start or later), so the deadline never outlives the key.
-    deadline = server_ms + grant - 5
-  end
+  if not deadline then grant, deadline = renewal(ms) end
   local value
   if c then value = pack('<dddd', a, b, c, deadline) else value = pack('<ddd', a, b, deadline) end
   states[key] = value
