@@ -35,8 +35,14 @@ impl Allowlist {
     #[inline]
     pub(crate) fn allows(&self, ip: Option<IpAddr>, key: &str) -> bool {
         // An empty set is not asked: it would hash the key first.
+        self.allows_ip(ip) || (!self.keys.is_empty() && self.keys.contains(key))
+    }
+
+    /// Whether `ip` (if known) skips limiting whatever the key: also when
+    /// the request has no key (a health checker without an API key).
+    #[inline]
+    pub(crate) fn allows_ip(&self, ip: Option<IpAddr>) -> bool {
         ip.is_some_and(|ip| self.nets.iter().any(|net| net.contains(ip)))
-            || (!self.keys.is_empty() && self.keys.contains(key))
     }
 }
 

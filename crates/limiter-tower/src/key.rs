@@ -65,7 +65,8 @@ pub enum Fallback {
 /// Which key a request is limited under.
 ///
 /// Keys are prefixed by their kind, so that a header value can never
-/// collide with an address: `global`, `ip:203.0.113.7`, `header:<value>`,
+/// collide with an address: `global`, `ip:203.0.113.7`, `header:<value>`
+/// (`header-bytes:<hex>` for a value that is not UTF-8),
 /// `route:GET /users/{id}`, `custom:<value>`. A request whose key cannot be found is never let
 /// through unlimited: a missing header or custom key goes to the
 /// [`Fallback`] (401 by default), a missing peer address answers 500.
@@ -86,6 +87,27 @@ pub struct KeyExtractor {
     fallback: Fallback,
     /// Group IPv6 client addresses by this many leading bits.
     ipv6_prefix: Option<u8>,
+}
+
+/// `header:<value>`, or for a value that is not UTF-8 `header-bytes:` and
+/// its bytes in hex: one key per distinct value (a lossy decoding would put
+/// `k\xff` and `k\xfe` in one bucket, each client draining the other's).
+fn header_key(value: &[u8]) -> KeyText {
+    match std::str::from_utf8(value) {
+        Ok(text) => {
+            let mut key = KeyText::of("header:");
+            key.push_str(text);
+            key
+        }
+        Err(_) => {
+            let mut key = KeyText::of("header-bytes:");
+            for byte in value {
+                // Writing to a KeyText cannot fail.
+                let _ = write!(key, "{byte:02x}");
+            }
+            key
+        }
+    }
 }
 
 impl KeyExtractor {
@@ -217,11 +239,7 @@ impl KeyExtractor {
                 .headers
                 .get(name)
                 .filter(|value| !value.is_empty())
-                .map(|value| {
-                    let mut key = KeyText::of("header:");
-                    key.push_str(&String::from_utf8_lossy(value.as_bytes()));
-                    key
-                }),
+                .map(|value| header_key(value.as_bytes())),
             Kind::Custom(f) => f(view).map(|custom| {
                 let mut key = KeyText::of("custom:");
                 key.push_str(&custom);
@@ -687,6 +705,15 @@ mod tests {
                 assert_eq!(&*ipv4_key(ip), format!("ip:{ip}"));
             }
         }
+    }
+
+    #[test]
+    fn header_values_that_are_not_utf8_keep_distinct_keys() {
+        assert_eq!(&*header_key(b"partner"), "header:partner");
+        assert_eq!(&*header_key(b"k\xff"), "header-bytes:6bff");
+        assert_eq!(&*header_key(b"k\xfe"), "header-bytes:6bfe");
+        // A UTF-8 value spelling the hex is another key still.
+        assert_eq!(&*header_key(b"6bff"), "header:6bff");
     }
 
     fn headers(name: HeaderName, values: &[&str]) -> HeaderMap {

@@ -556,6 +556,12 @@ where
         };
         let key = match config.key.key(&view) {
             Ok(key) => key,
+            // An allowlisted address passes before its missing key is held
+            // against it.
+            Err(_) if config.allow.allows_ip(ip) => {
+                config.observer.record(Outcome::Allowlisted, timer);
+                return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());
+            }
             Err(Missing::Skip) => {
                 config.observer.record(Outcome::Skipped, timer);
                 return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());

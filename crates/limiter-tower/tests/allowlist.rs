@@ -138,3 +138,21 @@ async fn allowlisted_keys_skip_limiting_and_others_are_limited() {
         LIMITED
     );
 }
+
+#[tokio::test]
+async fn an_allowlisted_address_passes_without_the_key() {
+    // A health checker on an allowlisted address sends no API key: it is
+    // not answered 401 (other addresses without the key still are, in
+    // tests/http.rs).
+    let layer = once_a_minute()
+        .await
+        .key(KeyExtractor::header("x-api-key"))
+        .allow_ips(["127.0.0.1".parse().unwrap()]);
+    let addr = serve(layer).await;
+    let client = client();
+    assert_eq!(three(&client, addr, &[]).await, SKIPPED);
+    assert_eq!(
+        three(&client, addr, &[("x-api-key", "someone")]).await,
+        SKIPPED
+    );
+}
