@@ -4,14 +4,12 @@
 //! policy's numbers, so two policies never share state, and the same policy
 //! on every app instance always does.
 
-use std::io::Write as _;
-
 use limiter_core::backend::PerAlgorithm;
 use limiter_core::Policy;
 use redis::{RedisWrite, ToRedisArgs};
 
 use crate::scripts::keeps_packed_log;
-use crate::slot_map::{slot_of, slot_of_tag};
+use crate::slot_map::slot_of_tag;
 
 /// Each algorithm's short name in keys.
 const SHORT_NAMES: PerAlgorithm<&str> = PerAlgorithm {
@@ -81,29 +79,46 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 ///
 /// The user key is wrapped in braces, a Redis Cluster hash tag, so every key
 /// a script touches for one user key hashes to one slot. The prefix may not
-/// contain braces (checked when building), so the tag is the user key (up to
-/// its first `}`, if it has one: such keys still get their own Redis key,
-/// only a coarser slot), and distinct user keys or policies never share a
-/// Redis key.
+/// contain braces (checked when building), so the tag is the user key, up
+/// to its first `}` if it has one (such keys still get their own Redis key,
+/// only a coarser slot).
+///
+/// A user key that is empty or starts with `}` would leave the tag empty,
+/// and Redis would then hash each whole key: the parts of a tiered set
+/// would land in different slots and every call on them would fail with
+/// `CROSSSLOT`. Such a key is laid out as `{prefix}:#{digest}{user_key}}:{policy}`
+/// instead, its tag a digest of the user key, which every part shares. The
+/// `#` keeps the two forms apart, and the digest has a fixed length, so
+/// distinct user keys or policies never share a Redis key.
 #[derive(Debug, Clone)]
 pub(crate) struct KeyLayout {
     /// `{prefix}:{`
     head: String,
+    /// `{prefix}:#{`, the head of a user key that has no tag of its own.
+    digest_head: String,
     /// `}:{policy_tag}`
     tail: String,
 }
+
+/// The length of a digest tag in hex digits, as of `{3f50e54ee2b6}`.
+const DIGEST_TAG_LEN: usize = 12;
 
 impl KeyLayout {
     pub(crate) fn new(prefix: &str, policy: &Policy) -> Self {
         Self {
             head: format!("{prefix}:{{"),
+            digest_head: format!("{prefix}:#{{"),
             tail: format!("}}:{}", policy_tag(policy)),
         }
     }
 
     /// The length of `user_key`'s state key in bytes.
     pub(crate) fn len(&self, user_key: &str) -> usize {
-        self.head.len() + user_key.len() + self.tail.len()
+        let head = match digest_tag(user_key) {
+            Some(_) => self.digest_head.len() + DIGEST_TAG_LEN + 1,
+            None => self.head.len(),
+        };
+        head + user_key.len() + self.tail.len()
     }
 
     /// `user_key`'s state key as a command argument, written straight into
@@ -117,24 +132,54 @@ impl KeyLayout {
 
     /// The Redis Cluster slot of `user_key`'s state key, without making
     /// the key: its hash tag is the user key up to its first `}` (the
-    /// prefix has no braces), unless that leaves it empty, when the whole
-    /// key is hashed.
+    /// prefix has no braces), or the digest when that is empty.
     pub(crate) fn slot(&self, user_key: &str) -> u16 {
-        let end = user_key.find('}').unwrap_or(user_key.len());
-        if end == 0 {
-            return slot_of(self.state_key(user_key).as_bytes());
+        if let Some(tag) = digest_tag(user_key) {
+            return slot_of_tag(&tag);
         }
+        let end = user_key.find('}').unwrap_or(user_key.len());
         slot_of_tag(&user_key.as_bytes()[..end])
     }
 
     /// The Redis key of `user_key`'s state, e.g. `limiter:{user:42}:sl-e77675966f00`.
     pub(crate) fn state_key(&self, user_key: &str) -> String {
-        let mut key = String::with_capacity(self.len(user_key));
-        key.push_str(&self.head);
-        key.push_str(user_key);
-        key.push_str(&self.tail);
-        key
+        let mut key = Vec::with_capacity(self.len(user_key));
+        self.write(user_key, &mut key);
+        String::from_utf8(key).expect("a state key is made of UTF-8 parts")
     }
+
+    /// Writes `user_key`'s state key.
+    fn write(&self, user_key: &str, out: &mut impl std::io::Write) {
+        // Writing into a buffer in memory cannot fail.
+        match digest_tag(user_key) {
+            Some(tag) => {
+                let _ = out.write_all(self.digest_head.as_bytes());
+                let _ = out.write_all(&tag);
+                let _ = out.write_all(b"}");
+            }
+            None => {
+                let _ = out.write_all(self.head.as_bytes());
+            }
+        }
+        let _ = out.write_all(user_key.as_bytes());
+        let _ = out.write_all(self.tail.as_bytes());
+    }
+}
+
+/// The hash tag of a user key that would leave its own tag empty (it is
+/// empty or starts with `}`): 48 bits of its FNV-1a digest in hex. `None`
+/// for every other key, whose tag is the key itself.
+fn digest_tag(user_key: &str) -> Option<[u8; DIGEST_TAG_LEN]> {
+    if !(user_key.is_empty() || user_key.starts_with('}')) {
+        return None;
+    }
+    let digest = fnv1a(user_key.as_bytes()) >> 16;
+    let mut tag = [0; DIGEST_TAG_LEN];
+    for (i, digit) in tag.iter_mut().enumerate() {
+        let nibble = (digest >> (4 * (DIGEST_TAG_LEN - 1 - i))) & 0xf;
+        *digit = b"0123456789abcdef"[nibble as usize];
+    }
+    Some(tag)
 }
 
 /// A state key as a command argument (see [`KeyLayout::arg`]).
@@ -148,11 +193,8 @@ impl ToRedisArgs for StateKey<'_> {
     where
         W: ?Sized + RedisWrite,
     {
-        let mut arg = out.writer_for_next_arg();
-        for part in [&self.layout.head, self.user_key, &self.layout.tail] {
-            // Writing into the command's own buffer cannot fail.
-            let _ = arg.write_all(part.as_bytes());
-        }
+        self.layout
+            .write(self.user_key, &mut out.writer_for_next_arg());
     }
 }
 
@@ -164,6 +206,7 @@ mod tests {
     use limiter_core::{Algorithm, Rate};
 
     use super::*;
+    use crate::slot_map::slot_of;
 
     #[test]
     fn a_user_keys_slot_is_its_state_keys() {
@@ -195,9 +238,35 @@ mod tests {
         let key = KeyLayout::new("limiter", &policy).state_key("user:42");
         assert!(key.starts_with("limiter:{user:42}:sl-"), "{key}");
         assert_eq!(key.len(), "limiter:{user:42}:sl-".len() + 12);
-        assert!(KeyLayout::new("app", &policy)
-            .state_key("")
-            .starts_with("app:{}:sl-"));
+    }
+
+    #[test]
+    fn a_key_without_a_tag_of_its_own_gets_a_digest_tag_every_policy_shares() {
+        let per_second = KeyLayout::new("app", &Policy::token_bucket(Rate::per_second(5)).unwrap());
+        let per_hour = KeyLayout::new("app", &Policy::sliding_log(Rate::per_hour(100)).unwrap());
+        let empty = per_second.state_key("");
+        assert!(empty.starts_with("app:#{"), "{empty}");
+        assert_eq!(
+            empty.len(),
+            "app:#{".len() + DIGEST_TAG_LEN + "}}:tb-".len() + 12
+        );
+        for user_key in ["", "}", "}x", "}}"] {
+            // What Redis hashes: the tag between the first `{` and the next `}`.
+            let key = per_second.state_key(user_key);
+            let open = key.find('{').unwrap();
+            let close = open + key[open..].find('}').unwrap();
+            assert!(close > open + 1, "{key} has an empty tag");
+            assert_eq!(per_second.slot(user_key), per_hour.slot(user_key));
+        }
+        let keys: HashSet<String> = ["", "}", "}x", "x", "#", "#{", "x}"]
+            .into_iter()
+            .map(|user_key| per_second.state_key(user_key))
+            .collect();
+        assert_eq!(
+            keys.len(),
+            7,
+            "distinct user keys keep distinct keys: {keys:?}"
+        );
     }
 
     #[test]

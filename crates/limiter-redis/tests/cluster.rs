@@ -602,6 +602,47 @@ async fn keys_spread_over_every_primary() {
     eprintln!("limiter keys per primary (port: keys): {per_primary:?}");
 }
 
+/// A user key that is empty or starts with `}` has no hash tag of its own
+/// (`{}` would make Redis hash each whole key): a tiered set on it still
+/// decides in one slot — exactly, not with a `CROSSSLOT` error that a
+/// fail-open limiter would turn into unlimited admissions — and resets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiered_set_on_a_key_without_a_hash_tag_decides_in_one_slot() {
+    let cluster = cluster();
+    let backend = backend(cluster);
+    let policies: Policies = "sliding-log:5/1m;token-bucket:100/1h".parse().unwrap();
+    let limiter = RedisLimiter::builder(&backend, policies)
+        .key_prefix(common::fresh_prefix("tagless"))
+        .build()
+        .await
+        .unwrap();
+    for user_key in ["", "}", "}x"] {
+        let mut admitted = 0;
+        for _ in 0..8 {
+            let decision = limiter.acquire(user_key, 1).await.unwrap_or_else(|e| {
+                panic!("{user_key:?}: {}", chain(&e));
+            });
+            assert!(!decision.is_degraded(), "{user_key:?}: {decision:?}");
+            admitted += u64::from(decision.allowed);
+        }
+        assert_eq!(admitted, 5, "{user_key:?}");
+        limiter.reset(user_key).await.unwrap();
+        assert!(
+            limiter.acquire(user_key, 1).await.unwrap().allowed,
+            "{user_key:?} after reset"
+        );
+        let slots: Vec<u16> = limiter
+            .redis_keys(user_key)
+            .iter()
+            .map(|key| cluster.slot_of(key))
+            .collect();
+        assert!(
+            slots.windows(2).all(|w| w[0] == w[1]),
+            "{user_key:?}: {slots:?}"
+        );
+    }
+}
+
 /// The article's load test on the cluster, on a key of each primary: 500
 /// acquires at concurrency 50 against 100 per 10 s (sliding log, Redis
 /// `TIME`) admit exactly 100.
