@@ -330,7 +330,8 @@ impl fmt::Debug for RedisBackendBuilder {
 }
 
 /// The URL without its password, for messages and logs:
-/// `redis://user:***@host/`.
+/// `redis://user:***@host/`, and `redis+unix:///run/redis.sock?pass=***`
+/// (a unix socket's password is a query parameter).
 ///
 /// ```
 /// assert_eq!(
@@ -342,15 +343,35 @@ pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
+    let (address, query) = match rest.split_once('?') {
+        Some((address, query)) => (address, Some(query)),
+        None => (rest, None),
+    };
+    let authority_end = address.find('/').unwrap_or(address.len());
+    let mut redacted = match address[..authority_end].rfind('@') {
         Some(at) => {
-            let user = rest[..at].split(':').next().unwrap_or("");
-            format!("{scheme}://{user}:***{}", &rest[at..])
+            let user = address[..at].split(':').next().unwrap_or("");
+            format!("{scheme}://{user}:***{}", &address[at..])
         }
-        None => url.to_owned(),
+        None => format!("{scheme}://{address}"),
+    };
+    if let Some(query) = query {
+        redacted.push('?');
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _)) if PASSWORD_PARAMETERS.contains(&name) => format!("{name}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        redacted.push_str(&pairs.join("&"));
     }
+    redacted
 }
+
+/// The query parameters that carry a password: `pass` is the one redis-rs
+/// reads for a unix socket; `password` is redacted too, as a likely slip.
+const PASSWORD_PARAMETERS: [&str; 2] = ["pass", "password"];
 
 #[cfg(test)]
 mod tests {
@@ -371,5 +392,17 @@ mod tests {
             "rediss://:***@cache/"
         );
         assert_eq!(redact_url("not a url"), "not a url");
+        assert_eq!(
+            redact_url("redis+unix:///run/redis.sock?db=1&pass=s3cret"),
+            "redis+unix:///run/redis.sock?db=1&pass=***"
+        );
+        assert_eq!(
+            redact_url("unix:///tmp/r.sock?password=s3cret&user=app"),
+            "unix:///tmp/r.sock?password=***&user=app"
+        );
+        assert_eq!(
+            redact_url("redis://app:s3cret@cache/?protocol=resp3"),
+            "redis://app:***@cache/?protocol=resp3"
+        );
     }
 }
