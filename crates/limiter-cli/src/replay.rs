@@ -94,6 +94,12 @@ async fn replay(
     let mut progress = Progress::new(format!("replaying {name}"));
     for (index, request) in TraceReader::new(input).enumerate() {
         let request = request.map_err(|e| Failure::runtime(name.to_string()).with_source(e))?;
+        if request.oversized.is_some() {
+            // Out of every range: an error row, as the limiter would answer.
+            writeln!(out, "{}", decision_row(&request, None))?;
+            progress.tick();
+            continue;
+        }
         times.observe(request.time_us);
         clock.set(request.time_us);
         let decision = match limiter.acquire(&request.key, request.cost).await {

@@ -20,12 +20,40 @@ use limiter_core::Decision;
 /// One request of a trace: `t_us,key,cost`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceRequest {
-    /// Request time in µs since the Unix epoch.
+    /// Request time in µs since the Unix epoch (`u64::MAX` when written
+    /// larger: see `oversized`).
     pub time_us: u64,
     /// The key limited.
     pub key: String,
-    /// Units asked for (1 when the trace has no `cost` column).
+    /// Units asked for (1 when the trace has no `cost` column; `u64::MAX`
+    /// when written larger).
     pub cost: u64,
+    /// The time and cost as written, when either is a whole number above
+    /// `u64::MAX`. Such a time is beyond 2^53 µs and such a cost above every
+    /// maximum cost, so the request is an `error` row (section 6), which
+    /// prints them as written rather than as `u64::MAX`.
+    pub oversized: Option<Box<WrittenNumbers>>,
+}
+
+/// A request's time and cost in decimal, as a trace wrote them (leading
+/// zeros dropped, as for every number printed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenNumbers {
+    pub time_us: String,
+    pub cost: String,
+}
+
+/// A whole number of a trace field: its value, or its digits when it does
+/// not fit in a `u64`; `None` when the text is not a whole number.
+fn whole_number(text: &str) -> Option<Result<u64, String>> {
+    match text.parse::<u64>() {
+        Ok(value) => Some(Ok(value)),
+        Err(_) => {
+            let digits = text.strip_prefix('+').unwrap_or(text);
+            let all_digits = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+            all_digits.then(|| Err(digits.trim_start_matches('0').to_owned()))
+        }
+    }
 }
 
 /// The header of the decisions CSV.
@@ -298,7 +326,7 @@ impl<R: BufRead> TraceReader<R> {
             text.push(value);
         }
         let time = text[0];
-        let time_us = time.parse::<u64>().map_err(|_| {
+        let time_us = whole_number(time).ok_or_else(|| {
             row_error(
                 line,
                 "t_us",
@@ -310,19 +338,30 @@ impl<R: BufRead> TraceReader<R> {
             return Err(row_error(line, "key", "empty key".into()));
         }
         let cost = match text.get(2) {
-            Some(cost) => cost.parse::<u64>().map_err(|_| {
+            Some(cost) => whole_number(cost).ok_or_else(|| {
                 row_error(
                     line,
                     "cost",
                     format!("{} is not a whole number", quoted(cost)),
                 )
             })?,
-            None => 1,
+            None => Ok(1),
         };
+        let oversized = (time_us.is_err() || cost.is_err()).then(|| {
+            let written = |number: &Result<u64, String>| match number {
+                Ok(value) => value.to_string(),
+                Err(digits) => digits.clone(),
+            };
+            Box::new(WrittenNumbers {
+                time_us: written(&time_us),
+                cost: written(&cost),
+            })
+        });
         Ok(TraceRequest {
-            time_us,
+            time_us: time_us.unwrap_or(u64::MAX),
             key: key.to_owned(),
-            cost,
+            cost: cost.unwrap_or(u64::MAX),
+            oversized,
         })
     }
 }
@@ -466,8 +505,16 @@ fn split_record(bytes: &[u8]) -> Split {
 /// the request could not be decided, and the last five fields stay empty.
 /// A key that needs it is quoted (RFC 4180), so the row reads back as one.
 pub fn decision_row(request: &TraceRequest, decision: Option<&Decision>) -> String {
-    let TraceRequest { time_us, key, cost } = request;
+    let TraceRequest {
+        time_us,
+        key,
+        cost,
+        oversized,
+    } = request;
     let key = csv_field(key);
+    if let Some(written) = oversized {
+        return format!("{},{key},{},error,,,,,", written.time_us, written.cost);
+    }
     match decision {
         Some(d) => format!(
             "{time_us},{key},{cost},{},{},{},{},{},{}",
@@ -602,6 +649,7 @@ mod tests {
                 time_us: 5,
                 key: key.to_owned(),
                 cost: 1,
+                oversized: None,
             };
             let row = decision_row(&request, None);
             let trace = format!(
@@ -619,7 +667,8 @@ mod tests {
                 &TraceRequest {
                     time_us: 1,
                     key: "a,b".into(),
-                    cost: 2
+                    cost: 2,
+                    oversized: None,
                 },
                 None
             ),

@@ -165,3 +165,34 @@ fn replay_accepts_a_bom_and_quoted_fields() {
     );
     assert!(rows[2].starts_with("3,\"user,1\",1,denied,"), "{stdout}");
 }
+
+/// A time or cost above `u64::MAX` stopped the replay with "not a whole
+/// number". It is a whole number out of range: an `error` row (docs/spec.md
+/// section 6) printed as written, and the replay goes on.
+#[test]
+fn replay_answers_numbers_above_u64_with_error_rows() {
+    let output = run_bytes(
+        &[
+            "replay",
+            "--algorithm",
+            "token-bucket",
+            "--limit",
+            "5",
+            "--window",
+            "1s",
+            "-",
+        ],
+        b"t_us,key,cost\n18446744073709551616,a,1\n1,a,0099999999999999999999\n2,a,1\n".to_vec(),
+    );
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let rows: Vec<&str> = stdout.lines().skip(1).collect();
+    assert_eq!(
+        rows[..2],
+        [
+            "18446744073709551616,a,1,error,,,,,",
+            "1,a,99999999999999999999,error,,,,,"
+        ]
+    );
+    assert!(rows[2].starts_with("2,a,1,allowed,5,4,"), "{stdout}");
+}
