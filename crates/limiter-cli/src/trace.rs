@@ -39,7 +39,9 @@ pub struct TraceRequest {
 /// zeros dropped, as for every number printed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WrittenNumbers {
+    /// The `t_us` field.
     pub time_us: String,
+    /// The `cost` field (`1` when the trace has no `cost` column).
     pub cost: String,
 }
 
