@@ -57,6 +57,8 @@ impl Clock for SystemClock {
 /// assert_eq!(clock.now_us(), 3_000);
 /// clock.set(10);
 /// assert_eq!(clock.now_us(), 10);
+/// clock.advance(Duration::MAX);
+/// assert_eq!(clock.now_us(), u64::MAX, "saturates, never wraps");
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct ManualClock {
@@ -71,10 +73,16 @@ impl ManualClock {
         }
     }
 
-    /// Moves the clock forward by `by` (whole microseconds).
+    /// Moves the clock forward by `by` (whole microseconds), stopping at
+    /// `u64::MAX` rather than wrapping to a time far in the past.
     pub fn advance(&self, by: Duration) {
         let micros = u64::try_from(by.as_micros()).unwrap_or(u64::MAX);
-        self.now_us.fetch_add(micros, Ordering::SeqCst);
+        // The closure always returns `Some`: the update cannot fail.
+        let _ = self
+            .now_us
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |now| {
+                Some(now.saturating_add(micros))
+            });
     }
 
     /// Sets the clock to `now_us`, forwards or backwards.

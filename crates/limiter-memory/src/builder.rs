@@ -66,9 +66,10 @@ impl MemoryLimiterBuilder {
     /// by the keys active within their reset time (see the crate docs).
     ///
     /// When the cap is reached, a request on a key not held first sweeps the
-    /// keys whose state has expired (at most once per `max_keys / 16` such
-    /// requests, so a flood of new keys cannot turn every request into a
-    /// full scan). If that frees no room, the request fails with
+    /// keys whose state has expired (only when one may have: the sweep
+    /// tracks the earliest eviction time of the keys it kept, so a flood of
+    /// new keys at one time scans at most once, not on every request). If
+    /// that frees no room, the request fails with
     /// [`Error::Backend`](limiter_core::Error::Backend) wrapping
     /// [`KeyLimitReached`](crate::KeyLimitReached) — the same failure path as
     /// an unreachable Redis, so the caller's fail-open or fail-closed choice
