@@ -269,20 +269,28 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
     /// With --trace: units admitted per window.
-    #[arg(long, value_name = "L", default_value_t = 100, requires = "trace")]
+    #[arg(
+        long,
+        value_name = "L",
+        default_value_t = 100,
+        requires = "trace",
+        conflicts_with = "sets"
+    )]
     pub limit: u64,
     /// With --trace: the window (e.g. 250ms, 10s, 1m).
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_duration, requires = "trace")]
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_duration, requires = "trace", conflicts_with = "sets")]
     pub window: Duration,
     /// With --trace: the token bucket's capacity [default: the limit].
-    #[arg(long, value_name = "C", requires = "trace")]
+    #[arg(long, value_name = "C", requires = "trace", conflicts_with = "sets")]
     pub capacity: Option<u64>,
     /// With --trace: the leaky bucket's queue [default: the limit].
-    #[arg(long, value_name = "Q", requires = "trace")]
+    #[arg(long, value_name = "Q", requires = "trace", conflicts_with = "sets")]
     pub queue: Option<u64>,
     /// Compare this policy set (policy strings joined by `;`, e.g.
     /// "sliding-log:5/1s;sliding-log:100/1m"; one policy is a set of one)
     /// instead of the algorithms; repeat it to compare sets side by side.
+    /// Each set carries its own numbers: --limit, --window, --capacity and
+    /// --queue do not apply.
     #[arg(long = "set", value_name = "POLICIES", value_parser = parse_policies)]
     pub sets: Vec<Policies>,
     /// Where decisions are made.

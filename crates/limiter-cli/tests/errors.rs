@@ -226,3 +226,26 @@ fn compare_rejects_a_bad_trace_and_a_bad_policy() {
     let output = run(&["compare", "--limit", "5"], "");
     assert_eq!(output.status.code(), Some(2), "--limit needs --trace");
 }
+
+/// A set carries its own numbers: `--capacity` (or `--limit`, …) beside
+/// `--set` was silently ignored; it is a usage error naming both.
+#[test]
+fn compare_refuses_policy_numbers_beside_a_set() {
+    for flag in [
+        ["--capacity", "9"],
+        ["--queue", "9"],
+        ["--limit", "9"],
+        ["--window", "9s"],
+    ] {
+        let mut args = vec!["compare", "--trace", "-", "--set", "token-bucket:5/1s"];
+        args.extend(flag);
+        let output = run(&args, "t_us,key,cost\n1,a,1\n");
+        assert_eq!(output.status.code(), Some(2), "{flag:?}");
+        let message = stderr(&output);
+        assert!(
+            message.contains("cannot be used with"),
+            "{flag:?}: {message}"
+        );
+        assert!(message.contains("--set"), "{flag:?}: {message}");
+    }
+}
