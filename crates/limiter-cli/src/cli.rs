@@ -51,7 +51,8 @@ the same decisions on every backend and at any speed. Each Redis replay uses
 a fresh key prefix, limiter-replay-<pid>-<nanos>, unless --redis-prefix names
 one (runs with the same prefix and policy share state). The memory backend keeps a
 key for an hour of trace time past its reset before it may drop it, so a
-trace whose clock steps back by less than that still replays exactly.
+trace whose clock steps back by less than that still replays exactly (a
+deeper step back gets a warning on stderr).
 
 Policies: --algorithm, --limit and --window (with --capacity or --queue), or
 one --policy per policy string (docs/spec.md section 7), e.g.

@@ -17,6 +17,7 @@ mod input;
 mod json_string;
 mod progress;
 pub mod replay;
+mod step_back;
 pub mod trace;
 
 pub use self::failure::Failure;

@@ -6,11 +6,12 @@ use std::io::{self, BufWriter, Write};
 use limiter_core::{Error, ManualClock, Policies, Policy, Rate};
 
 use crate::backend;
-use crate::cli::ReplayArgs;
+use crate::cli::{BackendKind, ReplayArgs};
 use crate::epoch::{self, EpochUnitCheck};
 use crate::failure::Failure;
 use crate::input::{open_trace, trace_name};
 use crate::progress::Progress;
+use crate::step_back::{self, StepBackCheck};
 use crate::trace::{decision_row, TraceReader, DECISION_HEADER};
 
 /// Replays `args.trace` and writes the decisions to stdout.
@@ -18,14 +19,19 @@ use crate::trace::{decision_row, TraceReader, DECISION_HEADER};
 /// A broken pipe on stdout (`limiter replay … | head`) ends the replay
 /// quietly and successfully. When the replay ends so, or at the end of the
 /// trace, times that look like seconds or milliseconds since the epoch get
-/// one warning on stderr (see the `epoch` module).
+/// one warning on stderr (see the `epoch` module), and so does, on the
+/// memory backend, a step back deeper than it keeps keys (`step_back`).
 pub async fn run(args: &ReplayArgs) -> Result<(), Failure> {
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
     let mut times = EpochUnitCheck::new();
-    let result = replay(args, &mut out, &mut times).await;
+    let mut steps = StepBackCheck::new();
+    let result = replay(args, &mut out, &mut times, &mut steps).await;
     if matches!(&result, Ok(()) | Err(Stop::Output(_))) {
         epoch::warn(&times, &trace_name(&args.trace));
+        if args.backend.backend == BackendKind::Memory {
+            step_back::warn(&steps, &trace_name(&args.trace));
+        }
     }
     match result {
         Err(Stop::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
@@ -83,6 +89,7 @@ async fn replay(
     args: &ReplayArgs,
     out: &mut impl Write,
     times: &mut EpochUnitCheck,
+    steps: &mut StepBackCheck,
 ) -> Result<(), Stop> {
     let policy = policies(args)?;
     let name = trace_name(&args.trace);
@@ -101,6 +108,7 @@ async fn replay(
             continue;
         }
         times.observe(request.time_us);
+        steps.observe(request.time_us);
         clock.set(request.time_us);
         let decision = match limiter.acquire(&request.key, request.cost).await {
             Ok(decision) => Some(decision),

@@ -196,3 +196,30 @@ fn replay_answers_numbers_above_u64_with_error_rows() {
     );
     assert!(rows[2].starts_with("2,a,1,allowed,5,4,"), "{stdout}");
 }
+
+/// A step back deeper than the memory backend keeps keys (an hour) may
+/// make its decisions differ from Redis's: the replay says so on stderr,
+/// and still prints every row.
+#[test]
+fn replay_on_memory_warns_of_a_step_back_deeper_than_an_hour() {
+    let args = [
+        "replay",
+        "--algorithm",
+        "fixed-window",
+        "--limit",
+        "1",
+        "--window",
+        "1s",
+        "-",
+    ];
+    let deep = run_bytes(&args, b"t_us,key\n7200000000,a\n0,a\n".to_vec());
+    assert!(deep.status.success());
+    assert_eq!(text(&deep.stdout).lines().count(), 3);
+    let stderr = text(&deep.stderr);
+    assert!(
+        stderr.starts_with("warning: <stdin>: request 2 (t_us=0) steps back 7200s"),
+        "{stderr}"
+    );
+    let shallow = run_bytes(&args, b"t_us,key\n3600000000,a\n0,a\n".to_vec());
+    assert_eq!(text(&shallow.stderr), "");
+}

@@ -28,6 +28,7 @@ use crate::epoch::{self, EpochUnitCheck};
 use crate::failure::Failure;
 use crate::input::trace_name;
 use crate::progress::Progress;
+use crate::step_back::{self, StepBackCheck};
 
 /// One scenario's results, one per lane: per algorithm in
 /// [`Algorithm::ALL`](limiter_core::Algorithm::ALL) order, or per policy set.
@@ -49,10 +50,15 @@ pub async fn run(args: &CompareArgs) -> Result<(), Failure> {
                 args.queue,
             )?;
             let mut times = EpochUnitCheck::new();
+            let mut steps = StepBackCheck::new();
             for request in &scenario.requests.requests {
                 times.observe(request.time_us);
+                steps.observe(request.time_us);
             }
             epoch::warn(&times, &trace_name(path));
+            if args.backend.backend == BackendKind::Memory {
+                step_back::warn(&steps, &trace_name(path));
+            }
             vec![scenario]
         }
         None if args.scenario.is_empty() => ScenarioName::ALL

@@ -1,0 +1,97 @@
+//! A warning for a trace whose clock steps back further than the memory
+//! backend keeps expired keys ([`MEMORY_EVICTION_DELAY`]).
+//!
+//! Eviction never changes a decision while time moves forward, nor after a
+//! step back shorter than the delay (docs/spec.md rule 2.5). After a deeper
+//! one, a key whose state was dropped starts afresh where a kept state (or
+//! Redis) would still count it, and whether it was dropped depends on when
+//! sweeps ran, which other keys trigger. The replay cannot tell which
+//! decisions that touched, so it says where it may have happened.
+
+use std::time::Duration;
+
+use crate::backend::MEMORY_EVICTION_DELAY;
+
+/// Watches a trace's times, one by one, in constant memory.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StepBackCheck {
+    /// Requests seen so far.
+    requests: u64,
+    /// The latest time seen.
+    latest: Option<u64>,
+    /// The first step back deeper than the delay: its request's number
+    /// (from 1), its time and the latest time before it.
+    first_deep: Option<(u64, u64, u64)>,
+}
+
+impl StepBackCheck {
+    /// A check that has seen no request yet.
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes the next request's `t_us` into account.
+    pub(crate) fn observe(&mut self, time_us: u64) {
+        self.requests += 1;
+        let delay = u64::try_from(MEMORY_EVICTION_DELAY.as_micros()).unwrap_or(u64::MAX);
+        if let Some(latest) = self.latest {
+            if self.first_deep.is_none() && latest - time_us.min(latest) > delay {
+                self.first_deep = Some((self.requests, time_us, latest));
+            }
+        }
+        self.latest = Some(self.latest.map_or(time_us, |latest| latest.max(time_us)));
+    }
+
+    /// The warning to print (without `warning: ` nor a newline), if any;
+    /// `name` is the trace's.
+    pub(crate) fn warning(&self, name: &str) -> Option<String> {
+        let (request, time_us, latest) = self.first_deep?;
+        Some(format!(
+            "{name}: request {request} (t_us={time_us}) steps back {:?} behind the trace's latest \
+             time ({latest}), more than the memory backend keeps a key past its reset ({:?}): \
+             from there on its decisions may differ from Redis's",
+            Duration::from_micros(latest - time_us),
+            MEMORY_EVICTION_DELAY,
+        ))
+    }
+}
+
+/// Prints `check`'s warning on stderr, if it has one.
+pub(crate) fn warn(check: &StepBackCheck, name: &str) {
+    use std::io::Write as _;
+    if let Some(warning) = check.warning(name) {
+        let _ = writeln!(std::io::stderr(), "warning: {warning}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOUR_US: u64 = 3_600_000_000;
+
+    fn check(times: &[u64]) -> StepBackCheck {
+        let mut check = StepBackCheck::new();
+        for &time in times {
+            check.observe(time);
+        }
+        check
+    }
+
+    #[test]
+    fn only_a_step_back_deeper_than_the_delay_warns() {
+        assert_eq!(
+            check(&[0, 5, HOUR_US + 5, 5]).warning("t"),
+            None,
+            "exactly the delay"
+        );
+        assert_eq!(check(&[10, 0, 1]).warning("t"), None);
+        let warning = check(&[0, 2 * HOUR_US, HOUR_US - 1, 0])
+            .warning("t.csv")
+            .unwrap();
+        assert!(
+            warning.starts_with("t.csv: request 3 (t_us=3599999999) steps back 3600.000001s"),
+            "{warning}"
+        );
+    }
+}
