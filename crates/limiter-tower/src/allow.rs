@@ -12,7 +12,8 @@ use crate::key::IpNet;
 /// Addresses are matched against the client address the layer resolved
 /// (behind [trusted proxies](crate::RateLimitLayer::trusted_proxies)),
 /// normalized: without its port, an IPv4-mapped IPv6 address as its IPv4
-/// address. Keys are matched against the whole key of the layer's
+/// address; the layer passes none for a trusted proxy standing in for a
+/// client no header named. Keys are matched against the whole key of the layer's
 /// [`KeyExtractor`](crate::KeyExtractor), kind prefix included
 /// (`header:partner-key`).
 #[derive(Debug, Clone, Default)]

@@ -483,34 +483,68 @@ impl FromStr for IpNet {
 /// sent it, so when both are present and name different clients, one of
 /// them is forged and the client is the peer (the nearest proxy): a forger
 /// shares its proxy's budget rather than picking a fresh key per request.
+///
+/// Headers are read as bytes, element by element: an element that is not
+/// UTF-8 is not an address, and hides no other element.
 #[inline]
 pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
+    resolve_client(peer, headers, trusted).ip
+}
+
+/// A request's client address as [`client_ip`] resolves it, and whether
+/// anybody vouched for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Client {
+    /// The address: what the IP key limits.
+    pub(crate) ip: IpAddr,
+    /// False when a trusted peer stands in for a client no header named (no
+    /// header, the nearest entry not an address, headers that disagree): a
+    /// client behind the proxy can bring that about.
+    vouched: bool,
+}
+
+impl Client {
+    /// The address to match against the allowlist: none for a proxy
+    /// standing in for its unnamed client, which would otherwise pass
+    /// unlimited whenever the proxy's own address is allowlisted.
+    #[inline]
+    pub(crate) fn allowlistable(self) -> Option<IpAddr> {
+        self.vouched.then_some(self.ip)
+    }
+}
+
+/// [`client_ip`], with whether anybody vouched for the address.
+#[inline]
+pub(crate) fn resolve_client(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> Client {
     let peer = normalize_ip(peer);
     if trusted.is_empty() {
         // No proxy is trusted (the default): no header is read, and
         // (inline) no call is made.
-        return peer;
+        return Client {
+            ip: peer,
+            vouched: true,
+        };
     }
     client_behind_proxies(peer, headers, trusted)
 }
 
-/// [`client_ip`] of a normalized `peer` with proxies to trust.
-fn client_behind_proxies(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
+/// [`resolve_client`] of a normalized `peer` with proxies to trust.
+fn client_behind_proxies(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> Client {
     let is_trusted = |ip: IpAddr| trusted.iter().any(|net| net.contains(ip));
     if !is_trusted(peer) {
-        return peer;
+        return Client {
+            ip: peer,
+            vouched: true,
+        };
     }
+    // The client a header names, if its right-most entry is an address.
     let walk = |entries: Vec<Option<IpAddr>>| {
-        let mut client = peer;
+        let mut client = None;
         for entry in entries.into_iter().rev() {
-            match entry {
-                Some(ip) => {
-                    client = ip;
-                    if !is_trusted(ip) {
-                        break;
-                    }
-                }
-                None => break,
+            let Some(ip) = entry else { break };
+            client = Some(ip);
+            if !is_trusted(ip) {
+                break;
             }
         }
         client
@@ -521,10 +555,17 @@ fn client_behind_proxies(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -
     let forwarded = headers
         .contains_key(FORWARDED)
         .then(|| walk(forwarded(headers)));
-    match (forwarded_for, forwarded) {
-        (Some(one), Some(other)) if one != other => peer,
+    let named = match (forwarded_for, forwarded) {
+        (Some(one), Some(other)) if one != other => None,
         (Some(client), _) | (None, Some(client)) => client,
-        (None, None) => peer,
+        (None, None) => None,
+    };
+    match named {
+        Some(ip) => Client { ip, vouched: true },
+        None => Client {
+            ip: peer,
+            vouched: false,
+        },
     }
 }
 
@@ -534,7 +575,7 @@ fn x_forwarded_for(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
     headers
         .get_all(X_FORWARDED_FOR)
         .iter()
-        .flat_map(|value| value.to_str().unwrap_or("").split(','))
+        .flat_map(|value| value.as_bytes().split(|&byte| byte == b','))
         .map(parse_node)
         .collect()
 }
@@ -546,65 +587,74 @@ fn forwarded(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
     headers
         .get_all(FORWARDED)
         .iter()
-        .flat_map(|value| split_unquoted(value.to_str().unwrap_or(""), ','))
+        .flat_map(|value| split_unquoted(value.as_bytes(), b','))
         .map(|element| {
-            split_unquoted(element, ';')
-                .filter_map(|pair| pair.split_once('='))
-                .find(|(name, _)| name.trim().eq_ignore_ascii_case("for"))
-                .and_then(|(_, value)| parse_node(&unquote(value.trim())))
+            split_unquoted(element, b';')
+                .into_iter()
+                .filter_map(|pair| {
+                    let at = pair.iter().position(|&byte| byte == b'=')?;
+                    Some((&pair[..at], &pair[at + 1..]))
+                })
+                .find(|(name, _)| name.trim_ascii().eq_ignore_ascii_case(b"for"))
+                .and_then(|(_, value)| parse_node(&unquote(value.trim_ascii())))
         })
         .collect()
 }
 
-/// `s` split at each `delimiter` outside a quoted string.
-fn split_unquoted(s: &str, delimiter: char) -> impl Iterator<Item = &str> {
+/// `s` split at each `delimiter` outside a quoted string. A quote never
+/// closed quotes nothing: `s` is then split at every `delimiter`, so that a
+/// client's stray `"` cannot swallow the elements proxies append after it.
+fn split_unquoted(s: &[u8], delimiter: u8) -> Vec<&[u8]> {
     let mut quoted = false;
     let mut escaped = false;
     let mut start = 0;
     let mut cuts = Vec::new();
-    for (at, c) in s.char_indices() {
-        match c {
+    for (at, &byte) in s.iter().enumerate() {
+        match byte {
             _ if escaped => escaped = false,
-            '\\' if quoted => escaped = true,
-            '"' => quoted = !quoted,
-            c if c == delimiter && !quoted => {
+            b'\\' if quoted => escaped = true,
+            b'"' => quoted = !quoted,
+            byte if byte == delimiter && !quoted => {
                 cuts.push(&s[start..at]);
-                start = at + c.len_utf8();
+                start = at + 1;
             }
             _ => {}
         }
     }
+    if quoted {
+        return s.split(|&byte| byte == delimiter).collect();
+    }
     cuts.push(&s[start..]);
-    cuts.into_iter()
+    cuts
 }
 
 /// A token as it is, or a quoted string without its quotes and escapes.
-fn unquote(value: &str) -> String {
+fn unquote(value: &[u8]) -> Vec<u8> {
     match value
-        .strip_prefix('"')
-        .and_then(|inner| inner.strip_suffix('"'))
+        .strip_prefix(b"\"")
+        .and_then(|inner| inner.strip_suffix(b"\""))
     {
         Some(inner) => {
-            let mut out = String::with_capacity(inner.len());
-            let mut chars = inner.chars();
-            while let Some(c) = chars.next() {
-                out.push(if c == '\\' {
-                    chars.next().unwrap_or(c)
+            let mut out = Vec::with_capacity(inner.len());
+            let mut bytes = inner.iter();
+            while let Some(&byte) = bytes.next() {
+                out.push(if byte == b'\\' {
+                    bytes.next().copied().unwrap_or(byte)
                 } else {
-                    c
+                    byte
                 });
             }
             out
         }
-        None => value.to_owned(),
+        None => value.to_vec(),
     }
 }
 
 /// A forwarded node: an address, with or without a port (`10.0.0.15:53214`,
 /// `[2001:db8::1]:443`, `[2001:db8::1]`; the port, obfuscated or not, is
-/// dropped), normalized; `None` for anything else.
-fn parse_node(node: &str) -> Option<IpAddr> {
-    let node = node.trim();
+/// dropped), normalized; `None` for anything else (not UTF-8 included).
+fn parse_node(node: &[u8]) -> Option<IpAddr> {
+    let node = std::str::from_utf8(node).ok()?.trim();
     let ip = if let Some(bracketed) = node.strip_prefix('[') {
         let (host, rest) = bracketed.split_once(']')?;
         if !(rest.is_empty() || rest.starts_with(':')) {
@@ -750,9 +800,9 @@ mod tests {
         assert_eq!(normalize_ip(ip("::ffff:10.0.0.15")), ip("10.0.0.15"));
         assert_eq!(normalize_ip(ip("2001:db8::1")), ip("2001:db8::1"));
         assert_eq!(normalize_ip(ip("10.0.0.15")), ip("10.0.0.15"));
-        assert_eq!(parse_node(" 10.0.0.15:53214"), Some(ip("10.0.0.15")));
-        assert_eq!(parse_node("[::ffff:1.2.3.4]:80"), Some(ip("1.2.3.4")));
-        assert_eq!(parse_node("unknown"), None);
+        assert_eq!(parse_node(b" 10.0.0.15:53214"), Some(ip("10.0.0.15")));
+        assert_eq!(parse_node(b"[::ffff:1.2.3.4]:80"), Some(ip("1.2.3.4")));
+        assert_eq!(parse_node(b"unknown"), None);
     }
 
     #[test]
@@ -878,6 +928,63 @@ mod tests {
         let mut forged = xff(&["198.51.100.7"]);
         forged.append(FORWARDED, HeaderValue::from_static("for=1.2.3.4"));
         assert_eq!(client_ip(ip("10.0.0.1"), &forged, &trusted), ip("10.0.0.1"));
+    }
+
+    #[test]
+    fn a_malformed_element_hides_no_element_a_proxy_appended() {
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let mut not_utf8 = HeaderMap::new();
+        let value = HeaderValue::from_bytes(b"\xff, 198.51.100.7").unwrap();
+        not_utf8.append(X_FORWARDED_FOR, value);
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), &not_utf8, &trusted),
+            ip("198.51.100.7")
+        );
+        let mut garbage_between = HeaderMap::new();
+        let value = HeaderValue::from_bytes(b"1.2.3.4, \xff, 10.0.0.2").unwrap();
+        garbage_between.append(X_FORWARDED_FOR, value);
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), &garbage_between, &trusted),
+            ip("10.0.0.2")
+        );
+        assert_eq!(
+            forwarded(&fwd(&[
+                "for=\"6.6.6.6, for=198.51.100.7",
+                "for=\"[2001:db8::1]\", ext=\"a, for=\"[2001:db8::2]:80\""
+            ])),
+            vec![
+                None,
+                Some(ip("198.51.100.7")),
+                Some(ip("2001:db8::1")),
+                None,
+                Some(ip("2001:db8::2")),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_proxy_standing_in_for_an_unnamed_client_is_not_allowlistable() {
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let allowlistable =
+            |headers: &HeaderMap| resolve_client(ip("10.0.0.1"), headers, &trusted).allowlistable();
+        assert_eq!(allowlistable(&HeaderMap::new()), None);
+        assert_eq!(allowlistable(&fwd(&["for=unknown"])), None);
+        let mut disagree = xff(&["198.51.100.7"]);
+        disagree.append(FORWARDED, HeaderValue::from_static("for=1.2.3.4"));
+        assert_eq!(allowlistable(&disagree), None);
+        // Named by a header: the client, or a trusted hop that hid its own.
+        assert_eq!(
+            allowlistable(&xff(&["198.51.100.7"])),
+            Some(ip("198.51.100.7"))
+        );
+        assert_eq!(allowlistable(&xff(&["10.0.0.1"])), Some(ip("10.0.0.1")));
+        assert_eq!(
+            allowlistable(&xff(&["unknown, 10.0.0.2"])),
+            Some(ip("10.0.0.2"))
+        );
+        // A peer that is not a trusted proxy is its own client.
+        let direct = resolve_client(ip("203.0.113.9"), &HeaderMap::new(), &trusted);
+        assert_eq!(direct.allowlistable(), Some(ip("203.0.113.9")));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::ban::{BanList, Penalty};
 use crate::body::RefusalBody;
 use crate::decided::Decided;
 use crate::grpc;
-use crate::key::{client_ip, peer_addr, IpNet, KeyExtractor, Missing, RequestView};
+use crate::key::{peer_addr, resolve_client, Client, IpNet, KeyExtractor, Missing, RequestView};
 use crate::key_text::KeyText;
 use crate::limited::{Limited, LimitedContext, OnLimited, Refusal};
 use crate::observe::{Observer, Outcome, Timer};
@@ -29,7 +29,7 @@ use crate::response::{
     accepts_json, banned, missing_key, missing_peer, verdict, HeaderStyle, PolicyHeaders,
     RateHeaders, Verdict, ERROR_RETRY_AFTER,
 };
-use crate::shaping::{Plan, Shaping};
+use crate::shaping::{self, Plan, Shaping};
 
 /// What every [`RateLimit`] of a layer shares.
 #[derive(Clone)]
@@ -165,8 +165,10 @@ impl RateLimitLayer {
     /// Client addresses (or blocks) that are never limited nor banned
     /// (none by default; calls add up). The client address is the one the
     /// layer resolved behind its trusted proxies, normalized: no port, an
-    /// IPv4-mapped IPv6 address as its IPv4 address. Their responses carry
-    /// no rate-limit headers.
+    /// IPv4-mapped IPv6 address as its IPv4 address. A trusted proxy
+    /// standing in for a client no header named (no header, headers that
+    /// disagree) is never matched: a client behind it can bring that
+    /// about. Their responses carry no rate-limit headers.
     #[must_use]
     pub fn allow_ips(mut self, nets: impl IntoIterator<Item = IpNet>) -> Self {
         Arc::make_mut(&mut self.config).allow.add_nets(nets);
@@ -508,11 +510,13 @@ impl<C: Deref<Target = Config>, R: Reply> Pending<C, R> {
                 tokio::time::sleep(wait).await;
                 verdict
             }
-            Plan::Deny(retry_after) => {
+            Plan::Deny(max) => {
                 // Admitted, but later than the layer may hold it: answered
-                // as a denial with the decision's numbers.
+                // as a denial, nothing left to take now.
                 set.decision.allowed = false;
-                set.decision.retry_after = retry_after;
+                set.decision.remaining = 0;
+                set.decision.retry_after =
+                    shaping::retry_after(max, config.limiter.policies(), &set);
                 self.finish(Ok(set))
             }
         }
@@ -545,8 +549,10 @@ where
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let timer = Timer::start();
         let config = &self.config;
-        let ip: Option<IpAddr> =
-            peer_addr(req.extensions()).map(|peer| client_ip(peer, req.headers(), &config.trusted));
+        let client = peer_addr(req.extensions())
+            .map(|peer| resolve_client(peer, req.headers(), &config.trusted));
+        let ip: Option<IpAddr> = client.map(|client| client.ip);
+        let allowlistable = client.and_then(Client::allowlistable);
         let view = RequestView {
             method: req.method(),
             uri: req.uri(),
@@ -558,7 +564,7 @@ where
             Ok(key) => key,
             // An allowlisted address passes before its missing key is held
             // against it.
-            Err(_) if config.allow.allows_ip(ip) => {
+            Err(_) if config.allow.allows_ip(allowlistable) => {
                 config.observer.record(Outcome::Allowlisted, timer);
                 return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());
             }
@@ -575,7 +581,7 @@ where
                 return ResponseFuture::done(missing_peer(accepts_json(req.headers())));
             }
         };
-        if config.allow.allows(ip, &key) {
+        if config.allow.allows(allowlistable, &key) {
             config.observer.record(Outcome::Allowlisted, timer);
             return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());
         }

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use limiter_core::{Algorithm, Policies, SetDecision};
+
 /// What a request admitted with a [`wait`](limiter_core::Decision::wait)
 /// (a leaky bucket's; zero for every other algorithm) does before the
 /// inner service runs. Set with
@@ -18,9 +20,12 @@ pub enum Shaping {
     #[default]
     Wait,
     /// Wait at most this long: a request admitted with a longer wait is
-    /// answered 429, with `Retry-After` the wait beyond this maximum. Its
-    /// place in the bucket's queue stays taken (the limiter has no refund),
-    /// which can only space later requests further, never bunch them.
+    /// answered 429, with `remaining` 0 and `Retry-After` the time until
+    /// a retry would wait this maximum. Its place in the bucket's queue
+    /// stays taken (the limiter has no refund), so that time also drains
+    /// the refused request's own unit: the wait beyond the maximum plus one
+    /// unit's interval (window / limit). Later requests can only be spaced
+    /// further, never bunched.
     WaitAtMost(Duration),
     /// Pass at once, whatever the wait: no smoothing.
     PassAtOnce,
@@ -33,7 +38,7 @@ pub(crate) enum Plan {
     Pass,
     /// Sleep this long, then call it.
     Sleep(Duration),
-    /// Answer 429, to be retried after this long.
+    /// Answer 429: the wait is longer than this maximum.
     Deny(Duration),
 }
 
@@ -44,9 +49,24 @@ impl Shaping {
             Self::PassAtOnce => Plan::Pass,
             Self::Wait => Plan::Sleep(wait),
             Self::WaitAtMost(max) if wait <= max => Plan::Sleep(wait),
-            Self::WaitAtMost(max) => Plan::Deny(wait - max),
+            Self::WaitAtMost(max) => Plan::Deny(max),
         }
     }
+}
+
+/// When a request admitted into `set` but refused for a wait beyond `max`
+/// may retry: once the queue its unit stays in has drained to within
+/// `max` of empty (a leaky bucket's `reset_after`, the time it is empty,
+/// counts that unit), so the retry waits at most `max`.
+pub(crate) fn retry_after(max: Duration, policies: &Policies, set: &SetDecision) -> Duration {
+    policies
+        .iter()
+        .zip(set.parts())
+        .filter(|(policy, _)| policy.algorithm() == Algorithm::LeakyBucket)
+        .map(|(_, part)| part.reset_after)
+        .max()
+        .unwrap_or_default()
+        .saturating_sub(max)
 }
 
 #[cfg(test)]
@@ -61,7 +81,7 @@ mod tests {
         assert_eq!(Shaping::PassAtOnce.plan(ms(900)), Plan::Pass);
         let capped = Shaping::WaitAtMost(ms(250));
         assert_eq!(capped.plan(ms(250)), Plan::Sleep(ms(250)));
-        assert_eq!(capped.plan(ms(300)), Plan::Deny(ms(50)));
+        assert_eq!(capped.plan(ms(300)), Plan::Deny(ms(250)));
         assert_eq!(capped.plan(Duration::ZERO), Plan::Pass);
     }
 }

@@ -1,6 +1,7 @@
 //! The allowlist over HTTP: addresses (with the peer's port, behind a
 //! trusted proxy with and without ports, IPv4-mapped, IPv6, blocks of
-//! both) and keys skip limiting; everyone else is limited.
+//! both) and keys skip limiting; everyone else is limited, a trusted proxy
+//! standing in for a client nobody named included.
 
 mod support;
 
@@ -10,7 +11,7 @@ use axum::{routing, Router};
 use http::StatusCode;
 use limiter_core::ManualClock;
 use limiter_tower::{KeyExtractor, RateLimitLayer};
-use support::{client, get_with, limiter, serve, serve_router_on, Backend, HttpClient};
+use support::{client, get_with_bytes, limiter, serve, serve_router_on, Backend, HttpClient};
 
 /// One request a minute per key: a second request is denied unless allowlisted.
 async fn once_a_minute() -> RateLimitLayer {
@@ -25,9 +26,22 @@ async fn three(
     addr: SocketAddr,
     headers: &[(&str, &str)],
 ) -> Vec<&'static str> {
+    let bytes: Vec<(&str, &[u8])> = headers
+        .iter()
+        .map(|(name, value)| (*name, value.as_bytes()))
+        .collect();
+    three_bytes(client, addr, &bytes).await
+}
+
+/// [`three`] with header values as bytes.
+async fn three_bytes(
+    client: &HttpClient,
+    addr: SocketAddr,
+    headers: &[(&str, &[u8])],
+) -> Vec<&'static str> {
     let mut outcomes = Vec::new();
     for _ in 0..3 {
-        let reply = get_with(client, addr, headers).await;
+        let reply = get_with_bytes(client, addr, headers).await;
         outcomes.push(match (reply.status, reply.header("x-ratelimit-limit")) {
             (StatusCode::OK, None) => "skipped",
             (StatusCode::OK, Some(_)) => "counted",
@@ -155,4 +169,55 @@ async fn an_allowlisted_address_passes_without_the_key() {
         three(&client, addr, &[("x-api-key", "someone")]).await,
         SKIPPED
     );
+}
+
+/// A layer behind a trusted proxy (127.0.0.1, the test's client) that is
+/// allowlisted itself: its own requests pass only when a header names it.
+async fn behind_an_allowlisted_proxy() -> SocketAddr {
+    let proxy = "127.0.0.1".parse().unwrap();
+    serve(
+        once_a_minute()
+            .await
+            .trusted_proxies([proxy])
+            .allow_ips([proxy]),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_forwarded_for_byte_that_is_not_ascii_does_not_hide_the_proxys_entry() {
+    let addr = behind_an_allowlisted_proxy().await;
+    let client = client();
+    // The client wrote `\xff`; the proxy appended the client's address.
+    let forged: &[(&str, &[u8])] = &[("x-forwarded-for", b"\xff, 203.0.113.9")];
+    assert_eq!(three_bytes(&client, addr, forged).await, LIMITED);
+    // Limited as 203.0.113.9, the address the proxy appended.
+    let honest = [("x-forwarded-for", "203.0.113.9")];
+    assert_eq!(three(&client, addr, &honest).await, ["denied"; 3]);
+}
+
+#[tokio::test]
+async fn an_unclosed_quote_in_forwarded_does_not_hide_the_proxys_element() {
+    let addr = behind_an_allowlisted_proxy().await;
+    let client = client();
+    // The client wrote `for="6.6.6.6`; the proxy appended its element.
+    let forged = [("forwarded", "for=\"6.6.6.6, for=203.0.113.9")];
+    assert_eq!(three(&client, addr, &forged).await, LIMITED);
+    let honest = [("forwarded", "for=203.0.113.9")];
+    assert_eq!(three(&client, addr, &honest).await, ["denied"; 3]);
+}
+
+#[tokio::test]
+async fn a_forged_second_header_limits_the_request_as_the_proxys() {
+    let addr = behind_an_allowlisted_proxy().await;
+    let client = client();
+    // The proxy wrote X-Forwarded-For, the client a Forwarded that
+    // disagrees: the request is keyed by the proxy, and limited.
+    let forged = [
+        ("x-forwarded-for", "203.0.113.9"),
+        ("forwarded", "for=198.51.100.7"),
+    ];
+    assert_eq!(three(&client, addr, &forged).await, LIMITED);
+    // So is a request naming no client at all: nobody vouched for it.
+    assert_eq!(three(&client, addr, &[]).await, ["denied"; 3]);
 }

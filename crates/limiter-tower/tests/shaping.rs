@@ -1,7 +1,7 @@
 //! Shaping over HTTP: requests admitted by a leaky bucket reach the inner
 //! service one interval apart however they arrive (on memory and on a real
 //! redis-server), and one that would wait longer than the layer's maximum
-//! is answered 429.
+//! is answered 429, with a `Retry-After` after which it is admitted.
 
 mod support;
 
@@ -13,7 +13,9 @@ use limiter_core::{Limiter, ManualClock, Policy};
 use limiter_memory::MemoryLimiter;
 use limiter_redis::RedisLimiter;
 use limiter_tower::{KeyExtractor, RateLimitLayer, Shaping};
-use support::{fresh_prefix, load, redis_backend, redis_server, serve, serve_router};
+use support::{
+    client, fresh_prefix, get_with, load, redis_backend, redis_server, serve, serve_router,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn twenty_concurrent_requests_reach_the_service_100_ms_apart() {
@@ -95,6 +97,40 @@ async fn a_wait_beyond_the_maximum_is_denied() {
     let counts = load(addr, 10, 10).await;
     // Waits of 0, 100 and 200 ms pass; 300 ms and more are denied.
     assert_eq!(counts, [(200, 3), (429, 7)].into_iter().collect());
+}
+
+#[tokio::test]
+async fn a_client_that_waits_the_retry_after_of_a_wait_too_long_is_admitted() {
+    let clock = ManualClock::new(1_700_000_000_000_000);
+    let policy: Policy = "leaky-bucket:1/1s,queue=10".parse().unwrap();
+    let limiter = MemoryLimiter::builder(policy).clock(clock.clone()).build();
+    let max = Duration::from_millis(500);
+    let layer = RateLimitLayer::new(limiter)
+        .key(KeyExtractor::global())
+        .shaping(Shaping::WaitAtMost(max));
+    let addr = serve(layer).await;
+    let client = client();
+    let json = [("accept", "application/json")];
+    assert_eq!(get_with(&client, addr, &json).await.status, 200);
+    // A wait of 1 s: refused, its unit queued all the same. The queue is
+    // empty at 2 s, so a retry at 1.5 s waits the 500 ms allowed.
+    let denied = get_with(&client, addr, &json).await;
+    assert_eq!(denied.status, 429);
+    assert_eq!(
+        denied.body,
+        r#"{"error":"rate_limited","retry_after_ms":1500}"#
+    );
+    assert_eq!(denied.number("retry-after"), 2);
+    assert_eq!(denied.number("x-ratelimit-remaining"), 0);
+    assert_eq!(
+        denied.header("ratelimit"),
+        Some("\"leaky-bucket:1/1s,queue=10\";r=0;t=2")
+    );
+    clock.advance(Duration::from_millis(1_500));
+    let started = Instant::now();
+    assert_eq!(get_with(&client, addr, &json).await.status, 200);
+    // Shaped: it waited the most the layer holds a request.
+    assert!(started.elapsed() >= max);
 }
 
 #[tokio::test]

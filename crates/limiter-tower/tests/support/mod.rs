@@ -96,6 +96,25 @@ pub async fn get_path(
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
+    send(client, request).await
+}
+
+/// `GET /` on `addr` with `headers` as bytes: values a `&str` cannot hold
+/// (not ASCII, not UTF-8), as a client may send them.
+pub async fn get_with_bytes(
+    client: &HttpClient,
+    addr: SocketAddr,
+    headers: &[(&str, &[u8])],
+) -> Reply {
+    let mut request = Request::get(format!("http://{addr}/"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    send(client, request).await
+}
+
+/// Sends `request`, without a body, and reads the whole reply.
+async fn send(client: &HttpClient, request: http::request::Builder) -> Reply {
     let response = client
         .request(request.body(Empty::new()).unwrap())
         .await
