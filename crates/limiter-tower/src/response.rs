@@ -6,7 +6,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
-use limiter_core::{Decision, DecisionSource, Error, Policies};
+use limiter_core::{Decision, DecisionSource, Error, Policies, Policy};
 
 use crate::decided::Decided;
 use crate::limited::Limited;
@@ -81,7 +81,7 @@ fn policy_name(policies: &Policies, index: usize) -> String {
 /// The headers fixed by the limiter's policies, computed once.
 #[derive(Debug, Clone)]
 pub(crate) struct PolicyHeaders {
-    /// `RateLimit-Policy`: `"<policy>";q=<limit>;w=<window s>` per part.
+    /// `RateLimit-Policy`: `"<policy>";q=<max cost>;w=<seconds>` per part (see [`quota_window`]).
     policy: HeaderValue,
     /// Each part's quoted name.
     names: Vec<String>,
@@ -98,8 +98,8 @@ impl PolicyHeaders {
             .map(|(policy, name)| {
                 format!(
                     "{name};q={};w={}",
-                    policy.limit(),
-                    ceil_secs(policy.window()).max(1)
+                    policy.max_cost(),
+                    ceil_secs(quota_window(policy)).max(1)
                 )
             })
             .collect();
@@ -107,6 +107,16 @@ impl PolicyHeaders {
             .unwrap_or_else(|_| HeaderValue::from_static("\"policy\""));
         Self { policy, names }
     }
+}
+
+/// The `w` of a policy's `q` units in `RateLimit-Policy`: its window, or
+/// for a bucket (whose `q`, its capacity or queue, is the most `r` can
+/// show) the time it takes to go from empty to full, `q × window / limit`,
+/// so that `r <= q` and `t <= w` hold for every algorithm.
+fn quota_window(policy: &Policy) -> Duration {
+    let micros = u128::from(policy.max_cost()) * policy.window().as_micros();
+    let micros = micros.div_ceil(u128::from(policy.limit()));
+    Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))
 }
 
 /// What the layer does with a request.
@@ -254,9 +264,20 @@ fn degraded(headers: &mut RateHeaders, source: DecisionSource) {
 /// Whether the request's `Accept` includes `application/json`.
 pub(crate) fn accepts_json(headers: &HeaderMap) -> bool {
     headers.get_all(ACCEPT).iter().any(|value| {
-        value
-            .to_str()
-            .is_ok_and(|value| value.to_ascii_lowercase().contains("application/json"))
+        value.to_str().is_ok_and(|value| {
+            value.split(',').any(|range| {
+                let mut parts = range.split(';');
+                let media = parts.next().unwrap_or("").trim();
+                // `q=0` is "not acceptable" (RFC 9110 section 12.4.2).
+                let refused = parts.any(|parameter| {
+                    parameter.trim().split_once('=').is_some_and(|(name, q)| {
+                        name.trim().eq_ignore_ascii_case("q")
+                            && q.trim().parse::<f32>().is_ok_and(|q| q == 0.0)
+                    })
+                });
+                media.eq_ignore_ascii_case("application/json") && !refused
+            })
+        })
     })
 }
 
@@ -431,6 +452,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn json_is_chosen_by_its_media_range_not_a_substring() {
+        let accepts = |accept: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(ACCEPT, HeaderValue::from_static(accept));
+            accepts_json(&headers)
+        };
+        assert!(accepts("application/json"));
+        assert!(accepts("text/html, Application/JSON;q=0.9"));
+        assert!(!accepts("application/jsonp"));
+        assert!(!accepts("application/json;q=0, text/plain"));
+        assert!(!accepts("application/json; q=0.0"));
+        assert!(!accepts("text/html"));
+        assert!(!accepts_json(&HeaderMap::new()));
+    }
+
+    #[test]
     fn seconds_round_up_and_retry_after_is_never_zero() {
         assert_eq!(ceil_secs(Duration::ZERO), 0);
         assert_eq!(ceil_secs(Duration::from_micros(1)), 1);
@@ -442,14 +479,18 @@ mod tests {
 
     #[test]
     fn policy_header_lists_every_part() {
-        let set: Policies = "sliding-log:5/1s;token-bucket:100/1m,capacity=10;fixed-window:3/250ms"
-            .parse()
-            .unwrap();
+        // A bucket's q is the most its r can show (capacity, queue) and w
+        // its time from empty to full: r <= q and t <= w for every part.
+        let set: Policies =
+            "sliding-log:5/1s;token-bucket:100/1m,capacity=10;fixed-window:3/250ms;\
+                             leaky-bucket:2/1s,queue=3"
+                .parse()
+                .unwrap();
         let headers = PolicyHeaders::new(&set);
         assert_eq!(
             headers.policy.to_str().unwrap(),
-            "\"sliding-log:5/1s\";q=5;w=1, \"token-bucket:100/1m,capacity=10\";q=100;w=60, \
-             \"fixed-window:3/250ms\";q=3;w=1"
+            "\"sliding-log:5/1s\";q=5;w=1, \"token-bucket:100/1m,capacity=10\";q=10;w=6, \
+             \"fixed-window:3/250ms\";q=3;w=1, \"leaky-bucket:2/1s,queue=3\";q=3;w=2"
         );
     }
 }

@@ -84,7 +84,7 @@ async fn a_config_file_drives_a_router_with_two_named_policies() {
     assert_eq!(first.status, StatusCode::OK);
     assert_eq!(
         first.header("ratelimit-policy"),
-        Some("\"token-bucket:1/1m,capacity=2\";q=1;w=60, \"sliding-log:100/1d\";q=100;w=86400")
+        Some("\"token-bucket:1/1m,capacity=2\";q=2;w=120, \"sliding-log:100/1d\";q=100;w=86400")
     );
     assert_eq!(first.header("x-ratelimit-limit"), None);
     assert_eq!(get("/me", &alice).await.status, StatusCode::OK);

@@ -863,9 +863,10 @@ async fn the_ietf_headers_follow_the_structured_field_grammar(backend: Backend) 
     let reply = get(&client(), addr).await;
     let policy = parse_sf_list(reply.header("ratelimit-policy").unwrap());
     let expected: Vec<(String, Vec<(String, u64)>)> = [
-        ("token-bucket:3/250ms,capacity=6", 3, 1),
+        // A bucket's q is its capacity or queue, w its time to fill.
+        ("token-bucket:3/250ms,capacity=6", 6, 1),
         ("sliding-log:10/1m", 10, 60),
-        ("leaky-bucket:5/1s,queue=10", 5, 1),
+        ("leaky-bucket:5/1s,queue=10", 10, 2),
     ]
     .into_iter()
     .map(|(name, q, w)| {
