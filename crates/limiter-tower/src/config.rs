@@ -155,7 +155,9 @@ struct RawPolicy {
     fallback: Option<String>,
     #[serde(default)]
     trusted_proxies: Vec<String>,
-    ipv6_prefix: Option<u8>,
+    /// Any TOML integer, so that one out of range is named by this field
+    /// (a `u8` would fail the whole table).
+    ipv6_prefix: Option<i64>,
     headers: Option<String>,
     #[serde(default)]
     allow_ips: Vec<String>,
@@ -222,9 +224,10 @@ impl RawPolicy {
                 let reason = format!("an IPv6 prefix groups ip keys, and the key is {kind:?}");
                 return key_error("ipv6_prefix", reason);
             }
-            if prefix > 128 {
-                return key_error("ipv6_prefix", format!("{prefix} is above 128 bits"));
-            }
+            let Some(prefix) = u8::try_from(prefix).ok().filter(|&bits| bits <= 128) else {
+                let reason = format!("{prefix} is not a prefix length: expected 0 to 128 bits");
+                return key_error("ipv6_prefix", reason);
+            };
             key = key.ipv6_prefix(prefix);
         }
 

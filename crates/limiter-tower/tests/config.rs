@@ -190,7 +190,7 @@ fn login(limits: &str, rest: &str) -> String {
 
 #[test]
 fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
-    let cases: [(&str, String, ConfigErrorKind, &str, &str); 22] = [
+    let cases: [(&str, String, ConfigErrorKind, &str, &str); 24] = [
         (
             "unknown-algorithm",
             login(r#"["sliding-lgo:10/5m"]"#, ""),
@@ -279,7 +279,21 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             login(r#"["sliding-log:10/5m"]"#, "ipv6_prefix = 129"),
             ConfigErrorKind::Key,
             "policies.login.ipv6_prefix",
-            "129 is above 128 bits",
+            "129 is not a prefix length: expected 0 to 128 bits",
+        ),
+        (
+            "prefix-beyond-a-byte",
+            login(r#"["sliding-log:10/5m"]"#, "ipv6_prefix = 300"),
+            ConfigErrorKind::Key,
+            "policies.login.ipv6_prefix",
+            "300 is not a prefix length: expected 0 to 128 bits",
+        ),
+        (
+            "negative-prefix",
+            login(r#"["sliding-log:10/5m"]"#, "ipv6_prefix = -1"),
+            ConfigErrorKind::Key,
+            "policies.login.ipv6_prefix",
+            "-1 is not a prefix length: expected 0 to 128 bits",
         ),
         (
             "unknown-style",
