@@ -157,49 +157,42 @@ impl Decider {
     /// [`MAX_IN_FLIGHT`] calls of its lane are in flight, in the lane's
     /// next batch.
     ///
-    /// Requests wait only while every turn is taken, and a turn is given up
-    /// only when none waits; so a request that takes a turn is alone, and
-    /// every batch is sent by a task of its own ([`serve`](Self::serve)):
-    /// a caller that drops its decision (its own timeout) fails no one
-    /// else's.
+    /// Every call is sent by a task of its own, which holds the lane's
+    /// turn ([`Turn::serve`]); the caller only waits for its answer. So a
+    /// caller that stops polling its decision, or drops it (its own
+    /// timeout), holds up and fails no one else's: the turn is passed on
+    /// when Redis answers. The request is sent once first polled: a
+    /// decision whose caller gave up is still decided, once, and counts,
+    /// unheard (which can only deny others, never over-admit).
     pub(crate) async fn decide(self: &Arc<Self>, request: Request) -> Result<Answer, BackendError> {
         let lane = self.lane(&request);
-        let turn = {
+        let (answer, answered) = oneshot::channel();
+        let waiting = Waiting { request, answer };
+        let alone = {
             let mut lanes = self.lock();
             let queue = lanes.entry(lane).or_default();
             if queue.in_flight < MAX_IN_FLIGHT {
                 queue.in_flight += 1;
-                Ok(request)
+                Some(waiting)
             } else {
-                let (answer, answered) = oneshot::channel();
-                queue.waiting.push_back(Waiting { request, answer });
-                Err(answered)
+                queue.waiting.push_back(waiting);
+                None
             }
         };
-        match turn {
-            Ok(request) => {
-                // Passed on when dropped: answered, or given up.
-                let _turn = Turn(self, lane);
-                self.call_alone(&request).await
-            }
-            Err(answered) => answered.await.unwrap_or_else(|_| {
-                Err(BackendError::new(
-                    BackendErrorKind::Redis,
-                    "the decision was dropped unanswered (the runtime is shutting down)",
-                ))
-            }),
+        if let Some(alone) = alone {
+            let turn = Turn {
+                decider: Arc::clone(self),
+                lane,
+                held: true,
+            };
+            drop(tokio::spawn(turn.serve(alone)));
         }
-    }
-
-    /// Sends `batch`, then every batch that waits in `lane`, until none does.
-    async fn serve(self: Arc<Self>, lane: u16, mut batch: Batch) {
-        loop {
-            self.answer(batch).await;
-            match self.next(lane) {
-                Some(next) => batch = next,
-                None => return,
-            }
-        }
+        answered.await.unwrap_or_else(|_| {
+            Err(BackendError::new(
+                BackendErrorKind::Redis,
+                "the decision was dropped unanswered (the runtime is shutting down)",
+            ))
+        })
     }
 
     /// The next batch of `lane`, keeping the call's turn; or `None`,
@@ -404,27 +397,46 @@ impl Answer {
     }
 }
 
-/// A call's turn in a lane, taken by a request sent from its own task:
-/// passed on when dropped (answered, or the caller gave up).
-struct Turn<'a>(&'a Arc<Decider>, u16);
+/// A call's turn in a lane, held by the task that sends the call, then
+/// every batch that waits in the lane, until none does.
+struct Turn {
+    decider: Arc<Decider>,
+    lane: u16,
+    /// Until given up (when none waits).
+    held: bool,
+}
 
-impl Drop for Turn<'_> {
+impl Turn {
+    /// Decides `first` alone, then the lane's waiting batches in turn.
+    async fn serve(mut self, first: Waiting) {
+        let decision = self.decider.call_alone(&first.request).await;
+        let _ = first.answer.send(decision);
+        while let Some(batch) = self.next() {
+            self.decider.answer(batch).await;
+        }
+    }
+
+    /// The lane's next batch, keeping the turn; or `None`, giving it up.
+    fn next(&mut self) -> Option<Batch> {
+        let batch = self.decider.next(self.lane);
+        self.held = batch.is_some();
+        batch
+    }
+}
+
+impl Drop for Turn {
+    /// A task dropped while it holds its turn (its runtime is shutting
+    /// down) gives the turn up, so that the lane is not left taken; with
+    /// the lane's last turn go its waiting requests, their callers told.
     fn drop(&mut self) {
-        let Self(decider, lane) = *self;
-        if let Some(batch) = decider.next(lane) {
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => drop(runtime.spawn(Arc::clone(decider).serve(lane, batch))),
-                // No runtime to send them on: their callers are told.
-                Err(_) => {
-                    drop(batch);
-                    let mut lanes = decider.lock();
-                    if let Some(queue) = lanes.get_mut(&lane) {
-                        queue.in_flight -= 1;
-                        if queue.in_flight == 0 && queue.waiting.is_empty() {
-                            lanes.remove(&lane);
-                        }
-                    }
-                }
+        if !self.held {
+            return;
+        }
+        let mut lanes = self.decider.lock();
+        if let Some(queue) = lanes.get_mut(&self.lane) {
+            queue.in_flight -= 1;
+            if queue.in_flight == 0 {
+                lanes.remove(&self.lane);
             }
         }
     }
