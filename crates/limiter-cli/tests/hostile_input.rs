@@ -29,6 +29,22 @@ fn run_bytes(args: &[&str], stdin: Vec<u8>) -> Output {
     output
 }
 
+/// `limiter replay --algorithm ALGORITHM --limit LIMIT --window WINDOW -`
+/// on `trace`.
+fn replay(algorithm: &str, limit: &str, window: &str, trace: &[u8]) -> Output {
+    let args = [
+        "replay",
+        "--algorithm",
+        algorithm,
+        "--limit",
+        limit,
+        "--window",
+        window,
+        "-",
+    ];
+    run_bytes(&args, trace.to_vec())
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -97,19 +113,7 @@ fn replay_refuses_a_line_over_64_kib_and_names_it() {
     let mut trace = b"t_us,key,cost\n1,a,1\n2,".to_vec();
     trace.extend(std::iter::repeat_n(b'k', 8 << 20));
     trace.extend_from_slice(b",1\n3,b,1\n");
-    let output = run_bytes(
-        &[
-            "replay",
-            "--algorithm",
-            "fixed-window",
-            "--limit",
-            "5",
-            "--window",
-            "1s",
-            "-",
-        ],
-        trace,
-    );
+    let output = replay("fixed-window", "5", "1s", &trace);
     assert!(!output.status.success());
     let stderr = text(&output.stderr);
     assert!(
@@ -124,18 +128,11 @@ fn replay_refuses_a_line_over_64_kib_and_names_it() {
 /// no line.
 #[test]
 fn replay_names_the_line_and_field_of_invalid_utf8() {
-    let output = run_bytes(
-        &[
-            "replay",
-            "--algorithm",
-            "sliding-log",
-            "--limit",
-            "5",
-            "--window",
-            "1s",
-            "-",
-        ],
-        b"t_us,key,cost\n1,a,1\n2,\xffb,1\n".to_vec(),
+    let output = replay(
+        "sliding-log",
+        "5",
+        "1s",
+        b"t_us,key,cost\n1,a,1\n2,\xffb,1\n",
     );
     assert!(!output.status.success());
     let stderr = text(&output.stderr);
@@ -149,10 +146,11 @@ fn replay_names_the_line_and_field_of_invalid_utf8() {
 /// key comes back quoted in the decisions.
 #[test]
 fn replay_accepts_a_bom_and_quoted_fields() {
-    let output = run_bytes(
-        &["replay", "--algorithm", "fixed-window", "--limit", "1", "--window", "1s", "-"],
-        b"\xEF\xBB\xBF\"t_us\",\"key\",\"cost\"\r\n1,\"user,1\",1\r\n2,\"say \"\"hi\"\"\",1\r\n3,\"user,1\",1\r\n"
-            .to_vec(),
+    let output = replay(
+        "fixed-window",
+        "1",
+        "1s",
+        b"\xEF\xBB\xBF\"t_us\",\"key\",\"cost\"\r\n1,\"user,1\",1\r\n2,\"say \"\"hi\"\"\",1\r\n3,\"user,1\",1\r\n",
     );
     assert!(output.status.success(), "{}", text(&output.stderr));
     let stdout = text(&output.stdout);
@@ -171,18 +169,11 @@ fn replay_accepts_a_bom_and_quoted_fields() {
 /// section 6) printed as written, and the replay goes on.
 #[test]
 fn replay_answers_numbers_above_u64_with_error_rows() {
-    let output = run_bytes(
-        &[
-            "replay",
-            "--algorithm",
-            "token-bucket",
-            "--limit",
-            "5",
-            "--window",
-            "1s",
-            "-",
-        ],
-        b"t_us,key,cost\n18446744073709551616,a,1\n1,a,0099999999999999999999\n2,a,1\n".to_vec(),
+    let output = replay(
+        "token-bucket",
+        "5",
+        "1s",
+        b"t_us,key,cost\n18446744073709551616,a,1\n1,a,0099999999999999999999\n2,a,1\n",
     );
     let stdout = text(&output.stdout);
     assert!(output.status.success(), "{}", text(&output.stderr));
@@ -202,17 +193,7 @@ fn replay_answers_numbers_above_u64_with_error_rows() {
 /// and still prints every row.
 #[test]
 fn replay_on_memory_warns_of_a_step_back_deeper_than_an_hour() {
-    let args = [
-        "replay",
-        "--algorithm",
-        "fixed-window",
-        "--limit",
-        "1",
-        "--window",
-        "1s",
-        "-",
-    ];
-    let deep = run_bytes(&args, b"t_us,key\n7200000000,a\n0,a\n".to_vec());
+    let deep = replay("fixed-window", "1", "1s", b"t_us,key\n7200000000,a\n0,a\n");
     assert!(deep.status.success());
     assert_eq!(text(&deep.stdout).lines().count(), 3);
     let stderr = text(&deep.stderr);
@@ -220,6 +201,6 @@ fn replay_on_memory_warns_of_a_step_back_deeper_than_an_hour() {
         stderr.starts_with("warning: <stdin>: request 2 (t_us=0) steps back 7200s"),
         "{stderr}"
     );
-    let shallow = run_bytes(&args, b"t_us,key\n3600000000,a\n0,a\n".to_vec());
+    let shallow = replay("fixed-window", "1", "1s", b"t_us,key\n3600000000,a\n0,a\n");
     assert_eq!(text(&shallow.stderr), "");
 }
