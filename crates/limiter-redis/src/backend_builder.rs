@@ -343,11 +343,18 @@ pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    let (address, query) = match rest.split_once('?') {
-        Some((address, query)) => (address, Some(query)),
+    // The credentials end at the authority's last `@` (a password may hold
+    // a `?`); the query starts after the authority.
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let at = rest[..authority_end].rfind('@').map_or(0, |at| at + 1);
+    let (address, query) = match rest[at..].find('?') {
+        Some(mark) => (&rest[..at + mark], Some(&rest[at + mark + 1..])),
         None => (rest, None),
     };
-    let authority_end = address.find('/').unwrap_or(address.len());
+    let authority_end = address
+        .find('/')
+        .unwrap_or(address.len())
+        .min(authority_end);
     let mut redacted = match address[..authority_end].rfind('@') {
         Some(at) => {
             let user = address[..at].split(':').next().unwrap_or("");
@@ -399,6 +406,10 @@ mod tests {
         assert_eq!(
             redact_url("unix:///tmp/r.sock?password=s3cret&user=app"),
             "unix:///tmp/r.sock?password=***&user=app"
+        );
+        assert_eq!(
+            redact_url("redis://user:pa?ss@host:6379/0"),
+            "redis://user:***@host:6379/0"
         );
         assert_eq!(
             redact_url("redis://app:s3cret@cache/?protocol=resp3"),
