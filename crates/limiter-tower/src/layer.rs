@@ -515,8 +515,7 @@ impl<C: Deref<Target = Config>, R: Reply> Pending<C, R> {
                 // as a denial, nothing left to take now.
                 set.decision.allowed = false;
                 set.decision.remaining = 0;
-                set.decision.retry_after =
-                    shaping::retry_after(max, config.limiter.policies(), &set);
+                set.decision.retry_after = shaping::retry_after(max, &set);
                 self.finish(Ok(set))
             }
         }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use limiter_core::{Algorithm, Policies, SetDecision};
+use limiter_core::SetDecision;
 
 /// What a request admitted with a [`wait`](limiter_core::Decision::wait)
 /// (a leaky bucket's; zero for every other algorithm) does before the
@@ -55,22 +55,27 @@ impl Shaping {
 }
 
 /// When a request admitted into `set` but refused for a wait beyond `max`
-/// may retry: once the queue its unit stays in has drained to within
-/// `max` of empty (a leaky bucket's `reset_after`, the time it is empty,
-/// counts that unit), so the retry waits at most `max`.
-pub(crate) fn retry_after(max: Duration, policies: &Policies, set: &SetDecision) -> Duration {
-    policies
+/// may retry: once every queue holding it back has drained to within
+/// `max` of empty, so the retry waits at most `max`. The queues are the
+/// answer's own parts with a wait (only a leaky bucket waits); their
+/// `reset_after`, the time each is empty, counts the refused unit. The
+/// parts are the answer's, not the configured set's: a degraded answer
+/// (a fallback's, say) is a single decision for a tiered set.
+pub(crate) fn retry_after(max: Duration, set: &SetDecision) -> Duration {
+    set.parts()
         .iter()
-        .zip(set.parts())
-        .filter(|(policy, _)| policy.algorithm() == Algorithm::LeakyBucket)
-        .map(|(_, part)| part.reset_after)
+        .filter(|part| !part.wait.is_zero())
+        .map(|part| part.reset_after)
         .max()
-        .unwrap_or_default()
+        .unwrap_or(set.decision.reset_after)
         .saturating_sub(max)
 }
 
 #[cfg(test)]
 mod tests {
+    use limiter_core::backend::SetState;
+    use limiter_core::{Decision, DecisionSource, Policies};
+
     use super::*;
 
     #[test]
@@ -83,5 +88,31 @@ mod tests {
         assert_eq!(capped.plan(ms(250)), Plan::Sleep(ms(250)));
         assert_eq!(capped.plan(ms(300)), Plan::Deny(ms(250)));
         assert_eq!(capped.plan(Duration::ZERO), Plan::Pass);
+    }
+
+    #[test]
+    fn a_retry_waits_for_the_queue_that_held_the_request_back() {
+        let tiers: Policies = "fixed-window:100/1m;leaky-bucket:1/1s,queue=10"
+            .parse()
+            .unwrap();
+        let mut key = SetState::fresh(&tiers);
+        key.acquire(&tiers, 0, 1).unwrap();
+        let set = key.acquire(&tiers, 0, 1).unwrap();
+        // Waits 1 s; the queue is empty at 2 s, the window resets at 1 min.
+        assert_eq!(set.decision.wait, Duration::from_secs(1));
+        let max = Duration::from_millis(500);
+        assert_eq!(retry_after(max, &set), Duration::from_millis(1_500));
+    }
+
+    #[test]
+    fn a_degraded_answer_for_a_tiered_set_still_gives_a_retry() {
+        // A fallback answers a tiered set with one decision of its own.
+        let decision = Decision::admit(1, 0, 0)
+            .with_wait(Duration::from_secs(1))
+            .with_reset_after(Duration::from_secs(2))
+            .with_source(DecisionSource::Fallback);
+        let set = SetDecision::single(decision);
+        let max = Duration::from_millis(500);
+        assert_eq!(retry_after(max, &set), Duration::from_millis(1_500));
     }
 }
