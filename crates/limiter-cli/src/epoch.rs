@@ -54,8 +54,13 @@ impl EpochUnitCheck {
         Self::default()
     }
 
-    /// Takes one request's `t_us` into account.
+    /// Takes one request's `t_us` into account. A time beyond 2^53 µs is
+    /// never decided (docs/spec.md section 5), so it says nothing of the
+    /// unit the trace's decided times are in.
     pub(crate) fn observe(&mut self, time_us: u64) {
+        if time_us > limiter_core::MAX_TIME_US {
+            return;
+        }
         self.range = Some(match self.range {
             None => (time_us, time_us),
             Some((lo, hi)) => (lo.min(time_us), hi.max(time_us)),
@@ -137,6 +142,12 @@ mod tests {
         assert_eq!(check(&seconds).likely_unit(), Some(EpochUnit::Seconds));
         let millis: Vec<u64> = (0..120).map(|i| 1_700_000_000_000 + i * 250).collect();
         assert_eq!(check(&millis).likely_unit(), Some(EpochUnit::Milliseconds));
+        // A time no limiter decides (an error row) does not hide the unit.
+        let with_error_row = [&millis[..], &[u64::MAX]].concat();
+        assert_eq!(
+            check(&with_error_row).likely_unit(),
+            Some(EpochUnit::Milliseconds)
+        );
         assert_eq!(
             check(&seconds).warning("t.csv").unwrap(),
             "t.csv: t_us values look like seconds since the epoch (1700000000 to 1700000119; \

@@ -108,7 +108,7 @@ async fn replay(
             continue;
         }
         times.observe(request.time_us);
-        steps.observe(request.time_us);
+        steps.observe(index as u64 + 1, request.time_us);
         clock.set(request.time_us);
         let decision = match limiter.acquire(&request.key, request.cost).await {
             Ok(decision) => Some(decision),

@@ -10,13 +10,13 @@
 
 use std::time::Duration;
 
+use limiter_core::MAX_TIME_US;
+
 use crate::backend::MEMORY_EVICTION_DELAY;
 
 /// Watches a trace's times, one by one, in constant memory.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct StepBackCheck {
-    /// Requests seen so far.
-    requests: u64,
     /// The latest time seen.
     latest: Option<u64>,
     /// The first step back deeper than the delay: its request's number
@@ -30,13 +30,17 @@ impl StepBackCheck {
         Self::default()
     }
 
-    /// Takes the next request's `t_us` into account.
-    pub(crate) fn observe(&mut self, time_us: u64) {
-        self.requests += 1;
+    /// Takes request number `request` (from 1, the trace's numbering) at
+    /// `time_us` into account. A time beyond 2^53 µs is never decided
+    /// (docs/spec.md section 5): it touches no key, so it steps nowhere.
+    pub(crate) fn observe(&mut self, request: u64, time_us: u64) {
+        if time_us > MAX_TIME_US {
+            return;
+        }
         let delay = u64::try_from(MEMORY_EVICTION_DELAY.as_micros()).unwrap_or(u64::MAX);
         if let Some(latest) = self.latest {
             if self.first_deep.is_none() && latest - time_us.min(latest) > delay {
-                self.first_deep = Some((self.requests, time_us, latest));
+                self.first_deep = Some((request, time_us, latest));
             }
         }
         self.latest = Some(self.latest.map_or(time_us, |latest| latest.max(time_us)));
@@ -72,8 +76,8 @@ mod tests {
 
     fn check(times: &[u64]) -> StepBackCheck {
         let mut check = StepBackCheck::new();
-        for &time in times {
-            check.observe(time);
+        for (index, &time) in times.iter().enumerate() {
+            check.observe(index as u64 + 1, time);
         }
         check
     }
@@ -93,5 +97,14 @@ mod tests {
             warning.starts_with("t.csv: request 3 (t_us=3599999999) steps back 3600.000001s"),
             "{warning}"
         );
+    }
+
+    #[test]
+    fn a_time_never_decided_is_not_a_step() {
+        let beyond = MAX_TIME_US + 1;
+        assert_eq!(check(&[0, beyond, 0]).warning("t"), None);
+        assert_eq!(check(&[0, u64::MAX, 5]).warning("t"), None);
+        let warning = check(&[2 * HOUR_US, beyond, 0]).warning("t").unwrap();
+        assert!(warning.starts_with("t: request 3 (t_us=0)"), "{warning}");
     }
 }

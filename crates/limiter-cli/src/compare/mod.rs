@@ -51,9 +51,9 @@ pub async fn run(args: &CompareArgs) -> Result<(), Failure> {
             )?;
             let mut times = EpochUnitCheck::new();
             let mut steps = StepBackCheck::new();
-            for request in &scenario.requests.requests {
+            for (number, request) in (1..).zip(&scenario.requests.requests) {
                 times.observe(request.time_us);
-                steps.observe(request.time_us);
+                steps.observe(number, request.time_us);
             }
             epoch::warn(&times, &trace_name(path));
             if args.backend.backend == BackendKind::Memory {
