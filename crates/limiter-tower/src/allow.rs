@@ -31,12 +31,18 @@ impl Allowlist {
         self.keys.extend(keys.into_iter().map(Into::into));
     }
 
-    /// Whether a request from `ip` (if known) under `key` skips limiting.
+    /// Whether a request from `ip` (if known and vouched for) under `key`
+    /// skips limiting. An address key (`ip:…`) matches only with a vouched
+    /// address: without one it names a trusted proxy standing in for a
+    /// client nobody named, which any client behind it can bring about.
     /// Inline: an empty list, the usual case, is two checks.
     #[inline]
     pub(crate) fn allows(&self, ip: Option<IpAddr>, key: &str) -> bool {
         // An empty set is not asked: it would hash the key first.
-        self.allows_ip(ip) || (!self.keys.is_empty() && self.keys.contains(key))
+        self.allows_ip(ip)
+            || (!self.keys.is_empty()
+                && (ip.is_some() || !key.starts_with("ip:"))
+                && self.keys.contains(key))
     }
 
     /// Whether `ip` (if known) skips limiting whatever the key: also when
@@ -67,5 +73,14 @@ mod tests {
         assert!(allow.allows(None, "header:partner"));
         assert!(!allow.allows(None, "header:partner2"));
         assert!(!allow.allows(None, "partner"));
+    }
+
+    #[test]
+    fn an_address_key_matches_only_a_vouched_address() {
+        let mut allow = Allowlist::default();
+        allow.add_keys(["ip:10.0.0.1"]);
+        assert!(allow.allows(Some("10.0.0.1".parse().unwrap()), "ip:10.0.0.1"));
+        // The proxy 10.0.0.1 standing in for a client no header named.
+        assert!(!allow.allows(None, "ip:10.0.0.1"));
     }
 }

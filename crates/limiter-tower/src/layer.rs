@@ -177,7 +177,9 @@ impl RateLimitLayer {
 
     /// Keys that are never limited nor banned (none by default; calls add
     /// up): the whole key, kind prefix included (`header:partner-key`, see
-    /// [`KeyExtractor`]).
+    /// [`KeyExtractor`]). An address key (`ip:10.0.0.1`) is matched as
+    /// [`allow_ips`](Self::allow_ips) matches: never for a trusted proxy
+    /// standing in for a client no header named.
     #[must_use]
     pub fn allow_keys<K: Into<String>>(mut self, keys: impl IntoIterator<Item = K>) -> Self {
         Arc::make_mut(&mut self.config).allow.add_keys(keys);

@@ -1,7 +1,7 @@
 //! The allowlist over HTTP: addresses (with the peer's port, behind a
 //! trusted proxy with and without ports, IPv4-mapped, IPv6, blocks of
 //! both) and keys skip limiting; everyone else is limited, a trusted proxy
-//! standing in for a client nobody named included.
+//! standing in for a client nobody named included (by address or by key).
 
 mod support;
 
@@ -220,4 +220,25 @@ async fn a_forged_second_header_limits_the_request_as_the_proxys() {
     assert_eq!(three(&client, addr, &forged).await, LIMITED);
     // So is a request naming no client at all: nobody vouched for it.
     assert_eq!(three(&client, addr, &[]).await, ["denied"; 3]);
+}
+
+#[tokio::test]
+async fn a_proxy_allowlisted_by_its_key_does_not_pass_a_client_nobody_named() {
+    let proxy = "127.0.0.1".parse().unwrap();
+    let layer = once_a_minute()
+        .await
+        .trusted_proxies([proxy])
+        .allow_keys(["ip:127.0.0.1"]);
+    let addr = serve(layer).await;
+    let client = client();
+    // The proxy's own request, named by its own header: allowlisted.
+    let named = [("x-forwarded-for", "127.0.0.1")];
+    assert_eq!(three(&client, addr, &named).await, SKIPPED);
+    // A client behind it that sends headers that disagree: keyed by the
+    // proxy (ip:127.0.0.1), and limited all the same.
+    let forged = [
+        ("x-forwarded-for", "203.0.113.9"),
+        ("forwarded", "for=198.51.100.7"),
+    ];
+    assert_eq!(three(&client, addr, &forged).await, LIMITED);
 }
