@@ -1,4 +1,8 @@
-//! Where a user key's state lives in Redis: `{prefix}:{{user_key}}:{policy}`.
+//! Where a user key's state lives in Redis: `{prefix}:{{user_key}}:{policy}`,
+//! the user key the Redis Cluster hash tag, so every part of a tiered set
+//! sits in one slot. A user key that would leave the tag empty (empty, or
+//! starting with `}`) lives at `{prefix}:#{{digest}}{user_key}}:{policy}`
+//! instead, the tag a digest of it (docs/backends.md, "Key layout").
 //!
 //! The policy part is the algorithm's short name and a stable digest of the
 //! policy's numbers, so two policies never share state, and the same policy

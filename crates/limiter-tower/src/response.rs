@@ -112,7 +112,9 @@ impl PolicyHeaders {
 /// The `w` of a policy's `q` units in `RateLimit-Policy`: its window, or
 /// for a bucket (whose `q`, its capacity or queue, is the most `r` can
 /// show) the time it takes to go from empty to full, `q × window / limit`,
-/// so that `r <= q` and `t <= w` hold for every algorithm.
+/// so that `r <= q` holds for every algorithm, and `t <= w` for all but a
+/// sliding counter: its previous window weighs on the next one, so its
+/// reset (`t`) is up to `2w` away (docs/spec.md section 3).
 fn quota_window(policy: &Policy) -> Duration {
     let micros = u128::from(policy.max_cost()) * policy.window().as_micros();
     let micros = micros.div_ceil(u128::from(policy.limit()));
@@ -480,7 +482,7 @@ mod tests {
     #[test]
     fn policy_header_lists_every_part() {
         // A bucket's q is the most its r can show (capacity, queue) and w
-        // its time from empty to full: r <= q and t <= w for every part.
+        // its time from empty to full: r <= q for every part.
         let set: Policies =
             "sliding-log:5/1s;token-bucket:100/1m,capacity=10;fixed-window:3/250ms;\
                              leaky-bucket:2/1s,queue=3"
