@@ -20,6 +20,7 @@ use crate::backend_builder::RedisBackendBuilder;
 use crate::circuit::Circuit;
 use crate::cluster::{Ask, ClusterClient, ClusterConnection, Functions};
 use crate::error::{BackendError, BackendErrorKind};
+use crate::runtime::Runtime;
 use crate::scripts::LuaFunction;
 
 /// A handle on one Redis server, shared by every [`RedisLimiter`](crate::RedisLimiter)
@@ -62,6 +63,8 @@ pub(crate) struct Shared {
     /// connection, since a new connection often means a restarted server
     /// (on a cluster: on each new node connection).
     functions: Functions,
+    /// Where calls from outside any Tokio runtime run.
+    runtime: Runtime,
 }
 
 /// One multiplexed connection slot: the live connection, if any, and a
@@ -179,6 +182,7 @@ impl RedisBackend {
                 next_connection_id: AtomicU64::new(0),
                 circuit: Circuit::default(),
                 functions: Functions::default(),
+                runtime: Runtime::new(),
             }),
         }
     }
@@ -226,10 +230,30 @@ impl RedisBackend {
     /// [`build_lazy`](RedisBackendBuilder::build_lazy) connects on first
     /// use otherwise.
     pub async fn connect(&self) -> Result<(), limiter_core::Error> {
+        if self.shared.runtime.is_here() {
+            return Ok(self.connect_here().await?);
+        }
+        let backend = self.clone();
+        let call = self
+            .shared
+            .runtime
+            .spawn(async move { backend.connect_here().await })?;
+        Ok(call
+            .await
+            .unwrap_or_else(|_| Err(BackendError::dropped()))?)
+    }
+
+    /// [`connect`](Self::connect), on the caller's runtime.
+    async fn connect_here(&self) -> Result<(), BackendError> {
         for socket in self.shared.sockets.iter() {
             socket.live(&self.shared).await?;
         }
         Ok(())
+    }
+
+    /// Where calls from outside any Tokio runtime run.
+    pub(crate) fn runtime(&self) -> &Runtime {
+        &self.shared.runtime
     }
 
     /// Adds `function` to the libraries loaded on every new connection, and
@@ -253,6 +277,10 @@ impl RedisBackend {
                 self.shared
                     .lock_functions()
                     .retain(|f| f.name() != function.name());
+                if e.kind() == BackendErrorKind::Config {
+                    // Not Redis's refusal: nothing could ask it (no runtime).
+                    return Err(e);
+                }
                 Err(e.with_message(format!(
                     "Redis at {} refused the limiter's function library (FUNCTION LOAD; \
                      limiter-redis needs Redis 7.0 or later, and an ACL allowing FUNCTION \
@@ -283,6 +311,24 @@ impl RedisBackend {
     /// [`query`](Self::query), on a cluster following an `ASK` as `ask`
     /// says (a refused one is the error).
     pub(crate) async fn query_with(
+        &self,
+        cmd: &Cmd,
+        function: Option<&LuaFunction>,
+        ask: Ask,
+    ) -> Result<Value, BackendError> {
+        if self.shared.runtime.is_here() {
+            return self.query_here(cmd, function, ask).await;
+        }
+        let (backend, cmd, function) = (self.clone(), cmd.clone(), function.cloned());
+        let call = self
+            .shared
+            .runtime
+            .spawn(async move { backend.query_here(&cmd, function.as_ref(), ask).await })?;
+        call.await.unwrap_or_else(|_| Err(BackendError::dropped()))
+    }
+
+    /// [`query_with`](Self::query_with), on the caller's runtime.
+    async fn query_here(
         &self,
         cmd: &Cmd,
         function: Option<&LuaFunction>,

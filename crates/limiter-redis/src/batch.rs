@@ -185,14 +185,11 @@ impl Decider {
                 lane,
                 held: true,
             };
-            drop(tokio::spawn(turn.serve(alone)));
+            drop(self.backend.runtime().spawn(turn.serve(alone))?);
         }
-        answered.await.unwrap_or_else(|_| {
-            Err(BackendError::new(
-                BackendErrorKind::Redis,
-                "the decision was dropped unanswered (the runtime is shutting down)",
-            ))
-        })
+        answered
+            .await
+            .unwrap_or_else(|_| Err(BackendError::dropped()))
     }
 
     /// The next batch of `lane`, keeping the call's turn; or `None`,

@@ -63,6 +63,15 @@ impl BackendError {
         Self::new(BackendErrorKind::Config, message)
     }
 
+    /// A call task dropped before it answered: its runtime is shutting
+    /// down.
+    pub(crate) fn dropped() -> Self {
+        Self::new(
+            BackendErrorKind::Redis,
+            "the decision was dropped unanswered (the runtime is shutting down)",
+        )
+    }
+
     /// As [`Error::InvalidConfig`](limiter_core::Error::InvalidConfig): the
     /// caller's to fix, not a backend failure.
     pub(crate) fn into_config_error(self) -> limiter_core::Error {
@@ -107,7 +116,14 @@ impl std::error::Error for BackendError {
 }
 
 impl From<BackendError> for limiter_core::Error {
+    /// A [`Config`](BackendErrorKind::Config) error is the caller's to fix
+    /// ([`Error::InvalidConfig`](limiter_core::Error::InvalidConfig)), so
+    /// that no failure policy answers it; any other is
+    /// [`Error::Backend`](limiter_core::Error::Backend).
     fn from(e: BackendError) -> Self {
-        limiter_core::Error::Backend(Box::new(e))
+        match e.kind {
+            BackendErrorKind::Config => e.into_config_error(),
+            _ => limiter_core::Error::Backend(Box::new(e)),
+        }
     }
 }

@@ -46,6 +46,7 @@ mod commands;
 mod error;
 mod keys;
 mod limiter;
+mod runtime;
 mod scripts;
 mod slot_map;
 

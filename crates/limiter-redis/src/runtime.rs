@@ -1,0 +1,64 @@
+//! The Tokio runtime a backend's calls run on: the caller's, or, for a
+//! caller outside any Tokio context (another executor, a plain thread's
+//! `block_on`), the first runtime the backend met.
+//!
+//! The connections, their timeouts and the call tasks are Tokio's; without
+//! this a caller outside a runtime would panic ("there is no reactor
+//! running") rather than be decided.
+
+use std::future::Future;
+use std::sync::OnceLock;
+
+use tokio::runtime::Handle;
+use tokio::task::JoinHandle;
+
+use crate::error::BackendError;
+
+/// The first runtime a backend was built or called on.
+#[derive(Debug, Default)]
+pub(crate) struct Runtime {
+    first: OnceLock<Handle>,
+}
+
+impl Runtime {
+    /// Remembers the caller's runtime, if it has one.
+    pub(crate) fn new() -> Self {
+        let runtime = Self::default();
+        runtime.caller();
+        runtime
+    }
+
+    /// The caller's runtime, remembered if it is the first; `None` outside
+    /// any.
+    #[inline]
+    fn caller(&self) -> Option<Handle> {
+        let here = Handle::try_current().ok()?;
+        if self.first.get().is_none() {
+            let _ = self.first.set(here.clone());
+        }
+        Some(here)
+    }
+
+    /// Whether the caller is in a runtime (remembered if it is the first).
+    #[inline]
+    pub(crate) fn is_here(&self) -> bool {
+        self.caller().is_some()
+    }
+
+    /// Spawns `task` on the caller's runtime, or, outside any, on the
+    /// first one; fails (dropping `task`) if the backend never met one.
+    #[inline]
+    pub(crate) fn spawn<F>(&self, task: F) -> Result<JoinHandle<F::Output>, BackendError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match self.caller().or_else(|| self.first.get().cloned()) {
+            Some(runtime) => Ok(runtime.spawn(task)),
+            None => Err(BackendError::config(
+                "no Tokio runtime to call Redis on: build the backend on one, or call it \
+                 once from one, before calling it from outside any",
+            )),
+        }
+    }
+}
