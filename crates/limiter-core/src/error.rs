@@ -230,6 +230,13 @@ impl Error {
         self.kind() == ErrorKind::Backend
     }
 
+    /// Whether a new key was refused because the backend holds as many
+    /// keys as it may ([`KeyLimitReached`](crate::KeyLimitReached)): a
+    /// backend failure for this request only, not an outage.
+    pub fn is_key_limit(&self) -> bool {
+        matches!(self, Self::Backend(e) if e.is::<crate::KeyLimitReached>())
+    }
+
     /// The message and every cause after it, each once: `a: b: c`.
     ///
     /// ```

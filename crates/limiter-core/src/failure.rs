@@ -69,7 +69,9 @@ impl FailurePolicy {
 /// While the backend answers, `Resilient` forwards every call and changes
 /// nothing (the fast paths included). When a call fails with
 /// [`Error::Backend`], the policy answers it and the backend is marked
-/// failing; from then on at most one request per
+/// failing (except for a new key refused at a key limit,
+/// [`KeyLimitReached`](crate::KeyLimitReached): the policy answers that
+/// request alone); from then on at most one request per
 /// [`probe_interval`](Self::probe_interval) (1 s by default) tries the
 /// backend, the others are answered by the policy at once, without waiting
 /// for a timeout. The first probe the backend answers ends the outage.
@@ -357,6 +359,18 @@ impl<L: Limiter> Resilient<L> {
         mode: Mode,
     ) -> Option<&Degrade> {
         match (outcome, &self.degrade) {
+            (Err(error), Some(degrade)) if error.is_key_limit() => {
+                // One new key refused, not a backend down: the policy
+                // answers it, and the keys held are still asked.
+                tracing::debug!(
+                    error = %error.chain(),
+                    key,
+                    call = mode.name(),
+                    answer = degrade.source().name(),
+                    "new key refused at the key limit; answered by the failure policy"
+                );
+                Some(degrade)
+            }
             (Err(error), Some(degrade)) if error.is_backend() => {
                 self.failed(error, key, mode, degrade.source());
                 Some(degrade)

@@ -36,6 +36,7 @@ mod decision;
 mod divisor;
 mod error;
 mod failure;
+mod key_limit;
 mod limiter;
 mod policies;
 mod policy;
@@ -49,6 +50,7 @@ pub use self::{
     decision::{Decision, DecisionSource},
     error::{Error, ErrorKind, PolicyError},
     failure::{FailurePolicy, Resilient},
+    key_limit::KeyLimitReached,
     limiter::{Limiter, LimiterExt},
     policies::Policies,
     policy::Policy,

@@ -71,9 +71,11 @@ impl MemoryLimiterBuilder {
     /// new keys at one time scans at most once, not on every request). If
     /// that frees no room, the request fails with
     /// [`Error::Backend`](limiter_core::Error::Backend) wrapping
-    /// [`KeyLimitReached`](crate::KeyLimitReached) — the same failure path as
+    /// [`KeyLimitReached`](crate::KeyLimitReached) — the failure path of
     /// an unreachable Redis, so the caller's fail-open or fail-closed choice
-    /// covers both. Keys already held are still decided exactly.
+    /// covers both; but under [`on_failure`](limiter_core::LimiterExt::on_failure)
+    /// it starts no outage: the policy answers that request alone, and keys
+    /// already held are still decided exactly.
     ///
     /// A live key is never evicted to make room: that would hand it a fresh
     /// quota and admit more than the policy allows (docs/spec.md rule 2.5).

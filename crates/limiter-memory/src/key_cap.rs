@@ -5,8 +5,8 @@ use std::sync::atomic::Ordering;
 
 use limiter_core::Error;
 
-use crate::error::KeyLimitReached;
 use crate::limiter::MemoryLimiter;
+use limiter_core::KeyLimitReached;
 
 impl MemoryLimiter {
     /// Counts one more key held, if the cap allows, sweeping expired keys
@@ -45,7 +45,7 @@ impl MemoryLimiter {
         if try_reserve() {
             Ok(())
         } else {
-            Err(Error::Backend(Box::new(KeyLimitReached { max_keys })))
+            Err(Error::Backend(Box::new(KeyLimitReached::new(max_keys))))
         }
     }
 

@@ -67,7 +67,6 @@
 mod builder;
 mod clock;
 mod compact_counter;
-mod error;
 mod key;
 mod key_cap;
 mod limiter;
@@ -77,6 +76,7 @@ mod sweep;
 pub use self::{
     builder::{MemoryLimiterBuilder, DEFAULT_EVICTION_DELAY},
     clock::AnchoredClock,
-    error::KeyLimitReached,
     limiter::MemoryLimiter,
 };
+/// The error of a new key refused at [`max_keys`](MemoryLimiterBuilder::max_keys).
+pub use limiter_core::KeyLimitReached;

@@ -151,7 +151,7 @@ async fn a_fake_from_public_constructors_stands_in_for_a_backend() {
 #[test]
 fn the_failure_wrapper_keeps_the_fast_path() {
     // A full map refuses new keys with `Error::Backend`: a backend failure
-    // without a server.
+    // without a server (of that request alone: no outage starts).
     let full = MemoryLimiter::builder(Policy::fixed_window(Rate::per_minute(5)).unwrap())
         .clock(ManualClock::new(0))
         .max_keys(1)
@@ -164,7 +164,7 @@ fn the_failure_wrapper_keeps_the_fast_path() {
         (refused.source, refused.limit),
         (DecisionSource::Fallback, 1)
     );
-    assert!(limiter.is_failing());
+    assert!(!limiter.is_failing());
     let again = limiter.acquire_now("new", 1).unwrap().unwrap();
     assert!(!again.allowed && again.is_degraded());
     assert!(matches!(

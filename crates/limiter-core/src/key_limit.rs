@@ -1,14 +1,17 @@
-//! [`KeyLimitReached`]: the error of a new key when the map is full.
+//! [`KeyLimitReached`]: the error of a new key when a backend holds as many
+//! keys as it may (limiter-memory's `max_keys`).
 
 use std::fmt;
 
-/// A new key was refused because the limiter already holds
-/// [`max_keys`](crate::MemoryLimiterBuilder::max_keys) keys whose state has
-/// not expired.
+/// A new key was refused because the limiter already holds as many keys
+/// whose state has not expired as it may (limiter-memory's `max_keys`).
 ///
-/// It reaches callers as [`limiter_core::Error::Backend`], like a Redis
-/// outage, so one fail-open or fail-closed decision covers both. Keys already
-/// held keep being decided exactly. To tell it apart:
+/// It reaches callers as [`Error::Backend`](crate::Error::Backend), so that
+/// one failure policy covers it and a Redis outage alike; but it refuses
+/// that one request, not the backend: under a
+/// [`Resilient`](crate::Resilient) limiter the policy answers it and the
+/// keys already held keep being decided exactly (no outage starts). To tell
+/// it apart ([`Error::is_key_limit`](crate::Error::is_key_limit)):
 ///
 /// ```
 /// use limiter_core::{Error, Policy, Rate};
@@ -29,6 +32,13 @@ use std::fmt;
 pub struct KeyLimitReached {
     /// The configured maximum number of keys.
     pub max_keys: usize,
+}
+
+impl KeyLimitReached {
+    /// The refusal of a backend that holds at most `max_keys` keys.
+    pub fn new(max_keys: usize) -> Self {
+        Self { max_keys }
+    }
 }
 
 impl fmt::Display for KeyLimitReached {
