@@ -17,7 +17,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, Value};
 
 use crate::backend_builder::RedisBackendBuilder;
-use crate::circuit::Circuit;
+use crate::circuit::{Circuit, ProbeTurn};
 use crate::cluster::{Ask, ClusterClient, ClusterConnection, Functions};
 use crate::error::{BackendError, BackendErrorKind};
 use crate::runtime::Runtime;
@@ -339,6 +339,7 @@ impl RedisBackend {
         let mut reconnected = false;
         loop {
             if shared.circuit.is_open() {
+                shared.ensure_probe();
                 return Err(shared.unavailable());
             }
             let Live { id, mut conn } = socket.live(shared).await?;
@@ -437,8 +438,8 @@ impl Shared {
         )
     }
 
-    /// Opens the circuit and retires every connection; the first trip of an
-    /// outage starts the probe.
+    /// Opens the circuit and retires every connection, and makes sure a
+    /// probe runs.
     fn trip(self: &Arc<Self>, cause: &str) {
         for socket in self.sockets.iter() {
             socket.clear();
@@ -449,7 +450,19 @@ impl Shared {
                 cause,
                 "Redis unavailable: decisions fail at once until a probe succeeds"
             );
-            tokio::spawn(probe(Arc::downgrade(self)));
+        }
+        self.ensure_probe();
+    }
+
+    /// Starts the probe unless one runs: at a trip, and whenever a caller
+    /// finds the circuit open, so that a probe lost with its runtime (shut
+    /// down while Redis was down) is replaced by the next caller's.
+    #[inline]
+    fn ensure_probe(self: &Arc<Self>) {
+        if let Some(turn) = self.circuit.probe_turn() {
+            // Without a runtime the probe (and its turn) is dropped: the
+            // next caller on one starts it.
+            let _ = self.runtime.spawn(probe(Arc::downgrade(self), turn));
         }
     }
 
@@ -561,6 +574,7 @@ impl Socket {
             return Ok(live);
         }
         if shared.circuit.is_open() {
+            shared.ensure_probe();
             return Err(shared.unavailable());
         }
         match shared.open_connection().await {
@@ -606,7 +620,7 @@ impl Socket {
 /// The background probe of an outage: one attempt per interval, each
 /// bounded by the timeouts; on success the connection serves socket 0 and
 /// the circuit closes. Ends with the outage or with the backend.
-async fn probe(shared: Weak<Shared>) {
+async fn probe(shared: Weak<Shared>, _turn: ProbeTurn) {
     loop {
         let Some(interval) = shared.upgrade().map(|s| s.probe_interval) else {
             return;

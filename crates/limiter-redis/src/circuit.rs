@@ -7,7 +7,7 @@
 //! would cost every caller the full timeout.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Whether Redis is known to be down, since when and why.
@@ -16,6 +16,20 @@ pub(crate) struct Circuit {
     /// Read on every decision: one relaxed load while healthy.
     open: AtomicBool,
     outage: Mutex<Option<Outage>>,
+    /// Whether a probe task is running, so that there is one at a time.
+    probing: Arc<AtomicBool>,
+}
+
+/// The one probe's turn: held by the probe task, given back when the task
+/// ends or is dropped (its runtime shut down), so that a later caller that
+/// finds the circuit open starts another rather than none ever closing it.
+#[derive(Debug)]
+pub(crate) struct ProbeTurn(Arc<AtomicBool>);
+
+impl Drop for ProbeTurn {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 /// An outage in progress.
@@ -35,8 +49,7 @@ impl Circuit {
     }
 
     /// Opens the circuit because of `cause`. Returns whether this call
-    /// opened it (and so must start the probe); a circuit already open only
-    /// records the newer cause.
+    /// opened it; a circuit already open only records the newer cause.
     pub(crate) fn trip(&self, cause: impl Into<String>) -> bool {
         let mut outage = self.lock();
         let cause = cause.into();
@@ -64,6 +77,15 @@ impl Circuit {
         outage.take().map(|o| o.since.elapsed())
     }
 
+    /// The probe's turn, if the circuit is open and no probe holds it.
+    #[inline]
+    pub(crate) fn probe_turn(&self) -> Option<ProbeTurn> {
+        if !self.is_open() || self.probing.load(Ordering::Acquire) {
+            return None;
+        }
+        (!self.probing.swap(true, Ordering::AcqRel)).then(|| ProbeTurn(Arc::clone(&self.probing)))
+    }
+
     /// The outage in progress, if any.
     pub(crate) fn outage(&self) -> Option<Outage> {
         self.lock().clone()
@@ -81,10 +103,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_first_trip_starts_a_probe_and_close_reports_the_outage() {
+    fn only_the_first_trip_opens_and_close_reports_the_outage() {
         let circuit = Circuit::default();
         assert!(!circuit.is_open());
         assert!(circuit.close().is_none());
+        assert!(circuit.probe_turn().is_none(), "closed: nothing to probe");
         assert!(circuit.trip("refused"));
         assert!(circuit.is_open());
         assert!(!circuit.trip("still refused"));
@@ -92,5 +115,18 @@ mod tests {
         assert!(circuit.close().is_some());
         assert!(!circuit.is_open());
         assert!(circuit.outage().is_none());
+    }
+
+    #[test]
+    fn one_probe_at_a_time_and_a_dropped_one_gives_its_turn_back() {
+        let circuit = Circuit::default();
+        circuit.trip("refused");
+        let turn = circuit.probe_turn().expect("the first caller probes");
+        assert!(circuit.probe_turn().is_none(), "one probe at a time");
+        drop(turn); // its runtime shut down
+        assert!(
+            circuit.probe_turn().is_some(),
+            "a later caller probes again"
+        );
     }
 }

@@ -21,7 +21,7 @@ use redis::{
     RedisResult, RetryMethod, Value,
 };
 
-use crate::circuit::Circuit;
+use crate::circuit::{Circuit, ProbeTurn};
 use crate::scripts::LuaFunction;
 use crate::slot_map::{slot_of, Address, SlotMap};
 
@@ -324,6 +324,7 @@ impl Inner {
     ) -> RedisResult<Value> {
         let state = self.node(node);
         if state.circuit.is_open() {
+            self.ensure_probe(node, &state);
             let (ago, cause) = state
                 .circuit
                 .outage()
@@ -424,18 +425,26 @@ impl Inner {
     /// Marks `node` down because of `cause`, and starts its probe unless
     /// it was down already.
     fn mark_down(self: &Arc<Self>, node: &Address, state: &Node, cause: &RedisError) {
-        if !state.circuit.trip(cause.to_string()) {
-            return;
+        if state.circuit.trip(cause.to_string()) {
+            tracing::warn!(
+                cause = %cause,
+                node = %format!("{}:{}", node.host, node.port),
+                "Redis Cluster node unavailable: its commands fail at once until a probe succeeds"
+            );
         }
-        tracing::warn!(
-            cause = %cause,
-            node = %format!("{}:{}", node.host, node.port),
-            "Redis Cluster node unavailable: its commands fail at once until a probe succeeds"
-        );
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn(probe(Arc::downgrade(self), node.clone()))),
-            // No runtime to probe on: the next command tries the node.
-            Err(_) => drop(state.circuit.close()),
+        self.ensure_probe(node, state);
+    }
+
+    /// Starts `node`'s probe unless one runs: at a trip, and whenever a
+    /// command finds the node down, so that a probe lost with its runtime
+    /// is replaced.
+    fn ensure_probe(self: &Arc<Self>, node: &Address, state: &Node) {
+        if let Some(turn) = state.circuit.probe_turn() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn(probe(Arc::downgrade(self), node.clone(), turn))),
+                // No runtime to probe on: the next command tries the node.
+                Err(_) => drop(state.circuit.close()),
+            }
         }
     }
 
@@ -542,7 +551,7 @@ impl Node {
 /// command timeout, never a caller). Ends when the node answers, when the
 /// slot map no longer names it (it was failed over and is gone), or with
 /// the connection.
-async fn probe(inner: std::sync::Weak<Inner>, node: Address) {
+async fn probe(inner: std::sync::Weak<Inner>, node: Address, _turn: ProbeTurn) {
     loop {
         let Some(interval) = inner.upgrade().map(|i| i.client.refresh_interval) else {
             return;

@@ -1,6 +1,8 @@
-//! A limiter built on a Tokio runtime decides for callers polled outside
-//! any Tokio context (a plain thread's executor, another async runtime),
-//! while the runtime it was built on runs: its calls run there.
+//! A backend across runtimes: a limiter built on a Tokio runtime decides
+//! for callers polled outside any Tokio context (a plain thread's executor,
+//! another async runtime), its calls run on the runtime it met first; and
+//! a probe lost with the runtime it ran on is started again by the next
+//! caller, so an outage still ends.
 
 mod common;
 
@@ -8,9 +10,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake};
 use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
 
 use limiter_core::{Error, Limiter, Policy, Rate};
 use limiter_redis::{RedisBackend, RedisLimiter};
+use limiter_test::redis_server::RedisServer;
 
 /// Wakes a parked thread.
 struct Unpark(Thread);
@@ -35,13 +39,17 @@ fn block_on<F: Future>(future: F) -> F::Output {
     }
 }
 
-#[test]
-fn a_caller_outside_any_tokio_context_is_decided() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_caller_outside_any_tokio_context_is_decided() {
+    let runtime = runtime();
     let limiter = runtime.block_on(async {
         let backend = RedisBackend::builder(common::server().url())
             .build()
@@ -81,4 +89,46 @@ fn a_backend_that_never_met_a_runtime_says_so_instead_of_panicking() {
         block_on(backend.ping()),
         Err(Error::InvalidConfig(_))
     ));
+}
+
+#[test]
+fn a_probe_lost_with_its_runtime_is_started_again_by_the_next_caller() {
+    let mut server = RedisServer::start();
+    let first = runtime();
+    let limiter = first.block_on(async {
+        let backend = RedisBackend::builder(server.url())
+            .connection_timeout(Duration::from_millis(500))
+            .command_timeout(Duration::from_millis(500))
+            .probe_interval(Duration::from_millis(50))
+            .build()
+            .await
+            .unwrap();
+        RedisLimiter::builder(&backend, Policy::fixed_window(Rate::per_hour(100)).unwrap())
+            .key_prefix(common::fresh_prefix("probe"))
+            .build()
+            .await
+            .unwrap()
+    });
+    server.stop();
+    // A caller on a second runtime meets the outage: its probe runs there,
+    // and goes with it.
+    let second = runtime();
+    let failed = second.block_on(limiter.acquire("k", 1));
+    assert!(failed.is_err(), "{failed:?}");
+    drop(second);
+    server.restart();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let decided = first.block_on(async {
+        loop {
+            match limiter.acquire("k", 1).await {
+                Ok(decision) => return decision,
+                Err(_) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("Redis is back, still failing after 10 s: {e}"),
+            }
+        }
+    });
+    assert!(decided.allowed);
+    assert!(limiter.backend().is_available());
 }
