@@ -358,8 +358,11 @@ impl RedisBackend {
                 return Err(shared.failed(error));
             }
             if is_timeout(&error) {
-                socket.retire(id);
-                shared.trip(&format!("no answer within {:?}", shared.command_timeout));
+                // A connection already replaced (the probe's, after an
+                // earlier timeout) says nothing of the server now.
+                if socket.retire(id) {
+                    shared.trip(&format!("no answer within {:?}", shared.command_timeout));
+                }
                 return Err(BackendError::new(
                     BackendErrorKind::Timeout,
                     format!(
@@ -598,15 +601,18 @@ impl Socket {
         live
     }
 
-    /// Drops connection `id` if it is still the current one.
-    fn retire(&self, id: u64) {
+    /// Drops connection `id` if it is still the current one; returns
+    /// whether it was.
+    fn retire(&self, id: u64) -> bool {
         let mut current = self
             .current
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if current.as_ref().is_some_and(|live| live.id == id) {
+        let is_current = current.as_ref().is_some_and(|live| live.id == id);
+        if is_current {
             *current = None;
         }
+        is_current
     }
 
     fn clear(&self) {

@@ -1,0 +1,132 @@
+//! A connection that stops answering while the server lives on (a failover
+//! that black-holes the old path): the calls sent on it time out, the
+//! probe's new connection ends the outage, and a call on the old
+//! connection that times out after that does not open the circuit again.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use limiter_core::{Limiter, Policy, Rate};
+use limiter_redis::{BackendErrorKind, RedisBackend, RedisLimiter};
+
+/// A TCP proxy to a Redis server whose open connections can be frozen:
+/// what a frozen connection's client sends is dropped, so it is never
+/// answered; connections made later are forwarded.
+struct FreezingProxy {
+    addr: SocketAddr,
+    /// One flag per connection accepted so far: whether it is frozen.
+    frozen: Arc<Mutex<Vec<Arc<AtomicBool>>>>,
+}
+
+impl FreezingProxy {
+    fn start(upstream: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let frozen: Arc<Mutex<Vec<Arc<AtomicBool>>>> = Arc::default();
+        let connections = Arc::clone(&frozen);
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                    return;
+                };
+                let flag = Arc::new(AtomicBool::new(false));
+                connections.lock().unwrap().push(Arc::clone(&flag));
+                let (client_in, server_out) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
+                thread::spawn(move || pipe(client_in, server_out, Some(flag)));
+                thread::spawn(move || pipe(server, client, None));
+            }
+        });
+        Self { addr, frozen }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://{}/", self.addr)
+    }
+
+    /// Freezes every connection open now.
+    fn freeze_open_connections(&self) {
+        for flag in self.frozen.lock().unwrap().iter() {
+            flag.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Copies `from` to `to` until either closes; drops the bytes instead
+/// while `frozen` is set.
+fn pipe(mut from: TcpStream, mut to: TcpStream, frozen: Option<Arc<AtomicBool>>) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if frozen.as_ref().is_some_and(|f| f.load(Ordering::SeqCst)) {
+            continue;
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Write);
+}
+
+const COMMAND: Duration = Duration::from_millis(1_000);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
+    let proxy = FreezingProxy::start(common::server().port());
+    let backend = RedisBackend::builder(proxy.url())
+        .connection_timeout(Duration::from_millis(500))
+        .command_timeout(COMMAND)
+        .probe_interval(Duration::from_millis(50))
+        .build()
+        .await
+        .unwrap();
+    let limiter = Arc::new(
+        RedisLimiter::builder(&backend, Policy::fixed_window(Rate::per_hour(100)).unwrap())
+            .key_prefix(common::fresh_prefix("black-hole"))
+            .build()
+            .await
+            .unwrap(),
+    );
+    assert!(limiter.acquire("k", 1).await.unwrap().allowed);
+    proxy.freeze_open_connections();
+    let started = Instant::now();
+    let first = tokio::spawn({
+        let limiter = Arc::clone(&limiter);
+        async move { limiter.acquire("k", 1).await }
+    });
+    // Sent on the frozen connection too, 600 ms later: it times out once
+    // the probe's new connection has ended the outage the first began.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let second = tokio::spawn({
+        let limiter = Arc::clone(&limiter);
+        async move { limiter.acquire("k", 1).await }
+    });
+    let first = first.await.unwrap().unwrap_err();
+    assert_eq!(
+        common::backend_kind(&first),
+        BackendErrorKind::Timeout,
+        "{first}"
+    );
+    let second = second.await.unwrap().unwrap_err();
+    assert_eq!(
+        common::backend_kind(&second),
+        BackendErrorKind::Timeout,
+        "{second}"
+    );
+    assert!(started.elapsed() >= COMMAND + Duration::from_millis(600));
+    assert!(
+        backend.is_available(),
+        "a stale connection's timeout reopened the circuit the probe closed"
+    );
+    assert!(limiter.acquire("k", 1).await.unwrap().allowed);
+}
