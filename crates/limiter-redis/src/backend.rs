@@ -19,7 +19,7 @@ use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, Value};
 use crate::backend_builder::RedisBackendBuilder;
 use crate::circuit::{Circuit, ProbeTurn};
 use crate::cluster::{Ask, ClusterClient, ClusterConnection, Functions};
-use crate::error::{BackendError, BackendErrorKind};
+use crate::error::{is_out_of_memory, BackendError, BackendErrorKind};
 use crate::runtime::Runtime;
 use crate::scripts::LuaFunction;
 
@@ -271,8 +271,9 @@ impl RedisBackend {
         }
         match self.query(&function.load_command(), None).await {
             Ok(_) => Ok(()),
-            // Redis is down: the connection that ends the outage loads it.
-            Err(e) if e.is_outage() => Ok(()),
+            // Redis is down, or full: the connection that ends the outage,
+            // or the first call that finds the function missing, loads it.
+            Err(e) if e.is_outage() || e.is_out_of_memory() => Ok(()),
             Err(e) => {
                 self.shared
                     .lock_functions()
@@ -487,9 +488,17 @@ impl Shared {
                         .extract_error()?;
                     let functions = self.lock_functions().clone();
                     for function in &functions {
-                        conn.send_packed_command(&function.load_command())
+                        let loaded = conn
+                            .send_packed_command(&function.load_command())
                             .await?
-                            .extract_error()?;
+                            .extract_error();
+                        match loaded {
+                            // A full server refuses the load, but answers:
+                            // the connection serves, and a call that finds
+                            // the function missing loads it then.
+                            Err(e) if is_out_of_memory(&e) => {}
+                            loaded => drop(loaded?),
+                        }
                     }
                     Ok::<_, RedisError>(Connection::Server(conn))
                 }

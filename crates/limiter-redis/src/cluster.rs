@@ -22,6 +22,7 @@ use redis::{
 };
 
 use crate::circuit::{Circuit, ProbeTurn};
+use crate::error::is_out_of_memory;
 use crate::scripts::LuaFunction;
 use crate::slot_map::{slot_of, Address, SlotMap};
 
@@ -401,9 +402,16 @@ impl Inner {
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone();
             for function in &functions {
-                conn.req_packed_command(&function.load_command())
+                let loaded = conn
+                    .req_packed_command(&function.load_command())
                     .await?
-                    .extract_error()?;
+                    .extract_error();
+                match loaded {
+                    // A full node refuses the load, but answers (see
+                    // `backend.rs`): a call that finds it missing loads it.
+                    Err(e) if is_out_of_memory(&e) => {}
+                    loaded => drop(loaded?),
+                }
             }
             Ok::<_, RedisError>(conn)
         }

@@ -87,6 +87,12 @@ impl BackendError {
         )
     }
 
+    /// Whether Redis refused for want of memory (`OOM`: `maxmemory` reached
+    /// under `noeviction`): the server answers, it only writes nothing.
+    pub(crate) fn is_out_of_memory(&self) -> bool {
+        self.source.as_deref().is_some_and(is_out_of_memory)
+    }
+
     /// Whether a Redis Cluster answered `ASK` (the key's slot is half-way
     /// through a migration) and the command did not follow it.
     pub(crate) fn is_ask(&self) -> bool {
@@ -126,4 +132,11 @@ impl From<BackendError> for limiter_core::Error {
             _ => limiter_core::Error::Backend(Box::new(e)),
         }
     }
+}
+
+/// `OOM command not allowed when used memory > 'maxmemory'`: a full server
+/// refuses every command that may grow its memory (`FCALL` of a writing
+/// function, `FUNCTION LOAD`), and answers the rest.
+pub(crate) fn is_out_of_memory(error: &redis::RedisError) -> bool {
+    error.code() == Some("OOM")
 }

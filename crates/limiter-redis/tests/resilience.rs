@@ -1058,6 +1058,26 @@ async fn a_full_redis_refuses_every_decision_and_counts_nothing() {
         );
     }
     assert!(backend.is_available(), "a full server still answers");
+    // A new connection while full: FUNCTION LOAD is refused too (OOM), yet
+    // the server answers, so the backend stays up, and a limiter can be
+    // built (its function is loaded once there is room).
+    let killed = server.command("CLIENT KILL TYPE normal SKIPME yes");
+    assert_eq!(killed, ":1", "the backend's one connection is killed");
+    let error = limiter.acquire("k", 1).await.unwrap_err();
+    assert_eq!(
+        common::backend_kind(&error),
+        BackendErrorKind::Redis,
+        "{}",
+        error.chain()
+    );
+    assert!(
+        backend.is_available(),
+        "a full server still answers a new connection"
+    );
+    let second = RedisLimiter::builder(&backend, Policy::fixed_window(Rate::per_hour(3)).unwrap())
+        .build()
+        .await
+        .expect("a limiter builds on a full server");
     let closed = limiter.on_failure(FailurePolicy::FailClosed);
     let decision = closed.acquire("k", 1).await.unwrap();
     assert!(!decision.allowed);
@@ -1066,6 +1086,7 @@ async fn a_full_redis_refuses_every_decision_and_counts_nothing() {
     // (The wrapper itself retries the backend after its probe interval.)
     let decision = closed.inner().acquire("k", 1).await.unwrap();
     assert!(decision.allowed && decision.remaining == 1, "{decision:?}");
+    assert!(second.acquire("k", 1).await.unwrap().allowed);
 }
 
 #[tokio::test]
