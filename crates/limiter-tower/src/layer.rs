@@ -515,9 +515,7 @@ impl<C: Deref<Target = Config>, R: Reply> Pending<C, R> {
             Plan::Deny(max) => {
                 // Admitted, but later than the layer may hold it: answered
                 // as a denial, nothing left to take now.
-                set.decision.allowed = false;
-                set.decision.remaining = 0;
-                set.decision.retry_after = shaping::retry_after(max, &set);
+                shaping::refuse(max, &mut set);
                 self.finish(Ok(set))
             }
         }

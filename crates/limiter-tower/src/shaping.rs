@@ -21,7 +21,8 @@ pub enum Shaping {
     Wait,
     /// Wait at most this long: a request admitted with a longer wait is
     /// answered 429, with `remaining` 0 and `Retry-After` the time until
-    /// a retry would wait this maximum. Its place in the bucket's queue
+    /// a retry would wait this maximum; in a tiered set its headers name
+    /// the leaky bucket that waits longest. Its place in the bucket's queue
     /// stays taken (the limiter has no refund), so that time also drains
     /// the refused request's own unit: the wait beyond the maximum plus one
     /// unit's interval (window / limit). Later requests can only be spaced
@@ -54,6 +55,26 @@ impl Shaping {
     }
 }
 
+/// Makes `set`, admitted with a wait beyond `max`, the denial the layer
+/// answers: nothing left (`remaining` 0), bound by the queue that waits
+/// longest (its limit and reset in the headers, not those of a part that
+/// had room), and a `retry_after` after which a retry waits at most `max`.
+pub(crate) fn refuse(max: Duration, set: &mut SetDecision) {
+    let retry_after = retry_after(max, set);
+    let longest = (0u8..)
+        .zip(set.parts())
+        .max_by_key(|(_, part)| part.wait)
+        .map(|(index, part)| (index, part.limit));
+    let decision = &mut set.decision;
+    decision.allowed = false;
+    decision.remaining = 0;
+    decision.retry_after = retry_after;
+    if let Some((index, limit)) = longest {
+        decision.bound_by = index;
+        decision.limit = limit;
+    }
+}
+
 /// When a request admitted into `set` but refused for a wait beyond `max`
 /// may retry: once every queue holding it back has drained to within
 /// `max` of empty, so the retry waits at most `max`. The queues are the
@@ -61,7 +82,7 @@ impl Shaping {
 /// `reset_after`, the time each is empty, counts the refused unit. The
 /// parts are the answer's, not the configured set's: a degraded answer
 /// (a fallback's, say) is a single decision for a tiered set.
-pub(crate) fn retry_after(max: Duration, set: &SetDecision) -> Duration {
+fn retry_after(max: Duration, set: &SetDecision) -> Duration {
     set.parts()
         .iter()
         .filter(|part| !part.wait.is_zero())
@@ -102,6 +123,29 @@ mod tests {
         assert_eq!(set.decision.wait, Duration::from_secs(1));
         let max = Duration::from_millis(500);
         assert_eq!(retry_after(max, &set), Duration::from_millis(1_500));
+    }
+
+    #[test]
+    fn a_refusal_is_bound_by_the_queue_that_waits() {
+        let tiers: Policies = "fixed-window:5/1m;leaky-bucket:10/1s,queue=20"
+            .parse()
+            .unwrap();
+        let mut key = SetState::fresh(&tiers);
+        key.acquire(&tiers, 0, 1).unwrap();
+        key.acquire(&tiers, 0, 1).unwrap();
+        let mut set = key.acquire(&tiers, 0, 1).unwrap();
+        // The window has 2 left, the queue 17: the window binds the
+        // admission, but the queue's 200 ms wait is what is refused.
+        assert_eq!(set.decision.bound_by, 0);
+        refuse(Duration::from_millis(150), &mut set);
+        let refused = set.decision;
+        assert!(!refused.allowed);
+        assert_eq!(
+            (refused.bound_by, refused.limit, refused.remaining),
+            (1, 20, 0)
+        );
+        assert_eq!(set.bound().reset_after, Duration::from_millis(300));
+        assert_eq!(refused.retry_after, Duration::from_millis(150));
     }
 
     #[test]
