@@ -34,7 +34,7 @@ use crate::response::HeaderStyle;
 /// ipv6_prefix = 64                    # group IPv6 clients by network (ip keys)
 /// headers = "ietf"                    # none, legacy, ietf, both (default)
 /// allow_ips = ["192.0.2.10", "10.1.0.0/16"] # never limited nor banned
-/// allow_keys = ["header:x-user-id:monitor"] # likewise, by the whole key
+/// allow_keys = ["header:monitor"]    # likewise, by the whole key (x-user-id: monitor)
 /// on_failure = "fail-open"            # the backend down: return-error (default),
 ///                                     # fail-open, fail-closed, fallback
 /// penalty = { denials = "5/1m", ban_for = "15m" } # ban a key denied 5 times a minute
@@ -231,6 +231,17 @@ impl RawPolicy {
             key = key.ipv6_prefix(prefix);
         }
 
+        let by_ip_too = header_key && self.fallback.as_deref() == Some("ip");
+        for (index, entry) in self.allow_keys.iter().enumerate() {
+            if !key_may_be(kind, by_ip_too, entry) {
+                let reason = format!(
+                    "{entry:?} is never a key of {kind:?}, whose keys are {}",
+                    key_forms(kind, by_ip_too)
+                );
+                return key_error(&format!("allow_keys[{index}]"), reason);
+            }
+        }
+
         let trusted = nets("trusted_proxies", &self.trusted_proxies)?;
         let allow_ips = nets("allow_ips", &self.allow_ips)?;
 
@@ -302,6 +313,44 @@ impl RawPolicy {
             penalty,
             ban_status,
         })
+    }
+}
+
+/// Whether the layer's key of kind `kind` (and, with `by_ip_too`, its
+/// fallback by address) can be `entry`: an `allow_keys` entry that never
+/// can is a mistake (`header:x-user-id:monitor` for the key
+/// `header:x-user-id`, whose keys hold the value alone).
+fn key_may_be(kind: &str, by_ip_too: bool, entry: &str) -> bool {
+    let by_ip = |entry: &str| entry.starts_with("ip:");
+    match kind {
+        "ip" => by_ip(entry),
+        "global" => entry == "global",
+        "route" => entry.starts_with("route:"),
+        _ => {
+            // `header:NAME:value` repeats the header's name, which the
+            // key does not hold: taken for the mistake it nearly always is.
+            let name = kind.trim_start_matches("header:");
+            let names_the_header = entry
+                .strip_prefix(kind)
+                .is_some_and(|rest| rest.starts_with(':'))
+                && !name.is_empty();
+            (entry.starts_with("header:") && !names_the_header)
+                || entry.starts_with("header-bytes:")
+                || (by_ip_too && by_ip(entry))
+        }
+    }
+}
+
+/// What the keys of kind `kind` look like, for an error.
+fn key_forms(kind: &str, by_ip_too: bool) -> &'static str {
+    match kind {
+        "ip" => "ip:ADDRESS",
+        "global" => "\"global\"",
+        "route" => "route:METHOD PATH",
+        _ if by_ip_too => {
+            "header:VALUE (the header's value alone, without its name), or ip:ADDRESS without it"
+        }
+        _ => "header:VALUE (the header's value alone, without its name)",
     }
 }
 

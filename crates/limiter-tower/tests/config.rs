@@ -190,7 +190,7 @@ fn login(limits: &str, rest: &str) -> String {
 
 #[test]
 fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
-    let cases: [(&str, String, ConfigErrorKind, &str, &str); 24] = [
+    let cases: [(&str, String, ConfigErrorKind, &str, &str); 27] = [
         (
             "unknown-algorithm",
             login(r#"["sliding-lgo:10/5m"]"#, ""),
@@ -294,6 +294,35 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             ConfigErrorKind::Key,
             "policies.login.ipv6_prefix",
             "-1 is not a prefix length: expected 0 to 128 bits",
+        ),
+        (
+            "allow-key-naming-the-header",
+            login(
+                r#"["sliding-log:10/5m"]"#,
+                "key = \"header:x-user-id\"\nallow_keys = [\"header:partner\", \"header:x-user-id:monitor\"]",
+            ),
+            ConfigErrorKind::Key,
+            "policies.login.allow_keys[1]",
+            "\"header:x-user-id:monitor\" is never a key of \"header:x-user-id\", whose keys are \
+             header:VALUE (the header's value alone, without its name)",
+        ),
+        (
+            "allow-key-of-another-kind",
+            login(r#"["sliding-log:10/5m"]"#, r#"allow_keys = ["header:monitor"]"#),
+            ConfigErrorKind::Key,
+            "policies.login.allow_keys[0]",
+            "\"header:monitor\" is never a key of \"ip\", whose keys are ip:ADDRESS",
+        ),
+        (
+            "allow-key-of-a-fallback",
+            login(
+                r#"["sliding-log:10/5m"]"#,
+                "key = \"header:k\"\nfallback = \"ip\"\nallow_keys = [\"ip:10.0.0.1\", \"global\"]",
+            ),
+            ConfigErrorKind::Key,
+            "policies.login.allow_keys[1]",
+            "\"global\" is never a key of \"header:k\", whose keys are header:VALUE (the \
+             header's value alone, without its name), or ip:ADDRESS without it",
         ),
         (
             "unknown-style",
