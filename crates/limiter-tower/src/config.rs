@@ -116,9 +116,17 @@ impl Config {
             };
             for (name, value) in named {
                 let entry = format!("policies.{}", toml_key(&name));
-                let raw: RawPolicy = value.try_into().map_err(|error: toml::de::Error| {
-                    ConfigError::new(&file, &entry, ConfigErrorKind::Schema, error.message())
-                })?;
+                let raw: RawPolicy = serde_path_to_error::deserialize(value).map_err(
+                    |error: serde_path_to_error::Error<toml::de::Error>| {
+                        // The field at fault, when the error is in one.
+                        let entry = match error.path().to_string().as_str() {
+                            "." | "" => entry.clone(),
+                            path => format!("{entry}.{path}"),
+                        };
+                        let reason = error.inner().message().to_owned();
+                        ConfigError::new(&file, entry, ConfigErrorKind::Schema, reason)
+                    },
+                )?;
                 let policy = raw.check().map_err(|(field, kind, reason)| {
                     ConfigError::new(&file, format!("{entry}.{field}"), kind, reason)
                 })?;

@@ -190,7 +190,7 @@ fn login(limits: &str, rest: &str) -> String {
 
 #[test]
 fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
-    let cases: [(&str, String, ConfigErrorKind, &str, &str); 27] = [
+    let cases: [(&str, String, ConfigErrorKind, &str, &str); 30] = [
         (
             "unknown-algorithm",
             login(r#"["sliding-lgo:10/5m"]"#, ""),
@@ -296,6 +296,30 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             "-1 is not a prefix length: expected 0 to 128 bits",
         ),
         (
+            "wrong-type",
+            login(r#"["sliding-log:10/5m"]"#, "on_failure = true"),
+            ConfigErrorKind::Schema,
+            "policies.login.on_failure",
+            "invalid type: boolean `true`, expected a string",
+        ),
+        (
+            "wrong-type-in-a-list",
+            login(r#"["sliding-log:10/5m", 5]"#, ""),
+            ConfigErrorKind::Schema,
+            "policies.login.limits[1]",
+            "invalid type: integer `5`, expected a string",
+        ),
+        (
+            "wrong-type-in-a-table",
+            login(
+                r#"["sliding-log:10/5m"]"#,
+                r#"penalty = { denials = 5, ban_for = "15m" }"#,
+            ),
+            ConfigErrorKind::Schema,
+            "policies.login.penalty.denials",
+            "invalid type: integer `5`, expected a string",
+        ),
+        (
             "allow-key-naming-the-header",
             login(
                 r#"["sliding-log:10/5m"]"#,
@@ -345,7 +369,7 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
                 r#"limit = ["sliding-log:1/1s"]"#,
             ),
             ConfigErrorKind::Schema,
-            "policies.login",
+            "policies.login.limit",
             "unknown field `limit`, expected one of `limits`, `key`, `fallback`, \
              `trusted_proxies`, `ipv6_prefix`, `headers`, `allow_ips`, `allow_keys`, \
              `on_failure`, `bans`, `penalty`, `ban_status`",
