@@ -186,14 +186,36 @@ impl Decision {
 
     /// The wall-clock instant at which a denied request may be retried
     /// (the decision's own time when allowed).
+    /// A duration too long for `SystemTime` (a saturated one, of a policy
+    /// whose window spans centuries) gives the latest instant it holds.
     pub fn retry_at(&self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_micros(self.time_us) + self.retry_after
+        wall_clock(self.time_us, self.retry_after)
     }
 
-    /// The wall-clock instant at which the key is back to full quota.
+    /// The wall-clock instant at which the key is back to full quota (the
+    /// latest instant `SystemTime` holds, for a duration beyond it).
     pub fn reset_at(&self) -> SystemTime {
-        UNIX_EPOCH + Duration::from_micros(self.time_us) + self.reset_after
+        wall_clock(self.time_us, self.reset_after)
     }
+}
+
+/// `time_us` plus `after`, saturating at the latest `SystemTime` rather
+/// than panicking on overflow.
+fn wall_clock(time_us: u64, after: Duration) -> SystemTime {
+    let at = UNIX_EPOCH + Duration::from_micros(time_us);
+    at.checked_add(after).unwrap_or_else(|| {
+        // The largest step the platform's SystemTime takes, halved until
+        // it fits.
+        let mut step = after;
+        let mut latest = at;
+        while !step.is_zero() {
+            match latest.checked_add(step) {
+                Some(later) => latest = later,
+                None => step /= 2,
+            }
+        }
+        latest
+    })
 }
 
 /// A decision in ticks, as the algorithms (in Rust or in a Redis script)
@@ -265,6 +287,18 @@ impl TickDecision {
 mod conversion_tests {
     use crate::backend::{AlgorithmState, TokenBucket};
     use crate::{Policy, Rate};
+
+    #[test]
+    fn a_saturated_duration_gives_the_latest_instant_not_a_panic() {
+        use super::{Decision, UNIX_EPOCH};
+        use std::time::Duration;
+        let decision = Decision::deny(1, 0, Duration::MAX, 1_700_000_000_000_000)
+            .with_reset_after(Duration::MAX);
+        let latest = decision.reset_at();
+        assert_eq!(decision.retry_at(), latest);
+        assert!(latest > UNIX_EPOCH + Duration::from_secs(1 << 40));
+        assert!(latest.checked_add(Duration::from_secs(1)).is_none());
+    }
 
     /// A refill longer than u64 µs (7 * 10^13 s) is reported, not an
     /// overflow (found by the fuzz target's reference).

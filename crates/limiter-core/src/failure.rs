@@ -17,6 +17,16 @@ use crate::error::Error;
 use crate::limiter::Limiter;
 use crate::policies::Policies;
 
+/// A fallback's decision, marked as the fallback's; one that was degraded
+/// itself (a fallback under a failure policy of its own, answering fail
+/// open or closed) keeps its source, which says that nothing was counted.
+fn as_fallbacks(decision: Decision) -> Decision {
+    match decision.source {
+        DecisionSource::Backend => decision.with_source(DecisionSource::Fallback),
+        _ => decision,
+    }
+}
+
 /// What a [`Resilient`] limiter answers while its backend fails with
 /// [`Error::Backend`].
 ///
@@ -40,7 +50,8 @@ pub enum FailurePolicy {
     FailClosed,
     /// Ask another limiter (say a [`MemoryLimiter`] with this instance's
     /// share of the limit), whose decisions have the source
-    /// [`DecisionSource::Fallback`]. Its errors, request errors included
+    /// [`DecisionSource::Fallback`] (a fallback's own degraded answer, fail
+    /// open or closed, keeps its source). Its errors, request errors included
     /// (its max cost may be smaller), are returned as they are.
     ///
     /// [`MemoryLimiter`]: https://docs.rs/limiter-memory
@@ -399,7 +410,7 @@ impl<L: Limiter> Resilient<L> {
                 Mode::Acquire => fallback.acquire_now(key, cost),
                 Mode::Peek => fallback.peek_now(key, cost),
             }
-            .map(|answer| answer.map(|d| d.with_source(DecisionSource::Fallback))),
+            .map(|answer| answer.map(as_fallbacks)),
         };
         if answer.is_some() {
             self.outage().degraded += 1;
@@ -424,7 +435,7 @@ impl<L: Limiter> Resilient<L> {
                 Mode::Acquire => fallback.acquire(key, cost).await,
                 Mode::Peek => fallback.peek(key, cost).await,
             };
-            return answer.map(|d| d.with_source(DecisionSource::Fallback));
+            return answer.map(as_fallbacks);
         }
         // Fail open and fail closed always answered at once.
         self.fixed_answer(degrade.source(), cost)

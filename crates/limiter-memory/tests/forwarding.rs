@@ -172,3 +172,23 @@ fn the_failure_wrapper_keeps_the_fast_path() {
         Some(Err(Error::ZeroCost))
     ));
 }
+
+#[test]
+fn a_fallback_that_answered_fail_open_is_not_told_as_counted() {
+    // The fallback holds no key at all and answers fail open: nothing was
+    // counted, and the answer must say so, not `Fallback` (counted against
+    // the fallback's policy).
+    let nothing_held = MemoryLimiter::builder(Policy::fixed_window(Rate::per_minute(5)).unwrap())
+        .clock(ManualClock::new(0))
+        .max_keys(0)
+        .build()
+        .on_failure(FailurePolicy::FailOpen);
+    let full = MemoryLimiter::builder(Policy::fixed_window(Rate::per_minute(5)).unwrap())
+        .clock(ManualClock::new(0))
+        .max_keys(0)
+        .build();
+    let limiter = full.on_failure(FailurePolicy::fallback(nothing_held));
+    let answer = limiter.acquire_now("new", 1).unwrap().unwrap();
+    assert!(answer.allowed);
+    assert_eq!(answer.source, DecisionSource::FailOpen);
+}

@@ -148,8 +148,12 @@ impl BanList {
                 if duration.is_zero() {
                     return self.unban(key).await;
                 }
-                let millis =
-                    u64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
+                // Redis refuses an expiry past i64 ms from now: a longer
+                // ban (Duration::MAX, "for ever") is 2^62 ms, about 146
+                // million years, as the memory store's saturated one.
+                let millis = u64::try_from(duration.as_nanos().div_ceil(1_000_000))
+                    .unwrap_or(u64::MAX)
+                    .min(1 << 62);
                 let mut set = redis::cmd("SET");
                 set.arg(format!("{prefix}:{key}"))
                     .arg(1)

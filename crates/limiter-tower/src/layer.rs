@@ -495,7 +495,8 @@ impl<C: Deref<Target = Config>, R: Reply> Pending<C, R> {
                         "a key denied too often is banned"
                     ),
                     Ok(false) => {}
-                    Err(e) => tracing::debug!(
+                    // A key that may have earned a ban it did not get.
+                    Err(e) => tracing::warn!(
                         target: "limiter_tower",
                         policy = config.observer.policy(),
                         error = %e,
