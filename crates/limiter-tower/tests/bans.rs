@@ -103,6 +103,25 @@ async fn a_ban_in_redis_ends_by_itself() {
     a_ban_ends_by_itself(Backend::Redis).await;
 }
 
+/// A ban "for ever" (`Duration::MAX`) holds, on either store: Redis
+/// refuses an expiry that far, so it is capped, not an error.
+async fn a_ban_for_ever_holds(backend: Backend) {
+    let bans = ban_list(backend, &fresh_prefix("for-ever"));
+    bans.ban(ME, Duration::MAX).await.unwrap();
+    let left = bans.banned_for(ME).await.unwrap().expect("banned");
+    assert!(left > Duration::from_secs(1 << 40), "{backend:?}: {left:?}");
+}
+
+#[tokio::test]
+async fn a_ban_for_ever_in_memory_holds() {
+    a_ban_for_ever_holds(Backend::Memory).await;
+}
+
+#[tokio::test]
+async fn a_ban_for_ever_in_redis_holds() {
+    a_ban_for_ever_holds(Backend::Redis).await;
+}
+
 #[tokio::test]
 async fn a_ban_can_answer_429() {
     let bans = BanList::memory();
