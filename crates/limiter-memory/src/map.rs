@@ -410,7 +410,14 @@ impl MemoryLimiter {
         if requests >= self.sweep.interval.load(Ordering::Relaxed) {
             self.scheduled_sweep(now_us);
         }
-        self.reserve_key(now_us)?;
+        if let Err(refused) = self.reserve_key(now_us) {
+            // A request on the same key may have taken the last slot since
+            // our lookup: the key is held now, and decided, not refused.
+            if let Some(mut held) = map.get_mut(key.as_bytes()) {
+                return held.acquire(self, now_us, cost);
+            }
+            return Err(refused);
+        }
         let decision = match map.entry(Key::new(key)) {
             Entry::Occupied(mut held) => {
                 // Another request inserted the key since our lookup.

@@ -274,3 +274,43 @@ fn spraying_distinct_keys_never_exceeds_max_keys() {
         "{refused} refused: no room was ever made"
     );
 }
+
+/// Requests racing on one new key for the last slot: the one that loses
+/// the slot finds the key held by the winner and is decided on it, never
+/// refused for a key that is held.
+#[test]
+fn requests_racing_on_a_new_key_at_the_cap_are_all_decided() {
+    const THREADS: usize = 4;
+    let mut refused = 0;
+    for round in 0..500 {
+        let limiter = Arc::new(
+            MemoryLimiter::builder(Policy::fixed_window(Rate::per_minute(100)).unwrap())
+                .clock(ManualClock::new(T0))
+                .max_keys(1)
+                .build(),
+        );
+        let start = Arc::new(std::sync::Barrier::new(THREADS));
+        let racers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let (limiter, start) = (Arc::clone(&limiter), Arc::clone(&start));
+                std::thread::spawn(move || {
+                    start.wait();
+                    limiter.try_acquire("new", 1)
+                })
+            })
+            .collect();
+        for racer in racers {
+            let result = racer.join().unwrap();
+            if is_key_limit(&result) {
+                refused += 1;
+            } else {
+                assert!(result.unwrap().allowed, "round {round}");
+            }
+        }
+        assert_eq!(limiter.len(), 1);
+    }
+    assert_eq!(
+        refused, 0,
+        "requests refused for a key another request held"
+    );
+}
