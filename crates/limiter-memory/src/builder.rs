@@ -66,10 +66,13 @@ impl MemoryLimiterBuilder {
     /// by the keys active within their reset time (see the crate docs).
     ///
     /// When the cap is reached, a request on a key not held first sweeps the
-    /// keys whose state has expired (only when one may have: the sweep
-    /// tracks the earliest eviction time of the keys it kept, so a flood of
-    /// new keys at one time scans at most once, not on every request). If
-    /// that frees no room, the request fails with
+    /// keys whose state has expired, once a sweep frees a batch: a sweep
+    /// scans every key, so after one the next waits until a 64th of the
+    /// keys it kept have expired (a flood of new keys at one time scans at
+    /// most once, and steady churn at the cap costs a new key about 64
+    /// entries scanned, not the whole map). So a new key may be refused
+    /// while fewer than that many keys have expired. If no room is made,
+    /// the request fails with
     /// [`Error::Backend`](limiter_core::Error::Backend) wrapping
     /// [`KeyLimitReached`](crate::KeyLimitReached) — the failure path of
     /// an unreachable Redis, so the caller's fail-open or fail-closed choice

@@ -9,44 +9,26 @@ use crate::limiter::MemoryLimiter;
 use limiter_core::KeyLimitReached;
 
 impl MemoryLimiter {
-    /// Counts one more key held, if the cap allows, sweeping expired keys
-    /// first when it does not.
-    pub(crate) fn reserve_key(&self, now_us: u64) -> Result<(), Error> {
+    /// Counts one more key held if the cap allows. The caller holds the
+    /// new key's vacant entry, so that no other request on that key can
+    /// hold a reservation it has not yet used: a key refused is a key no
+    /// one holds.
+    #[inline]
+    pub(crate) fn try_reserve_key(&self) -> bool {
         let Some(max_keys) = self.max_keys else {
             self.held.fetch_add(1, Ordering::AcqRel);
-            return Ok(());
+            return true;
         };
-        let try_reserve = || {
-            self.held
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                    (held < max_keys).then_some(held + 1)
-                })
-                .is_ok()
-        };
-        if try_reserve() {
-            return Ok(());
-        }
-        {
-            let _guard = self.sweep_lock();
-            // Waiting for the lock may have let another sweep make room.
-            if try_reserve() {
-                return Ok(());
-            }
-            // Expired keys make room before a new key is refused. The scan
-            // runs only when a key may have expired: `earliest_evict_at`
-            // is a lower bound of every key's eviction time, and after a
-            // sweep it is the earliest kept key's, so refusals at one time
-            // scan at most once (then the bound is above the clock).
-            if now_us >= self.sweep.earliest_evict_at.load(Ordering::SeqCst) {
-                self.sweep_locked(now_us);
-                self.reschedule();
-            }
-        }
-        if try_reserve() {
-            Ok(())
-        } else {
-            Err(Error::Backend(Box::new(KeyLimitReached::new(max_keys))))
-        }
+        self.held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                (held < max_keys).then_some(held + 1)
+            })
+            .is_ok()
+    }
+
+    /// The refusal of a new key at the cap.
+    pub(crate) fn key_limit_reached(&self) -> Error {
+        Error::Backend(Box::new(KeyLimitReached::new(self.max_keys.unwrap_or(0))))
     }
 
     pub(crate) fn release_keys(&self, count: usize) {

@@ -410,38 +410,38 @@ impl MemoryLimiter {
         if requests >= self.sweep.interval.load(Ordering::Relaxed) {
             self.scheduled_sweep(now_us);
         }
-        if let Err(refused) = self.reserve_key(now_us) {
-            // A request on the same key may have taken the last slot since
-            // our lookup: the key is held now, and decided, not refused.
-            if let Some(mut held) = map.get_mut(key.as_bytes()) {
-                return held.acquire(self, now_us, cost);
-            }
-            return Err(refused);
-        }
-        let decision = match map.entry(Key::new(key)) {
-            Entry::Occupied(mut held) => {
+        // Twice at most: once more after making room at the cap.
+        for attempt in 0..2 {
+            let vacant = match map.entry(Key::new(key)) {
                 // Another request inserted the key since our lookup.
-                self.release_keys(1);
-                return held.get_mut().acquire(self, now_us, cost);
+                Entry::Occupied(mut held) => return held.get_mut().acquire(self, now_us, cost),
+                Entry::Vacant(vacant) => vacant,
+            };
+            if !self.try_reserve_key() {
+                drop(vacant);
+                if attempt == 0 {
+                    self.sweep_if_due(now_us);
+                }
+                continue;
             }
-            Entry::Vacant(vacant) => {
-                let mut state = S::fresh(self);
-                let decision = state.acquire(self, now_us, cost);
-                match decision {
-                    // A fresh key admits every valid cost; should it ever
-                    // not, a denial stores nothing (docs/spec.md rule 2.1).
-                    Ok(answer) if answer.decision().allowed => {
-                        let evict_at = self.evict_at(&state);
-                        drop(vacant.insert(state));
-                        self.note_evict_at(evict_at);
-                        return Ok(answer);
-                    }
-                    answer => answer,
+            let mut state = S::fresh(self);
+            let decision = state.acquire(self, now_us, cost);
+            match decision {
+                // A fresh key admits every valid cost; should it ever
+                // not, a denial stores nothing (docs/spec.md rule 2.1).
+                Ok(answer) if answer.decision().allowed => {
+                    let evict_at = self.evict_at(&state);
+                    drop(vacant.insert(state));
+                    self.note_evict_at(evict_at);
+                    return Ok(answer);
+                }
+                answer => {
+                    self.release_keys(1);
+                    return answer;
                 }
             }
-        };
-        self.release_keys(1);
-        decision
+        }
+        Err(self.key_limit_reached())
     }
 }
 

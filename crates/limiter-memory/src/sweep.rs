@@ -2,6 +2,7 @@
 //! state for the eviction delay, amortised over requests on new keys
 //! (docs/spec.md rule 2.5).
 
+use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
@@ -12,6 +13,13 @@ use crate::map::with_map;
 /// when more keys are held), so that sweeping stays amortised O(1) per key.
 pub(crate) const MIN_SWEEP_INTERVAL: usize = 1024;
 
+/// A sweep is put off until it frees at least this fraction of the keys
+/// held (1/64): a scan costs every key, and under steady churn at the cap
+/// (a key expiring every few µs) a scan whenever one key had expired cost
+/// a whole scan per new key, 3 ms at 100,000 keys. So a new key at the cap
+/// may be refused while fewer than that many keys have expired.
+pub(crate) const SWEEP_BATCH_DIVISOR: usize = 64;
+
 /// When to sweep expired keys, kept off the hot path: only requests on keys
 /// not held (which allocate anyway) touch it.
 #[derive(Debug)]
@@ -21,8 +29,11 @@ pub(crate) struct Sweep {
     /// Sweep when `new_key_requests` reaches this: `max(held, MIN_SWEEP_INTERVAL)`
     /// after the last sweep.
     pub(crate) interval: AtomicUsize,
-    /// A lower bound of every held key's eviction time: while the clock is
-    /// below it, a sweep would find nothing and is skipped.
+    /// When a sweep next has enough to free: after a sweep, the eviction
+    /// time of the [`SWEEP_BATCH_DIVISOR`]-th part of the keys it kept
+    /// (the earliest, for fewer than twice that many); an insert lowers it
+    /// to its own eviction time. While the clock is below it, a sweep is
+    /// skipped.
     pub(crate) earliest_evict_at: AtomicU64,
     /// One sweep at a time.
     pub(crate) lock: Mutex<()>,
@@ -58,10 +69,29 @@ impl MemoryLimiter {
             Err(TryLockError::WouldBlock) => return,
         };
         let requests = self.sweep.new_key_requests.load(Ordering::Relaxed);
-        if requests >= self.sweep.interval.load(Ordering::Relaxed) {
+        if requests >= self.sweep.interval.load(Ordering::Relaxed) && self.sweep_is_due(now_us) {
             self.sweep_locked(now_us);
             self.reschedule();
         }
+    }
+
+    /// Sweeps if a sweep is due (at the cap: `earliest_evict_at`, so that a
+    /// flood of new keys at one time scans at most once, and a sweep waits
+    /// until it frees a batch); returns how many keys it dropped. The
+    /// caller holds no entry of the map.
+    pub(crate) fn sweep_if_due(&self, now_us: u64) -> usize {
+        let _guard = self.sweep_lock();
+        if !self.sweep_is_due(now_us) {
+            return 0;
+        }
+        let removed = self.sweep_locked(now_us);
+        self.reschedule();
+        removed
+    }
+
+    /// Whether a sweep would free enough to be worth its scan.
+    fn sweep_is_due(&self, now_us: u64) -> bool {
+        now_us >= self.sweep.earliest_evict_at.load(Ordering::SeqCst)
     }
 
     /// Starts a new sweep period: the next scheduled sweep comes after as
@@ -80,29 +110,26 @@ impl MemoryLimiter {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Drops the keys whose eviction time has passed; the caller holds the
-    /// sweep lock.
+    /// Drops the keys whose eviction time has passed, all of them; the
+    /// caller holds the sweep lock.
     pub(crate) fn sweep_locked(&self, now_us: u64) -> usize {
         let earliest = &self.sweep.earliest_evict_at;
-        if now_us < earliest.load(Ordering::SeqCst) {
-            return 0; // nothing can have expired yet
-        }
         // Inserts during the sweep lower the bound themselves; the keys kept
         // lower it below.
         earliest.store(u64::MAX, Ordering::SeqCst);
         let mut removed = 0;
-        let mut earliest_kept = u64::MAX;
+        let mut next = NextSweep::new((self.len() / SWEEP_BATCH_DIVISOR).max(1));
         with_map!(&self.keys, map => map.retain(|_, slot| {
             let evict_at = self.evict_at(slot);
             if evict_at <= now_us {
                 removed += 1;
                 false
             } else {
-                earliest_kept = earliest_kept.min(evict_at);
+                next.keep(evict_at);
                 true
             }
         }));
-        earliest.fetch_min(earliest_kept, Ordering::SeqCst);
+        earliest.fetch_min(next.at(), Ordering::SeqCst);
         if removed > 0 {
             self.release_keys(removed);
             // Give memory back after a burst of one-off keys, with enough
@@ -118,11 +145,47 @@ impl MemoryLimiter {
     }
 }
 
+/// The time by which `batch` of the kept keys will have expired: the
+/// `batch`-th smallest eviction time seen (a max-heap of the smallest).
+struct NextSweep {
+    batch: usize,
+    smallest: BinaryHeap<u64>,
+}
+
+impl NextSweep {
+    fn new(batch: usize) -> Self {
+        Self {
+            batch,
+            smallest: BinaryHeap::new(),
+        }
+    }
+
+    #[inline]
+    fn keep(&mut self, evict_at: u64) {
+        if self.smallest.len() < self.batch {
+            self.smallest.push(evict_at);
+        } else if self
+            .smallest
+            .peek()
+            .is_some_and(|&largest| evict_at < largest)
+        {
+            self.smallest.pop();
+            self.smallest.push(evict_at);
+        }
+    }
+
+    /// With fewer than `batch` keys kept, the latest of them (all have
+    /// expired by then); never (`u64::MAX`) with none.
+    fn at(&self) -> u64 {
+        self.smallest.peek().copied().unwrap_or(u64::MAX)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use limiter_core::{ManualClock, Policy, Rate};
+    use limiter_core::{Clock, ManualClock, Policy, Rate};
 
     use super::*;
 
@@ -147,13 +210,57 @@ mod tests {
             1_000_000
         );
         clock.set(999_999);
-        assert_eq!(limiter.sweep_expired(), 0);
+        assert_eq!(limiter.sweep_if_due(clock.now_us()), 0);
         clock.set(1_000_000);
-        assert_eq!(limiter.sweep_expired(), 1);
+        assert_eq!(limiter.sweep_if_due(clock.now_us()), 1);
         assert_eq!(
             limiter.sweep.earliest_evict_at.load(Ordering::SeqCst),
             1_500_000
         );
         assert!(format!("{limiter:?}").contains("keys_held: 1"));
+    }
+
+    #[test]
+    fn a_sweep_waits_until_it_frees_a_batch() {
+        // 1,280 keys, one admitted every µs: each resets 1 s after it.
+        let clock = ManualClock::new(0);
+        let policy = Policy::sliding_log(Rate::per_second(3)).unwrap();
+        let limiter = MemoryLimiter::builder(policy)
+            .clock(clock.clone())
+            .eviction_delay(Duration::ZERO)
+            .build();
+        for k in 0..1_280u64 {
+            clock.set(k);
+            limiter.try_acquire(&format!("k{k}"), 1).unwrap();
+        }
+        // The first key expires at 1 s: that sweep frees it alone, and the
+        // next is put off until 1,280 / 64 = 20 more have expired.
+        clock.set(1_000_000);
+        assert_eq!(limiter.sweep_if_due(clock.now_us()), 1);
+        assert_eq!(
+            limiter.sweep.earliest_evict_at.load(Ordering::SeqCst),
+            1_000_020
+        );
+        clock.set(1_000_019);
+        assert_eq!(
+            limiter.sweep_if_due(clock.now_us()),
+            0,
+            "fewer than a batch: skipped"
+        );
+        clock.set(1_000_020);
+        assert_eq!(limiter.sweep_if_due(clock.now_us()), 20);
+    }
+
+    #[test]
+    fn the_next_sweep_is_the_batch_th_smallest_eviction_time() {
+        let mut next = NextSweep::new(3);
+        assert_eq!(next.at(), u64::MAX, "nothing kept: never");
+        next.keep(50);
+        next.keep(10);
+        assert_eq!(next.at(), 50, "fewer than a batch: once all expired");
+        for evict_at in [40, 30, 20, 60] {
+            next.keep(evict_at);
+        }
+        assert_eq!(next.at(), 30);
     }
 }
