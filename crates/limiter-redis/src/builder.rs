@@ -69,8 +69,9 @@ impl RedisLimiterBuilder {
     }
 
     /// The largest limit accepted for a sliding-log policy (each part of a
-    /// set), whose key holds
-    /// up to one sorted-set entry per admission in the window: a guard
+    /// set), whose key holds up to one entry per admission in the window
+    /// (a sorted set's member; a 14-byte record of a string, for a limit up
+    /// to 128): a guard
     /// against a policy that would hold millions of entries per key (use a
     /// sliding window counter for such limits). Defaults to 10 000.
     pub fn max_sliding_log_limit(mut self, limit: u64) -> Self {
@@ -81,15 +82,16 @@ impl RedisLimiterBuilder {
     /// With a caller [`clock`](Self::clock), the least TTL given to a key
     /// (docs/spec.md rule 2.5: a replay's time runs faster or slower than
     /// the server's, so a key must outlive its `reset_after` in server
-    /// time). Unused with Redis `TIME`, where a key's TTL is its
-    /// `reset_after`. Defaults to 60 seconds.
+    /// time). Unused with Redis `TIME`, where server time is the decisions'
+    /// time and a key's TTL covers its `reset_after` (docs/backends.md,
+    /// "Expiry"). Defaults to 60 seconds.
     pub fn ttl_floor(mut self, floor: Duration) -> Self {
         self.ttl_floor = floor;
         self
     }
 
-    /// The TTL floor in ms the scripts apply: 0 with Redis time (the TTL is
-    /// then exactly `reset_after`); with a caller clock, capped where Lua's
+    /// The TTL floor in ms the scripts apply: 0 with Redis time (the TTL
+    /// then follows `reset_after` alone); with a caller clock, capped where Lua's
     /// doubles and `PEXPIRE` stay exact (285 years).
     fn ttl_floor_ms(&self) -> u64 {
         match self.clock {

@@ -27,8 +27,9 @@
 //! are loaded on every new connection (and again after a `FUNCTION
 //! FLUSH`). Times come from Redis `TIME` unless a
 //! [`Clock`](limiter_core::Clock) is given ([`RedisLimiterBuilder::clock`]).
-//! A user key `k` lives at `{prefix}:{k}:{policy}` with a TTL equal to its
-//! `reset_after`. While Redis is down, decisions fail at once (no caller
+//! A user key `k` lives at `{prefix}:{k}:{policy}` with a TTL of at least
+//! its `reset_after` (and at most about twice it plus a second: a write
+//! grants a margin, so a key written steadily sets its TTL rarely). While Redis is down, decisions fail at once (no caller
 //! waits out a timeout) and one background probe checks the server. See
 //! `docs/backends.md` for the key layout, the memory per key and failures.
 //! What a decision answers while Redis fails is chosen by wrapping the
