@@ -554,15 +554,16 @@ impl Shared {
         }
         .await;
         result.map_err(|e| {
-            if !conn.outlives_failures() && (is_timeout(&e) || is_broken_connection(&e)) {
-                socket.retire(id);
+            if !conn.outlives_failures()
+                && (is_timeout(&e) || is_broken_connection(&e))
+                && socket.retire(id)
+            {
                 self.trip(&e.to_string());
             }
-            BackendError::new(
-                BackendErrorKind::Redis,
-                format!("Redis at {}: reloading the function failed", self.url),
-            )
-            .with_source(e)
+            // Classified as any command's failure (a timeout is a timeout),
+            // told as what was being done.
+            let message = format!("Redis at {}: reloading the function failed", self.url);
+            self.failed(e).with_message(message)
         })
     }
 }
