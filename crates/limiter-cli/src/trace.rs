@@ -191,8 +191,16 @@ impl<R: BufRead> TraceReader<R> {
         }
     }
 
-    /// Skips input up to and including the next `\n`, holding none of it.
-    fn skip_rest_of_line(&mut self) -> io::Result<()> {
+    /// Skips what is left of a record over the limit, so that the next
+    /// read starts at the next record, not inside this one: up to the line
+    /// break outside quotes. `quoted`: whether the bytes kept so far leave
+    /// a quote open; `line_done`: whether the kept bytes ended their line.
+    /// Lines begun meanwhile are counted.
+    fn skip_rest_of_record(&mut self, mut quoted: bool, line_done: bool) -> io::Result<()> {
+        if line_done && !quoted {
+            return Ok(());
+        }
+        let mut starting_line = line_done;
         loop {
             let available = match self.input.fill_buf() {
                 Ok(bytes) => bytes,
@@ -202,15 +210,25 @@ impl<R: BufRead> TraceReader<R> {
             if available.is_empty() {
                 return Ok(());
             }
-            match available.iter().position(|&b| b == b'\n') {
-                Some(i) => {
-                    self.input.consume(i + 1);
-                    return Ok(());
+            let (mut used, mut ended) = (0, false);
+            for &byte in available {
+                used += 1;
+                if std::mem::take(&mut starting_line) {
+                    self.line += 1;
                 }
-                None => {
-                    let all = available.len();
-                    self.input.consume(all);
+                match byte {
+                    b'"' => quoted = !quoted,
+                    b'\n' if !quoted => {
+                        ended = true;
+                        break;
+                    }
+                    b'\n' => starting_line = true,
+                    _ => {}
                 }
+            }
+            self.input.consume(used);
+            if ended {
+                return Ok(());
             }
         }
     }
@@ -243,11 +261,11 @@ impl<R: BufRead> TraceReader<R> {
                     }
                     let content = strip_line_ending(&self.buffer).len();
                     if cut || content > MAX_RECORD_BYTES {
-                        if cut {
-                            if let Err(e) = self.skip_rest_of_line() {
-                                self.failed = true;
-                                return Some((first_line, Err(TraceError::Io(e))));
-                            }
+                        let quoted = self.buffer.iter().filter(|&&b| b == b'"').count() % 2 == 1;
+                        let line_done = !cut && self.buffer.ends_with(b"\n");
+                        if let Err(e) = self.skip_rest_of_record(quoted, line_done) {
+                            self.failed = true;
+                            return Some((first_line, Err(TraceError::Io(e))));
                         }
                         let error = row_error(
                             first_line,
@@ -609,6 +627,37 @@ mod tests {
         let key = "k".repeat(MAX_RECORD_BYTES - "3,,1".len());
         let trace = format!("t_us,key,cost\n3,{key},1\r\n");
         assert_eq!(keys(trace.as_bytes()), [key]);
+    }
+
+    /// A record over the limit inside a quoted field that spans lines:
+    /// the rest of the record is skipped to its end, so its lines are not
+    /// read as requests of their own.
+    #[test]
+    fn a_quoted_record_over_the_limit_is_skipped_to_its_end() {
+        for cut in [true, false] {
+            let mut trace = b"t_us,key,cost\n1,\"".to_vec();
+            if cut {
+                // Over the limit within its first line.
+                trace.extend(std::iter::repeat_n(b'k', MAX_RECORD_BYTES + 10));
+                trace.push(b'\n');
+            } else {
+                // Over the limit over several lines, each below it.
+                for _ in 0..3 {
+                    trace.extend(std::iter::repeat_n(b'k', MAX_RECORD_BYTES / 2));
+                    trace.push(b'\n');
+                }
+            }
+            trace.extend_from_slice(b"2,a,1\n\"\",x\n\",1\n3,b,1\n");
+            let mut reader = TraceReader::new(&trace[..]);
+            let error = reader.next().unwrap().unwrap_err().to_string();
+            assert!(error.starts_with("line 2, field row: longer"), "{error}");
+            let next = reader.next().unwrap().unwrap();
+            assert_eq!(next.key, "b", "cut: {cut}");
+            assert!(reader.next().is_none());
+            // Numbered as the file numbers its lines.
+            let lines = if cut { 6 } else { 8 };
+            assert_eq!(reader.line, lines, "cut: {cut}");
+        }
     }
 
     /// Issue 14, case 6: invalid UTF-8 used to be reported without a line.
