@@ -14,18 +14,15 @@ use std::fmt;
 /// it apart ([`Error::is_key_limit`](crate::Error::is_key_limit)):
 ///
 /// ```
-/// use limiter_core::{Error, Policy, Rate};
-/// use limiter_memory::{KeyLimitReached, MemoryLimiter};
+/// use limiter_core::{Error, KeyLimitReached};
 ///
-/// let limiter = MemoryLimiter::builder(Policy::fixed_window(Rate::per_hour(5))?)
-///     .max_keys(1)
-///     .build();
-/// limiter.try_acquire("alice", 1)?;
-/// match limiter.try_acquire("bob", 1) {
-///     Err(Error::Backend(e)) => assert!(e.is::<KeyLimitReached>()),
-///     other => panic!("expected KeyLimitReached, got {other:?}"),
+/// // What a backend at its cap answers (limiter-memory's `max_keys`).
+/// let refused = Error::Backend(Box::new(KeyLimitReached::new(10_000)));
+/// assert!(refused.is_backend() && refused.is_key_limit());
+/// match &refused {
+///     Error::Backend(e) => assert!(e.is::<KeyLimitReached>()),
+///     _ => unreachable!(),
 /// }
-/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -82,6 +82,21 @@ impl MemoryLimiterBuilder {
     ///
     /// A live key is never evicted to make room: that would hand it a fresh
     /// quota and admit more than the policy allows (docs/spec.md rule 2.5).
+    ///
+    /// ```
+    /// use limiter_core::{Error, Policy, Rate};
+    /// use limiter_memory::{KeyLimitReached, MemoryLimiter};
+    ///
+    /// let limiter = MemoryLimiter::builder(Policy::fixed_window(Rate::per_hour(5))?)
+    ///     .max_keys(1)
+    ///     .build();
+    /// limiter.try_acquire("alice", 1)?;
+    /// match limiter.try_acquire("bob", 1) {
+    ///     Err(Error::Backend(e)) => assert!(e.is::<KeyLimitReached>()),
+    ///     other => panic!("expected KeyLimitReached, got {other:?}"),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = Some(max_keys);

@@ -117,7 +117,11 @@ impl ClusterClient {
 /// One node's connection, made by one caller at a time.
 #[derive(Default)]
 struct Node {
-    current: Mutex<Option<MultiplexedConnection>>,
+    /// The connection and its number (so that a failure forgets only the
+    /// connection it happened on, never its replacement).
+    current: Mutex<Option<(u64, MultiplexedConnection)>>,
+    /// Connections made so far: the next one's number.
+    made: std::sync::atomic::AtomicU64,
     connecting: tokio::sync::Mutex<()>,
     /// Open while the node is known to be down (it timed out, or could
     /// not be reached): its commands then fail at once, and one background
@@ -367,8 +371,10 @@ impl Inner {
                 ),
             )));
         }
+        let mut used = None;
         let result = async {
-            let mut conn = self.connection(node).await?;
+            let (id, mut conn) = self.numbered_connection(node).await?;
+            used = Some(id);
             let reply = if asking {
                 let mut pipeline = redis::pipe();
                 pipeline.cmd("ASKING").add_command(cmd.clone());
@@ -382,12 +388,14 @@ impl Inner {
             reply.extract_error()
         }
         .await;
-        if let Err(e) = &result {
-            if e.is_timeout() {
-                self.forget(node);
+        if let (Err(e), Some(id)) = (&result, used) {
+            // A connection already replaced says nothing of the node now
+            // (a late timeout after the probe's new connection).
+            if (e.is_timeout() || is_connection_error(e))
+                && self.forget_if(node, id)
+                && e.is_timeout()
+            {
                 self.mark_down(node, &state, e);
-            } else if is_connection_error(e) {
-                self.forget(node);
             }
         }
         result
@@ -408,6 +416,14 @@ impl Inner {
     /// every registered library loaded, within the client's timeouts. A
     /// node that cannot be reached is marked down.
     async fn connection(self: &Arc<Self>, node: &Address) -> RedisResult<MultiplexedConnection> {
+        self.numbered_connection(node).await.map(|(_, conn)| conn)
+    }
+
+    /// [`connection`](Self::connection), with its number.
+    async fn numbered_connection(
+        self: &Arc<Self>,
+        node: &Address,
+    ) -> RedisResult<(u64, MultiplexedConnection)> {
         let state = self.node(node);
         if let Some(conn) = state.current() {
             return Ok(conn);
@@ -443,8 +459,12 @@ impl Inner {
         .await;
         match opened {
             Ok(conn) => {
-                *state.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(conn.clone());
-                Ok(conn)
+                let id = state
+                    .made
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                *state.current.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some((id, conn.clone()));
+                Ok((id, conn))
             }
             Err(e) => {
                 if e.is_timeout() || is_connection_error(&e) {
@@ -482,6 +502,21 @@ impl Inner {
     }
 
     /// Drops `node`'s connection: the next command to it reconnects.
+    /// Drops `node`'s connection `id` if it is still the current one;
+    /// returns whether it was.
+    fn forget_if(&self, node: &Address, id: u64) -> bool {
+        let nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(slot) = nodes.get(node) else {
+            return false;
+        };
+        let mut current = slot.current.lock().unwrap_or_else(PoisonError::into_inner);
+        let is_current = current.as_ref().is_some_and(|(held, _)| *held == id);
+        if is_current {
+            *current = None;
+        }
+        is_current
+    }
+
     fn forget(&self, node: &Address) {
         if let Some(slot) = self
             .nodes
@@ -571,7 +606,7 @@ impl Inner {
 }
 
 impl Node {
-    fn current(&self) -> Option<MultiplexedConnection> {
+    fn current(&self) -> Option<(u64, MultiplexedConnection)> {
         self.current
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
