@@ -238,9 +238,7 @@ impl RedisBackend {
             .shared
             .runtime
             .spawn(async move { backend.connect_here().await })?;
-        Ok(call
-            .await
-            .unwrap_or_else(|_| Err(BackendError::dropped()))?)
+        Ok(call.await.unwrap_or_else(|_| Err(Runtime::gone()))?)
     }
 
     /// [`connect`](Self::connect), on the caller's runtime.
@@ -325,7 +323,7 @@ impl RedisBackend {
             .shared
             .runtime
             .spawn(async move { backend.query_here(&cmd, function.as_ref(), ask).await })?;
-        call.await.unwrap_or_else(|_| Err(BackendError::dropped()))
+        call.await.unwrap_or_else(|_| Err(Runtime::gone()))
     }
 
     /// [`query_with`](Self::query_with), on the caller's runtime.

@@ -35,6 +35,7 @@ use crate::backend::RedisBackend;
 use crate::cluster::Ask;
 use crate::error::{BackendError, BackendErrorKind};
 use crate::keys::KeyLayout;
+use crate::runtime::Runtime;
 use crate::scripts::{self, Keys, LuaFunction, Request};
 
 /// Calls of one limiter in flight at once, each a batch: enough to keep
@@ -187,9 +188,13 @@ impl Decider {
             };
             drop(self.backend.runtime().spawn(turn.serve(alone))?);
         }
-        answered
-            .await
-            .unwrap_or_else(|_| Err(BackendError::dropped()))
+        answered.await.unwrap_or_else(|_| {
+            // Outside any runtime the call ran on the first one, gone now.
+            Err(match self.backend.runtime().is_here() {
+                true => BackendError::dropped(),
+                false => Runtime::gone(),
+            })
+        })
     }
 
     /// The next batch of `lane`, keeping the call's turn; or `None`,

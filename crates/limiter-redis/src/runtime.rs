@@ -45,6 +45,16 @@ impl Runtime {
         self.caller().is_some()
     }
 
+    /// Why a call sent to the first runtime went unanswered, for a caller
+    /// outside any: that runtime has shut down. The caller's to fix (call
+    /// from a runtime that runs), so no failure policy answers it.
+    pub(crate) fn gone() -> BackendError {
+        BackendError::config(
+            "the Tokio runtime this backend calls Redis on for callers outside any has shut \
+             down: call it from a running Tokio runtime",
+        )
+    }
+
     /// Spawns `task` on the caller's runtime, or, outside any, on the
     /// first one; fails (dropping `task`) if the backend never met one.
     #[inline]

@@ -1,6 +1,7 @@
 //! A backend across runtimes: a limiter built on a Tokio runtime decides
 //! for callers polled outside any Tokio context (a plain thread's executor,
-//! another async runtime), its calls run on the runtime it met first; and
+//! another async runtime), its calls run on the runtime it met first (and
+//! once that one is gone such a caller is told so, not failed open); and
 //! a probe lost with the runtime it ran on is started again by the next
 //! caller, so an outage still ends.
 
@@ -89,6 +90,29 @@ fn a_backend_that_never_met_a_runtime_says_so_instead_of_panicking() {
         block_on(backend.ping()),
         Err(Error::InvalidConfig(_))
     ));
+}
+
+#[test]
+fn a_caller_outside_any_runtime_once_the_first_is_gone_is_told_so() {
+    let first = runtime();
+    let limiter = first.block_on(async {
+        let backend = RedisBackend::builder(common::server().url())
+            .build()
+            .await
+            .unwrap();
+        RedisLimiter::builder(&backend, Policy::fixed_window(Rate::per_hour(3)).unwrap())
+            .key_prefix(common::fresh_prefix("executor"))
+            .build()
+            .await
+            .unwrap()
+    });
+    drop(first);
+    // Not a backend failure (which a fail-open policy would admit): the
+    // caller's to fix.
+    let error = block_on(limiter.acquire("k", 1)).unwrap_err();
+    assert!(matches!(error, Error::InvalidConfig(_)), "{error:?}");
+    let cause = std::error::Error::source(&error).unwrap().to_string();
+    assert!(cause.contains("has shut down"), "{cause}");
 }
 
 #[test]
