@@ -1,7 +1,7 @@
 //! The HTTP layer's cost in instructions (docs/benchmarks.md, "HTTP
 //! layer"): one variant of the HTTP bench's app (`http_app.rs`) loaded by
 //! the same client with a fixed number of requests, on one thread, so that
-//! callgrind counts the same work every run. `scripts/http-instructions`
+//! callgrind counts the same work every run. `scripts/instructions http`
 //! runs it under callgrind, counting only the measured load (not the
 //! process's start, nor the clocks' calibration, whose loop runs for a
 //! time, not a count), for N and 2N requests per connection, and prints
