@@ -221,33 +221,8 @@ impl ClusterConnection {
 }
 
 impl Inner {
-    /// [`send_to_slot_by`](Self::send_to_slot_by) within the command
-    /// timeout, every attempt, wait and slot-map read included: a retry
-    /// that meets a hung node late gives up at the deadline, not one
-    /// timeout after it.
     async fn send_to_slot(self: &Arc<Self>, slot: u16, cmd: &Cmd, ask: Ask) -> RedisResult<Value> {
-        let timeout = self.client.command_timeout;
-        let deadline = Instant::now() + timeout;
-        let within = tokio::time::Instant::from_std(deadline);
-        match tokio::time::timeout_at(within, self.send_to_slot_by(slot, cmd, ask, deadline)).await
-        {
-            Ok(result) => result,
-            Err(_) => Err(RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("no answer within {timeout:?}, redirects and retries included"),
-            ))),
-        }
-    }
-
-    /// Sends `cmd` to `slot`'s owner, following redirects and retrying
-    /// until `deadline`.
-    async fn send_to_slot_by(
-        self: &Arc<Self>,
-        slot: u16,
-        cmd: &Cmd,
-        ask: Ask,
-        deadline: Instant,
-    ) -> RedisResult<Value> {
+        let deadline = Instant::now() + self.client.command_timeout;
         let mut target = Target::Owner;
         let mut wait = RETRY_WAIT;
         let mut reconnected = false;
