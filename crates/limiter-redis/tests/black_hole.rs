@@ -78,7 +78,9 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, frozen: Option<Arc<AtomicBool>>)
     let _ = to.shutdown(std::net::Shutdown::Write);
 }
 
-const COMMAND: Duration = Duration::from_millis(1_000);
+/// Long enough, on a loaded machine, for the probe to reconnect between
+/// the first call's timeout and the second's (half of it apart).
+const COMMAND: Duration = Duration::from_millis(3_000);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
@@ -104,9 +106,10 @@ async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
         let limiter = Arc::clone(&limiter);
         async move { limiter.acquire("k", 1).await }
     });
-    // Sent on the frozen connection too, 600 ms later: it times out once
-    // the probe's new connection has ended the outage the first began.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Sent on the frozen connection too, half a timeout later: it times
+    // out once the probe's new connection has ended the outage the first
+    // began.
+    tokio::time::sleep(COMMAND / 2).await;
     let second = tokio::spawn({
         let limiter = Arc::clone(&limiter);
         async move { limiter.acquire("k", 1).await }
@@ -117,13 +120,21 @@ async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
         BackendErrorKind::Timeout,
         "{first}"
     );
+    let reconnected = Instant::now() + COMMAND / 2;
+    while !backend.is_available() {
+        assert!(
+            Instant::now() < reconnected,
+            "the probe did not reconnect in time"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let second = second.await.unwrap().unwrap_err();
     assert_eq!(
         common::backend_kind(&second),
         BackendErrorKind::Timeout,
         "{second}"
     );
-    assert!(started.elapsed() >= COMMAND + Duration::from_millis(600));
+    assert!(started.elapsed() >= COMMAND + COMMAND / 2);
     assert!(
         backend.is_available(),
         "a stale connection's timeout reopened the circuit the probe closed"
