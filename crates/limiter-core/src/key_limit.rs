@@ -42,8 +42,8 @@ impl fmt::Display for KeyLimitReached {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "the in-memory limiter already holds its maximum of {} live keys; \
-             a new key can be admitted once another key's state expires",
+            "the in-memory limiter already holds its maximum of {} keys (live, or \
+             expired and awaiting a sweep); a new key can be admitted once others expire",
             self.max_keys
         )
     }

@@ -109,7 +109,8 @@ impl MemoryLimiter {
     /// [`Error::ZeroCost`], [`Error::CostExceedsCapacity`] and
     /// [`Error::TimeOutOfRange`] as in the core, none of which writes; and
     /// [`Error::Backend`] wrapping [`KeyLimitReached`](crate::KeyLimitReached) for a new key when
-    /// [`max_keys`](MemoryLimiterBuilder::max_keys) live keys are held.
+    /// [`max_keys`](MemoryLimiterBuilder::max_keys) keys are held (live,
+    /// or expired and awaiting a sweep: see `max_keys`).
     #[inline]
     pub fn try_acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
         with_single_map!(&self.keys,

@@ -30,10 +30,9 @@ pub(crate) struct Sweep {
     /// after the last sweep.
     pub(crate) interval: AtomicUsize,
     /// When a sweep next has enough to free: after a sweep, the eviction
-    /// time of the [`SWEEP_BATCH_DIVISOR`]-th part of the keys it kept
-    /// (the earliest, for fewer than twice that many); an insert lowers it
-    /// to its own eviction time. While the clock is below it, a sweep is
-    /// skipped.
+    /// time by which a [`SWEEP_BATCH_DIVISOR`]-th of the keys it kept have
+    /// expired; the first insert into a map with nothing to sweep sets it
+    /// to its own. While the clock is below it, a sweep is skipped.
     pub(crate) earliest_evict_at: AtomicU64,
     /// One sweep at a time.
     pub(crate) lock: Mutex<()>,
@@ -52,17 +51,23 @@ impl Sweep {
 }
 
 impl MemoryLimiter {
-    /// Keeps `earliest_evict_at` a lower bound after an insert.
+    /// After an insert: a map that had nothing to sweep (`u64::MAX`) has
+    /// something once this key expires. A bound already set stays: lowering
+    /// it to every short-lived key's time would bring back a scan per
+    /// expired key; a key that expires before it is swept at it, later.
     pub(crate) fn note_evict_at(&self, evict_at: u64) {
         let earliest = &self.sweep.earliest_evict_at;
-        if evict_at < earliest.load(Ordering::SeqCst) {
+        if earliest.load(Ordering::SeqCst) == u64::MAX {
             earliest.fetch_min(evict_at, Ordering::SeqCst);
         }
     }
 
     /// The amortised sweep: at most one at a time, skipped by whoever finds
-    /// another running.
+    /// another running, or when none is due (without touching the lock).
     pub(crate) fn scheduled_sweep(&self, now_us: u64) {
+        if !self.sweep_is_due(now_us) {
+            return;
+        }
         let _guard = match self.sweep.lock.try_lock() {
             Ok(guard) => guard,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
