@@ -372,7 +372,11 @@ impl<L: Limiter> Resilient<L> {
         match (outcome, &self.degrade) {
             (Err(error), Some(degrade)) if error.is_key_limit() => {
                 // One new key refused, not a backend down: the policy
-                // answers it, and the keys held are still asked.
+                // answers it, and the keys held are still asked. A probe
+                // so answered found the backend answering.
+                if probe {
+                    self.answered();
+                }
                 tracing::debug!(
                     error = %error.chain(),
                     key,
@@ -449,10 +453,16 @@ impl<L: Limiter> Resilient<L> {
         check_policies(policies, now_us, cost)?;
         let max_cost = policies.max_cost();
         let decision = if source == DecisionSource::FailClosed {
-            let until_probe = self
-                .outage()
-                .next_probe
-                .saturating_duration_since(Instant::now());
+            // In an outage, until the next probe; else (one new key refused
+            // at a key limit) a probe interval, when the backend would be
+            // asked again were it failing.
+            let until_probe = match self.failing.load(Ordering::Acquire) {
+                true => self
+                    .outage()
+                    .next_probe
+                    .saturating_duration_since(Instant::now()),
+                false => self.probe_interval,
+            };
             // Whole microseconds, rounded up, at least one.
             let micros = until_probe.as_nanos().div_ceil(1_000).max(1);
             let retry_after = u64::try_from(micros).map_or(Duration::MAX, Duration::from_micros);

@@ -151,7 +151,7 @@ fn max_keys_refuses_new_keys_and_never_evicts_a_live_one() {
     let refused = limiter.try_acquire("c", 1);
     assert!(is_key_limit(&refused), "{refused:?}");
     let message = refused.unwrap_err().chain().to_string();
-    assert!(message.contains("maximum of 2 live keys"), "{message}");
+    assert!(message.contains("maximum of 2 keys"), "{message}");
     // Held keys are still decided exactly: "a" keeps its spent quota.
     let a = limiter.try_acquire("a", 1).unwrap();
     assert!(!a.allowed);

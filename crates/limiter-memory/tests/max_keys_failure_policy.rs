@@ -55,6 +55,8 @@ async fn the_sync_path_answers_a_new_key_by_the_policy_too() {
         !new.allowed && new.source == DecisionSource::FailClosed,
         "{new:?}"
     );
+    // Retry in a probe interval (1 s by default), not at once.
+    assert_eq!(new.retry_after, Duration::from_secs(1));
     let held = limiter.acquire_now("a", 1).unwrap().unwrap();
     assert!(
         !held.allowed && held.source == DecisionSource::Backend,
