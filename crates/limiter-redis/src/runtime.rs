@@ -42,7 +42,16 @@ impl Runtime {
     /// Whether the caller is in a runtime (remembered if it is the first).
     #[inline]
     pub(crate) fn is_here(&self) -> bool {
-        self.caller().is_some()
+        self.in_task() || self.caller().is_some()
+    }
+
+    /// Whether the caller is a Tokio task, the first runtime remembered
+    /// already: one thread-local read, where asking for the caller's
+    /// runtime clones its handle (an atomic count every worker shares). A
+    /// call task, and most callers, are such tasks.
+    #[inline]
+    fn in_task(&self) -> bool {
+        tokio::task::try_id().is_some() && self.first.get().is_some()
     }
 
     /// Why a call sent to the first runtime went unanswered, for a caller
@@ -63,6 +72,9 @@ impl Runtime {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        if self.in_task() {
+            return Ok(tokio::spawn(task));
+        }
         match self.caller().or_else(|| self.first.get().cloned()) {
             Some(runtime) => Ok(runtime.spawn(task)),
             None => Err(BackendError::config(
