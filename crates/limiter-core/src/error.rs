@@ -177,9 +177,12 @@ pub enum Error {
         /// The time given, in µs since the Unix epoch.
         time_us: u64,
     },
-    /// A backend's configuration is invalid (a malformed URL, a pool of
-    /// zero connections…): found before any request, fixed by changing the
-    /// configuration, never retried. The source says what and why.
+    /// A backend's configuration, or the way it is called, is invalid (a
+    /// malformed URL, a pool of zero connections…: found before any
+    /// request; or a Redis backend called from outside any Tokio runtime
+    /// with none to run on): fixed by changing the configuration or the
+    /// caller, never retried, never answered by a failure policy. The
+    /// source says what and why.
     InvalidConfig(Box<dyn std::error::Error + Send + Sync + 'static>),
     /// A backend failed (connection, timeout, protocol); the source says how.
     /// The only error a [`FailurePolicy`](crate::FailurePolicy) handles.

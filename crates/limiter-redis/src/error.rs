@@ -9,10 +9,13 @@ use std::sync::Arc;
 #[non_exhaustive]
 pub enum BackendErrorKind {
     /// The limiter's configuration is invalid (a bad URL, a zero pool size
-    /// or timeout, a key prefix with braces). Reported by
-    /// [`RedisLimiterBuilder::build`](crate::RedisLimiterBuilder::build) as
-    /// [`Error::InvalidConfig`](limiter_core::Error::InvalidConfig), before
-    /// any round trip; never subject to the failure policy.
+    /// or timeout, a key prefix with braces), reported by
+    /// [`RedisLimiterBuilder::build`](crate::RedisLimiterBuilder::build)
+    /// before any round trip; or a call from outside any Tokio runtime
+    /// finds none to run on (the backend never met one, or the first it
+    /// met has shut down). Always
+    /// [`Error::InvalidConfig`](limiter_core::Error::InvalidConfig), never
+    /// subject to the failure policy.
     Config,
     /// No connection to Redis could be made (refused, unreachable, or not
     /// within the connection timeout).
