@@ -326,8 +326,9 @@ impl RedisBackend {
         call.await.unwrap_or_else(|_| Err(Runtime::gone()))
     }
 
-    /// [`query_with`](Self::query_with), on the caller's runtime.
-    async fn query_here(
+    /// [`query_with`](Self::query_with), on the caller's runtime: for a
+    /// call task (`batch.rs`), always on one, which so skips the check.
+    pub(crate) async fn query_here(
         &self,
         cmd: &Cmd,
         function: Option<&LuaFunction>,

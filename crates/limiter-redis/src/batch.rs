@@ -266,7 +266,7 @@ impl Decider {
             .decide(&self.keys, requests.iter(), Keys::AcrossSlots);
         match self
             .backend
-            .query_with(&cmd, Some(&self.function), Ask::Refuse)
+            .query_here(&cmd, Some(&self.function), Ask::Refuse)
             .await
         {
             Ok(reply) if !scripts::is_elsewhere(&reply) => self.answers(&reply, requests),
@@ -297,7 +297,11 @@ impl Decider {
         let cmd = self
             .function
             .decide(&self.keys, requests.iter(), Keys::Declared);
-        let reply = self.backend.query(&cmd, Some(&self.function)).await?;
+        // On the call task's runtime.
+        let reply = self
+            .backend
+            .query_here(&cmd, Some(&self.function), Ask::Follow)
+            .await?;
         self.answers(&reply, requests)
     }
 
