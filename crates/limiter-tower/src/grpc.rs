@@ -20,11 +20,16 @@ const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 
 /// Whether the request is a gRPC call: its `content-type` is
-/// `application/grpc` or one of its subtypes (`application/grpc+proto`).
+/// `application/grpc` or one of its subtypes (`application/grpc+proto`),
+/// parameters allowed. Not gRPC-Web (`application/grpc-web`), whose
+/// responses carry its own content type: it gets the HTTP refusal.
 pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
-    headers
-        .get(CONTENT_TYPE)
-        .is_some_and(|value| value.as_bytes().starts_with(b"application/grpc"))
+    headers.get(CONTENT_TYPE).is_some_and(|value| {
+        value
+            .as_bytes()
+            .strip_prefix(b"application/grpc")
+            .is_some_and(|rest| matches!(rest.first(), None | Some(b'+' | b';' | b' ')))
+    })
 }
 
 /// `own`, the layer's HTTP refusal, as a gRPC trailers-only response:
@@ -90,6 +95,9 @@ mod tests {
         };
         assert!(with("application/grpc"));
         assert!(with("application/grpc+proto"));
+        assert!(with("application/grpc; charset=utf-8"));
+        assert!(!with("application/grpc-web"));
+        assert!(!with("application/grpc-web+proto"));
         assert!(!with("application/json"));
         assert!(!is_grpc(&HeaderMap::new()));
     }
