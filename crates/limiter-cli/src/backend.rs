@@ -7,7 +7,7 @@ use limiter_core::{Error, Limiter, ManualClock, Policies};
 use limiter_memory::MemoryLimiter;
 use limiter_redis::{RedisBackend, RedisLimiter};
 
-use crate::cli::{BackendArgs, BackendKind};
+use crate::cli::{BackendArgs, BackendKind, DEFAULT_REDIS_URL};
 use crate::failure::Failure;
 
 /// How long, in trace time, the memory backend keeps a key past its reset
@@ -33,12 +33,13 @@ pub(crate) async fn connect(
 ) -> Result<Arc<dyn Limiter>, Failure> {
     let policy = policy.into();
     match backend.backend {
-        BackendKind::Memory => Ok(Arc::new(
+        BackendKind::Memory => Ok(Arc::new({
+            memory_takes_no_redis_flags(backend)?;
             MemoryLimiter::builder(policy)
                 .clock(clock)
                 .eviction_delay(MEMORY_EVICTION_DELAY)
-                .build(),
-        )),
+                .build()
+        })),
         BackendKind::Redis | BackendKind::RedisCluster => {
             let redis = redis_backend(backend)?;
             let url = redis.url().to_owned();
@@ -70,6 +71,19 @@ pub(crate) async fn connect(
             }
         }
     }
+}
+
+/// A usage error for `--redis-url` or `--redis-prefix` beside the memory
+/// backend, which would ignore them: a forgotten `--backend redis` must
+/// not pass for a Redis run.
+pub(crate) fn memory_takes_no_redis_flags(backend: &BackendArgs) -> Result<(), Failure> {
+    if backend.redis_urls != [DEFAULT_REDIS_URL] || backend.redis_prefix.is_some() {
+        return Err(Failure::usage(
+            "--redis-url and --redis-prefix are for --backend redis or redis-cluster; the \
+             memory backend (the default) takes neither",
+        ));
+    }
+    Ok(())
 }
 
 /// The backend `--backend` and `--redis-url` name, not connected yet: one

@@ -168,6 +168,7 @@ pub async fn run(args: &BenchArgs) -> Result<(), Failure> {
     let keys: Arc<[String]> = (0..args.keys).map(|i| format!("bench:{i}")).collect();
     let report = match args.backend.backend {
         BackendKind::Memory => {
+            backend::memory_takes_no_redis_flags(&args.backend)?;
             let limiter = wrap(
                 MemoryLimiter::builder(policy.clone()).build(),
                 args.on_failure,

@@ -190,6 +190,20 @@ fn an_unreachable_redis_fails_fast_with_a_clear_message() {
 }
 
 #[test]
+fn redis_flags_beside_the_memory_backend_are_a_usage_error() {
+    for flags in [
+        &["--redis-url", "redis://10.0.0.5:6379"][..],
+        &["--redis-prefix", "app"][..],
+    ] {
+        let output = replay_with(&[flags, &["-"]].concat(), "t_us,key,cost\n1,a,1\n");
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        let message = stderr(&output);
+        assert!(message.contains("--backend redis"), "{message}");
+        assert_eq!(stdout(&output), "");
+    }
+}
+
+#[test]
 fn a_malformed_redis_url_is_a_usage_error() {
     let output = replay_with(
         &["--backend", "redis", "--redis-url", "localhost:6379", "-"],
