@@ -40,18 +40,11 @@ impl Runtime {
     }
 
     /// Whether the caller is in a runtime (remembered if it is the first).
+    /// Asked for the caller's handle: a task id alone is no proof (a
+    /// `LocalSet` runs tasks on any executor, without a runtime).
     #[inline]
     pub(crate) fn is_here(&self) -> bool {
-        self.in_task() || self.caller().is_some()
-    }
-
-    /// Whether the caller is a Tokio task, the first runtime remembered
-    /// already: one thread-local read, where asking for the caller's
-    /// runtime clones its handle (an atomic count every worker shares). A
-    /// call task, and most callers, are such tasks.
-    #[inline]
-    fn in_task(&self) -> bool {
-        tokio::task::try_id().is_some() && self.first.get().is_some()
+        self.caller().is_some()
     }
 
     /// Why a call sent to the first runtime went unanswered, for a caller
@@ -72,9 +65,6 @@ impl Runtime {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        if self.in_task() {
-            return Ok(tokio::spawn(task));
-        }
         match self.caller().or_else(|| self.first.get().cloned()) {
             Some(runtime) => Ok(runtime.spawn(task)),
             None => Err(BackendError::config(
