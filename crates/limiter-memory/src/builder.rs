@@ -71,7 +71,8 @@ impl MemoryLimiterBuilder {
     /// keys it kept have expired (a flood of new keys at one time scans at
     /// most once, and steady churn at the cap costs a new key about 64
     /// entries scanned, not the whole map). So a new key may be refused
-    /// while fewer than that many keys have expired. If no room is made,
+    /// while expired keys wait for that sweep, which `max_keys / 64`
+    /// refusals also make due. If no room is made,
     /// the request fails with
     /// [`Error::Backend`](limiter_core::Error::Backend) wrapping
     /// [`KeyLimitReached`](crate::KeyLimitReached) — the failure path of

@@ -441,6 +441,7 @@ impl MemoryLimiter {
                 }
             }
         }
+        self.note_refused();
         Err(self.key_limit_reached())
     }
 }

@@ -17,7 +17,10 @@ pub(crate) const MIN_SWEEP_INTERVAL: usize = 1024;
 /// held (1/64): a scan costs every key, and under steady churn at the cap
 /// (a key expiring every few µs) a scan whenever one key had expired cost
 /// a whole scan per new key, 3 ms at 100,000 keys. So a new key at the cap
-/// may be refused while fewer than that many keys have expired.
+/// may be refused while expired keys wait: until that many have expired,
+/// or until that many new keys have been refused since the last sweep,
+/// whichever comes first (the bound can be late: a key inserted after a
+/// sweep that expires before the bound does not move it).
 pub(crate) const SWEEP_BATCH_DIVISOR: usize = 64;
 
 /// When to sweep expired keys, kept off the hot path: only requests on keys
@@ -34,6 +37,9 @@ pub(crate) struct Sweep {
     /// expired; the first insert into a map with nothing to sweep sets it
     /// to its own. While the clock is below it, a sweep is skipped.
     pub(crate) earliest_evict_at: AtomicU64,
+    /// New keys refused at the cap since the last sweep: a batch of them
+    /// makes a sweep due, however late the bound.
+    pub(crate) refused: AtomicUsize,
     /// One sweep at a time.
     pub(crate) lock: Mutex<()>,
 }
@@ -45,6 +51,7 @@ impl Sweep {
             new_key_requests: AtomicUsize::new(0),
             interval: AtomicUsize::new(MIN_SWEEP_INTERVAL),
             earliest_evict_at: AtomicU64::new(u64::MAX),
+            refused: AtomicUsize::new(0),
             lock: Mutex::new(()),
         }
     }
@@ -94,9 +101,21 @@ impl MemoryLimiter {
         removed
     }
 
-    /// Whether a sweep would free enough to be worth its scan.
+    /// Whether a sweep would free enough to be worth its scan: a batch of
+    /// keys has expired, or a batch of new keys has been refused.
     fn sweep_is_due(&self, now_us: u64) -> bool {
         now_us >= self.sweep.earliest_evict_at.load(Ordering::SeqCst)
+            || self.sweep.refused.load(Ordering::Relaxed) >= self.sweep_batch()
+    }
+
+    /// A batch: a [`SWEEP_BATCH_DIVISOR`]-th of the keys held, at least one.
+    fn sweep_batch(&self) -> usize {
+        (self.len() / SWEEP_BATCH_DIVISOR).max(1)
+    }
+
+    /// Counts a new key refused at the cap.
+    pub(crate) fn note_refused(&self) {
+        self.sweep.refused.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Starts a new sweep period: the next scheduled sweep comes after as
@@ -122,19 +141,25 @@ impl MemoryLimiter {
         // Inserts during the sweep lower the bound themselves; the keys kept
         // lower it below.
         earliest.store(u64::MAX, Ordering::SeqCst);
+        self.sweep.refused.store(0, Ordering::Relaxed);
         let mut removed = 0;
-        let mut next = NextSweep::new((self.len() / SWEEP_BATCH_DIVISOR).max(1));
+        let mut kept = 0;
+        let mut next = NextSweep::new(self.sweep_batch());
         with_map!(&self.keys, map => map.retain(|_, slot| {
             let evict_at = self.evict_at(slot);
             if evict_at <= now_us {
                 removed += 1;
                 false
             } else {
+                kept += 1;
                 next.keep(evict_at);
                 true
             }
         }));
-        earliest.fetch_min(next.at(), Ordering::SeqCst);
+        earliest.fetch_min(
+            next.at((kept / SWEEP_BATCH_DIVISOR).max(1)),
+            Ordering::SeqCst,
+        );
         if removed > 0 {
             self.release_keys(removed);
             // Give memory back after a burst of one-off keys, with enough
@@ -150,24 +175,26 @@ impl MemoryLimiter {
     }
 }
 
-/// The time by which `batch` of the kept keys will have expired: the
-/// `batch`-th smallest eviction time seen (a max-heap of the smallest).
+/// The time by which a batch of the kept keys will have expired: the
+/// `batch`-th smallest eviction time seen, `batch` a 64th of the keys kept,
+/// at most the `capacity` given before the scan (a 64th of the keys held
+/// then). A max-heap of the smallest.
 struct NextSweep {
-    batch: usize,
+    capacity: usize,
     smallest: BinaryHeap<u64>,
 }
 
 impl NextSweep {
-    fn new(batch: usize) -> Self {
+    fn new(capacity: usize) -> Self {
         Self {
-            batch,
+            capacity,
             smallest: BinaryHeap::new(),
         }
     }
 
     #[inline]
     fn keep(&mut self, evict_at: u64) {
-        if self.smallest.len() < self.batch {
+        if self.smallest.len() < self.capacity {
             self.smallest.push(evict_at);
         } else if self
             .smallest
@@ -179,10 +206,13 @@ impl NextSweep {
         }
     }
 
-    /// With fewer than `batch` keys kept, the latest of them (all have
-    /// expired by then); never (`u64::MAX`) with none.
-    fn at(&self) -> u64 {
-        self.smallest.peek().copied().unwrap_or(u64::MAX)
+    /// The `batch`-th smallest time seen (1 for the smallest); with fewer
+    /// seen, the latest of them (all have expired by then); never
+    /// (`u64::MAX`) with none.
+    fn at(&self, batch: usize) -> u64 {
+        let mut smallest = self.smallest.clone().into_sorted_vec();
+        smallest.truncate(batch.max(1));
+        smallest.last().copied().unwrap_or(u64::MAX)
     }
 }
 
@@ -239,33 +269,35 @@ mod tests {
             limiter.try_acquire(&format!("k{k}"), 1).unwrap();
         }
         // The first key expires at 1 s: that sweep frees it alone, and the
-        // next is put off until 1,280 / 64 = 20 more have expired.
+        // next is put off until a 64th of the 1,279 it kept (19) have
+        // expired.
         clock.set(1_000_000);
         assert_eq!(limiter.sweep_if_due(clock.now_us()), 1);
         assert_eq!(
             limiter.sweep.earliest_evict_at.load(Ordering::SeqCst),
-            1_000_020
+            1_000_019
         );
-        clock.set(1_000_019);
+        clock.set(1_000_018);
         assert_eq!(
             limiter.sweep_if_due(clock.now_us()),
             0,
             "fewer than a batch: skipped"
         );
-        clock.set(1_000_020);
-        assert_eq!(limiter.sweep_if_due(clock.now_us()), 20);
+        clock.set(1_000_019);
+        assert_eq!(limiter.sweep_if_due(clock.now_us()), 19);
     }
 
     #[test]
     fn the_next_sweep_is_the_batch_th_smallest_eviction_time() {
         let mut next = NextSweep::new(3);
-        assert_eq!(next.at(), u64::MAX, "nothing kept: never");
+        assert_eq!(next.at(3), u64::MAX, "nothing kept: never");
         next.keep(50);
         next.keep(10);
-        assert_eq!(next.at(), 50, "fewer than a batch: once all expired");
+        assert_eq!(next.at(3), 50, "fewer than a batch: once all expired");
         for evict_at in [40, 30, 20, 60] {
             next.keep(evict_at);
         }
-        assert_eq!(next.at(), 30);
+        assert_eq!(next.at(3), 30);
+        assert_eq!(next.at(1), 10, "a smaller batch: fewer kept than held");
     }
 }

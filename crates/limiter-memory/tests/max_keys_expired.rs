@@ -46,3 +46,36 @@ fn max_keys_full_of_expired_keys_admits_every_new_key() {
     // Now every held key is live again: the cap refuses once more.
     assert!(limiter.try_acquire("late", 1).is_err());
 }
+
+/// A sweep waits for a batch of expired keys (a 64th of them), measured
+/// from the keys it knew of: keys inserted after it that expire sooner do
+/// not make it due. Refusals do: after a batch of new keys refused, the
+/// next one sweeps, however late the bound.
+#[test]
+fn a_batch_of_refused_new_keys_makes_a_sweep_due() {
+    let max_keys = 1_000;
+    let policy = Policy::token_bucket(Rate::new(100, Duration::from_secs(1))).unwrap();
+    let clock = ManualClock::new(T0);
+    let limiter = MemoryLimiter::builder(policy)
+        .clock(clock.clone())
+        .eviction_delay(Duration::ZERO)
+        .max_keys(max_keys)
+        .build();
+    // One key back to full in 1 s, then 999 back to full in 10 ms.
+    assert!(limiter.try_acquire("slow", 100).unwrap().allowed);
+    for k in 1..max_keys {
+        assert!(
+            limiter
+                .try_acquire(&format!("fast:{k}"), 1)
+                .unwrap()
+                .allowed
+        );
+    }
+    clock.set(T0 + 20_000);
+    let batch = max_keys / 64;
+    let refused = (0..=batch)
+        .take_while(|k| limiter.try_acquire(&format!("new:{k}"), 1).is_err())
+        .count();
+    assert_eq!(refused, batch, "a batch refused, then a sweep makes room");
+    assert_eq!(limiter.len(), 2, "the slow key and the one just admitted");
+}
