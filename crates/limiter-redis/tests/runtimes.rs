@@ -48,10 +48,9 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-#[test]
-fn a_caller_outside_any_tokio_context_is_decided() {
-    let runtime = runtime();
-    let limiter = runtime.block_on(async {
+/// A limiter of 3 an hour on the shared server, built on `runtime`.
+fn three_an_hour_on(runtime: &tokio::runtime::Runtime) -> RedisLimiter {
+    runtime.block_on(async {
         let backend = RedisBackend::builder(common::server().url())
             .build()
             .await
@@ -61,7 +60,13 @@ fn a_caller_outside_any_tokio_context_is_decided() {
             .build()
             .await
             .unwrap()
-    });
+    })
+}
+
+#[test]
+fn a_caller_outside_any_tokio_context_is_decided() {
+    let runtime = runtime();
+    let limiter = three_an_hour_on(&runtime);
     let outcomes = thread::spawn(move || {
         (0..5)
             .map(|_| block_on(limiter.acquire("k", 1)).unwrap().allowed)
@@ -95,17 +100,7 @@ fn a_backend_that_never_met_a_runtime_says_so_instead_of_panicking() {
 #[test]
 fn a_caller_outside_any_runtime_once_the_first_is_gone_is_told_so() {
     let first = runtime();
-    let limiter = first.block_on(async {
-        let backend = RedisBackend::builder(common::server().url())
-            .build()
-            .await
-            .unwrap();
-        RedisLimiter::builder(&backend, Policy::fixed_window(Rate::per_hour(3)).unwrap())
-            .key_prefix(common::fresh_prefix("executor"))
-            .build()
-            .await
-            .unwrap()
-    });
+    let limiter = three_an_hour_on(&first);
     drop(first);
     // Not a backend failure (which a fail-open policy would admit): the
     // caller's to fix.
