@@ -224,14 +224,21 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn a_sweep_is_skipped_while_no_key_can_have_expired() {
+    /// A sliding log of 3 a second on a clock at 0, keys dropped as soon
+    /// as they expire.
+    fn three_a_second() -> (MemoryLimiter, ManualClock) {
         let clock = ManualClock::new(0);
         let policy = Policy::sliding_log(Rate::per_second(3)).unwrap();
         let limiter = MemoryLimiter::builder(policy)
             .clock(clock.clone())
             .eviction_delay(Duration::ZERO)
             .build();
+        (limiter, clock)
+    }
+
+    #[test]
+    fn a_sweep_is_skipped_while_no_key_can_have_expired() {
+        let (limiter, clock) = three_a_second();
         assert_eq!(
             limiter.sweep.earliest_evict_at.load(Ordering::SeqCst),
             u64::MAX
@@ -258,12 +265,7 @@ mod tests {
     #[test]
     fn a_sweep_waits_until_it_frees_a_batch() {
         // 1,280 keys, one admitted every µs: each resets 1 s after it.
-        let clock = ManualClock::new(0);
-        let policy = Policy::sliding_log(Rate::per_second(3)).unwrap();
-        let limiter = MemoryLimiter::builder(policy)
-            .clock(clock.clone())
-            .eviction_delay(Duration::ZERO)
-            .build();
+        let (limiter, clock) = three_a_second();
         for k in 0..1_280u64 {
             clock.set(k);
             limiter.try_acquire(&format!("k{k}"), 1).unwrap();

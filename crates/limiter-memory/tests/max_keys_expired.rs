@@ -8,19 +8,28 @@ use limiter_memory::MemoryLimiter;
 
 const T0: u64 = 1_700_000_000_000_000;
 
-/// 20,000 keys fill the cap; once all have expired, each of 20,000 new keys
-/// is admitted. The sweep at the cap used to be rationed to one per
-/// `held / 16` new-key requests, expired or not: here 1,249 were refused.
-#[test]
-fn max_keys_full_of_expired_keys_admits_every_new_key() {
-    let max_keys = 20_000;
-    let policy = Policy::fixed_window(Rate::new(3, Duration::from_secs(1))).unwrap();
+/// A limiter of `policy` holding at most `max_keys`, on a clock at `T0`,
+/// keys dropped as soon as they expire.
+fn capped(policy: Policy, max_keys: usize) -> (MemoryLimiter, ManualClock) {
     let clock = ManualClock::new(T0);
     let limiter = MemoryLimiter::builder(policy)
         .clock(clock.clone())
         .eviction_delay(Duration::ZERO)
         .max_keys(max_keys)
         .build();
+    (limiter, clock)
+}
+
+/// 20,000 keys fill the cap; once all have expired, each of 20,000 new keys
+/// is admitted. The sweep at the cap used to be rationed to one per
+/// `held / 16` new-key requests, expired or not: here 1,249 were refused.
+#[test]
+fn max_keys_full_of_expired_keys_admits_every_new_key() {
+    let max_keys = 20_000;
+    let (limiter, clock) = capped(
+        Policy::fixed_window(Rate::new(3, Duration::from_secs(1))).unwrap(),
+        max_keys,
+    );
     for k in 0..max_keys {
         let decision = limiter.try_acquire(&format!("old:{k}"), 1).unwrap();
         assert!(decision.allowed, "old key {k}");
@@ -54,13 +63,10 @@ fn max_keys_full_of_expired_keys_admits_every_new_key() {
 #[test]
 fn a_batch_of_refused_new_keys_makes_a_sweep_due() {
     let max_keys = 1_000;
-    let policy = Policy::token_bucket(Rate::new(100, Duration::from_secs(1))).unwrap();
-    let clock = ManualClock::new(T0);
-    let limiter = MemoryLimiter::builder(policy)
-        .clock(clock.clone())
-        .eviction_delay(Duration::ZERO)
-        .max_keys(max_keys)
-        .build();
+    let (limiter, clock) = capped(
+        Policy::token_bucket(Rate::new(100, Duration::from_secs(1))).unwrap(),
+        max_keys,
+    );
     // One key back to full in 1 s, then 999 back to full in 10 ms.
     assert!(limiter.try_acquire("slow", 100).unwrap().allowed);
     for k in 1..max_keys {
