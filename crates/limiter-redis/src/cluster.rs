@@ -233,7 +233,13 @@ impl Inner {
                 Target::Asking(node) => node.clone(),
             };
             let asking = matches!(target, Target::Asking(_));
-            let error = match self.send_to(&node, cmd, asking).await {
+            let sent = if attempt == 0 {
+                // Its connection's own timeout is the command's.
+                self.send_to(&node, cmd, asking).await
+            } else {
+                self.retry_within(deadline, &node, cmd, asking).await
+            };
+            let error = match sent {
                 Ok(reply) => return Ok(reply),
                 Err(error) => error,
             };
@@ -261,7 +267,9 @@ impl Inner {
                     Target::Owner
                 }
                 (RetryMethod::RefreshSlotsAndRetry, _) => {
-                    self.refresh().await;
+                    if !self.refresh_within(deadline).await {
+                        return Err(error);
+                    }
                     Target::Owner
                 }
                 _ if error.is_timeout() => {
@@ -278,7 +286,9 @@ impl Inner {
                     if !reconnected && error.is_connection_dropped() {
                         reconnected = true;
                     } else {
-                        self.refresh().await;
+                        if !self.refresh_within(deadline).await {
+                            return Err(error);
+                        }
                         if self.owner(slot).ok().as_ref() == Some(&node) {
                             return Err(error);
                         }
@@ -288,6 +298,42 @@ impl Inner {
                 _ => return Err(error),
             };
         }
+    }
+
+    /// A retry of `cmd` on `node`, waited for until `deadline` (the first
+    /// attempt's start plus the command timeout). A retry starts late, so
+    /// its connection's own timeout would run past the deadline; it runs on
+    /// a task of its own instead, and past the deadline the caller is told
+    /// of a timeout while the attempt goes on to its own timeout, which
+    /// marks a hung node down as a first attempt's does (cancelling it
+    /// would not).
+    async fn retry_within(
+        self: &Arc<Self>,
+        deadline: Instant,
+        node: &Address,
+        cmd: &Cmd,
+        asking: bool,
+    ) -> RedisResult<Value> {
+        let (inner, node, cmd) = (Arc::clone(self), node.clone(), cmd.clone());
+        let attempt = async move { inner.send_to(&node, &cmd, asking).await };
+        within(deadline, attempt).await.unwrap_or_else(|| {
+            Err(RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "no answer within the command timeout ({:?}), retries included",
+                    self.client.command_timeout
+                ),
+            )))
+        })
+    }
+
+    /// [`refresh`](Self::refresh) for a command's retry, waited for until
+    /// `deadline` (it goes on past it in the background); whether it was done.
+    async fn refresh_within(self: &Arc<Self>, deadline: Instant) -> bool {
+        let inner = Arc::clone(self);
+        within(deadline, async move { inner.refresh().await })
+            .await
+            .is_some()
     }
 
     /// Every primary of the map gets `cmd`; the first reply is the answer,
@@ -476,7 +522,6 @@ impl Inner {
         }
     }
 
-    /// Drops `node`'s connection: the next command to it reconnects.
     /// Drops `node`'s connection `id` if it is still the current one;
     /// returns whether it was.
     fn forget_if(&self, node: &Address, id: u64) -> bool {
@@ -577,6 +622,20 @@ impl Inner {
 
     fn write_map(&self) -> std::sync::RwLockWriteGuard<'_, SlotMap> {
         self.map.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// `work` on a task of its own, waited for until `deadline`: `None` past
+/// it (or if the runtime shuts down first), the work going on regardless.
+async fn within<T: Send + 'static>(
+    deadline: Instant,
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> Option<T> {
+    let task = tokio::spawn(work);
+    match tokio::time::timeout_at(deadline.into(), task).await {
+        Ok(Ok(done)) => Some(done),
+        Ok(Err(failed)) if failed.is_panic() => std::panic::resume_unwind(failed.into_panic()),
+        _ => None,
     }
 }
 

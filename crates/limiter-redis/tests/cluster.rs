@@ -1168,6 +1168,89 @@ async fn a_hung_primary_costs_its_callers_one_command_timeout_at_most() {
     }
 }
 
+/// A redirect late in a command's budget to a hung node: the command's
+/// first node (stale in the client's map: its slot has moved) hangs for
+/// most of the command timeout, then answers `MOVED` to a node that is
+/// hung by then. The caller is answered within the command timeout, not
+/// the hang plus a second timeout; the retry, going on in the background,
+/// still marks the hung node down (its keys then fail at once); and once
+/// it resumes, its keys are served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_redirect_to_a_hung_node_costs_the_caller_one_command_timeout() {
+    const COMMAND_TIMEOUT: Duration = Duration::from_millis(400);
+    /// How long the stale node hangs before it answers `MOVED`.
+    const FIRST_HANG: Duration = Duration::from_millis(300);
+    const SLACK: Duration = Duration::from_millis(150);
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .unwrap(),
+    );
+    let backend = RedisBackend::cluster(cluster.seed_urls())
+        .connection_timeout(COMMAND_TIMEOUT)
+        .command_timeout(COMMAND_TIMEOUT)
+        .probe_interval(Duration::from_millis(100))
+        .build_lazy()
+        .unwrap();
+    let limiter = limiter(
+        &backend,
+        Policy::sliding_log(Rate::per_hour(100)).unwrap(),
+        "late",
+    )
+    .await;
+    let primaries = cluster.primaries();
+    let (stale, hung) = (primaries[0].clone(), primaries[1].clone());
+    let key = keys_on(&cluster, &limiter, "late", std::slice::from_ref(&stale), 1).remove(0);
+    assert!(limiter.acquire(&key, 1).await.unwrap().allowed);
+    let slot = cluster.slot_of(&limiter.redis_key(&key));
+    tokio::task::block_in_place(|| cluster.migrate_slot(slot, &hung));
+
+    cluster.pause(&stale);
+    let hang = {
+        let (cluster, hung) = (Arc::clone(&cluster), hung.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(FIRST_HANG);
+            cluster.pause(&hung);
+            cluster.resume(&stale);
+        })
+    };
+    let started = Instant::now();
+    let answer = limiter.acquire(&key, 1).await;
+    let waited = started.elapsed();
+    hang.join().unwrap();
+    assert!(answer.is_err(), "the hung node answered: {answer:?}");
+    assert!(
+        waited <= COMMAND_TIMEOUT + SLACK,
+        "the caller waited {waited:?}; the command timeout is {COMMAND_TIMEOUT:?} \
+         (the stale node hung for {FIRST_HANG:?})"
+    );
+
+    // The retry's own timeout has passed: the node is known to be down.
+    tokio::time::sleep_until((started + FIRST_HANG + COMMAND_TIMEOUT + SLACK).into()).await;
+    let asked = Instant::now();
+    let down = limiter.acquire(&key, 1).await;
+    let failed_in = asked.elapsed();
+    cluster.resume(&hung);
+    assert!(down.is_err(), "a hung node answered: {down:?}");
+    assert!(
+        failed_in < SLACK,
+        "a call on the hung node's keys took {failed_in:?}: it was not marked down"
+    );
+
+    let back = Instant::now();
+    loop {
+        match limiter.acquire(&key, 1).await {
+            Ok(decision) => break assert!(decision.allowed),
+            Err(e) => assert!(
+                back.elapsed() < Duration::from_secs(5),
+                "the node's keys still fail after it resumed: {}",
+                chain(&e)
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Failover: a primary is killed (`SIGKILL`) while 64 tasks decide on 8
 /// keys of it and 8 keys of the other primaries (sliding log, 400 per hour
 /// each), half-way to the limits. Its replica is promoted; the same limiter
