@@ -11,7 +11,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, Value};
@@ -20,7 +20,7 @@ use crate::backend_builder::RedisBackendBuilder;
 use crate::circuit::{Circuit, ProbeTurn};
 use crate::cluster::{Ask, ClusterClient, ClusterConnection, Functions};
 use crate::error::{is_out_of_memory, BackendError, BackendErrorKind};
-use crate::runtime::Runtime;
+use crate::runtime::{within, Runtime};
 use crate::scripts::LuaFunction;
 
 /// A handle on one Redis server, shared by every [`RedisLimiter`](crate::RedisLimiter)
@@ -328,70 +328,143 @@ impl RedisBackend {
 
     /// [`query_with`](Self::query_with), on the caller's runtime: for a
     /// call task (`batch.rs`), always on one, which so skips the check.
+    ///
+    /// The first attempt is bound by its own timeouts (the command
+    /// timeout; a connection made for it, the connection timeout as well).
+    /// What follows a lost connection or a missing function (a new
+    /// connection and the command once more, or the library loaded and the
+    /// command once more) is waited for until the call's start plus the
+    /// command timeout, and goes on past it in the background
+    /// ([`within`]), so a caller waits about one command timeout at most.
     pub(crate) async fn query_here(
         &self,
         cmd: &Cmd,
         function: Option<&LuaFunction>,
         ask: Ask,
     ) -> Result<Value, BackendError> {
+        let deadline = Instant::now() + self.shared.command_timeout;
+        let socket = self.shared.pick();
+        let first = self.attempt(socket, cmd, function, ask, false).await;
+        if let Attempt::Done(result) = first {
+            return result;
+        }
+        let (backend, cmd, function) = (self.clone(), cmd.clone(), function.cloned());
+        let rest = async move {
+            backend
+                .finish(socket, first, &cmd, function.as_ref(), ask)
+                .await
+        };
+        within(deadline, rest).await.unwrap_or_else(|| {
+            Err(BackendError::new(
+                BackendErrorKind::Timeout,
+                format!(
+                    "Redis at {}: no answer within {:?}, a reconnection or reload included",
+                    self.shared.url, self.shared.command_timeout
+                ),
+            ))
+        })
+    }
+
+    /// One attempt of `cmd` on socket `socket` (connecting it if it has no
+    /// connection): done, or what to do next. A lost connection is tried
+    /// again once on a new one, unless `reconnected` already.
+    async fn attempt(
+        &self,
+        socket: usize,
+        cmd: &Cmd,
+        function: Option<&LuaFunction>,
+        ask: Ask,
+        reconnected: bool,
+    ) -> Attempt {
         let shared = &self.shared;
-        let socket = shared.pick();
-        let mut reconnected = false;
-        loop {
-            if shared.circuit.is_open() {
-                shared.ensure_probe();
-                return Err(shared.unavailable());
+        if shared.circuit.is_open() {
+            shared.ensure_probe();
+            return Attempt::Done(Err(shared.unavailable()));
+        }
+        let mut live = match shared.sockets[socket].live(shared).await {
+            Ok(live) => live,
+            Err(e) => return Attempt::Done(Err(e)),
+        };
+        let error = match live.conn.send(cmd, ask).await {
+            Ok(reply) => return Attempt::Done(Ok(reply)),
+            Err(e) => e,
+        };
+        if is_function_missing(&error) {
+            if let Some(function) = function {
+                return Attempt::Reload(live, function.clone());
             }
-            let Live { id, mut conn } = socket.live(shared).await?;
-            let error = match conn.send(cmd, ask).await {
-                Ok(reply) => return Ok(reply),
-                Err(e) => e,
-            };
-            if is_function_missing(&error) {
-                if let Some(function) = function {
-                    return shared
-                        .reload_and_retry(&mut conn, id, socket, cmd, function, ask)
+        }
+        if live.conn.outlives_failures() {
+            return Attempt::Done(Err(shared.failed(error)));
+        }
+        let socket = &shared.sockets[socket];
+        if is_timeout(&error) {
+            // A connection already replaced (the probe's, after an earlier
+            // timeout) says nothing of the server now.
+            if socket.retire(live.id) {
+                shared.trip(&format!("no answer within {:?}", shared.command_timeout));
+            }
+            return Attempt::Done(Err(BackendError::new(
+                BackendErrorKind::Timeout,
+                format!(
+                    "Redis at {}: no answer within {:?}",
+                    shared.url, shared.command_timeout
+                ),
+            )
+            .with_source(error)));
+        }
+        if is_broken_connection(&error) {
+            socket.retire(live.id);
+            if !reconnected {
+                return Attempt::Reconnect;
+            }
+            shared.trip(&error.to_string());
+            return Attempt::Done(Err(BackendError::new(
+                BackendErrorKind::Connect,
+                format!("Redis at {}: connection lost", shared.url),
+            )
+            .with_source(error)));
+        }
+        Attempt::Done(Err(BackendError::new(
+            BackendErrorKind::Redis,
+            format!("Redis at {}: command failed", shared.url),
+        )
+        .with_source(error)))
+    }
+
+    /// What follows a first attempt that was not done, to the end.
+    async fn finish(
+        &self,
+        socket: usize,
+        mut next: Attempt,
+        cmd: &Cmd,
+        function: Option<&LuaFunction>,
+        ask: Ask,
+    ) -> Result<Value, BackendError> {
+        loop {
+            next = match next {
+                Attempt::Done(result) => return result,
+                Attempt::Reload(mut live, function) => {
+                    let socket = &self.shared.sockets[socket];
+                    return self
+                        .shared
+                        .reload_and_retry(&mut live.conn, live.id, socket, cmd, &function, ask)
                         .await;
                 }
-            }
-            if conn.outlives_failures() {
-                return Err(shared.failed(error));
-            }
-            if is_timeout(&error) {
-                // A connection already replaced (the probe's, after an
-                // earlier timeout) says nothing of the server now.
-                if socket.retire(id) {
-                    shared.trip(&format!("no answer within {:?}", shared.command_timeout));
-                }
-                return Err(BackendError::new(
-                    BackendErrorKind::Timeout,
-                    format!(
-                        "Redis at {}: no answer within {:?}",
-                        shared.url, shared.command_timeout
-                    ),
-                )
-                .with_source(error));
-            }
-            if is_broken_connection(&error) {
-                socket.retire(id);
-                if !reconnected {
-                    reconnected = true;
-                    continue;
-                }
-                shared.trip(&error.to_string());
-                return Err(BackendError::new(
-                    BackendErrorKind::Connect,
-                    format!("Redis at {}: connection lost", shared.url),
-                )
-                .with_source(error));
-            }
-            return Err(BackendError::new(
-                BackendErrorKind::Redis,
-                format!("Redis at {}: command failed", shared.url),
-            )
-            .with_source(error));
+                Attempt::Reconnect => self.attempt(socket, cmd, function, ask, true).await,
+            };
         }
     }
+}
+
+/// Where a command stands after an attempt.
+enum Attempt {
+    Done(Result<Value, BackendError>),
+    /// The connection was lost (and retired): once more on a new one.
+    Reconnect,
+    /// The function library is missing on this connection: load it there,
+    /// and run the command once more.
+    Reload(Live, LuaFunction),
 }
 
 impl Shared {
@@ -408,13 +481,12 @@ impl Shared {
         BackendError::new(kind, format!("Redis at {}: {what}", self.url)).with_source(error)
     }
 
-    /// The socket for the next command: round robin.
-    fn pick(&self) -> &Socket {
-        let i = match self.sockets.len() {
+    /// The socket for the next command, by its index: round robin.
+    fn pick(&self) -> usize {
+        match self.sockets.len() {
             1 => 0,
             n => self.next_socket.fetch_add(1, Ordering::Relaxed) % n,
-        };
-        &self.sockets[i]
+        }
     }
 
     fn lock_functions(&self) -> std::sync::MutexGuard<'_, Vec<LuaFunction>> {

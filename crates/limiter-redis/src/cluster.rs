@@ -23,6 +23,7 @@ use redis::{
 
 use crate::circuit::{Circuit, ProbeTurn};
 use crate::error::is_out_of_memory;
+use crate::runtime::within;
 use crate::scripts::LuaFunction;
 use crate::slot_map::{slot_of, Address, SlotMap};
 
@@ -622,20 +623,6 @@ impl Inner {
 
     fn write_map(&self) -> std::sync::RwLockWriteGuard<'_, SlotMap> {
         self.map.write().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// `work` on a task of its own, waited for until `deadline`: `None` past
-/// it (or if the runtime shuts down first), the work going on regardless.
-async fn within<T: Send + 'static>(
-    deadline: Instant,
-    work: impl std::future::Future<Output = T> + Send + 'static,
-) -> Option<T> {
-    let task = tokio::spawn(work);
-    match tokio::time::timeout_at(deadline.into(), task).await {
-        Ok(Ok(done)) => Some(done),
-        Ok(Err(failed)) if failed.is_panic() => std::panic::resume_unwind(failed.into_panic()),
-        _ => None,
     }
 }
 

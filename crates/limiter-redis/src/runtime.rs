@@ -8,6 +8,7 @@
 
 use std::future::Future;
 use std::sync::OnceLock;
+use std::time::Instant;
 
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
@@ -72,5 +73,23 @@ impl Runtime {
                  once from one, before calling it from outside any",
             )),
         }
+    }
+}
+
+/// `work` on a task of its own on the caller's runtime, waited for until
+/// `deadline`: `None` past it (or if the runtime shuts down first), the
+/// work going on regardless. A command's retry runs so: its caller's wait
+/// ends at the command's deadline, and the retry still ends by its own
+/// timeouts, whose failure marks a hung server or node down (cancelling it
+/// would leave that to the next caller, who would wait on it again).
+pub(crate) async fn within<T: Send + 'static>(
+    deadline: Instant,
+    work: impl Future<Output = T> + Send + 'static,
+) -> Option<T> {
+    let task = tokio::spawn(work);
+    match tokio::time::timeout_at(deadline.into(), task).await {
+        Ok(Ok(done)) => Some(done),
+        Ok(Err(failed)) if failed.is_panic() => std::panic::resume_unwind(failed.into_panic()),
+        _ => None,
     }
 }

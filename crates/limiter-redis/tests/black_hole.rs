@@ -2,6 +2,8 @@
 //! that black-holes the old path): the calls sent on it time out, the
 //! probe's new connection ends the outage, and a call on the old
 //! connection that times out after that does not open the circuit again.
+//! And a connection lost late in a call, whose reconnection meets a path
+//! that answers nothing: the caller still waits one command timeout.
 
 mod common;
 
@@ -15,36 +17,50 @@ use std::time::{Duration, Instant};
 use limiter_core::{Limiter, Policy, Rate};
 use limiter_redis::{BackendErrorKind, RedisBackend, RedisLimiter};
 
-/// A TCP proxy to a Redis server whose open connections can be frozen:
-/// what a frozen connection's client sends is dropped, so it is never
-/// answered; connections made later are forwarded.
+/// A TCP proxy to a Redis server whose connections can be frozen: what a
+/// frozen connection's client sends is dropped, so it is never answered.
+/// Open connections can also be cut (closed), and connections accepted
+/// while [`freeze_new_connections`](Self::freeze_new_connections) holds
+/// start frozen.
 struct FreezingProxy {
     addr: SocketAddr,
-    /// One flag per connection accepted so far: whether it is frozen.
-    frozen: Arc<Mutex<Vec<Arc<AtomicBool>>>>,
+    /// Every connection accepted so far.
+    connections: Arc<Mutex<Vec<Proxied>>>,
+    freeze_new: Arc<AtomicBool>,
 }
+
+/// One proxied connection: whether it is frozen, and its client's end.
+type Proxied = (Arc<AtomicBool>, TcpStream);
 
 impl FreezingProxy {
     fn start(upstream: u16) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let frozen: Arc<Mutex<Vec<Arc<AtomicBool>>>> = Arc::default();
-        let connections = Arc::clone(&frozen);
+        let connections: Arc<Mutex<Vec<Proxied>>> = Arc::default();
+        let freeze_new = Arc::new(AtomicBool::new(false));
+        let (accepted, frozen_from_start) = (Arc::clone(&connections), Arc::clone(&freeze_new));
         thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
                 let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
                     return;
                 };
-                let flag = Arc::new(AtomicBool::new(false));
-                connections.lock().unwrap().push(Arc::clone(&flag));
+                let flag = Arc::new(AtomicBool::new(frozen_from_start.load(Ordering::SeqCst)));
+                accepted
+                    .lock()
+                    .unwrap()
+                    .push((Arc::clone(&flag), client.try_clone().unwrap()));
                 let (client_in, server_out) =
                     (client.try_clone().unwrap(), server.try_clone().unwrap());
                 thread::spawn(move || pipe(client_in, server_out, Some(flag)));
                 thread::spawn(move || pipe(server, client, None));
             }
         });
-        Self { addr, frozen }
+        Self {
+            addr,
+            connections,
+            freeze_new,
+        }
     }
 
     fn url(&self) -> String {
@@ -53,9 +69,21 @@ impl FreezingProxy {
 
     /// Freezes every connection open now.
     fn freeze_open_connections(&self) {
-        for flag in self.frozen.lock().unwrap().iter() {
+        for (flag, _) in self.connections.lock().unwrap().iter() {
             flag.store(true, Ordering::SeqCst);
         }
+    }
+
+    /// Closes every connection open now: their clients see them dropped.
+    fn cut_open_connections(&self) {
+        for (_, client) in self.connections.lock().unwrap().drain(..) {
+            let _ = client.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Whether connections accepted from now on start frozen.
+    fn freeze_new_connections(&self, frozen: bool) {
+        self.freeze_new.store(frozen, Ordering::SeqCst);
     }
 }
 
@@ -145,5 +173,84 @@ async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
         backend.is_available(),
         "a stale connection's timeout reopened the circuit the probe closed"
     );
+    assert!(limiter.acquire("k", 1).await.unwrap().allowed);
+}
+
+/// A call whose connection hangs for most of the command timeout and is
+/// then lost, and whose reconnection meets a path that answers nothing:
+/// the caller is answered within about one command timeout (the
+/// reconnection's own timeouts would add the connection timeout and the
+/// command timeout), the reconnection going on in the background marks the
+/// backend down (the next call fails at once), and the probe brings it
+/// back once the path answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_lost_late_costs_its_caller_one_command_timeout() {
+    const TIMEOUT: Duration = Duration::from_millis(400);
+    /// How long the first connection hangs before it is cut.
+    const HANG: Duration = Duration::from_millis(300);
+    const SLACK: Duration = Duration::from_millis(150);
+    let proxy = Arc::new(FreezingProxy::start(common::server().port()));
+    let backend = RedisBackend::builder(proxy.url())
+        .connection_timeout(TIMEOUT)
+        .command_timeout(TIMEOUT)
+        .probe_interval(Duration::from_millis(50))
+        .build()
+        .await
+        .unwrap();
+    let limiter =
+        RedisLimiter::builder(&backend, Policy::fixed_window(Rate::per_hour(100)).unwrap())
+            .key_prefix(common::fresh_prefix("lost-late"))
+            .build()
+            .await
+            .unwrap();
+    assert!(limiter.acquire("k", 1).await.unwrap().allowed);
+    proxy.freeze_open_connections();
+    proxy.freeze_new_connections(true);
+    let cut = {
+        let proxy = Arc::clone(&proxy);
+        thread::spawn(move || {
+            thread::sleep(HANG);
+            proxy.cut_open_connections();
+        })
+    };
+    let started = Instant::now();
+    let answer = limiter.acquire("k", 1).await;
+    let waited = started.elapsed();
+    cut.join().unwrap();
+    assert!(
+        waited <= TIMEOUT + SLACK,
+        "the caller waited {waited:?}; the command timeout is {TIMEOUT:?} (the connection \
+         hung for {HANG:?}, then was lost)"
+    );
+    let error = answer.expect_err("a frozen path answered");
+    assert_eq!(
+        common::backend_kind(&error),
+        BackendErrorKind::Timeout,
+        "{error}"
+    );
+
+    // The reconnection's own timeouts have passed: the backend is down.
+    tokio::time::sleep_until((started + HANG + 2 * TIMEOUT + SLACK).into()).await;
+    assert!(
+        !backend.is_available(),
+        "the failed reconnection was not told"
+    );
+    let asked = Instant::now();
+    let down = limiter
+        .acquire("k", 1)
+        .await
+        .expect_err("the backend is down");
+    assert_eq!(common::backend_kind(&down), BackendErrorKind::Unavailable);
+    assert!(asked.elapsed() < SLACK, "a call while down waited");
+
+    proxy.freeze_new_connections(false);
+    let back = Instant::now();
+    while !backend.is_available() {
+        assert!(
+            back.elapsed() < Duration::from_secs(5),
+            "the probe did not reconnect"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert!(limiter.acquire("k", 1).await.unwrap().allowed);
 }
