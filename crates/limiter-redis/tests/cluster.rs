@@ -765,6 +765,79 @@ async fn function_flush_on_a_node_recovers_without_an_error() {
     }
 }
 
+/// A full primary (`maxmemory` under `noeviction`): its decisions fail with
+/// Redis's OOM, counting nothing, while the other primaries' keys are
+/// served; it is not marked down, even once its connection is lost and the
+/// new one's `FUNCTION LOAD` is refused (OOM) too; a limiter whose library
+/// is new still builds; and once there is room, both limiters decide on
+/// its keys again (the library loaded by the first call that misses it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_primary_refuses_its_decisions_and_serves_again_with_room() {
+    let (cluster, limiter) =
+        own_cluster(Policy::sliding_log(Rate::per_hour(3)).unwrap(), "full").await;
+    let primaries = cluster.primaries();
+    let (full, other) = (primaries[0].clone(), primaries[1].clone());
+    let keys = keys_on(
+        &cluster,
+        &limiter,
+        "full",
+        &[full.clone(), other.clone()],
+        1,
+    );
+    let on_full = if cluster.node_for_key(&limiter.redis_key(&keys[0])) == full {
+        [&keys[0], &keys[1]]
+    } else {
+        [&keys[1], &keys[0]]
+    };
+    let (key, elsewhere) = (on_full[0], on_full[1]);
+    assert_eq!(limiter.acquire(key, 1).await.unwrap().remaining, 2);
+    let set = |args: &[&str]| {
+        let reply = cluster.command(&full, &[&["CONFIG", "SET"], args].concat());
+        assert_eq!(reply, Reply::Status("OK".into()), "CONFIG SET {args:?}");
+    };
+    set(&["maxmemory-policy", "noeviction"]);
+    set(&["maxmemory", "1"]);
+    let refused = |error: &limiter_core::Error| {
+        assert_eq!(
+            common::backend_kind(error),
+            limiter_redis::BackendErrorKind::Redis,
+            "{}",
+            chain(error)
+        );
+        assert!(chain(error).contains("OOM"), "{}", chain(error));
+    };
+    refused(&limiter.acquire(key, 1).await.unwrap_err());
+    assert!(limiter.acquire(elsewhere, 1).await.unwrap().allowed);
+
+    // Its connection lost: the new one's FUNCTION LOAD is refused, yet the
+    // node answers, so it is not marked down.
+    let killed = cluster.command(
+        &full,
+        &["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"],
+    );
+    assert!(
+        killed.integer() >= 1,
+        "the limiter's connection is killed: {killed:?}"
+    );
+    refused(&limiter.acquire(key, 1).await.unwrap_err());
+    let backend = backend(&cluster);
+    let second = RedisLimiter::builder(&backend, Policy::fixed_window(Rate::per_hour(3)).unwrap())
+        .key_prefix(common::fresh_prefix("full-second"))
+        .build()
+        .await
+        .expect("a limiter builds while a primary is full");
+    assert!(second.acquire(elsewhere, 1).await.unwrap().allowed);
+    refused(&second.acquire(key, 1).await.unwrap_err());
+
+    set(&["maxmemory", "0"]);
+    let decision = limiter.acquire(key, 1).await.unwrap();
+    assert!(
+        decision.allowed && decision.remaining == 1,
+        "the refused decisions counted nothing: {decision:?}"
+    );
+    assert!(second.acquire(key, 1).await.unwrap().allowed);
+}
+
 /// Live resharding: while 64 tasks decide on 24 keys (8 per primary) of two
 /// limiters (sliding log, windows longer than the test: one limit reached
 /// early, one never), each key's slot moves to the next primary, twice,
