@@ -3,7 +3,7 @@
 //! another async runtime), its calls run on the runtime it met first (and
 //! once that one is gone such a caller is told so, not failed open); and
 //! a probe lost with the runtime it ran on is started again by the next
-//! caller, so an outage still ends.
+//! caller, so an outage still ends (one server's, and a cluster node's).
 
 mod common;
 
@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use limiter_core::{Error, Limiter, Policy, Rate};
 use limiter_redis::{RedisBackend, RedisLimiter};
+use limiter_test::redis_cluster::RedisCluster;
 use limiter_test::redis_server::RedisServer;
 
 /// Wakes a parked thread.
@@ -128,18 +129,68 @@ fn a_probe_lost_with_its_runtime_is_started_again_by_the_next_caller() {
             .await
             .unwrap()
     });
-    server.stop();
-    // A caller on a second runtime meets the outage: its probe runs there,
-    // and goes with it.
+    probe_lost_with_its_runtime(&first, &limiter, "k", |down| {
+        if down {
+            server.stop();
+        } else {
+            server.restart();
+        }
+    });
+    assert!(limiter.backend().is_available());
+}
+
+/// On a cluster: a hung primary's probe (each node has its own), lost with
+/// the runtime of the caller that timed out on it.
+#[test]
+fn a_cluster_node_probe_lost_with_its_runtime_is_started_again_by_the_next_caller() {
+    let cluster = RedisCluster::start();
+    let first = runtime();
+    let limiter = first.block_on(async {
+        let backend = RedisBackend::cluster(cluster.seed_urls())
+            .connection_timeout(Duration::from_millis(300))
+            .command_timeout(Duration::from_millis(300))
+            .probe_interval(Duration::from_millis(50))
+            .build()
+            .await
+            .unwrap();
+        RedisLimiter::builder(&backend, Policy::fixed_window(Rate::per_hour(100)).unwrap())
+            .key_prefix(common::fresh_prefix("node-probe"))
+            .build()
+            .await
+            .unwrap()
+    });
+    let node = cluster.node_for_key(&limiter.redis_key("k"));
+    // Hung for the call's timeout and a little more: less than the
+    // cluster's node timeout, so no failover starts.
+    probe_lost_with_its_runtime(&first, &limiter, "k", |down| {
+        if down {
+            cluster.pause(&node);
+        } else {
+            cluster.resume(&node);
+        }
+    });
+}
+
+/// Takes `limiter`'s Redis down (`set_down(true)`); a caller on a second
+/// runtime meets the outage on `key`, so the probe runs there, and goes
+/// with it; Redis comes back (`set_down(false)`), and a caller on `first`
+/// is decided again within 10 s: it started a probe of its own.
+fn probe_lost_with_its_runtime(
+    first: &tokio::runtime::Runtime,
+    limiter: &RedisLimiter,
+    key: &str,
+    mut set_down: impl FnMut(bool),
+) {
+    set_down(true);
     let second = runtime();
-    let failed = second.block_on(limiter.acquire("k", 1));
+    let failed = second.block_on(limiter.acquire(key, 1));
     assert!(failed.is_err(), "{failed:?}");
     drop(second);
-    server.restart();
+    set_down(false);
     let deadline = Instant::now() + Duration::from_secs(10);
     let decided = first.block_on(async {
         loop {
-            match limiter.acquire("k", 1).await {
+            match limiter.acquire(key, 1).await {
                 Ok(decision) => return decision,
                 Err(_) if Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -149,5 +200,4 @@ fn a_probe_lost_with_its_runtime_is_started_again_by_the_next_caller() {
         }
     });
     assert!(decided.allowed);
-    assert!(limiter.backend().is_available());
 }
