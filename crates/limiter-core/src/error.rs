@@ -254,15 +254,22 @@ impl Error {
     }
 }
 
-/// Writes an error and its sources, separated by `: `.
+/// Writes an error and its sources, separated by `: `; a source that reads
+/// as the one before it is written once (redis-rs gives a server's error as
+/// both the error and its source).
 struct Chain<'a>(&'a (dyn std::error::Error + 'static));
 
 impl fmt::Display for Chain<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
+        let mut last = self.0.to_string();
+        f.write_str(&last)?;
         let mut source = self.0.source();
         while let Some(cause) = source {
-            write!(f, ": {cause}")?;
+            let text = cause.to_string();
+            if text != last {
+                write!(f, ": {text}")?;
+                last = text;
+            }
             source = cause.source();
         }
         Ok(())
@@ -324,6 +331,33 @@ mod tests {
         fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
             Some(&self.0)
         }
+    }
+
+    /// A cause that reads as its own source, as redis-rs gives a server's
+    /// error (`NoPerm: …` over the same `NoPerm: …`).
+    #[derive(Debug)]
+    struct Echo(io::Error);
+
+    impl fmt::Display for Echo {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            self.0.fmt(f)
+        }
+    }
+
+    impl std::error::Error for Echo {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_source_that_reads_as_the_error_before_it_is_written_once() {
+        let denied = io::Error::new(io::ErrorKind::PermissionDenied, "NoPerm: no FUNCTION");
+        let error = Error::Backend(Box::new(Echo(denied)));
+        assert_eq!(
+            error.chain().to_string(),
+            "rate limiter backend failed: NoPerm: no FUNCTION"
+        );
     }
 
     #[test]

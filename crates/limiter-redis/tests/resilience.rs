@@ -1089,6 +1089,40 @@ async fn a_full_redis_refuses_every_decision_and_counts_nothing() {
     assert!(second.acquire("k", 1).await.unwrap().allowed);
 }
 
+/// A reload Redis refuses (an ACL that denies `FUNCTION` to the
+/// limiter's user, after `FUNCTION FLUSH`): the decision fails as Redis's
+/// refusal, told as a reload, and the backend stays up; once the ACL allows
+/// it again, the next decision reloads the library and is decided.
+#[tokio::test]
+async fn a_refused_reload_is_redis_s_refusal_not_an_outage() {
+    let _serial = one_at_a_time().await;
+    let server = RedisServer::start();
+    let user = "ACL SETUSER app on >pw ~* +@all";
+    assert_eq!(server.command(user), "+OK");
+    let url = server.url().replace("redis://", "redis://app:pw@");
+    let backend = backend_builder(&url).build().await.unwrap();
+    let limiter = RedisLimiter::builder(&backend, Policy::fixed_window(Rate::per_hour(3)).unwrap())
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(limiter.acquire("k", 1).await.unwrap().remaining, 2);
+    assert_eq!(server.command("ACL SETUSER app -function"), "+OK");
+    assert_eq!(server.command("FUNCTION FLUSH"), "+OK");
+    let error = limiter.acquire("k", 1).await.unwrap_err();
+    let chain = error.chain().to_string();
+    assert_eq!(
+        common::backend_kind(&error),
+        BackendErrorKind::Redis,
+        "{chain}"
+    );
+    assert!(chain.contains("reloading the function failed"), "{chain}");
+    assert_eq!(chain.matches("NoPerm").count(), 1, "{chain}");
+    assert!(backend.is_available(), "a refusal is no outage");
+    assert_eq!(server.command("ACL SETUSER app +function"), "+OK");
+    let decision = limiter.acquire("k", 1).await.unwrap();
+    assert!(decision.allowed && decision.remaining == 1, "{decision:?}");
+}
+
 #[tokio::test]
 async fn errors_name_the_server_without_its_password() {
     let _serial = one_at_a_time().await;
