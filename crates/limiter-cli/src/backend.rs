@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use limiter_core::{Error, Limiter, ManualClock, Policies};
+use limiter_core::{Error, ErrorChain, Limiter, ManualClock, Policies};
 use limiter_memory::MemoryLimiter;
 use limiter_redis::{RedisBackend, RedisLimiter};
 
@@ -126,14 +126,10 @@ pub(crate) fn backend_failure(backend: &BackendArgs, what: &str, error: &Error) 
 /// An error's message and its causes, each once (`a: b: c`), without the
 /// core's `backend error` and `invalid configuration` wrappers.
 pub(crate) fn reason(error: &Error) -> String {
-    let (mut message, mut cause) = match error {
-        Error::Backend(inner) | Error::InvalidConfig(inner) => (inner.to_string(), inner.source()),
-        other => (other.to_string(), std::error::Error::source(other)),
-    };
-    while let Some(e) = cause {
-        message.push_str(": ");
-        message.push_str(&e.to_string());
-        cause = e.source();
+    match error {
+        Error::Backend(inner) | Error::InvalidConfig(inner) => {
+            ErrorChain(inner.as_ref()).to_string()
+        }
+        other => other.chain().to_string(),
     }
-    message
 }

@@ -53,14 +53,10 @@ impl Failure {
 
     /// The message and every cause after it, each once: `a: b: c`.
     pub fn report(&self) -> String {
-        let mut report = self.message.clone();
-        let mut cause = self.source();
-        while let Some(error) = cause {
-            report.push_str(": ");
-            report.push_str(&error.to_string());
-            cause = error.source();
+        match self.source() {
+            Some(cause) => format!("{}: {}", self.message, limiter_core::ErrorChain(cause)),
+            None => self.message.clone(),
         }
-        report
     }
 }
 

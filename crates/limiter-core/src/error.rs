@@ -249,17 +249,26 @@ impl Error {
     /// assert_eq!(error.to_string(), "invalid policy");
     /// assert_eq!(error.chain().to_string(), "invalid policy: limit must be at least 1, got 0");
     /// ```
-    pub fn chain(&self) -> impl fmt::Display + '_ {
-        Chain(self)
+    pub fn chain(&self) -> ErrorChain<'_> {
+        ErrorChain(self)
     }
 }
 
-/// Writes an error and its sources, separated by `: `; a source that reads
-/// as the one before it is written once (redis-rs gives a server's error as
-/// both the error and its source).
-struct Chain<'a>(&'a (dyn std::error::Error + 'static));
+/// Any error and its sources, written separated by `: `, each once: a
+/// source that reads as the one before it is written once (redis-rs gives
+/// a server's error as both the error and its source). [`Error::chain`]
+/// for this crate's errors.
+///
+/// ```
+/// use limiter_core::ErrorChain;
+///
+/// let error = std::io::Error::other("connection refused");
+/// assert_eq!(ErrorChain(&error).to_string(), "connection refused");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
 
-impl fmt::Display for Chain<'_> {
+impl fmt::Display for ErrorChain<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut last = self.0.to_string();
         f.write_str(&last)?;

@@ -48,7 +48,7 @@ pub use self::{
     all_of::SetDecision,
     clock::{Clock, ManualClock, SystemClock},
     decision::{Decision, DecisionSource},
-    error::{Error, ErrorKind, PolicyError},
+    error::{Error, ErrorChain, ErrorKind, PolicyError},
     failure::{FailurePolicy, Resilient},
     key_limit::KeyLimitReached,
     limiter::{Limiter, LimiterExt},
