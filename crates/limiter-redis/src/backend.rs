@@ -729,7 +729,7 @@ async fn probe(shared: Weak<Shared>, _turn: ProbeTurn) {
             }
             Err(e) => {
                 shared.circuit.trip(cause(&e));
-                tracing::debug!(url = %shared.url, error = %e, "Redis probe failed");
+                tracing::debug!(url = %shared.url, error = %limiter_core::ErrorChain(&e), "Redis probe failed");
             }
         }
     }

@@ -418,7 +418,10 @@ impl<C: Deref<Target = Config>, R: Reply> Pending<C, R> {
                         (Refusal::Unavailable, answer.decision().retry_after)
                     }
                     Ok(answer) => (Refusal::Denied, answer.decision().retry_after),
-                    Err(_) => (Refusal::Unavailable, ERROR_RETRY_AFTER),
+                    Err(error) => {
+                        config.observer.decision_failed(error);
+                        (Refusal::Unavailable, ERROR_RETRY_AFTER)
+                    }
                 };
                 self.refuse(
                     *response,
@@ -499,7 +502,7 @@ impl<C: Deref<Target = Config>, R: Reply> Pending<C, R> {
                     Err(e) => tracing::warn!(
                         target: "limiter_tower",
                         policy = config.observer.policy(),
-                        error = %e,
+                        error = %e.chain(),
                         "counting a denial for the penalty failed"
                     ),
                 }

@@ -128,12 +128,25 @@ impl Observer {
         let _ = timer;
     }
 
+    /// The limiter failed (no failure policy answered): the request is
+    /// refused as unavailable. Per request, so at debug level: an outage
+    /// is counted as `error` outcomes, and a `Resilient` limiter warns of
+    /// it itself.
+    pub(crate) fn decision_failed(&self, error: &Error) {
+        tracing::debug!(
+            target: "limiter_tower",
+            policy = &*self.policy,
+            error = %error.chain(),
+            "rate limit decision failed: the request is refused as unavailable"
+        );
+    }
+
     /// A ban check failed; the limiter decides alone.
     pub(crate) fn ban_check_failed(&self, error: &Error) {
         tracing::debug!(
             target: "limiter_tower",
             policy = &*self.policy,
-            error = %error,
+            error = %error.chain(),
             "ban check failed: the limiter decides alone"
         );
         #[cfg(feature = "metrics")]
