@@ -51,10 +51,16 @@ fn main() {
                 .unwrap()
         });
         let script = redis::Script::new("return 1");
-        Arc::new(move |_| {
+        let keys = Arc::clone(&keys);
+        // The limiter's keys, in its order (the same keys).
+        Arc::new(move |i| {
             let (mut conn, script) = (conn.clone(), script.clone());
+            let key = format!(
+                "{{{}}}:ceiling",
+                keys[(i.wrapping_mul(7919) % KEYS) as usize]
+            );
             Box::pin(async move {
-                let one: i64 = script.invoke_async(&mut conn).await.unwrap();
+                let one: i64 = script.key(key).invoke_async(&mut conn).await.unwrap();
                 assert_eq!(one, 1);
             })
         })

@@ -244,7 +244,7 @@ impl RedisBackend {
     /// [`connect`](Self::connect), on the caller's runtime.
     async fn connect_here(&self) -> Result<(), BackendError> {
         for socket in self.shared.sockets.iter() {
-            socket.live(&self.shared).await?;
+            socket.live(&self.shared, None).await?;
         }
         Ok(())
     }
@@ -297,7 +297,9 @@ impl RedisBackend {
     /// Fails at once while the circuit is open. A connection that turns out
     /// dead (the server restarted) is replaced and the command retried once
     /// on the new one: a restart costs no decision when the server is back
-    /// by then. A retried acquire may have reached the old server before it
+    /// by then and the reconnection and retry fit in what is left of the
+    /// command timeout (else the caller is told of a timeout, and the retry
+    /// goes on: see [`query_here`](Self::query_here)). A retried acquire may have reached the old server before it
     /// died; it then counts twice, which can only deny, never over-admit.
     pub(crate) async fn query(
         &self,
@@ -329,13 +331,16 @@ impl RedisBackend {
     /// [`query_with`](Self::query_with), on the caller's runtime: for a
     /// call task (`batch.rs`), always on one, which so skips the check.
     ///
-    /// The first attempt is bound by its own timeouts (the command
-    /// timeout; a connection made for it, the connection timeout as well).
-    /// What follows a lost connection or a missing function (a new
-    /// connection and the command once more, or the library loaded and the
-    /// command once more) is waited for until the call's start plus the
-    /// command timeout, and goes on past it in the background
-    /// ([`within`]), so a caller waits about one command timeout at most.
+    /// The deadline is the call's start plus the command timeout. The first
+    /// attempt's wait for another call's connection ends at it, and its
+    /// command is bound by the command timeout; a connection it has to make
+    /// itself (no call made one yet: a lazy backend's first call) takes up
+    /// to the connection timeout more. What follows a lost connection or a
+    /// missing function (a new connection and the command once more, or
+    /// the library loaded and the command once more) is waited for until
+    /// the deadline and goes on past it in the background ([`within`]): so
+    /// a caller on a connected backend waits about one command timeout at
+    /// most.
     pub(crate) async fn query_here(
         &self,
         cmd: &Cmd,
@@ -344,14 +349,17 @@ impl RedisBackend {
     ) -> Result<Value, BackendError> {
         let deadline = Instant::now() + self.shared.command_timeout;
         let socket = self.shared.pick();
-        let first = self.attempt(socket, cmd, function, ask, false).await;
+        let first = self
+            .attempt(socket, cmd, function, ask, deadline, false)
+            .await;
         if let Attempt::Done(result) = first {
             return result;
         }
         let (backend, cmd, function) = (self.clone(), cmd.clone(), function.cloned());
         let rest = async move {
+            let function = function.as_ref();
             backend
-                .finish(socket, first, &cmd, function.as_ref(), ask)
+                .finish(socket, first, &cmd, function, ask, deadline)
                 .await
         };
         within(deadline, rest).await.unwrap_or_else(|| {
@@ -374,6 +382,7 @@ impl RedisBackend {
         cmd: &Cmd,
         function: Option<&LuaFunction>,
         ask: Ask,
+        deadline: Instant,
         reconnected: bool,
     ) -> Attempt {
         let shared = &self.shared;
@@ -381,7 +390,7 @@ impl RedisBackend {
             shared.ensure_probe();
             return Attempt::Done(Err(shared.unavailable()));
         }
-        let mut live = match shared.sockets[socket].live(shared).await {
+        let mut live = match shared.sockets[socket].live(shared, Some(deadline)).await {
             Ok(live) => live,
             Err(e) => return Attempt::Done(Err(e)),
         };
@@ -440,6 +449,7 @@ impl RedisBackend {
         cmd: &Cmd,
         function: Option<&LuaFunction>,
         ask: Ask,
+        deadline: Instant,
     ) -> Result<Value, BackendError> {
         loop {
             next = match next {
@@ -451,7 +461,14 @@ impl RedisBackend {
                         .reload_and_retry(&mut live.conn, live.id, socket, cmd, &function, ask)
                         .await;
                 }
-                Attempt::Reconnect => self.attempt(socket, cmd, function, ask, true).await,
+                // The new connection is this step's own: made within its
+                // timeouts, however late (the caller stopped waiting at
+                // the deadline).
+                Attempt::Reconnect => {
+                    let far =
+                        deadline + self.shared.connection_timeout + self.shared.command_timeout;
+                    self.attempt(socket, cmd, function, ask, far, true).await
+                }
             };
         }
     }
@@ -648,12 +665,32 @@ impl Socket {
     }
 
     /// The live connection, connecting first if there is none (one caller
-    /// connects; the others wait for it, bounded by its timeouts).
-    async fn live(&self, shared: &Arc<Shared>) -> Result<Live, BackendError> {
+    /// connects; the others wait for it, bounded by its timeouts, and by
+    /// `deadline` if given: a command's, past which the wait is a timeout).
+    async fn live(
+        &self,
+        shared: &Arc<Shared>,
+        deadline: Option<Instant>,
+    ) -> Result<Live, BackendError> {
         if let Some(live) = self.current() {
             return Ok(live);
         }
-        let _turn = self.reconnecting.lock().await;
+        let turn = self.reconnecting.lock();
+        let _turn = match deadline {
+            None => turn.await,
+            Some(deadline) => match tokio::time::timeout_at(deadline.into(), turn).await {
+                Ok(turn) => turn,
+                Err(_) => {
+                    return Err(BackendError::new(
+                        BackendErrorKind::Timeout,
+                        format!(
+                            "Redis at {}: no connection within {:?} (another call is connecting)",
+                            shared.url, shared.command_timeout
+                        ),
+                    ))
+                }
+            },
+        };
         if let Some(live) = self.current() {
             return Ok(live);
         }

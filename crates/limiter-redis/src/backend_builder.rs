@@ -123,7 +123,10 @@ impl RedisBackendBuilder {
 
     /// How long Redis may take to answer one command. Past it the decision
     /// fails, and Redis is taken as down: decisions fail at once until a
-    /// probe succeeds. Must not be zero. Defaults to 1 second.
+    /// probe succeeds. A call's reconnection or retries also end, for its
+    /// caller, this long after the call began (a timeout; they go on in
+    /// the background, and mark Redis down if they time out themselves).
+    /// Must not be zero. Defaults to 1 second.
     pub fn command_timeout(mut self, timeout: Duration) -> Self {
         self.command_timeout = timeout;
         self

@@ -157,6 +157,18 @@ pub(crate) enum Ask {
     Refuse,
 }
 
+/// Who waits for a node's connection while another caller makes it.
+#[derive(Debug, Clone, Copy)]
+enum Waiter {
+    /// A command, until `deadline` if it has one; it fails at once if the
+    /// node was found down meanwhile (connecting again would only wait on
+    /// the node once more).
+    Command { deadline: Option<Instant> },
+    /// The probe, a slot-map read, the first connections: as long as the
+    /// connection takes, even to a node known to be down.
+    Connector,
+}
+
 /// Where the next attempt of a command goes.
 enum Target {
     /// The slot's primary in the map.
@@ -236,7 +248,7 @@ impl Inner {
             let asking = matches!(target, Target::Asking(_));
             let sent = if attempt == 0 {
                 // Its connection's own timeout is the command's.
-                self.send_to(&node, cmd, asking).await
+                self.send_to(&node, cmd, asking, Some(deadline)).await
             } else {
                 self.retry_within(deadline, &node, cmd, asking).await
             };
@@ -265,6 +277,9 @@ impl Inner {
                     )
                     .await;
                     wait = (wait * 2).min(RETRY_WAIT * 16);
+                    if Instant::now() >= deadline {
+                        return Err(error);
+                    }
                     Target::Owner
                 }
                 (RetryMethod::RefreshSlotsAndRetry, _) => {
@@ -316,16 +331,10 @@ impl Inner {
         asking: bool,
     ) -> RedisResult<Value> {
         let (inner, node, cmd) = (Arc::clone(self), node.clone(), cmd.clone());
-        let attempt = async move { inner.send_to(&node, &cmd, asking).await };
-        within(deadline, attempt).await.unwrap_or_else(|| {
-            Err(RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!(
-                    "no answer within the command timeout ({:?}), retries included",
-                    self.client.command_timeout
-                ),
-            )))
-        })
+        let attempt = async move { inner.send_to(&node, &cmd, asking, None).await };
+        within(deadline, attempt)
+            .await
+            .unwrap_or_else(|| Err(past_deadline(self.client.command_timeout)))
     }
 
     /// [`refresh`](Self::refresh) for a command's retry, waited for until
@@ -341,7 +350,7 @@ impl Inner {
     /// or the first error when none answers.
     async fn send_to_primaries(self: &Arc<Self>, cmd: &Cmd) -> RedisResult<Value> {
         let primaries = self.read_map().primaries.clone();
-        let sends = primaries.iter().map(|p| self.send_to(p, cmd, false));
+        let sends = primaries.iter().map(|p| self.send_to(p, cmd, false, None));
         let mut first_error = None;
         let mut first_reply = None;
         for result in join_all(sends).await {
@@ -367,35 +376,23 @@ impl Inner {
     }
 
     /// One attempt on `node`, after `ASKING` when `asking` (sent together);
-    /// at once an error while the node is known to be down.
+    /// at once an error while the node is known to be down. A wait for
+    /// another caller's connection to the node ends at `deadline`, if given.
     async fn send_to(
         self: &Arc<Self>,
         node: &Address,
         cmd: &Cmd,
         asking: bool,
+        deadline: Option<Instant>,
     ) -> RedisResult<Value> {
         let state = self.node(node);
         if state.circuit.is_open() {
-            self.ensure_probe(node, &state);
-            let (ago, cause) = state
-                .circuit
-                .outage()
-                .map(|o| (o.since.elapsed(), o.cause))
-                .unwrap_or_default();
-            return Err(RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::ConnectionRefused,
-                format!(
-                    "Redis Cluster node {}:{} down for {}ms ({cause}); probing every {:?}",
-                    node.host,
-                    node.port,
-                    ago.as_millis(),
-                    self.client.refresh_interval
-                ),
-            )));
+            return Err(self.down(node, &state));
         }
         let mut used = None;
         let result = async {
-            let (id, mut conn) = self.numbered_connection(node).await?;
+            let waiter = Waiter::Command { deadline };
+            let (id, mut conn) = self.numbered_connection(node, waiter).await?;
             used = Some(id);
             let reply = if asking {
                 let mut pipeline = redis::pipe();
@@ -411,16 +408,43 @@ impl Inner {
         }
         .await;
         if let (Err(e), Some(id)) = (&result, used) {
-            // A connection already replaced says nothing of the node now
-            // (a late timeout after the probe's new connection).
-            if (e.is_timeout() || is_connection_error(e))
-                && self.forget_if(node, id)
-                && e.is_timeout()
-            {
-                self.mark_down(node, &state, e);
-            }
+            self.failed_on(node, &state, id, e);
         }
         result
+    }
+
+    /// After `error` on `node`'s connection `id`: a lost or hung connection
+    /// is dropped if it is still the current one, and a hung one marks the
+    /// node down. A connection already replaced says nothing of the node
+    /// now (a late timeout after the probe's new connection).
+    fn failed_on(self: &Arc<Self>, node: &Address, state: &Node, id: u64, error: &RedisError) {
+        if (error.is_timeout() || is_connection_error(error))
+            && self.forget_if(node, id)
+            && error.is_timeout()
+        {
+            self.mark_down(node, state, error);
+        }
+    }
+
+    /// The error of a command to `node` while it is known to be down, with
+    /// its probe made sure of.
+    fn down(self: &Arc<Self>, node: &Address, state: &Node) -> RedisError {
+        self.ensure_probe(node, state);
+        let (ago, cause) = state
+            .circuit
+            .outage()
+            .map(|o| (o.since.elapsed(), o.cause))
+            .unwrap_or_default();
+        RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            format!(
+                "Redis Cluster node {}:{} down for {}ms ({cause}); probing every {:?}",
+                node.host,
+                node.port,
+                ago.as_millis(),
+                self.client.refresh_interval
+            ),
+        ))
     }
 
     /// `node`'s state, made on first use.
@@ -438,21 +462,35 @@ impl Inner {
     /// every registered library loaded, within the client's timeouts. A
     /// node that cannot be reached is marked down.
     async fn connection(self: &Arc<Self>, node: &Address) -> RedisResult<MultiplexedConnection> {
-        self.numbered_connection(node).await.map(|(_, conn)| conn)
+        self.numbered_connection(node, Waiter::Connector)
+            .await
+            .map(|(_, conn)| conn)
     }
 
     /// [`connection`](Self::connection), with its number.
     async fn numbered_connection(
         self: &Arc<Self>,
         node: &Address,
+        waiter: Waiter,
     ) -> RedisResult<(u64, MultiplexedConnection)> {
         let state = self.node(node);
         if let Some(conn) = state.current() {
             return Ok(conn);
         }
-        let _turn = state.connecting.lock().await;
+        let turn = state.connecting.lock();
+        let _turn = match waiter {
+            Waiter::Command {
+                deadline: Some(deadline),
+            } => tokio::time::timeout_at(deadline.into(), turn)
+                .await
+                .map_err(|_| past_deadline(self.client.command_timeout))?,
+            _ => turn.await,
+        };
         if let Some(conn) = state.current() {
             return Ok(conn);
+        }
+        if matches!(waiter, Waiter::Command { .. }) && state.circuit.is_open() {
+            return Err(self.down(node, &state));
         }
         let opened = async {
             let client = self.client.node_client(&node.host, node.port)?;
@@ -597,21 +635,23 @@ impl Inner {
         // the timeouts): asked last.
         candidates.sort_by_key(|n| self.node(n).circuit.is_open());
         for node in candidates {
-            let reply = match self.connection(&node).await {
-                Ok(mut conn) => conn
-                    .req_packed_command(redis::cmd("CLUSTER").arg("SLOTS"))
-                    .await
-                    .and_then(Value::extract_error),
-                Err(e) => Err(e),
+            let Ok((id, mut conn)) = self.numbered_connection(&node, Waiter::Connector).await
+            else {
+                continue;
             };
+            let reply = conn
+                .req_packed_command(redis::cmd("CLUSTER").arg("SLOTS"))
+                .await
+                .and_then(Value::extract_error);
             match reply {
                 Ok(reply) => {
                     if let Some(map) = SlotMap::parse(&reply, &node) {
                         return Some(map);
                     }
                 }
-                Err(e) if is_connection_error(&e) => self.forget(&node),
-                Err(_) => {}
+                // A hung node is marked down as a command's timeout marks
+                // it: this read may be the only call that met it.
+                Err(e) => self.failed_on(&node, &self.node(&node), id, &e),
             }
         }
         None
@@ -624,6 +664,14 @@ impl Inner {
     fn write_map(&self) -> std::sync::RwLockWriteGuard<'_, SlotMap> {
         self.map.write().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// A command's deadline passed: a timeout, its retries included.
+fn past_deadline(timeout: Duration) -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("no answer within the command timeout ({timeout:?}), retries included"),
+    ))
 }
 
 impl Node {

@@ -13,9 +13,12 @@ impl RedisBackend {
     /// converts the reply to `T`.
     ///
     /// The command gets what a decision gets: the command timeout, a dead
-    /// connection replaced and the command retried once, and while Redis
-    /// is known to be down an [`Error::Backend`](limiter_core::Error::Backend)
-    /// at once, without a round trip. On a cluster it goes to the node of
+    /// connection replaced and the command retried once (within the
+    /// timeout, counted from the call's start), and while Redis is known
+    /// to be down an [`Error::Backend`](limiter_core::Error::Backend) at
+    /// once, without a round trip. A write answered by a timeout may still
+    /// have been applied: the retry goes on past the caller's deadline, and
+    /// a timed-out command may have reached Redis. On a cluster it goes to the node of
     /// its first key; `PING`, `FUNCTION …`, `SCRIPT …` and commands without
     /// arguments go to every primary, and the first reply is the answer. A
     /// reply of another type is an `Error::Backend` too.

@@ -78,14 +78,19 @@ impl Runtime {
 
 /// `work` on a task of its own on the caller's runtime, waited for until
 /// `deadline`: `None` past it (or if the runtime shuts down first), the
-/// work going on regardless. A command's retry runs so: its caller's wait
-/// ends at the command's deadline, and the retry still ends by its own
-/// timeouts, whose failure marks a hung server or node down (cancelling it
-/// would leave that to the next caller, who would wait on it again).
+/// work going on regardless; `None` at once, `work` not started, if the
+/// deadline has passed already. A command's retry runs so: its caller's
+/// wait ends at the command's deadline, and the retry still ends by its
+/// own timeouts, whose failure marks a hung server or node down
+/// (cancelling it would leave that to the next caller, who would wait on
+/// it again).
 pub(crate) async fn within<T: Send + 'static>(
     deadline: Instant,
     work: impl Future<Output = T> + Send + 'static,
 ) -> Option<T> {
+    if Instant::now() >= deadline {
+        return None;
+    }
     let task = tokio::spawn(work);
     match tokio::time::timeout_at(deadline.into(), task).await {
         Ok(Ok(done)) => Some(done),
