@@ -48,7 +48,9 @@ use limiter_memory::MemoryLimiter;
 use limiter_redis::{RedisBackend, RedisLimiter};
 
 use concurrently::run_concurrently;
-use peer_limiters::{generous, governor_ahash, governor_siphash, governor_state_information};
+use peer_limiters::{
+    generous, governor_ahash, governor_siphash, governor_state_information, limiter_memory,
+};
 
 const KEYS: usize = 10_000;
 
@@ -222,10 +224,15 @@ fn peers(c: &mut Criterion) {
             *i
         };
         for algorithm in Algorithm::ALL {
-            let ours = MemoryLimiter::new(generous(algorithm));
+            let ours = limiter_memory(algorithm);
             for key in &keys {
                 ours.try_acquire(key, 1).unwrap();
             }
+            assert_eq!(
+                ours.len(),
+                key_count,
+                "every key held, as governor holds them"
+            );
             let mut i = 0;
             group.bench_function(BenchmarkId::new("limiter-memory", algorithm.name()), |b| {
                 b.iter(|| {
@@ -234,39 +241,32 @@ fn peers(c: &mut Criterion) {
                     })
                 })
             });
+            assert_eq!(ours.len(), key_count, "no key evicted during the bench");
         }
         for algorithm in Algorithm::ALL {
             // The same decision for a caller that needs only `allowed`, as
             // governor's `check_key` answers.
-            let ours = MemoryLimiter::new(generous(algorithm));
+            let ours = limiter_memory(algorithm);
             for key in &keys {
                 ours.try_acquire(key, 1).unwrap();
             }
+            assert_eq!(
+                ours.len(),
+                key_count,
+                "every key held, as governor holds them"
+            );
             let mut i = 0;
             group.bench_function(
                 BenchmarkId::new("limiter-memory-allowed-only", algorithm.name()),
-                |b| b.iter(|| black_box(ours.try_acquire_allowed(&keys[next(&mut i)], 1).unwrap())),
-            );
-        }
-        {
-            // What the token bucket's decision costs without a clock read.
-            let manual = MemoryLimiter::builder(generous(Algorithm::TokenBucket))
-                .clock(ManualClock::new(1_000_000))
-                .build();
-            for key in &keys {
-                manual.try_acquire(key, 1).unwrap();
-            }
-            let mut i = 0;
-            group.bench_function(
-                BenchmarkId::new("limiter-memory-manual-clock", "token-bucket"),
                 |b| {
                     b.iter(|| {
-                        answered(manual.try_acquire(&keys[next(&mut i)], 1), |d| {
-                            d.unwrap().allowed
+                        answered(ours.try_acquire_allowed(&keys[next(&mut i)], 1), |a| {
+                            a.unwrap()
                         })
                     })
                 },
             );
+            assert_eq!(ours.len(), key_count, "no key evicted during the bench");
         }
         {
             let governor = governor_ahash();
@@ -415,7 +415,7 @@ fn scaling(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("peers/threads/{name}"));
         for threads in [1, 2] {
             group.throughput(Throughput::Elements(threads as u64));
-            let ours = MemoryLimiter::new(generous(Algorithm::TokenBucket));
+            let ours = limiter_memory(Algorithm::TokenBucket);
             let governor = governor_ahash();
             let siphash = governor_siphash();
             for key in &keys {
@@ -424,20 +424,20 @@ fn scaling(c: &mut Criterion) {
                 siphash.check_key(key).unwrap();
             }
             let decide = |key: &String| {
-                black_box(ours.try_acquire(key, 1).unwrap().allowed);
+                answered(ours.try_acquire(key, 1), |d| d.unwrap().allowed);
             };
             group.bench_function(
                 BenchmarkId::new("limiter-memory-token-bucket", threads),
                 |b| b.iter_custom(|iters| run_threads(&decide, &keys, threads, iters, hot_key)),
             );
             let decide = |key: &String| {
-                black_box(governor.check_key(key).is_ok());
+                answered(governor.check_key(key), |r| r.is_ok());
             };
             group.bench_function(BenchmarkId::new("governor-gcra-ahash", threads), |b| {
                 b.iter_custom(|iters| run_threads(&decide, &keys, threads, iters, hot_key))
             });
             let decide = |key: &String| {
-                black_box(siphash.check_key(key).is_ok());
+                answered(siphash.check_key(key), |r| r.is_ok());
             };
             group.bench_function(
                 BenchmarkId::new("governor-gcra-siphash-default", threads),
