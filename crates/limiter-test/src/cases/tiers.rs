@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use limiter_core::{Error, Limiter, ManualClock, Policies};
 
-use super::vectors::{first_difference, read, replay_into, vectors_dir};
+use super::vectors::{
+    assert_every_file_is_a_case, first_difference, read, replay_into, vectors_dir,
+};
 use super::{concurrency::race, T0};
 use crate::Harness;
 
@@ -53,10 +55,12 @@ pub async fn all_of_vectors_replay_byte_for_byte<H: Harness>(harness: &H) {
     let cases = read(dir.join("cases.csv"));
     let mut failures = Vec::new();
     let mut checked = 0;
+    let mut named = std::collections::BTreeSet::new();
     for line in cases.lines().skip(1).filter(|l| !l.trim().is_empty()) {
         let fields = csv_fields(line);
         assert_eq!(fields.len(), 4, "all-of/cases.csv row {line:?}");
         let (case, trace, expected) = (&fields[0], &fields[1], &fields[3]);
+        named.extend([trace.clone(), expected.clone()]);
         let policies: Policies = fields[2]
             .parse()
             .unwrap_or_else(|e| panic!("case {case}: {e}"));
@@ -74,6 +78,7 @@ pub async fn all_of_vectors_replay_byte_for_byte<H: Harness>(harness: &H) {
         "only {checked} all-of cases found in {}",
         dir.display()
     );
+    assert_every_file_is_a_case(&dir, &named);
     assert!(
         failures.is_empty(),
         "{} of {checked} all-of cases differ:\n{}",

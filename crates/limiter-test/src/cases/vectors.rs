@@ -1,8 +1,9 @@
 //! The shared conformance vectors (docs/spec.md section 6a), replayed through the
 //! backend: every decisions file must come out byte for byte.
 
+use std::collections::BTreeSet;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use limiter_cli::trace::{decision_row, TraceReader, DECISION_HEADER};
 use limiter_core::{parse_duration, Limiter, ManualClock, Policy, Rate};
@@ -17,6 +18,27 @@ pub(crate) fn vectors_dir() -> PathBuf {
 
 pub(crate) fn read(path: PathBuf) -> String {
     fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// Asserts that the files under `dir`'s `traces` and `expected` are
+/// exactly those the cases name (`named`, paths relative to `dir`): a
+/// vector file no case names would never be checked.
+pub(crate) fn assert_every_file_is_a_case(dir: &Path, named: &BTreeSet<String>) {
+    let mut present = BTreeSet::new();
+    for sub in ["traces", "expected"] {
+        let entries = fs::read_dir(dir.join(sub))
+            .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.join(sub).display()));
+        for entry in entries {
+            let name = entry.unwrap().file_name();
+            present.insert(format!("{sub}/{}", name.to_string_lossy()));
+        }
+    }
+    let unnamed: Vec<_> = present.difference(named).collect();
+    assert!(
+        unnamed.is_empty(),
+        "vector files in {} no case names: {unnamed:?}",
+        dir.display()
+    );
 }
 
 /// One row of `cases.csv`: `case,trace,algorithm,limit,window,capacity,queue,expected`.
@@ -92,8 +114,10 @@ pub async fn shared_vectors_replay_byte_for_byte<H: Harness>(harness: &H) {
     let cases = read(dir.join("cases.csv"));
     let mut failures = Vec::new();
     let mut checked = 0;
+    let mut named = BTreeSet::new();
     for line in cases.lines().skip(1).filter(|l| !l.trim().is_empty()) {
         let (case, policy, trace, expected) = parse_case(line);
+        named.extend([trace.clone(), expected.clone()]);
         let actual = replay(harness, &policy, &read(dir.join(&trace))).await;
         let expected = read(dir.join(&expected));
         if actual != expected {
@@ -107,6 +131,7 @@ pub async fn shared_vectors_replay_byte_for_byte<H: Harness>(harness: &H) {
         "only {checked} vector cases found in {}",
         dir.display()
     );
+    assert_every_file_is_a_case(&dir, &named);
     assert!(
         failures.is_empty(),
         "{} of {checked} vector cases differ:\n{}",
