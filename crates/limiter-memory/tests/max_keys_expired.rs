@@ -36,7 +36,7 @@ fn max_keys_full_of_expired_keys_admits_every_new_key() {
     }
     assert_eq!(limiter.len(), max_keys);
     // Still live: a new key is refused.
-    assert!(limiter.try_acquire("early", 1).is_err());
+    assert!(refused_at_the_cap(limiter.try_acquire("early", 1)));
 
     // Every old key's window has passed: all of them may go.
     clock.set(T0 + 1_000_000);
@@ -44,7 +44,10 @@ fn max_keys_full_of_expired_keys_admits_every_new_key() {
     for k in 0..max_keys {
         match limiter.try_acquire(&format!("new:{k}"), 1) {
             Ok(decision) => assert!(decision.allowed, "new key {k}"),
-            Err(_) => refused += 1,
+            Err(e) => {
+                assert!(e.is_key_limit(), "{e:?}");
+                refused += 1;
+            }
         }
     }
     assert_eq!(
@@ -53,7 +56,7 @@ fn max_keys_full_of_expired_keys_admits_every_new_key() {
     );
     assert_eq!(limiter.len(), max_keys);
     // Now every held key is live again: the cap refuses once more.
-    assert!(limiter.try_acquire("late", 1).is_err());
+    assert!(refused_at_the_cap(limiter.try_acquire("late", 1)));
 }
 
 /// A sweep waits for a batch of expired keys (a 64th of them), measured
@@ -80,8 +83,20 @@ fn a_batch_of_refused_new_keys_makes_a_sweep_due() {
     clock.set(T0 + 20_000);
     let batch = max_keys / 64;
     let refused = (0..=batch)
-        .take_while(|k| limiter.try_acquire(&format!("new:{k}"), 1).is_err())
+        .take_while(|k| refused_at_the_cap(limiter.try_acquire(&format!("new:{k}"), 1)))
         .count();
     assert_eq!(refused, batch, "a batch refused, then a sweep makes room");
     assert_eq!(limiter.len(), 2, "the slow key and the one just admitted");
+}
+
+/// Whether `result` is the refusal of a new key at the cap, and no other
+/// error.
+fn refused_at_the_cap(result: Result<limiter_core::Decision, limiter_core::Error>) -> bool {
+    match result {
+        Ok(_) => false,
+        Err(e) => {
+            assert!(e.is_key_limit(), "another error than the cap's: {e:?}");
+            true
+        }
+    }
 }
