@@ -1,7 +1,9 @@
 //! The five algorithms against a u128 reference of docs/spec.md section 3
-//! (`model/mod.rs`), over any valid policy, huge ones included, and
-//! arbitrary request sequences: no panic, `remaining <= limit`, and every
-//! decision equal to the reference's. The proptest twin of the fuzz target
+//! (`model/mod.rs`), over any valid policy, huge ones included (durations
+//! beyond u64 µs, saturating at `Duration::MAX`), and arbitrary request
+//! sequences, stepping back in time (rule 2.3) and beyond 2^53 µs and back:
+//! no panic, `remaining <= limit`, and every decision and every error equal
+//! to the reference's. The proptest twin of the fuzz target
 //! `fuzz/fuzz_targets/algorithms.rs`, which shares the reference.
 
 mod model;
@@ -23,12 +25,17 @@ fn limit() -> impl Strategy<Value = u64> {
     ]
 }
 
+/// Windows from 1 µs to any u64: small ones, powers of two, everyday ones,
+/// anything within the time range, and multiples of a large power of ten
+/// (up to 10^18 µs), whose tick is large (docs/spec.md section 5) and whose
+/// refills can outlast a u64 of µs, and even `Duration::MAX`.
 fn window_us() -> impl Strategy<Value = u64> {
     prop_oneof![
         1..=16u64,
         (0u32..=40).prop_map(|p| 1u64 << p),
         prop::sample::select(vec![1_000, 1_000_000, 60_000_000, 86_400_000_000]),
         1..=MAX_TIME_US,
+        (1u64..=18, 0u32..=18).prop_map(|(m, e)| m * 10u64.pow(e)),
     ]
 }
 
@@ -45,48 +52,35 @@ fn policy() -> impl Strategy<Value = Policy> {
             } else {
                 (None, None)
             };
-            Policy::from_options(algorithm, rate, capacity, queue)
-                .ok()
-                .filter(durations_fit_u64_micros)
+            Policy::from_options(algorithm, rate, capacity, queue).ok()
         },
     )
 }
 
-/// Whether every duration the policy can report fits u64 µs: the longest
-/// is a full refill or drain, `ceil(M*W / L)` ticks, from a time up to 2^53.
-///
-/// Left out until `TickDecision::into_decision` converts in wider
-/// arithmetic: this test found that `(t_eff + D) * tick` overflows u64 for
-/// e.g. `token-bucket:1/1s,capacity=70372992312949` (a refill of 7 * 10^19
-/// µs), a panic in debug builds (see docs/fuzzing.md).
-fn durations_fit_u64_micros(policy: &Policy) -> bool {
-    let (m, w, l, q) = (
-        u128::from(policy.max_cost()),
-        u128::from(policy.window_ticks()),
-        u128::from(policy.limit()),
-        u128::from(policy.tick_us()),
-    );
-    let longest = (m * w).div_ceil(l).max(2 * w);
-    (u128::from(MAX_TIME_US) / q + 1 + longest) * q <= u128::from(u64::MAX)
-}
-
 #[derive(Debug, Clone, Copy)]
 struct Step {
-    /// Time step in windows/64 (may be 0, may jump far).
-    dt: u64,
+    /// Time step in µs: 0, within a window or two, far, or backwards.
+    dt: i64,
     /// Cost: a fraction of the max cost, 0 and max + 1 included.
     cost: u64,
     peek: bool,
 }
 
 fn steps(policy: &Policy) -> impl Strategy<Value = Vec<Step>> {
-    let w = policy.window_us();
+    // Steps of a window or two, within the time range (a window may be
+    // longer than it).
+    let w = policy.window_us().min(MAX_TIME_US) as i64;
+    let tick = policy.tick_us().min(MAX_TIME_US) as i64;
     let m = policy.max_cost();
     let dt = prop_oneof![
-        3 => Just(0u64),
-        4 => 0..=w.div_ceil(8),
+        3 => Just(0i64),
+        4 => 0..=(w + 7) / 8,
         2 => 0..=w.saturating_mul(2),
-        1 => 0..=MAX_TIME_US / 4,
+        1 => 0..=(MAX_TIME_US / 4) as i64,
+        // Back before the key's stamp (rule 2.3): within its tick, or a
+        // window or two.
+        1 => -tick..=0,
+        1 => -w.saturating_mul(2)..=0,
     ];
     let cost = prop_oneof![
         3 => 1..=m.min(3),
@@ -103,32 +97,44 @@ fn steps(policy: &Policy) -> impl Strategy<Value = Vec<Step>> {
 fn check(policy: &Policy, start: u64, steps: &[Step]) -> Result<(), TestCaseError> {
     let mut core = KeyState::fresh(policy);
     let mut model = Reference::new(policy);
-    let mut now = start;
+    // The last time within the range: a step beyond it (an error, which
+    // changes nothing) does not move the clock, so the steps after it are
+    // decisions again.
+    let mut clock = start;
     for (i, step) in steps.iter().enumerate() {
-        now = now.saturating_add(step.dt);
+        let now = clock.saturating_add_signed(step.dt);
+        if now <= MAX_TIME_US {
+            clock = now;
+        }
         let expected = model.decide(now, step.cost, !step.peek);
         let actual = if step.peek {
             core.peek(policy, now, step.cost)
         } else {
             core.acquire(policy, now, step.cost)
         };
-        match (actual, expected) {
-            (Ok(decision), Some(expected)) => {
+        let at = || format!("{policy}: step {i} (t={now}, cost={})", step.cost);
+        match (&actual, &expected) {
+            (Ok(decision), Ok(expected)) => {
                 prop_assert!(
                     decision.remaining <= decision.limit,
-                    "step {i}: {decision:?}"
+                    "{}: {decision:?}",
+                    at()
                 );
                 prop_assert!(
-                    expected.matches(&decision),
-                    "step {i} (t={now}, cost={}): core {decision:?}, reference {expected:?}",
-                    step.cost
+                    expected.matches(decision),
+                    "{}: core {decision:?}, reference {expected:?}",
+                    at()
                 );
             }
-            (Err(_), None) => {}
+            (Err(error), Err(expected)) => prop_assert!(
+                expected.matches(error),
+                "{}: core {error:?}, reference {expected:?}",
+                at()
+            ),
             (actual, expected) => {
                 return Err(TestCaseError::fail(format!(
-                    "step {i} (t={now}, cost={}): core {actual:?}, reference {expected:?}",
-                    step.cost
+                    "{}: core {actual:?}, reference {expected:?}",
+                    at()
                 )))
             }
         }
@@ -176,4 +182,46 @@ fn the_reference_agrees_past_2_pow_64_units_on_one_sliding_log() {
         })
         .collect();
     check(&policy, 0, &steps).unwrap();
+}
+
+/// Durations beyond u64 µs are reported (in 128 bits) and saturate at
+/// `Duration::MAX`, in the core as in the reference (docs/spec.md section 5).
+#[test]
+fn the_reference_agrees_on_durations_beyond_u64_micros() {
+    let drain = |cost| Step {
+        dt: 0,
+        cost,
+        peek: false,
+    };
+    // A refill of 7 * 10^19 µs: past u64 µs, within `Duration`.
+    let capacity = 70_372_992_312_949;
+    let long = Policy::token_bucket(Rate::per_second(1))
+        .unwrap()
+        .with_capacity(capacity)
+        .unwrap();
+    // A tick of 10^18 µs and a refill of 2^51 ticks: past `Duration::MAX`.
+    let huge = Policy::token_bucket(Rate::new(1, Duration::from_micros(10u64.pow(18))))
+        .unwrap()
+        .with_capacity(1 << 51)
+        .unwrap();
+    assert_eq!(huge.tick_us(), 10u64.pow(18));
+    for (policy, saturated) in [(&long, false), (&huge, true)] {
+        let max = policy.max_cost();
+        check(policy, 1_000_000, &[drain(max), drain(max), drain(1)]).unwrap();
+        let mut state = KeyState::fresh(policy);
+        let admitted = state.acquire(policy, 1_000_000, max).unwrap();
+        let denied = state.acquire(policy, 1_000_000, max).unwrap();
+        assert!(admitted.allowed && !denied.allowed);
+        for duration in [admitted.reset_after, denied.retry_after, denied.reset_after] {
+            assert!(
+                duration.as_micros() > u128::from(u64::MAX),
+                "{policy}: {duration:?}"
+            );
+            assert_eq!(
+                duration == Duration::MAX,
+                saturated,
+                "{policy}: {duration:?}"
+            );
+        }
+    }
 }

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use limiter_core::{Algorithm, Decision, Policy, MAX_TIME_US};
+use limiter_core::{Algorithm, Decision, Error, Policy, MAX_TIME_US};
 
 /// A decision of the reference, durations in µs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +60,36 @@ enum State {
         s: u128,
         last: u128,
     },
+}
+
+/// An error of the reference: the request errors of docs/spec.md section 1,
+/// checked in the order it lists them (cost 0, cost above the maximum,
+/// time), which is the core's: a request breaking two rules is the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExpectedError {
+    ZeroCost,
+    CostExceedsCapacity { cost: u64, max_cost: u64 },
+    TimeOutOfRange { time_us: u64 },
+}
+
+impl ExpectedError {
+    /// Whether `error` is exactly this one, fields included.
+    pub(crate) fn matches(&self, error: &Error) -> bool {
+        match (*self, error) {
+            (Self::ZeroCost, Error::ZeroCost) => true,
+            (
+                Self::CostExceedsCapacity { cost, max_cost },
+                &Error::CostExceedsCapacity {
+                    cost: got_cost,
+                    max_cost: got_max,
+                },
+            ) => cost == got_cost && max_cost == got_max,
+            (Self::TimeOutOfRange { time_us }, &Error::TimeOutOfRange { time_us: got }) => {
+                time_us == got
+            }
+            _ => false,
+        }
+    }
 }
 
 /// One key under one policy, decided by the contract's text.
@@ -124,10 +154,25 @@ impl Reference {
     }
 
     /// Decides a request of `n` at `t_us` (committing it if `commit` and
-    /// admitted); `None` where the contract says error (rules 2.2 and 4).
-    pub(crate) fn decide(&mut self, t_us: u64, n: u64, commit: bool) -> Option<Expected> {
-        if n == 0 || u128::from(n) > self.m || t_us > MAX_TIME_US {
-            return None;
+    /// admitted); the error where the contract has one (section 1, rules
+    /// 2.2 and 2.4), changing nothing.
+    pub(crate) fn decide(
+        &mut self,
+        t_us: u64,
+        n: u64,
+        commit: bool,
+    ) -> Result<Expected, ExpectedError> {
+        if n == 0 {
+            return Err(ExpectedError::ZeroCost);
+        }
+        if u128::from(n) > self.m {
+            return Err(ExpectedError::CostExceedsCapacity {
+                cost: n,
+                max_cost: u64::try_from(self.m).expect("the max cost is a u64"),
+            });
+        }
+        if t_us > MAX_TIME_US {
+            return Err(ExpectedError::TimeOutOfRange { time_us: t_us });
         }
         let (l, w, m, n) = (self.l, self.w, self.m, u128::from(n));
         let t = (u128::from(t_us) / self.q).max(self.stamp());
@@ -241,15 +286,18 @@ impl Reference {
                 }
             }
         };
-        // docs/spec.md section 5: D ticks are (t_eff + D) * q - t µs; 0 stays 0.
+        // docs/spec.md section 5: D ticks are (t_eff + D) * q - t µs; 0 stays
+        // 0. Computed in 128 bits (below 2^54 * 2^64 here) and saturating,
+        // as a `Duration` does, at `Duration::MAX`: a bucket's refill may
+        // outlast even that (a tick of 10^15 µs, 2^51 ticks).
         let us = |d: u128| {
             if d == 0 {
                 0
             } else {
-                (t + d) * self.q - u128::from(t_us)
+                ((t + d) * self.q - u128::from(t_us)).min(Duration::MAX.as_micros())
             }
         };
-        Some(Expected {
+        Ok(Expected {
             allowed,
             limit: m,
             remaining,
