@@ -112,11 +112,16 @@ const COMMAND: Duration = Duration::from_millis(3_000);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
+    /// The probe's interval: the outage lasts at least this long (the probe
+    /// sleeps before its first attempt), long enough for a watcher polling
+    /// every few ms to see it on a loaded machine; short beside the half
+    /// timeout the probe has to reconnect in.
+    const PROBE: Duration = Duration::from_millis(250);
     let proxy = FreezingProxy::start(common::server().port());
     let backend = RedisBackend::builder(proxy.url())
         .connection_timeout(Duration::from_millis(500))
         .command_timeout(COMMAND)
-        .probe_interval(Duration::from_millis(50))
+        .probe_interval(PROBE)
         .build()
         .await
         .unwrap();
@@ -130,6 +135,24 @@ async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
     assert!(limiter.acquire("k", 1).await.unwrap().allowed);
     proxy.freeze_open_connections();
     let started = Instant::now();
+    // Watches the circuit from before the first call's deadline: when it
+    // opened, and when it closed after that.
+    let watcher = tokio::spawn({
+        let backend = backend.clone();
+        async move {
+            let mut down = None;
+            while started.elapsed() < 3 * COMMAND {
+                let available = backend.is_available();
+                match down {
+                    None if !available => down = Some(Instant::now()),
+                    Some(down) if available => return (Some(down), Some(Instant::now())),
+                    _ => {}
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            (down, None)
+        }
+    });
     let first = tokio::spawn({
         let limiter = Arc::clone(&limiter);
         async move { limiter.acquire("k", 1).await }
@@ -138,7 +161,6 @@ async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
     // out once the probe's new connection has ended the outage the first
     // began.
     tokio::time::sleep(COMMAND / 2).await;
-    let second_sent = Instant::now();
     let second = tokio::spawn({
         let limiter = Arc::clone(&limiter);
         async move { limiter.acquire("k", 1).await }
@@ -149,18 +171,20 @@ async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
         BackendErrorKind::Timeout,
         "{first}"
     );
-    // The probe reconnects before the second call times out, or the
-    // test shows nothing.
-    while !backend.is_available() {
-        assert!(
-            second_sent.elapsed() < COMMAND,
-            "the probe did not reconnect in time"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    // The watcher saw the outage the first call's timeout began (not
+    // before), then the probe end it, all before the second call timed out,
+    // or the test shows nothing.
+    let (down, up) = watcher.await.unwrap();
+    let down = down.expect("the circuit was never seen open: the first timeout opened no outage");
+    up.expect("the probe did not reconnect in time");
     assert!(
         !second.is_finished(),
         "the second call ended before the probe reconnected"
+    );
+    assert!(
+        down - started >= COMMAND,
+        "the circuit opened {:?} after the first call, before its timeout",
+        down - started
     );
     let second = second.await.unwrap().unwrap_err();
     assert_eq!(
