@@ -140,8 +140,28 @@ fn decisions_per_second_is_in_the_table_only_with_timing() {
         all.extend_from_slice(args);
         let doc = compare_json(&all);
         for result in results(&doc, "boundary-burst").values() {
-            assert!(result.get("decisions_per_second").num() > 0.0);
-            assert!(result.get("wall_time_us").num() >= 0.0);
+            // The run's wall time, in whole µs: measured, so above 0 (200
+            // decisions by this test build take tens of µs at least), and
+            // the time the rate is taken from. A wall time left at 0, in
+            // other units, or not the rate's, fails below.
+            let wall_us = result.get("wall_time_us").num();
+            assert!(
+                wall_us.is_finite() && wall_us >= 1.0 && wall_us.fract() == 0.0,
+                "{result:?}"
+            );
+            let decisions = result.get("admitted").num()
+                + result.get("denied").num()
+                + result.get("errors").num();
+            assert_eq!(decisions, 200.0, "{result:?}");
+            // The rate is the decisions over the exact time, which is in
+            // [wall_us, wall_us + 1) µs, written to one decimal (within
+            // 0.05, 0.1 with the doubles' rounding).
+            let rate = result.get("decisions_per_second").num();
+            let (slowest, fastest) = (decisions * 1e6 / (wall_us + 1.0), decisions * 1e6 / wall_us);
+            assert!(
+                rate > 0.0 && rate >= slowest - 0.1 && rate <= fastest + 0.1,
+                "{rate} decisions/s, not {decisions} in {wall_us} µs: {result:?}"
+            );
         }
     }
 }

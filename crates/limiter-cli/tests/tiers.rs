@@ -99,14 +99,28 @@ fn one_policy_string_replays_as_the_single_policy_flags() {
         &["replay", "--policy", "token-bucket:2/1s,capacity=3", "-"],
         trace,
     );
-    assert!(flags.status.success() && string.status.success());
-    assert_eq!(stdout(&flags), stdout(&string));
-    // Joined by `;` in one flag, or one flag each: the same set.
+    assert!(flags.status.success(), "{}", stderr(&flags));
+    assert!(string.status.success(), "{}", stderr(&string));
+    // Capacity 3, one token every 500 ms: the burst of 3 passes, then one
+    // request per 500 ms.
+    assert_eq!(
+        stdout(&flags),
+        "t_us,key,cost,outcome,limit,remaining,retry_after_us,reset_after_us,wait_us\n\
+         0,a,1,allowed,3,2,0,500000,0\n\
+         1,a,2,allowed,3,0,0,1499999,0\n\
+         2,a,1,denied,3,0,499998,1499998,0\n\
+         500000,a,1,allowed,3,0,0,1500000,0\n\
+         1000001,a,3,denied,3,1,999999,999999,0\n"
+    );
+    assert_eq!(stdout(&string), stdout(&flags));
+    // Joined by `;` in one flag, or one flag each: the same set, each part
+    // of which binds (a set of either part alone answers otherwise).
+    let trace = "t_us,key,cost\n0,a,1\n1,a,1\n2,a,1\n1500000,a,1\n1500001,a,1\n1600000,a,3\n";
     let joined = run(
         &[
             "replay",
             "--policy",
-            "sliding-log:1/1s;fixed-window:5/1s",
+            "sliding-log:2/1s;fixed-window:3/10s",
             "-",
         ],
         trace,
@@ -115,14 +129,29 @@ fn one_policy_string_replays_as_the_single_policy_flags() {
         &[
             "replay",
             "--policy",
-            "sliding-log:1/1s",
+            "sliding-log:2/1s",
             "--policy",
-            "fixed-window:5/1s",
+            "fixed-window:3/10s",
             "-",
         ],
         trace,
     );
-    assert_eq!(stdout(&joined), stdout(&apart));
+    // The sliding log denies the third request within a second; the fixed
+    // window, full after its third admission (at 1.5 s), the next one; a
+    // cost of 3 is above the sliding log's maximum. The set resets when its
+    // last part does (the fixed window, at 10 s).
+    let expected = "t_us,key,cost,outcome,limit,remaining,retry_after_us,reset_after_us,wait_us\n\
+                    0,a,1,allowed,2,1,0,10000000,0\n\
+                    1,a,1,allowed,2,0,0,9999999,0\n\
+                    2,a,1,denied,2,0,999998,9999998,0\n\
+                    1500000,a,1,allowed,3,0,0,8500000,0\n\
+                    1500001,a,1,denied,3,0,8499999,8499999,0\n\
+                    1600000,a,3,error,,,,,\n";
+    for (how, output) in [("joined", &joined), ("apart", &apart)] {
+        assert!(output.status.success(), "{how}: {}", stderr(output));
+        assert_eq!(stderr(output), "", "{how}");
+        assert_eq!(stdout(output), expected, "{how}");
+    }
 }
 
 #[test]

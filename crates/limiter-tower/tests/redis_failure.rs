@@ -87,25 +87,42 @@ async fn redis_killed_during_load(policy: FailurePolicy, status: StatusCode, deg
 
     let healthy = |a: &Answer| a.status == StatusCode::OK && a.degraded.is_none();
     let before: Vec<_> = answers.iter().filter(|a| a.ended < killing).collect();
+    // Every request sent while Redis was down, however long it took: one
+    // held until Redis is back still counts (and fails the bound below).
     let during: Vec<_> = answers
         .iter()
-        .filter(|a| a.started > killed && a.ended < restarting)
+        .filter(|a| a.started > killed && a.started < restarting)
         .collect();
     assert!(
         before.len() >= 10 && before.iter().all(|a| healthy(a)),
         "{before:?}"
     );
-    // Answered at once, not after a timeout: many answers, none slow.
+    // Answered at once, not after a timeout. A killed server's port refuses
+    // a connection at once and, once the circuit is open, the limit and the
+    // ban check answer without a round trip to Redis: a correct answer
+    // costs one loopback HTTP exchange, milliseconds, and stays well under
+    // 1 s even when a loaded 2-core machine delays the task by a few
+    // hundred ms; 1 s is still far below the 5 s command and connection
+    // timeouts that a caller held by Redis would wait. Held callers also
+    // send fewer requests: the 4 clients, one request every few ms each,
+    // send hundreds in the 700 ms outage; 20 allows for a slow machine,
+    // while callers held 200 ms each could send at most 16 (4 each).
     assert!(
         during.len() >= 20,
         "{} answers while Redis was down",
         during.len()
     );
     for answer in &during {
-        assert_eq!(answer.status, status, "{answer:?}");
-        assert_eq!(answer.degraded.as_deref(), Some(degraded), "{answer:?}");
         assert!(
             answer.ended - answer.started < Duration::from_secs(1),
+            "held: {answer:?}"
+        );
+        // Degraded, unless it ended after the restart began: a request
+        // delayed past the new server's start and the probe that found it
+        // is decided by the healthy server.
+        let marked = answer.status == status && answer.degraded.as_deref() == Some(degraded);
+        assert!(
+            marked || (answer.ended > restarting && healthy(answer)),
             "{answer:?}"
         );
     }

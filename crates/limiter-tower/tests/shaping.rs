@@ -20,7 +20,7 @@ use support::{
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn twenty_concurrent_requests_reach_the_service_100_ms_apart() {
     let limiter = MemoryLimiter::new(shaping_policy());
-    twenty_requests_100_ms_apart(Arc::new(limiter), Duration::ZERO).await;
+    twenty_requests_100_ms_apart(Arc::new(limiter)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -31,10 +31,10 @@ async fn on_redis_twenty_concurrent_requests_reach_the_service_100_ms_apart() {
         .build()
         .await
         .unwrap();
-    // Each wait is counted from its decision's time (Redis TIME), and a
-    // decision reaches the layer one round trip later, whose length varies
-    // from request to request by a few ms.
-    twenty_requests_100_ms_apart(Arc::new(limiter), Duration::from_millis(10)).await;
+    // Each wait is counted from its decision's time (Redis TIME), read
+    // before the layer gets the answer and starts to sleep: a later answer
+    // only makes its request later.
+    twenty_requests_100_ms_apart(Arc::new(limiter)).await;
 }
 
 /// 10 per second on the system clock (or Redis's), with room in the queue
@@ -44,9 +44,9 @@ fn shaping_policy() -> Policy {
 }
 
 /// 20 concurrent requests through a layer on `limiter` reach the service
-/// 100 ms apart, within the scheduling slack plus `round_trips` (how much
-/// the backend's answers may vary in time).
-async fn twenty_requests_100_ms_apart(limiter: Arc<dyn Limiter>, round_trips: Duration) {
+/// no sooner than 100 ms apart: the k-th (in order of arrival) no sooner
+/// than k x 100 ms after the load started.
+async fn twenty_requests_100_ms_apart(limiter: Arc<dyn Limiter>) {
     let arrivals = Arc::new(Mutex::new(Vec::new()));
     let record = Arc::clone(&arrivals);
     let router = Router::new()
@@ -60,28 +60,40 @@ async fn twenty_requests_100_ms_apart(limiter: Arc<dyn Limiter>, round_trips: Du
         .layer(RateLimitLayer::from_arc(limiter).key(KeyExtractor::global()));
     let addr = serve_router(router).await;
 
+    let start = Instant::now();
     let counts = load(addr, 20, 20).await;
     assert_eq!(counts.get(&200), Some(&20), "{counts:?}");
     let mut arrivals = arrivals.lock().unwrap().clone();
+    assert_eq!(
+        arrivals.len(),
+        20,
+        "each admitted request reached the service once"
+    );
     arrivals.sort();
-    // Request k is admitted to leave at the bucket's k-th departure, k x 100
-    // ms after the first, and sleeps until then; a sleep never ends early
-    // (Tokio rounds deadlines up to its 1 ms tick), but it may end late by
-    // the scheduling delay of a busy machine. A gap is 100 ms plus this
-    // request's delay minus the previous one's: 15 ms allows for a previous
-    // request woken up to 15 ms late, which a 2-core machine running other
-    // tests can do, while a layer that did not shape would show gaps of
-    // about 0.
-    let tolerance = Duration::from_millis(15) + round_trips;
-    for pair in arrivals.windows(2) {
-        let gap = pair[1] - pair[0];
+    // The first decision is taken at some t0 after `start`; the request
+    // given the bucket's k-th departure is told to wait until t0 + k x 100
+    // ms (rounded up to the µs) and sleeps from after its decision; a sleep
+    // never ends early (Tokio rounds deadlines up to its 1 ms tick), so it
+    // arrives no sooner than t0 + k x 100 ms, however late the machine wakes
+    // it. The k+1 earliest arrivals hold k+1 distinct departures, one of
+    // them k or later: the k-th in order arrives no sooner than start + k x
+    // 100 ms. No slack for scheduling delay, which only makes a request
+    // later. 1 ms covers the rest: t0 is read in whole µs (up to 1 µs
+    // before the instant it stands for), and the time between decisions
+    // (ms, a second at most on a loaded machine) is read on the limiter's
+    // clock (the CPU counter for memory, Redis's wall clock), whose rate may
+    // differ from `Instant`'s by NTP's slew, 500 ppm at most. A layer that
+    // did not shape would show all 20 within a few ms of `start`.
+    let tolerance = Duration::from_millis(1);
+    for (k, arrival) in (0u32..).zip(&arrivals) {
+        let due = start + Duration::from_millis(100) * k;
         assert!(
-            gap + tolerance >= Duration::from_millis(100),
-            "gap of {gap:?}"
+            *arrival + tolerance >= due,
+            "arrival {k} at {:?}, due no sooner than {:?}",
+            *arrival - start,
+            due - start
         );
     }
-    // And the whole: 19 intervals, the first request's delay the only slack.
-    assert!(arrivals[19] - arrivals[0] + tolerance >= Duration::from_millis(1_900));
 }
 
 #[tokio::test]
