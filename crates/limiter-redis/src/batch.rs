@@ -213,9 +213,18 @@ impl Decider {
         }
     }
 
-    /// The oldest waiting requests, as many as one call takes.
+    /// The oldest waiting requests of one mode (acquire or peek), as many
+    /// as one call takes: peeks alone are decided by the library's
+    /// no-writes function, which a full Redis still runs
+    /// ([`LuaFunction`]).
     fn take(queue: &mut Queue) -> Batch {
-        let n = queue.waiting.len().min(MAX_BATCH);
+        let mode = queue.waiting.front().map(|w| w.request.mode);
+        let n = queue
+            .waiting
+            .iter()
+            .take(MAX_BATCH)
+            .take_while(|w| Some(w.request.mode) == mode)
+            .count();
         queue.waiting.drain(..n).collect()
     }
 
@@ -445,5 +454,49 @@ impl Drop for Turn {
                 lanes.remove(&self.lane);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scripts::Mode;
+
+    fn waiting(mode: Mode) -> Waiting {
+        let request = Request {
+            key: "k".into(),
+            cost: 1,
+            mode,
+            time_us: None,
+        };
+        Waiting {
+            request,
+            answer: oneshot::channel().0,
+        }
+    }
+
+    /// A batch is the oldest run of one mode, at most [`MAX_BATCH`]: a
+    /// peek is never sent with an acquire to the function that may write.
+    #[test]
+    fn a_batch_holds_requests_of_one_mode() {
+        use Mode::{Acquire, Peek};
+        let modes = [Peek, Peek, Acquire, Acquire, Peek];
+        let mut queue = Queue {
+            waiting: modes.into_iter().map(waiting).collect(),
+            in_flight: 0,
+        };
+        let mut batches = Vec::new();
+        while !queue.waiting.is_empty() {
+            let batch = Decider::take(&mut queue);
+            batches.push(batch.iter().map(|w| w.request.mode).collect::<Vec<_>>());
+        }
+        assert_eq!(
+            batches,
+            [vec![Peek, Peek], vec![Acquire, Acquire], vec![Peek]]
+        );
+
+        queue.waiting = (0..MAX_BATCH + 1).map(|_| waiting(Acquire)).collect();
+        assert_eq!(Decider::take(&mut queue).len(), MAX_BATCH);
+        assert_eq!(queue.waiting.len(), 1);
     }
 }

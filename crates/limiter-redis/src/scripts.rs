@@ -78,8 +78,11 @@ fn record_fields(parts: &[Policy]) -> usize {
 }
 
 /// A Redis Functions library deciding one policy (or policy set): its
-/// source, for `FUNCTION LOAD`, and the name of the one function it
-/// registers, for `FCALL`.
+/// source, for `FUNCTION LOAD`, and the names of the two functions it
+/// registers, for `FCALL`: one that may write, and the same code
+/// registered `no-writes` for calls that only peek, which Redis then runs
+/// when it is full (`maxmemory` reached: a function that may write is
+/// refused before it runs) and refuses to let write.
 ///
 /// Functions rather than `EVALSHA` scripts: a library's top level runs once
 /// at load, so the helpers and algorithm functions are not created again
@@ -88,6 +91,8 @@ fn record_fields(parts: &[Policy]) -> usize {
 #[derive(Debug, Clone)]
 pub(crate) struct LuaFunction {
     name: Arc<str>,
+    /// The function registered `no-writes`, for calls that only peek.
+    peek_name: Arc<str>,
     source: Arc<str>,
     /// Whether every part keeps a string state, which one call can read up
     /// front over several slots of a cluster's node (see
@@ -190,16 +195,24 @@ impl LuaFunction {
             "d".repeat(fields.len()),
             fields.join(", ")
         );
+        // The registrations are not in the digest: named in this line, they
+        // are, so a library of an older release (one function, same code)
+        // keeps another name and is not replaced by this one, nor this by it.
+        code.push_str("-- registered twice: as is, and no-writes for peeks ('_peek')\n");
         let digest = redis::Script::new(&code).get_hash().to_owned();
         let name = format!("limiter_{}", &digest[..16]);
+        let peek_name = format!("{name}_peek");
         let _ = writeln!(
             code,
             "redis.register_function{{function_name = '{name}', callback = decide, \
-             flags = {{'allow-cross-slot-keys'}}}}"
+             flags = {{'allow-cross-slot-keys'}}}}\n\
+             redis.register_function{{function_name = '{peek_name}', callback = decide, \
+             flags = {{'no-writes', 'allow-cross-slot-keys'}}}}"
         );
         Self {
             source: format!("#!lua name={name}\n{code}").into(),
             name: name.into(),
+            peek_name: peek_name.into(),
             across_slots: parts.iter().all(keeps_string),
         }
     }
@@ -239,6 +252,12 @@ impl LuaFunction {
         keys: Keys,
     ) -> Cmd {
         let count = requests.clone().count();
+        // Peeks alone go to the no-writes function, which a full Redis
+        // still runs.
+        let name = match requests.clone().all(|r| r.mode == Mode::Peek) {
+            true => &self.peek_name,
+            false => &self.name,
+        };
         let key_bytes = |r: &Request| layouts.iter().map(|l| l.len(&r.key)).sum::<usize>();
         let all_key_bytes: usize = requests.clone().map(key_bytes).sum();
         let first = requests.clone().next();
@@ -260,12 +279,9 @@ impl LuaFunction {
         let spread = usize::from(keys == Keys::AcrossSlots);
         let mut cmd = Cmd::with_capacity(
             4 + declared + spread * count * layouts.len(),
-            32 + self.name.len()
-                + declared_bytes
-                + spread * all_key_bytes
-                + REQUEST_ARG_BYTES * count,
+            32 + name.len() + declared_bytes + spread * all_key_bytes + REQUEST_ARG_BYTES * count,
         );
-        cmd.arg("FCALL").arg(&*self.name).arg(declared);
+        cmd.arg("FCALL").arg(&**name).arg(declared);
         let mut packed = Vec::with_capacity(REQUEST_ARG_BYTES * count);
         for (i, request) in requests.clone().enumerate() {
             if (keys == Keys::Declared && !one_key) || i == 0 {
@@ -547,6 +563,28 @@ mod tests {
         assert_eq!(fcall_arguments(&mixed, Keys::Declared).0.len(), 3 + 2 + 1);
         let alone = [request("a", Mode::Acquire, 1)];
         assert_eq!(packed_argument(&alone).len(), REQUEST_ARG_BYTES);
+    }
+
+    /// A call of peeks only goes to the no-writes function (which a full
+    /// Redis runs); a call with any acquire, to the one that may write.
+    #[test]
+    fn peeks_alone_call_the_no_writes_function() {
+        let name = |requests: &[Request]| {
+            String::from_utf8(fcall_arguments(requests, Keys::Declared).0[1].clone()).unwrap()
+        };
+        let peeks = name(&[request("a", Mode::Peek, 1), request("b", Mode::Peek, 1)]);
+        let acquire = name(&[request("a", Mode::Acquire, 1)]);
+        let mixed = name(&[request("a", Mode::Peek, 1), request("b", Mode::Acquire, 1)]);
+        assert_eq!(peeks, format!("{acquire}_peek"));
+        assert_eq!(mixed, acquire);
+        let policy = Policy::token_bucket(Rate::new(10, Duration::from_secs(1))).unwrap();
+        let source = LuaFunction::for_parts(&[policy], 0).source;
+        assert!(
+            source.contains(&format!(
+                "function_name = '{peeks}', callback = decide, flags = {{'no-writes'"
+            )),
+            "{source}"
+        );
     }
 
     #[test]

@@ -767,7 +767,8 @@ async fn function_flush_on_a_node_recovers_without_an_error() {
 
 /// A full primary (`maxmemory` under `noeviction`): its decisions fail with
 /// Redis's OOM, counting nothing, while the other primaries' keys are
-/// served; it is not marked down, even once its connection is lost and the
+/// served and its peeks still answer (the no-writes function); it is not
+/// marked down, even once its connection is lost and the
 /// new one's `FUNCTION LOAD` is refused (OOM) too; a limiter whose library
 /// is new still builds; and once there is room, both limiters decide on
 /// its keys again (the library loaded by the first call that misses it).
@@ -808,6 +809,14 @@ async fn a_full_primary_refuses_its_decisions_and_serves_again_with_room() {
     };
     refused(&limiter.acquire(key, 1).await.unwrap_err());
     assert!(limiter.acquire(elsewhere, 1).await.unwrap().allowed);
+    let peeked = || async {
+        let peek = limiter.peek(key, 1).await.unwrap();
+        assert!(
+            peek.allowed && peek.remaining == 1 && !peek.is_degraded(),
+            "a full primary answers a peek, as the one admission left it: {peek:?}"
+        );
+    };
+    peeked().await;
 
     // Its connection lost: the new one's FUNCTION LOAD is refused, yet the
     // node answers, so it is not marked down.
@@ -820,6 +829,7 @@ async fn a_full_primary_refuses_its_decisions_and_serves_again_with_room() {
         "the limiter's connection is killed: {killed:?}"
     );
     refused(&limiter.acquire(key, 1).await.unwrap_err());
+    peeked().await;
     let backend = backend(&cluster);
     let second = RedisLimiter::builder(&backend, Policy::fixed_window(Rate::per_hour(3)).unwrap())
         .key_prefix(common::fresh_prefix("full-second"))

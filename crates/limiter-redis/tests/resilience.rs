@@ -1084,6 +1084,7 @@ async fn a_function_flush_between_calls_is_recovered_with_state_intact() {
 /// admission or denial, is an error of kind `Redis` (the backend stays up:
 /// the server answers), `FailClosed` denies them, nothing is counted
 /// meanwhile, and decisions go on where they left off once memory is free.
+/// A peek still answers, exactly: it runs the library's no-writes function.
 #[tokio::test]
 async fn a_full_redis_refuses_every_decision_and_counts_nothing() {
     let _serial = one_at_a_time().await;
@@ -1105,6 +1106,14 @@ async fn a_full_redis_refuses_every_decision_and_counts_nothing() {
         );
     }
     assert!(backend.is_available(), "a full server still answers");
+    let peeked = || async {
+        let peek = limiter.peek("k", 1).await.unwrap();
+        assert!(
+            peek.allowed && peek.remaining == 1 && !peek.is_degraded(),
+            "a full server answers a peek, as the one admission left it: {peek:?}"
+        );
+    };
+    peeked().await;
     // A new connection while full: FUNCTION LOAD is refused too (OOM), yet
     // the server answers, so the backend stays up, and a limiter can be
     // built (its function is loaded once there is room).
@@ -1121,6 +1130,7 @@ async fn a_full_redis_refuses_every_decision_and_counts_nothing() {
         backend.is_available(),
         "a full server still answers a new connection"
     );
+    peeked().await;
     let second = RedisLimiter::builder(&backend, Policy::fixed_window(Rate::per_hour(3)).unwrap())
         .build()
         .await

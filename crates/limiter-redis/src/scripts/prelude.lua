@@ -5,10 +5,13 @@
 --   local ttl_floor = ...      the TTL floor in ms (0 with Redis TIME)
 --   this prelude
 --   the file of each algorithm the policies use (each defines one function)
---   the registration of one function, limiter_<digest>, calling them with
---   each policy's constants, in the text rather than in ARGV (Redis spends
---   more receiving and converting arguments than on some of the
---   algorithms' arithmetic), and building the reply.
+--   one function, limiter_<digest>, calling them with each policy's
+--   constants, in the text rather than in ARGV (Redis spends more
+--   receiving and converting arguments than on some of the algorithms'
+--   arithmetic), and building the reply; registered twice: as is, and as
+--   limiter_<digest>_peek with the no-writes flag, for calls that only
+--   peek (acquire 0 for every request: they write nothing), which Redis
+--   runs even when full (maxmemory reached).
 --
 -- A library is loaded once (FUNCTION LOAD) and its functions live on: unlike
 -- an EVALSHA script, nothing here is run again per call, so the helpers
