@@ -249,6 +249,11 @@ impl RedisBackend {
         Ok(())
     }
 
+    /// The budget of one command ([`RedisBackendBuilder::command_timeout`]).
+    pub(crate) fn command_timeout(&self) -> Duration {
+        self.shared.command_timeout
+    }
+
     /// Where calls from outside any Tokio runtime run.
     pub(crate) fn runtime(&self) -> &Runtime {
         &self.shared.runtime

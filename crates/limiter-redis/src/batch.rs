@@ -12,6 +12,14 @@
 //! call is atomic and decides its requests in arrival order, so the
 //! decisions are those of the same requests sent one at a time.
 //!
+//! A request waits in its lane's queue for the command timeout at most: a
+//! server slower than the requests arrive (its calls answered, but fewer
+//! decisions a second than are asked for) would otherwise grow the queue,
+//! and every caller's wait, without bound. A request that has waited that
+//! long is answered with a timeout error and never sent (nothing counted),
+//! as is one whose caller has gone; neither trips the circuit (the server
+//! answers).
+//!
 //! On a cluster requests queue per primary (a lane), and a call decides
 //! requests of several slots of its node: the cluster checks only that a
 //! call's declared keys share a slot, so the other requests' keys go as
@@ -26,6 +34,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use limiter_core::backend::all_of;
 use limiter_core::{Decision, Policies, SetDecision};
@@ -105,13 +114,20 @@ impl Hasher for SlotHasher {
 
 #[derive(Default)]
 struct Queue {
-    waiting: VecDeque<Waiting>,
+    waiting: VecDeque<Queued>,
     in_flight: usize,
 }
 
 struct Waiting {
     request: Request,
     answer: oneshot::Sender<Result<Answer, BackendError>>,
+}
+
+/// A request in a lane's queue, until its deadline: queued at, plus the
+/// command timeout.
+struct Queued {
+    waiting: Waiting,
+    deadline: Instant,
 }
 
 type Batch = Vec<Waiting>;
@@ -176,7 +192,8 @@ impl Decider {
                 queue.in_flight += 1;
                 Some(waiting)
             } else {
-                queue.waiting.push_back(waiting);
+                let deadline = Instant::now() + self.backend.command_timeout();
+                queue.waiting.push_back(Queued { waiting, deadline });
                 None
             }
         };
@@ -202,30 +219,48 @@ impl Decider {
     fn next(&self, lane: u16) -> Option<Batch> {
         let mut lanes = self.lock();
         let queue = lanes.get_mut(&lane)?;
-        if queue.waiting.is_empty() {
+        let batch = Self::take(queue, Instant::now(), self.backend.command_timeout());
+        if batch.is_empty() {
             queue.in_flight -= 1;
             if queue.in_flight == 0 {
                 lanes.remove(&lane);
             }
             None
         } else {
-            Some(Self::take(queue))
+            Some(batch)
         }
     }
 
     /// The oldest waiting requests of one mode (acquire or peek), as many
     /// as one call takes: peeks alone are decided by the library's
     /// no-writes function, which a full Redis still runs
-    /// ([`LuaFunction`]).
-    fn take(queue: &mut Queue) -> Batch {
-        let mode = queue.waiting.front().map(|w| w.request.mode);
-        let n = queue
-            .waiting
-            .iter()
-            .take(MAX_BATCH)
-            .take_while(|w| Some(w.request.mode) == mode)
-            .count();
-        queue.waiting.drain(..n).collect()
+    /// ([`LuaFunction`]). On the way, requests whose caller has gone are
+    /// dropped, and those queued `timeout` ago or more (by `now`) answered
+    /// with a timeout error; neither is sent.
+    fn take(queue: &mut Queue, now: Instant, timeout: Duration) -> Batch {
+        let mut batch: Batch = Vec::new();
+        while let Some(front) = queue.waiting.front() {
+            let gone = front.waiting.answer.is_closed();
+            let expired = front.deadline <= now;
+            if !gone && !expired {
+                let full = batch.len() == MAX_BATCH;
+                let mode = batch.first().map(|w| w.request.mode);
+                if full || mode.is_some_and(|mode| mode != front.waiting.request.mode) {
+                    break;
+                }
+            }
+            let Some(Queued { waiting, .. }) = queue.waiting.pop_front() else {
+                break;
+            };
+            match (gone, expired) {
+                (true, _) => {}
+                (false, true) => {
+                    let _ = waiting.answer.send(Err(queued_too_long(timeout)));
+                }
+                (false, false) => batch.push(waiting),
+            }
+        }
+        batch
     }
 
     /// One call deciding `request` alone.
@@ -383,6 +418,20 @@ impl Decider {
     }
 }
 
+/// The answer to a request that waited in its lane's queue for the whole
+/// command timeout: Redis answers, but fewer decisions a second than are
+/// asked of it. Not sent, so nothing was counted.
+fn queued_too_long(timeout: Duration) -> BackendError {
+    BackendError::new(
+        BackendErrorKind::Timeout,
+        format!(
+            "the decision waited {timeout:?} (the command timeout) for a call to Redis, \
+             behind calls of its limiter that Redis answers slower than decisions \
+             arrive; not sent, nothing counted"
+        ),
+    )
+}
+
 /// A decision on its way from a call to its caller: one policy's as it
 /// is, a set's boxed. A [`SetDecision`] holds every part's decision (720
 /// bytes), and a decision is moved several times between the reply and its
@@ -462,17 +511,37 @@ mod tests {
     use super::*;
     use crate::scripts::Mode;
 
-    fn waiting(mode: Mode) -> Waiting {
+    const TIMEOUT: Duration = Duration::from_secs(1);
+
+    type Answered = oneshot::Receiver<Result<Answer, BackendError>>;
+
+    /// A request of `mode` queued at `queued_at`, and its caller's end.
+    fn queued(mode: Mode, queued_at: Instant) -> (Queued, Answered) {
         let request = Request {
             key: "k".into(),
             cost: 1,
             mode,
             time_us: None,
         };
-        Waiting {
-            request,
-            answer: oneshot::channel().0,
-        }
+        let (answer, answered) = oneshot::channel();
+        let waiting = Waiting { request, answer };
+        let deadline = queued_at + TIMEOUT;
+        (Queued { waiting, deadline }, answered)
+    }
+
+    /// A queue of requests of `modes`, all queued at `queued_at`.
+    fn queue_of(
+        modes: impl IntoIterator<Item = Mode>,
+        queued_at: Instant,
+    ) -> (Queue, Vec<Answered>) {
+        let (waiting, callers) = modes.into_iter().map(|m| queued(m, queued_at)).unzip();
+        (
+            Queue {
+                waiting,
+                in_flight: 0,
+            },
+            callers,
+        )
     }
 
     /// A batch is the oldest run of one mode, at most [`MAX_BATCH`]: a
@@ -480,14 +549,11 @@ mod tests {
     #[test]
     fn a_batch_holds_requests_of_one_mode() {
         use Mode::{Acquire, Peek};
-        let modes = [Peek, Peek, Acquire, Acquire, Peek];
-        let mut queue = Queue {
-            waiting: modes.into_iter().map(waiting).collect(),
-            in_flight: 0,
-        };
+        let now = Instant::now();
+        let (mut queue, _callers) = queue_of([Peek, Peek, Acquire, Acquire, Peek], now);
         let mut batches = Vec::new();
         while !queue.waiting.is_empty() {
-            let batch = Decider::take(&mut queue);
+            let batch = Decider::take(&mut queue, now, TIMEOUT);
             batches.push(batch.iter().map(|w| w.request.mode).collect::<Vec<_>>());
         }
         assert_eq!(
@@ -495,8 +561,35 @@ mod tests {
             [vec![Peek, Peek], vec![Acquire, Acquire], vec![Peek]]
         );
 
-        queue.waiting = (0..MAX_BATCH + 1).map(|_| waiting(Acquire)).collect();
-        assert_eq!(Decider::take(&mut queue).len(), MAX_BATCH);
+        let (mut queue, _callers) = queue_of((0..MAX_BATCH + 1).map(|_| Acquire), now);
+        assert_eq!(Decider::take(&mut queue, now, TIMEOUT).len(), MAX_BATCH);
         assert_eq!(queue.waiting.len(), 1);
+    }
+
+    /// A request queued for the command timeout is answered with a timeout
+    /// and not sent; one whose caller has gone is not sent either; the
+    /// rest go, in order.
+    #[test]
+    fn requests_queued_too_long_or_abandoned_are_not_sent() {
+        use Mode::Acquire;
+        let start = Instant::now();
+        let (old, mut old_caller) = queued(Acquire, start);
+        let (abandoned, abandoned_caller) = queued(Acquire, start + TIMEOUT / 2);
+        let (fresh, _fresh_caller) = queued(Acquire, start + TIMEOUT / 2);
+        drop(abandoned_caller);
+        let mut queue = Queue {
+            waiting: VecDeque::from([old, abandoned, fresh]),
+            in_flight: 1,
+        };
+        let batch = Decider::take(&mut queue, start + TIMEOUT, TIMEOUT);
+        assert_eq!(batch.len(), 1, "only the fresh request is sent");
+        assert!(queue.waiting.is_empty());
+        let error = old_caller.try_recv().unwrap().unwrap_err();
+        assert_eq!(error.kind(), BackendErrorKind::Timeout);
+        assert!(error.to_string().contains("not sent"), "{error}");
+        // Everything expired or gone: an empty batch, which gives the turn up.
+        let (expired, _caller) = queued(Acquire, start);
+        queue.waiting.push_back(expired);
+        assert!(Decider::take(&mut queue, start + 2 * TIMEOUT, TIMEOUT).is_empty());
     }
 }
