@@ -37,6 +37,13 @@ pub(crate) struct Sweep {
     /// expired; the first insert into a map with nothing to sweep sets it
     /// to its own. While the clock is below it, a sweep is skipped.
     pub(crate) earliest_evict_at: AtomicU64,
+    /// A lower bound of every held key's eviction time: after a sweep,
+    /// the earliest of the keys it kept, lowered by every insert since.
+    /// The scheduled sweep (at most one per `interval` new keys, so
+    /// amortised whatever it frees) is due once the clock passes it: a
+    /// key living long (a bucket drained to the bottom) then puts off no
+    /// sweep of the short-lived keys inserted after it.
+    pub(crate) lowest_evict_at: AtomicU64,
     /// New keys refused at the cap since the last sweep: a batch of them
     /// makes a sweep due, however late the bound.
     pub(crate) refused: AtomicUsize,
@@ -51,6 +58,7 @@ impl Sweep {
             new_key_requests: AtomicUsize::new(0),
             interval: AtomicUsize::new(MIN_SWEEP_INTERVAL),
             earliest_evict_at: AtomicU64::new(u64::MAX),
+            lowest_evict_at: AtomicU64::new(u64::MAX),
             refused: AtomicUsize::new(0),
             lock: Mutex::new(()),
         }
@@ -59,20 +67,25 @@ impl Sweep {
 
 impl MemoryLimiter {
     /// After an insert: a map that had nothing to sweep (`u64::MAX`) has
-    /// something once this key expires. A bound already set stays: lowering
-    /// it to every short-lived key's time would bring back a scan per
-    /// expired key; a key that expires before it is swept at it, later.
+    /// something once this key expires. The batch bound already set stays:
+    /// lowering it to every short-lived key's time would bring back a scan
+    /// per expired key at the cap; a key that expires before it is swept
+    /// by the next scheduled sweep ([`Sweep::lowest_evict_at`]).
     pub(crate) fn note_evict_at(&self, evict_at: u64) {
+        self.sweep
+            .lowest_evict_at
+            .fetch_min(evict_at, Ordering::SeqCst);
         let earliest = &self.sweep.earliest_evict_at;
         if earliest.load(Ordering::SeqCst) == u64::MAX {
             earliest.fetch_min(evict_at, Ordering::SeqCst);
         }
     }
 
-    /// The amortised sweep: at most one at a time, skipped by whoever finds
-    /// another running, or when none is due (without touching the lock).
+    /// The amortised sweep, after `interval` new keys: at most one at a
+    /// time, skipped by whoever finds another running, or while no key can
+    /// have expired (without touching the lock).
     pub(crate) fn scheduled_sweep(&self, now_us: u64) {
-        if !self.sweep_is_due(now_us) {
+        if !self.scheduled_sweep_is_due(now_us) {
             return;
         }
         let _guard = match self.sweep.lock.try_lock() {
@@ -81,7 +94,9 @@ impl MemoryLimiter {
             Err(TryLockError::WouldBlock) => return,
         };
         let requests = self.sweep.new_key_requests.load(Ordering::Relaxed);
-        if requests >= self.sweep.interval.load(Ordering::Relaxed) && self.sweep_is_due(now_us) {
+        if requests >= self.sweep.interval.load(Ordering::Relaxed)
+            && self.scheduled_sweep_is_due(now_us)
+        {
             self.sweep_locked(now_us);
             self.reschedule();
         }
@@ -106,6 +121,13 @@ impl MemoryLimiter {
     fn sweep_is_due(&self, now_us: u64) -> bool {
         now_us >= self.sweep.earliest_evict_at.load(Ordering::SeqCst)
             || self.sweep.refused.load(Ordering::Relaxed) >= self.sweep_batch()
+    }
+
+    /// Whether the scheduled sweep has anything to free: some key may have
+    /// expired (it runs once per `interval` new keys, so each of its scans
+    /// is paid for however little it frees), or a sweep is due anyway.
+    fn scheduled_sweep_is_due(&self, now_us: u64) -> bool {
+        now_us >= self.sweep.lowest_evict_at.load(Ordering::SeqCst) || self.sweep_is_due(now_us)
     }
 
     /// A batch: a [`SWEEP_BATCH_DIVISOR`]-th of the keys held, at least one.
@@ -141,6 +163,8 @@ impl MemoryLimiter {
         // Inserts during the sweep lower the bound themselves; the keys kept
         // lower it below.
         earliest.store(u64::MAX, Ordering::SeqCst);
+        let lowest = &self.sweep.lowest_evict_at;
+        lowest.store(u64::MAX, Ordering::SeqCst);
         self.sweep.refused.store(0, Ordering::Relaxed);
         let mut removed = 0;
         let mut kept = 0;
@@ -160,6 +184,7 @@ impl MemoryLimiter {
             next.at((kept / SWEEP_BATCH_DIVISOR).max(1)),
             Ordering::SeqCst,
         );
+        lowest.fetch_min(next.at(1), Ordering::SeqCst);
         if removed > 0 {
             self.release_keys(removed);
             // Give memory back after a burst of one-off keys, with enough

@@ -247,6 +247,39 @@ fn spraying_distinct_keys_keeps_the_map_bounded() {
     }
 }
 
+/// Keys of different lifetimes: a first key drained to the bottom (its
+/// reset a day away) must not put off the sweeps of the short-lived keys
+/// sprayed after it, each reset within 37 s of its only admission. The map
+/// stays within `live + max(live, 1,024)` of them, plus the long key, as
+/// when every key lives alike.
+#[test]
+fn a_long_lived_first_key_does_not_put_off_sweeping_short_lived_ones() {
+    let policy = Policy::token_bucket(Rate::per_hour(100))
+        .unwrap()
+        .with_capacity(2_400)
+        .unwrap();
+    let clock = ManualClock::new(T0);
+    let limiter = limiter(&policy, &clock, Duration::from_secs(1));
+    let drained = limiter.try_acquire("heavy", 2_400).unwrap();
+    assert!(drained.allowed && drained.reset_after == Duration::from_secs(86_400));
+    // 100 new keys a second, each resetting 36 s after its admission and
+    // evictable a second later: 3,700 live at a time.
+    let live = 3_700 + 1;
+    let mut most_held = 0;
+    for i in 0..100_000u64 {
+        clock.set(T0 + i * 10_000);
+        let decision = limiter.try_acquire(&format!("ip:{i}"), 1).unwrap();
+        assert!(decision.allowed && decision.reset_after == Duration::from_secs(36));
+        most_held = most_held.max(limiter.len());
+    }
+    let bound = live + live.max(1_024) + 1;
+    assert!(most_held <= bound, "{most_held} keys held, bound {bound}");
+    assert!(
+        limiter.try_peek("heavy", 1).unwrap().remaining < 100,
+        "the long key is kept"
+    );
+}
+
 #[test]
 fn spraying_distinct_keys_never_exceeds_max_keys() {
     let policy = Policy::sliding_log(Rate::new(5, Duration::from_secs(1))).unwrap();
