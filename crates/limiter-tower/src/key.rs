@@ -143,6 +143,10 @@ impl KeyExtractor {
     /// matched (axum's `MatchedPath`, `GET /users/{id}`), so every user id
     /// shares one budget; otherwise, or outside an axum router, the URI
     /// path (`GET /users/42`). Never missing.
+    ///
+    /// `HEAD` counts as `GET` (a router answers it with the `GET` handler),
+    /// and every method outside RFC 9110's eight as `OTHER`: a client cannot
+    /// open a fresh budget on a route by changing its method.
     pub fn route() -> Self {
         Self::of(Kind::Route)
     }
@@ -342,10 +346,11 @@ pub(crate) enum Missing {
     Skip,
 }
 
-/// `route:<method> <matched route or path>`.
+/// `route:<method> <matched route or path>`, the method as [`route_method`]
+/// names it.
 fn route_key(view: &RequestView<'_>) -> KeyText {
     let mut key = KeyText::of("route:");
-    key.push_str(view.method.as_str());
+    key.push_str(route_method(view.method));
     key.push_str(" ");
     #[cfg(feature = "axum")]
     if let Some(route) = view.extensions.get::<axum::extract::MatchedPath>() {
@@ -354,6 +359,23 @@ fn route_key(view: &RequestView<'_>) -> KeyText {
     }
     key.push_str(view.uri.path());
     key
+}
+
+/// The method as the route key names it: `HEAD` as `GET`, which serves it,
+/// RFC 9110's other methods as they are, and any extension method as
+/// `OTHER`, so that no method is a budget of its own beside them.
+fn route_method(method: &Method) -> &'static str {
+    match *method {
+        Method::GET | Method::HEAD => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "OTHER",
+    }
 }
 
 /// An IPv4-mapped IPv6 address (`::ffff:10.0.0.15`) as its IPv4 address;
@@ -1035,5 +1057,33 @@ mod tests {
             key_of(&KeyExtractor::route(), "/users/42?x=1", "203.0.113.7").unwrap(),
             "route:GET /users/42"
         );
+    }
+
+    /// No method opens a budget of its own on a route: `HEAD` is `GET`'s,
+    /// and every extension method shares one, `OTHER`.
+    #[test]
+    fn the_route_key_folds_head_into_get_and_extension_methods_into_other() {
+        let uri: Uri = "/report/1".parse().unwrap();
+        let key = |method: &str| {
+            let method = Method::from_bytes(method.as_bytes()).unwrap();
+            let view = RequestView {
+                method: &method,
+                uri: &uri,
+                headers: &HeaderMap::new(),
+                extensions: &Extensions::new(),
+                client_ip: None,
+            };
+            KeyExtractor::route().key(&view).unwrap().to_string()
+        };
+        assert_eq!(key("HEAD"), "route:GET /report/1");
+        assert_eq!(key("GET"), "route:GET /report/1");
+        for method in [
+            "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE",
+        ] {
+            assert_eq!(key(method), format!("route:{method} /report/1"));
+        }
+        for method in ["X1", "X2", "PROPFIND", "get"] {
+            assert_eq!(key(method), "route:OTHER /report/1", "{method}");
+        }
     }
 }

@@ -20,7 +20,8 @@ use limiter_memory::MemoryLimiter;
 use limiter_test::Flaky;
 use limiter_tower::{HeaderStyle, KeyExtractor, RateLimitLayer, Shaping};
 use support::{
-    client, get, get_path, get_with, limiter, load, serve, serve_router, Backend, HttpClient, Reply,
+    client, get, get_path, get_with, limiter, load, request_path, serve, serve_router, Backend,
+    HttpClient, Reply,
 };
 
 /// A request time far from the epoch, in µs.
@@ -466,19 +467,33 @@ async fn the_route_key_is_the_method_and_the_matched_route() {
         Router::new()
             .route("/users/{id}", routing::get(|| async { "user" }))
             .route("/items/{id}", routing::get(|| async { "item" }))
+            .route("/any", routing::any(|| async { "any" }))
             .layer(layer),
     )
     .await;
     let client = client();
-    let status = |path: &'static str| {
+    let status = |method: &'static str, path: &'static str| {
         let client = client.clone();
-        async move { get_path(&client, addr, path, &[]).await.status }
+        async move { request_path(&client, addr, method, path).await.status }
     };
-    assert_eq!(status("/users/1").await, StatusCode::OK);
-    assert_eq!(status("/users/2").await, StatusCode::OK);
-    // Every user id is one route, `GET /users/{id}`.
-    assert_eq!(status("/users/3").await, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(status("/items/1").await, StatusCode::OK);
+    assert_eq!(status("GET", "/users/1").await, StatusCode::OK);
+    assert_eq!(status("GET", "/users/2").await, StatusCode::OK);
+    // Every user id is one route, `GET /users/{id}`; `HEAD`, which the
+    // `GET` handler answers, is no budget of its own.
+    assert_eq!(
+        status("GET", "/users/3").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        status("HEAD", "/users/4").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(status("GET", "/items/1").await, StatusCode::OK);
+    // Extension methods share one budget, `OTHER /any`.
+    assert_eq!(status("X1", "/any").await, StatusCode::OK);
+    assert_eq!(status("X2", "/any").await, StatusCode::OK);
+    assert_eq!(status("X3", "/any").await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(status("POST", "/any").await, StatusCode::OK);
 }
 
 #[tokio::test]

@@ -99,6 +99,19 @@ pub async fn get_path(
     send(client, request).await
 }
 
+/// `method path` on `addr`, without a body.
+pub async fn request_path(
+    client: &HttpClient,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+) -> Reply {
+    let request = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"));
+    send(client, request).await
+}
+
 /// `GET /` on `addr` with `headers` as bytes: values a `&str` cannot hold
 /// (not ASCII, not UTF-8), as a client may send them.
 pub async fn get_with_bytes(
