@@ -13,7 +13,7 @@ use limiter_core::{Limiter, Policies, Policy};
 use serde::Deserialize;
 
 use crate::ban::{BanList, Penalty};
-use crate::key::{Fallback, IpNet, KeyExtractor, KeyKindError};
+use crate::key::{is_route_key, Fallback, IpNet, KeyExtractor, KeyKindError};
 use crate::layer::RateLimitLayer;
 use crate::response::HeaderStyle;
 
@@ -241,7 +241,7 @@ impl RawPolicy {
 
         let by_ip_too = header_key && self.fallback.as_deref() == Some("ip");
         for (index, entry) in self.allow_keys.iter().enumerate() {
-            if !key_may_be(kind, by_ip_too, entry) {
+            if !key_may_be(kind, by_ip_too, entry, &key) {
                 let reason = format!(
                     "{entry:?} is never a key of {kind:?}, whose keys are {}",
                     key_forms(kind, by_ip_too)
@@ -324,16 +324,18 @@ impl RawPolicy {
     }
 }
 
-/// Whether the layer's key of kind `kind` (and, with `by_ip_too`, its
-/// fallback by address) can be `entry`: an `allow_keys` entry that never
-/// can is a mistake (`header:x-user-id:monitor` for the key
-/// `header:x-user-id`, whose keys hold the value alone).
-fn key_may_be(kind: &str, by_ip_too: bool, entry: &str) -> bool {
-    let by_ip = |entry: &str| entry.starts_with("ip:");
+/// Whether the layer's key of kind `kind`, written by `key` (and, with
+/// `by_ip_too`, its fallback by address) can be `entry`: an `allow_keys`
+/// entry that never can is a mistake (`header:x-user-id:monitor` for the
+/// key `header:x-user-id`, whose keys hold the value alone; `ip:10.0.0.0/8`,
+/// a block, or an address not in the form the key writes it;
+/// `route:/health`, without a method).
+fn key_may_be(kind: &str, by_ip_too: bool, entry: &str, key: &KeyExtractor) -> bool {
+    let by_ip = |entry: &str| key.writes_ip_key(entry);
     match kind {
         "ip" => by_ip(entry),
         "global" => entry == "global",
-        "route" => entry.starts_with("route:"),
+        "route" => is_route_key(entry),
         _ => {
             // `header:NAME:value` repeats the header's name, which the
             // key does not hold: taken for the mistake it nearly always is.
@@ -349,16 +351,21 @@ fn key_may_be(kind: &str, by_ip_too: bool, entry: &str) -> bool {
     }
 }
 
+/// What an address's key looks like, for an error.
+const IP_KEYS: &str = "ip:ADDRESS (one address, as the key writes it: 10.0.0.1, 2001:db8::1, or \
+                       its network under ipv6_prefix, 2001:db8::/64; blocks go in allow_ips)";
+
+/// What a header's key looks like, for an error.
+const HEADER_KEYS: &str = "header:VALUE (the header's value alone, without its name)";
+
 /// What the keys of kind `kind` look like, for an error.
-fn key_forms(kind: &str, by_ip_too: bool) -> &'static str {
+fn key_forms(kind: &str, by_ip_too: bool) -> String {
     match kind {
-        "ip" => "ip:ADDRESS",
-        "global" => "\"global\"",
-        "route" => "route:METHOD PATH",
-        _ if by_ip_too => {
-            "header:VALUE (the header's value alone, without its name), or ip:ADDRESS without it"
-        }
-        _ => "header:VALUE (the header's value alone, without its name)",
+        "ip" => IP_KEYS.to_owned(),
+        "global" => "\"global\"".to_owned(),
+        "route" => "route:METHOD PATH (GET, POST, ..., or OTHER; HEAD is GET)".to_owned(),
+        _ if by_ip_too => format!("{HEADER_KEYS}, or without it {IP_KEYS}"),
+        _ => HEADER_KEYS.to_owned(),
     }
 }
 

@@ -217,6 +217,23 @@ impl KeyExtractor {
         })
     }
 
+    /// Whether `entry` is a key this extractor writes for some address:
+    /// `ip:` and the address as [`ip_key`](Self::ip_key) writes it
+    /// (normalized, in canonical form, grouped under an IPv6 prefix). An
+    /// allowlisted key in another form (`ip:10.0.0.0/8`, `ip:2001:DB8::1`,
+    /// `ip:::ffff:10.0.0.1`) would never match a request.
+    pub(crate) fn writes_ip_key(&self, entry: &str) -> bool {
+        let Some(text) = entry.strip_prefix("ip:") else {
+            return false;
+        };
+        let address = text.split_once('/').map_or(text, |(address, _)| address);
+        address
+            .parse::<IpAddr>()
+            .ok()
+            .and_then(|ip| self.ip_key(Some(normalize_ip(ip))).ok())
+            .is_some_and(|key| key.as_str() == entry)
+    }
+
     /// `ip:<addr>`, or `ip:<network>/<prefix>` grouped.
     fn ipv6_key(&self, v6: Ipv6Addr) -> KeyText {
         let mut key = KeyText::of("ip:");
@@ -359,6 +376,18 @@ fn route_key(view: &RequestView<'_>) -> KeyText {
     }
     key.push_str(view.uri.path());
     key
+}
+
+/// Whether `entry` has the form of a route key: `route:`, a method as the
+/// key names it ([`route_method`]), a space and a path.
+pub(crate) fn is_route_key(entry: &str) -> bool {
+    const METHODS: [&str; 9] = [
+        "GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE", "OTHER",
+    ];
+    entry
+        .strip_prefix("route:")
+        .and_then(|rest| rest.split_once(' '))
+        .is_some_and(|(method, path)| METHODS.contains(&method) && path.starts_with('/'))
 }
 
 /// The method as the route key names it: `HEAD` as `GET`, which serves it,

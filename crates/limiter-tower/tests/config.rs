@@ -190,7 +190,7 @@ fn login(limits: &str, rest: &str) -> String {
 
 #[test]
 fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
-    let cases: [(&str, String, ConfigErrorKind, &str, &str); 30] = [
+    let cases: [(&str, String, ConfigErrorKind, &str, &str); 35] = [
         (
             "unknown-algorithm",
             login(r#"["sliding-lgo:10/5m"]"#, ""),
@@ -335,7 +335,62 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             login(r#"["sliding-log:10/5m"]"#, r#"allow_keys = ["header:monitor"]"#),
             ConfigErrorKind::Key,
             "policies.login.allow_keys[0]",
-            "\"header:monitor\" is never a key of \"ip\", whose keys are ip:ADDRESS",
+            "\"header:monitor\" is never a key of \"ip\", whose keys are ip:ADDRESS (one \
+             address, as the key writes it: 10.0.0.1, 2001:db8::1, or its network under \
+             ipv6_prefix, 2001:db8::/64; blocks go in allow_ips)",
+        ),
+        (
+            "allow-key-a-block",
+            login(r#"["sliding-log:10/5m"]"#, r#"allow_keys = ["ip:10.0.0.0/8"]"#),
+            ConfigErrorKind::Key,
+            "policies.login.allow_keys[0]",
+            "\"ip:10.0.0.0/8\" is never a key of \"ip\", whose keys are ip:ADDRESS (one \
+             address, as the key writes it: 10.0.0.1, 2001:db8::1, or its network under \
+             ipv6_prefix, 2001:db8::/64; blocks go in allow_ips)",
+        ),
+        (
+            "allow-key-not-as-the-key-writes-it",
+            login(
+                r#"["sliding-log:10/5m"]"#,
+                r#"allow_keys = ["ip:2001:db8::1", "ip:2001:DB8::2"]"#,
+            ),
+            ConfigErrorKind::Key,
+            "policies.login.allow_keys[1]",
+            "\"ip:2001:DB8::2\" is never a key of \"ip\", whose keys are ip:ADDRESS (one \
+             address, as the key writes it: 10.0.0.1, 2001:db8::1, or its network under \
+             ipv6_prefix, 2001:db8::/64; blocks go in allow_ips)",
+        ),
+        (
+            "allow-key-of-an-ipv4-mapped-address",
+            login(r#"["sliding-log:10/5m"]"#, r#"allow_keys = ["ip:::ffff:10.0.0.1"]"#),
+            ConfigErrorKind::Key,
+            "policies.login.allow_keys[0]",
+            "\"ip:::ffff:10.0.0.1\" is never a key of \"ip\", whose keys are ip:ADDRESS (one \
+             address, as the key writes it: 10.0.0.1, 2001:db8::1, or its network under \
+             ipv6_prefix, 2001:db8::/64; blocks go in allow_ips)",
+        ),
+        (
+            "allow-key-of-an-address-under-a-prefix",
+            login(
+                r#"["sliding-log:10/5m"]"#,
+                "ipv6_prefix = 64\nallow_keys = [\"ip:2001:db8::/64\", \"ip:10.0.0.1\", \"ip:2001:db8::1\"]",
+            ),
+            ConfigErrorKind::Key,
+            "policies.login.allow_keys[2]",
+            "\"ip:2001:db8::1\" is never a key of \"ip\", whose keys are ip:ADDRESS (one \
+             address, as the key writes it: 10.0.0.1, 2001:db8::1, or its network under \
+             ipv6_prefix, 2001:db8::/64; blocks go in allow_ips)",
+        ),
+        (
+            "allow-key-of-a-route-without-a-method",
+            login(
+                r#"["sliding-log:10/5m"]"#,
+                "key = \"route\"\nallow_keys = [\"route:GET /health\", \"route:/health\"]",
+            ),
+            ConfigErrorKind::Key,
+            "policies.login.allow_keys[1]",
+            "\"route:/health\" is never a key of \"route\", whose keys are route:METHOD PATH \
+             (GET, POST, ..., or OTHER; HEAD is GET)",
         ),
         (
             "allow-key-of-a-fallback",
@@ -346,7 +401,9 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             ConfigErrorKind::Key,
             "policies.login.allow_keys[1]",
             "\"global\" is never a key of \"header:k\", whose keys are header:VALUE (the \
-             header's value alone, without its name), or ip:ADDRESS without it",
+             header's value alone, without its name), or without it ip:ADDRESS (one address, \
+             as the key writes it: 10.0.0.1, 2001:db8::1, or its network under ipv6_prefix, \
+             2001:db8::/64; blocks go in allow_ips)",
         ),
         (
             "unknown-style",
