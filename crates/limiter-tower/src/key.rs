@@ -130,6 +130,9 @@ impl KeyExtractor {
 
     /// The value of header `name` (an API key, a user id). A request
     /// without it goes to the [`Fallback`]: 401 unless [`or_ip`](Self::or_ip).
+    /// Of several lines of the header, the last: the one a gateway in
+    /// front appends after the client's own (as the right-most forwarded
+    /// address is the one a trusted proxy wrote).
     ///
     /// # Panics
     ///
@@ -258,7 +261,9 @@ impl KeyExtractor {
             Kind::Route => return Ok(route_key(view)),
             Kind::Header(name) => view
                 .headers
-                .get(name)
+                .get_all(name)
+                .iter()
+                .next_back()
                 .filter(|value| !value.is_empty())
                 .map(|value| header_key(value.as_bytes())),
             Kind::Custom(f) => f(view).map(|custom| {
@@ -811,6 +816,20 @@ mod tests {
     #[test]
     fn header_values_that_are_not_utf8_keep_distinct_keys() {
         assert_eq!(&*header_key(b"partner"), "header:partner");
+        // Of several lines, the last (the one a gateway appended).
+        let mut headers = HeaderMap::new();
+        headers.append("x-user-id", HeaderValue::from_static("monitor"));
+        headers.append("x-user-id", HeaderValue::from_static("u42"));
+        let uri: Uri = "/".parse().unwrap();
+        let view = RequestView {
+            method: &Method::GET,
+            uri: &uri,
+            headers: &headers,
+            extensions: &Extensions::new(),
+            client_ip: None,
+        };
+        let key = KeyExtractor::header("x-user-id").key(&view).unwrap();
+        assert_eq!(&*key, "header:u42");
         assert_eq!(&*header_key(b"k\xff"), "header-bytes:6bff");
         assert_eq!(&*header_key(b"k\xfe"), "header-bytes:6bfe");
         // A UTF-8 value spelling the hex is another key still.
