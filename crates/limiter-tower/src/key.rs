@@ -225,6 +225,7 @@ impl KeyExtractor {
     /// (normalized, in canonical form, grouped under an IPv6 prefix). An
     /// allowlisted key in another form (`ip:10.0.0.0/8`, `ip:2001:DB8::1`,
     /// `ip:::ffff:10.0.0.1`) would never match a request.
+    #[cfg(feature = "config")]
     pub(crate) fn writes_ip_key(&self, entry: &str) -> bool {
         let Some(text) = entry.strip_prefix("ip:") else {
             return false;
@@ -385,6 +386,7 @@ fn route_key(view: &RequestView<'_>) -> KeyText {
 
 /// Whether `entry` has the form of a route key: `route:`, a method as the
 /// key names it ([`route_method`]), a space and a path.
+#[cfg(feature = "config")]
 pub(crate) fn is_route_key(entry: &str) -> bool {
     const METHODS: [&str; 9] = [
         "GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE", "OTHER",

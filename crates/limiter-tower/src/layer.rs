@@ -756,7 +756,7 @@ where
                 }
                 StateProj::Calling { fut, headers } => {
                     let mut response = ready!(fut.poll(cx))?;
-                    std::mem::take(headers).insert_into(response.headers_mut());
+                    std::mem::take(headers).insert_over_inner(response.headers_mut());
                     return Poll::Ready(Ok(response));
                 }
                 StateProj::Done { response } => {

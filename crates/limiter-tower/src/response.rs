@@ -149,17 +149,57 @@ pub(crate) struct RateHeaders {
     policy: Option<HeaderValue>,
     /// `X-RateLimit-Degraded`.
     degraded: Option<&'static str>,
+    /// The `remaining` the values report, when they report one.
+    remaining: Option<u64>,
 }
 
 impl RateHeaders {
     /// Sets every header in `headers`, replacing a value of the same name
-    /// (the map grown once for all of them). Inline, so that with
-    /// `HeaderStyle::None` a response costs one check, not a call.
+    /// (the map grown once for all of them): on the layer's own answer.
+    /// Inline, so that with `HeaderStyle::None` a response costs one
+    /// check, not a call.
     #[inline]
     pub(crate) fn insert_into(self, headers: &mut HeaderMap) {
-        if self.text.is_empty() && self.policy.is_none() && self.degraded.is_none() {
-            // Nothing to send: not even the map's reserve.
-            return;
+        if !self.is_empty() {
+            self.insert_all(headers);
+        }
+    }
+
+    /// [`insert_into`](Self::insert_into) the inner service's response,
+    /// unless an inner layer's headers already there report as few units
+    /// remaining or fewer (or it refused the request): the answer that
+    /// binds stands, so stacked layers never show a 429 saying units are
+    /// left. Where these replace an inner layer's, every rate-limit header
+    /// of the inner one goes, its degraded marker too (a marker describes
+    /// the numbers beside it).
+    #[inline]
+    pub(crate) fn insert_over_inner(self, headers: &mut HeaderMap) {
+        if !self.is_empty() {
+            self.replace_inner(headers);
+        }
+    }
+
+    /// Whether there is nothing to send.
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.policy.is_none() && self.degraded.is_none()
+    }
+
+    fn replace_inner(self, headers: &mut HeaderMap) {
+        if let Some(theirs) = inner_remaining(headers) {
+            if theirs <= self.remaining.unwrap_or(u64::MAX) {
+                return;
+            }
+            for name in [
+                X_RATELIMIT_LIMIT,
+                X_RATELIMIT_REMAINING,
+                X_RATELIMIT_RESET,
+                RATELIMIT,
+                RATELIMIT_POLICY,
+                X_RATELIMIT_DEGRADED,
+            ] {
+                headers.remove(name);
+            }
         }
         self.insert_all(headers);
     }
@@ -194,6 +234,35 @@ impl RateHeaders {
             headers.insert(X_RATELIMIT_DEGRADED, HeaderValue::from_static(marker));
         }
     }
+}
+
+/// What an inner layer's headers on a response report remaining: its
+/// `X-RateLimit-Remaining`, or the `r` of its `RateLimit`; 0 for a
+/// refusal that reports no count (`Retry-After` alone); `u64::MAX` for a
+/// degraded admission (its marker alone: nothing counted, so any count
+/// binds more); `None` when no layer wrote any.
+fn inner_remaining(headers: &HeaderMap) -> Option<u64> {
+    if let Some(remaining) = headers.get(X_RATELIMIT_REMAINING) {
+        return Some(decimal(remaining.as_bytes()).unwrap_or(0));
+    }
+    if let Some(ietf) = headers.get(RATELIMIT) {
+        let r = ietf
+            .as_bytes()
+            .split(|&byte| byte == b';')
+            .find_map(|param| param.trim_ascii().strip_prefix(b"r="));
+        return Some(r.and_then(decimal).unwrap_or(0));
+    }
+    if headers.contains_key(RETRY_AFTER) {
+        return Some(0);
+    }
+    headers
+        .contains_key(X_RATELIMIT_DEGRADED)
+        .then_some(u64::MAX)
+}
+
+/// `bytes` as a decimal number, if they are one.
+fn decimal(bytes: &[u8]) -> Option<u64> {
+    std::str::from_utf8(bytes).ok()?.trim().parse().ok()
 }
 
 fn number(value: u64) -> HeaderValue {
@@ -234,6 +303,7 @@ fn rate_headers(
         .get(usize::from(decision.bound_by))
         .map_or("\"policy\"", String::as_str);
     let mut text = BytesMut::with_capacity(64 + if ietf { name.len() } else { 0 });
+    headers.remaining = Some(decision.remaining);
     if style.legacy() {
         for (slot, value) in [decision.limit, decision.remaining, reset]
             .into_iter()

@@ -695,18 +695,62 @@ async fn a_router_default_and_a_stricter_route_layer_both_apply() {
         (first.status, first.body.as_str()),
         (StatusCode::OK, "login")
     );
+    // The login limit binds: its numbers stand over the default's 2 left.
+    assert_eq!(first.number("x-ratelimit-limit"), 1);
+    assert_eq!(first.number("x-ratelimit-remaining"), 0);
+    assert!(first.header("ratelimit").unwrap().contains(";r=0;"));
     // The stricter limit denies the second login; the default counted it.
-    assert_eq!(
-        login(client.clone()).await.status,
-        StatusCode::TOO_MANY_REQUESTS
-    );
+    // The refusal's headers are the login limit's, not the default's
+    // (which admitted it, one left).
+    let second = login(client.clone()).await;
+    assert_eq!(second.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(second.number("x-ratelimit-limit"), 1);
+    assert_eq!(second.number("x-ratelimit-remaining"), 0);
+    assert_eq!(second.number("retry-after"), 10);
+    assert!(second.header("ratelimit").unwrap().contains(";r=0;"));
+    assert!(second.header("ratelimit-policy").unwrap().contains(";q=1;"));
     let third = get(&client, addr).await;
     assert_eq!(third.status, StatusCode::OK);
     assert_eq!(third.number("x-ratelimit-remaining"), 0);
+    assert_eq!(third.number("x-ratelimit-limit"), 3);
     assert_eq!(
         get(&client, addr).await.status,
         StatusCode::TOO_MANY_REQUESTS
     );
+}
+
+/// Stacked layers: where the outer layer reports fewer units left than
+/// the inner, its numbers replace the inner's, all of them (the other
+/// header style too), and an inner degraded marker goes with them.
+#[tokio::test]
+async fn stacked_layers_show_the_numbers_of_the_one_that_binds() {
+    let clock = ManualClock::new(T0);
+    let inner_limiter = Arc::new(Flaky::new(Arc::new(memory("sliding-log:5/10s", &clock))));
+    let inner = Resilient::new(Arc::clone(&inner_limiter), FailurePolicy::FailOpen)
+        .probe_interval(Duration::ZERO);
+    let router = Router::new()
+        .route(
+            "/",
+            routing::get(|| async { "ok" })
+                .route_layer(RateLimitLayer::new(inner).headers(HeaderStyle::Legacy)),
+        )
+        .layer(RateLimitLayer::new(memory("sliding-log:2/10s", &clock)).headers(HeaderStyle::Ietf));
+    let addr = serve_router(router).await;
+    let client = client();
+    // The outer limit, 2 per 10 s, binds: its IETF headers, not the
+    // inner's legacy ones (4 left).
+    let first = get(&client, addr).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert!(first.header("ratelimit").unwrap().contains(";r=1;"));
+    assert_eq!(first.header("x-ratelimit-remaining"), None);
+    assert_eq!(first.header("x-ratelimit-limit"), None);
+    // The inner limiter fails open: its marker goes with its (absent)
+    // numbers; the outer's count stands alone.
+    inner_limiter.set_failing(true);
+    let second = get(&client, addr).await;
+    assert_eq!(second.status, StatusCode::OK);
+    assert!(second.header("ratelimit").unwrap().contains(";r=0;"));
+    assert_eq!(second.header("x-ratelimit-degraded"), None);
 }
 
 /// A plain tower service answering 200 "hello".
