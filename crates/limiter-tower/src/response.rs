@@ -186,7 +186,15 @@ impl RateHeaders {
     }
 
     fn replace_inner(self, headers: &mut HeaderMap) {
-        if let Some(theirs) = inner_remaining(headers) {
+        // One pass over the few names of a response: a lookup by a custom
+        // name hashes it, four of them cost more than the headers' writing.
+        let inner_wrote = headers.keys().any(|name| {
+            name == RETRY_AFTER
+                || name == X_RATELIMIT_REMAINING
+                || name == RATELIMIT
+                || name == X_RATELIMIT_DEGRADED
+        });
+        if let Some(theirs) = inner_wrote.then(|| inner_remaining(headers)).flatten() {
             if theirs <= self.remaining.unwrap_or(u64::MAX) {
                 return;
             }
