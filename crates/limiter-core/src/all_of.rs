@@ -268,6 +268,17 @@ impl SetState {
         self.evaluate(policies, now_us, cost).map(|(set, _)| set)
     }
 
+    /// [`peek`](Self::peek) on a key that has seen nothing
+    /// (`SetState::fresh(policies).peek(…)`), without allocating its state:
+    /// each part's fresh state is made on the stack. What a backend
+    /// answers a peek on a key it does not hold.
+    pub fn peek_fresh(policies: &Policies, now_us: u64, cost: u64) -> Result<SetDecision, Error> {
+        let parts = policies.parts();
+        let fresh: [KeyState; MAX_PARTS] =
+            std::array::from_fn(|i| KeyState::fresh(parts.get(i).unwrap_or(&parts[0])));
+        evaluate(&fresh[..parts.len()], policies, now_us, cost).map(|(set, _)| set)
+    }
+
     #[inline]
     fn evaluate(
         &self,
@@ -275,19 +286,32 @@ impl SetState {
         now_us: u64,
         cost: u64,
     ) -> Result<(SetDecision, [Option<KeyUpdate>; MAX_PARTS]), Error> {
-        check_policies(policies, now_us, cost)?;
-        let mut decisions = [Decision::admit(0, 0, now_us); MAX_PARTS];
-        let mut t_effs = [0; MAX_PARTS];
-        let mut updates = [None; MAX_PARTS];
-        let mut len = 0;
-        for (i, (state, policy)) in self.parts.iter().zip(policies.iter()).enumerate() {
-            let (decision, t_eff, update) = state.evaluate(policy, now_us, cost)?;
-            (decisions[i], t_effs[i], updates[i]) = (decision, t_eff, update);
-            len = i + 1;
-        }
-        let set = all_of(&decisions[..len], cost, |i| {
-            self.parts[i].reset_as_it_stands(&policies[i], t_effs[i], now_us)
-        });
-        Ok((set, updates))
+        evaluate(&self.parts, policies, now_us, cost)
     }
+}
+
+/// Decides a request of `cost` at `now_us` by every part of `parts` (one
+/// per policy of `policies`), without writing: the set's decision and
+/// each admitting part's update.
+#[inline]
+fn evaluate(
+    parts: &[KeyState],
+    policies: &Policies,
+    now_us: u64,
+    cost: u64,
+) -> Result<(SetDecision, [Option<KeyUpdate>; MAX_PARTS]), Error> {
+    check_policies(policies, now_us, cost)?;
+    let mut decisions = [Decision::admit(0, 0, now_us); MAX_PARTS];
+    let mut t_effs = [0; MAX_PARTS];
+    let mut updates = [None; MAX_PARTS];
+    let mut len = 0;
+    for (i, (state, policy)) in parts.iter().zip(policies.iter()).enumerate() {
+        let (decision, t_eff, update) = state.evaluate(policy, now_us, cost)?;
+        (decisions[i], t_effs[i], updates[i]) = (decision, t_eff, update);
+        len = i + 1;
+    }
+    let set = all_of(&decisions[..len], cost, |i| {
+        parts[i].reset_as_it_stands(&policies[i], t_effs[i], now_us)
+    });
+    Ok((set, updates))
 }

@@ -212,6 +212,20 @@ proptest! {
             prop_assert_eq!(format!("{ours:?}"), format!("{theirs:?}"));
         }
     }
+
+    /// A peek on a key not held, made without its state
+    /// (`SetState::peek_fresh`), answers as the fresh state's peek, errors
+    /// included (cost 0, above a part's max, a time beyond the range).
+    #[test]
+    fn a_fresh_peek_answers_as_a_fresh_states_peek(
+        policies in small_set(),
+        t in prop_oneof![0u64..=1_000_000, Just(MAX_TIME_US), Just(MAX_TIME_US + 1)],
+        cost in 0u64..=12,
+    ) {
+        let ours = SetState::peek_fresh(&policies, t, cost);
+        let theirs = SetState::fresh(&policies).peek(&policies, t, cost);
+        prop_assert_eq!(format!("{ours:?}"), format!("{theirs:?}"));
+    }
 }
 
 #[test]

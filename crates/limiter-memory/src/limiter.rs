@@ -144,9 +144,8 @@ impl MemoryLimiter {
     }
 
     /// Answers what [`try_acquire`](Self::try_acquire) would, now, without
-    /// writing anything (docs/spec.md rule 2.6); never allocates, but for a
-    /// tiered set on a key not held (its fresh state, a part per policy).
-    /// The synchronous form of [`Limiter::peek`].
+    /// writing anything (docs/spec.md rule 2.6); never allocates. The
+    /// synchronous form of [`Limiter::peek`].
     ///
     /// # Errors
     ///

@@ -134,6 +134,13 @@ pub(crate) trait Stored: Send + Sync + Sized + 'static {
     /// Decides without writing.
     fn peek(&self, limiter: &MemoryLimiter, now_us: u64, cost: u64) -> Result<Self::Answer, Error>;
 
+    /// [`peek`](Self::peek) on a key not held: its fresh state's answer,
+    /// without allocating it.
+    #[inline]
+    fn peek_fresh(limiter: &MemoryLimiter, now_us: u64, cost: u64) -> Result<Self::Answer, Error> {
+        Self::fresh(limiter).peek(limiter, now_us, cost)
+    }
+
     /// The time (µs since the epoch) this key is back to its initial state
     /// if nothing else arrives: its last admission's `time_us +
     /// reset_after` (under a set, the latest of its parts'). Only admitted
@@ -291,6 +298,12 @@ impl Stored for Tiered {
         self.set.peek(&limiter.policies, now_us, cost)
     }
 
+    /// Each part's fresh state on the stack (a fresh [`SetState`] boxes
+    /// them).
+    fn peek_fresh(limiter: &MemoryLimiter, now_us: u64, cost: u64) -> Result<SetDecision, Error> {
+        SetState::peek_fresh(&limiter.policies, now_us, cost)
+    }
+
     fn reset_time_us(&self, _: &MemoryLimiter) -> u64 {
         self.reset_time_us
     }
@@ -329,7 +342,7 @@ impl MemoryLimiter {
     ) -> Result<S::Answer, Error> {
         match map.get(key.as_bytes()) {
             Some(state) => state.peek(self, now_us, cost),
-            None => S::fresh(self).peek(self, now_us, cost),
+            None => S::peek_fresh(self, now_us, cost),
         }
     }
 
