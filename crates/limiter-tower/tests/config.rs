@@ -188,6 +188,19 @@ fn login(limits: &str, rest: &str) -> String {
     format!("[policies.login]\nlimits = {limits}\n{rest}\n")
 }
 
+/// The error for `allow_keys` entry `$entry`, which the `ip` key never writes.
+macro_rules! never_an_ip_key {
+    ($entry:literal) => {
+        concat!(
+            "\"",
+            $entry,
+            "\" is never a key of \"ip\", whose keys are ip:ADDRESS (one address, as the key \
+             writes it: 10.0.0.1, 2001:db8::1, or its network under ipv6_prefix, 2001:db8::/64; \
+             blocks go in allow_ips)"
+        )
+    };
+}
+
 #[test]
 fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
     let cases: [(&str, String, ConfigErrorKind, &str, &str); 35] = [
@@ -335,18 +348,14 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             login(r#"["sliding-log:10/5m"]"#, r#"allow_keys = ["header:monitor"]"#),
             ConfigErrorKind::Key,
             "policies.login.allow_keys[0]",
-            "\"header:monitor\" is never a key of \"ip\", whose keys are ip:ADDRESS (one \
-             address, as the key writes it: 10.0.0.1, 2001:db8::1, or its network under \
-             ipv6_prefix, 2001:db8::/64; blocks go in allow_ips)",
+            never_an_ip_key!("header:monitor"),
         ),
         (
             "allow-key-a-block",
             login(r#"["sliding-log:10/5m"]"#, r#"allow_keys = ["ip:10.0.0.0/8"]"#),
             ConfigErrorKind::Key,
             "policies.login.allow_keys[0]",
-            "\"ip:10.0.0.0/8\" is never a key of \"ip\", whose keys are ip:ADDRESS (one \
-             address, as the key writes it: 10.0.0.1, 2001:db8::1, or its network under \
-             ipv6_prefix, 2001:db8::/64; blocks go in allow_ips)",
+            never_an_ip_key!("ip:10.0.0.0/8"),
         ),
         (
             "allow-key-not-as-the-key-writes-it",
@@ -356,18 +365,14 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             ),
             ConfigErrorKind::Key,
             "policies.login.allow_keys[1]",
-            "\"ip:2001:DB8::2\" is never a key of \"ip\", whose keys are ip:ADDRESS (one \
-             address, as the key writes it: 10.0.0.1, 2001:db8::1, or its network under \
-             ipv6_prefix, 2001:db8::/64; blocks go in allow_ips)",
+            never_an_ip_key!("ip:2001:DB8::2"),
         ),
         (
             "allow-key-of-an-ipv4-mapped-address",
             login(r#"["sliding-log:10/5m"]"#, r#"allow_keys = ["ip:::ffff:10.0.0.1"]"#),
             ConfigErrorKind::Key,
             "policies.login.allow_keys[0]",
-            "\"ip:::ffff:10.0.0.1\" is never a key of \"ip\", whose keys are ip:ADDRESS (one \
-             address, as the key writes it: 10.0.0.1, 2001:db8::1, or its network under \
-             ipv6_prefix, 2001:db8::/64; blocks go in allow_ips)",
+            never_an_ip_key!("ip:::ffff:10.0.0.1"),
         ),
         (
             "allow-key-of-an-address-under-a-prefix",
@@ -377,9 +382,7 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             ),
             ConfigErrorKind::Key,
             "policies.login.allow_keys[2]",
-            "\"ip:2001:db8::1\" is never a key of \"ip\", whose keys are ip:ADDRESS (one \
-             address, as the key writes it: 10.0.0.1, 2001:db8::1, or its network under \
-             ipv6_prefix, 2001:db8::/64; blocks go in allow_ips)",
+            never_an_ip_key!("ip:2001:db8::1"),
         ),
         (
             "allow-key-of-a-route-without-a-method",
