@@ -24,12 +24,16 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// A limiter for `policy` (one policy or a tiered set) on the chosen backend that reads its time from
 /// `clock`. On Redis its keys live under `--redis-prefix`, or else under a
 /// fresh prefix, `limiter-<purpose>-<pid>-<nanos>`, so runs never see each
-/// other's state unless asked to.
+/// other's state unless asked to. A `lane` (one of several limiters of a
+/// run, such as `compare`'s algorithms in each scenario) gets a key space
+/// of its own under a given prefix, `<prefix>:<lane>`, so that no lane
+/// sees another's state.
 pub(crate) async fn connect(
     backend: &BackendArgs,
     policy: impl Into<Policies>,
     clock: ManualClock,
     purpose: &str,
+    lane: Option<&str>,
 ) -> Result<Arc<dyn Limiter>, Failure> {
     let policy = policy.into();
     match backend.backend {
@@ -43,9 +47,10 @@ pub(crate) async fn connect(
         BackendKind::Redis | BackendKind::RedisCluster => {
             let redis = redis_backend(backend)?;
             let url = redis.url().to_owned();
-            let prefix = match &backend.redis_prefix {
-                Some(prefix) => prefix.clone(),
-                None => fresh_prefix(purpose),
+            let prefix = match (&backend.redis_prefix, lane) {
+                (Some(prefix), Some(lane)) => format!("{prefix}:{lane}"),
+                (Some(prefix), None) => prefix.clone(),
+                (None, _) => fresh_prefix(purpose),
             };
             let build = async {
                 redis.connect().await?;

@@ -95,7 +95,7 @@ async fn replay(
     let name = trace_name(&args.trace);
     let input = open_trace(&args.trace)?;
     let clock = ManualClock::new(0);
-    let limiter = backend::connect(&args.backend, policy, clock.clone(), "replay").await?;
+    let limiter = backend::connect(&args.backend, policy, clock.clone(), "replay", None).await?;
 
     writeln!(out, "{DECISION_HEADER}")?;
     let mut progress = Progress::new(format!("replaying {name}"));

@@ -340,44 +340,48 @@ fn a_user_trace_in_epoch_seconds_gets_one_warning_and_the_same_table() {
     );
 }
 
+/// The same figures on Redis as in memory, under a fresh prefix and under
+/// one given with `--redis-prefix`: each lane of each scenario keeps its
+/// own keys (steady-over-limit and on-off-bursts use the same key and
+/// policy, so lanes sharing a prefix would carry one's state into the
+/// other).
 #[test]
 fn compare_gives_the_same_decisions_on_redis() {
     let server = RedisServer::start();
     let url = server.url();
-    let on_redis = compare_json(&[
+    let scenarios = [
         "--scenario",
         "boundary-burst",
         "--scenario",
-        "on-off-bursts",
-        "--backend",
-        "redis",
-        "--redis-url",
-        url.as_ref(),
-    ]);
-    let on_memory = compare_json(&[
-        "--scenario",
-        "boundary-burst",
+        "steady-over-limit",
         "--scenario",
         "on-off-bursts",
-    ]);
-    assert_eq!(on_redis.get("backend").str(), "redis");
-    for name in ["boundary-burst", "on-off-bursts"] {
-        let (redis, memory) = (results(&on_redis, name), results(&on_memory, name));
-        for algorithm in algorithms() {
-            for field in [
-                "admitted",
-                "denied",
-                "max_units_in_window",
-                "retry_after_mean_us",
-                "retry_after_max_us",
-            ] {
-                assert_eq!(
-                    redis[algorithm].get(field),
-                    memory[algorithm].get(field),
-                    "{name} {algorithm} {field}"
-                );
+    ];
+    let on_memory = compare_json(&scenarios);
+    for prefix in [&[][..], &["--redis-prefix", "cmp"][..]] {
+        let mut flags = scenarios.to_vec();
+        flags.extend(["--backend", "redis", "--redis-url", url.as_ref()]);
+        flags.extend(prefix);
+        let on_redis = compare_json(&flags);
+        assert_eq!(on_redis.get("backend").str(), "redis");
+        for name in ["boundary-burst", "steady-over-limit", "on-off-bursts"] {
+            let (redis, memory) = (results(&on_redis, name), results(&on_memory, name));
+            for algorithm in algorithms() {
+                for field in [
+                    "admitted",
+                    "denied",
+                    "max_units_in_window",
+                    "retry_after_mean_us",
+                    "retry_after_max_us",
+                ] {
+                    assert_eq!(
+                        redis[algorithm].get(field),
+                        memory[algorithm].get(field),
+                        "{prefix:?} {name} {algorithm} {field}"
+                    );
+                }
+                assert_eq!(redis[algorithm].get("bytes_per_key"), &Json::Null);
             }
-            assert_eq!(redis[algorithm].get("bytes_per_key"), &Json::Null);
         }
     }
 }

@@ -123,11 +123,21 @@ async fn run_scenario(
         .map_err(|e| Failure::usage("invalid policy").with_source(e))?;
     let windows = scenario.windows();
     let mut results = Vec::with_capacity(lanes.len());
-    for lane in &lanes {
+    for (index, lane) in lanes.iter().enumerate() {
         let algorithm = &lane.label;
         let clock = ManualClock::new(0);
-        let limiter =
-            backend::connect(backend, lane.policies.clone(), clock.clone(), "compare").await?;
+        // Each lane of each scenario on keys of its own, also under a
+        // given prefix: two scenarios may use one key and policy. (A
+        // trace's file name may hold braces, which a prefix may not.)
+        let key_space = format!("{}:{index}", scenario.name.replace(['{', '}'], "_"));
+        let limiter = backend::connect(
+            backend,
+            lane.policies.clone(),
+            clock.clone(),
+            "compare",
+            Some(&key_space),
+        )
+        .await?;
         let requests = &scenario.requests;
         let mut recorder = Recorder::new(requests.keys.len());
         let mut progress = Progress::new(format!("{} / {algorithm}", scenario.name));
