@@ -16,6 +16,7 @@
 
 use std::fmt::Write as _;
 use std::future::Future;
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -212,7 +213,17 @@ pub async fn run(args: &BenchArgs) -> Result<(), Failure> {
         Format::Table => report.table(),
         Format::Json => report.json(),
     };
-    print!("{text}");
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        // A reader that went away (`| head`) wanted no more.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            return Err(Failure::runtime(format!("cannot write the report: {e}")));
+        }
+        _ => {}
+    }
     if let Some(failed) = report.cleanup.filter(|&failed| failed > 0) {
         eprintln!(
             "warning: {failed} of {} benchmark keys could not be deleted; they expire by their TTL",

@@ -354,3 +354,31 @@ fn help_explains_the_ceiling_with_examples() {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
 }
+
+/// A reader that closes its end before the report (`limiter bench … |
+/// true`) ends the run quietly, exit status 0, as replay and compare do:
+/// no panic on the broken pipe.
+#[test]
+fn a_closed_stdout_ends_the_run_quietly() {
+    let mut child = limiter()
+        .args([
+            "bench",
+            "--policy",
+            "token-bucket:100/1s",
+            "--duration",
+            "200ms",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{:?}: {}",
+        output.status,
+        stderr(&output)
+    );
+    assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+}
