@@ -386,6 +386,65 @@ fn compare_gives_the_same_decisions_on_redis() {
     }
 }
 
+/// Eight `--set` lanes (the most a run takes) fit their section: each
+/// section's time axis lies below its last lane and above the next
+/// section, and the document is tall enough for the last one.
+#[test]
+fn a_section_of_eight_sets_holds_its_lanes_and_axis() {
+    let dir = std::env::temp_dir().join(format!("limiter-cli-sets-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plot.svg");
+    let mut args = vec![
+        "--scenario",
+        "boundary-burst",
+        "--scenario",
+        "steady-over-limit",
+    ];
+    let sets: Vec<String> = (1..=8).map(|l| format!("fixed-window:{l}0/10s")).collect();
+    for set in &sets {
+        args.extend(["--set", set.as_str()]);
+    }
+    args.extend(["--plot", path.to_str().unwrap()]);
+    compare(&args);
+    let svg = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    check_well_formed(&svg);
+
+    let number_after = |text: &str, marker: &str| -> f64 {
+        let rest = &text[text.find(marker).unwrap_or_else(|| panic!("{marker}")) + marker.len()..];
+        rest[..rest.find(['"', ')']).unwrap()].parse().unwrap()
+    };
+    let height = number_after(&svg, "height=\"");
+    let tops: Vec<f64> = svg
+        .split("<g class=\"scenario\"")
+        .skip(1)
+        .map(|section| number_after(section, "translate(0,"))
+        .collect();
+    assert_eq!(tops.len(), 2);
+    for (i, section) in svg.split("<g class=\"scenario\"").skip(1).enumerate() {
+        assert_eq!(section.matches("<g class=\"lane\"").count(), 8);
+        let last_lane_top = section
+            .split("<g class=\"lane\"")
+            .skip(1)
+            .map(|lane| number_after(lane, "translate(0,"))
+            .fold(0.0, f64::max);
+        let axis = tops[i]
+            + number_after(
+                section.split("<g class=\"x-axis\"").nth(1).unwrap(),
+                "y1=\"",
+            );
+        assert!(
+            axis > tops[i] + last_lane_top,
+            "section {i}: axis {axis} over its lanes"
+        );
+        let below = tops.get(i + 1).copied().unwrap_or(height);
+        assert!(
+            axis + 30.0 < below,
+            "section {i}: axis {axis} reaches {below}"
+        );
+    }
+}
+
 #[test]
 fn the_plot_has_five_lanes_per_scenario() {
     let dir = std::env::temp_dir().join(format!("limiter-cli-plot-{}", std::process::id()));

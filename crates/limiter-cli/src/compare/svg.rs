@@ -25,8 +25,10 @@ const MAX_BOUNDARIES: u64 = 120;
 /// span, so 11 cover it; the cap keeps the loop bounded whatever the input.
 const MAX_AXIS_TICKS: u64 = 12;
 
-fn section_height() -> f64 {
-    SECTION_HEADER + Algorithm::ALL.len() as f64 * (LANE_HEIGHT + LANE_GAP) + AXIS_SPACE
+/// The height of `report`'s section: its lanes (five algorithms, or one
+/// per `--set`, up to eight), its header and its time axis.
+fn section_height(report: &ScenarioReport) -> f64 {
+    SECTION_HEADER + report.results.len() as f64 * (LANE_HEIGHT + LANE_GAP) + AXIS_SPACE
 }
 
 /// The lowest bar drawn, in pixels: a lane that admits a smooth trickle
@@ -58,7 +60,11 @@ fn colour(algorithm: Algorithm) -> &'static str {
 
 /// The whole document, sections stacked vertically in scenario order.
 pub(crate) fn render(reports: &[ScenarioReport]) -> String {
-    let height = SECTION_GAP + reports.len() as f64 * (section_height() + SECTION_GAP);
+    let height = SECTION_GAP
+        + reports
+            .iter()
+            .map(|report| section_height(report) + SECTION_GAP)
+            .sum::<f64>();
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -67,9 +73,10 @@ pub(crate) fn render(reports: &[ScenarioReport]) -> String {
 <title>limiter compare: admitted units over time per algorithm</title>
 <rect width="100%" height="100%" fill="white"/>"#
     );
-    for (i, report) in reports.iter().enumerate() {
-        let top = SECTION_GAP + i as f64 * (section_height() + SECTION_GAP);
+    let mut top = SECTION_GAP;
+    for report in reports {
         render_section(&mut out, report, top);
+        top += section_height(report) + SECTION_GAP;
     }
     out.push_str("</svg>\n");
     out
