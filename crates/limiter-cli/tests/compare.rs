@@ -388,7 +388,8 @@ fn compare_gives_the_same_decisions_on_redis() {
 
 /// Eight `--set` lanes (the most a run takes) fit their section: each
 /// section's time axis lies below its last lane and above the next
-/// section, and the document is tall enough for the last one.
+/// section, and the document is tall enough for the last one; each lane
+/// names the window of every burst it reports.
 #[test]
 fn a_section_of_eight_sets_holds_its_lanes_and_axis() {
     let dir = std::env::temp_dir().join(format!("limiter-cli-sets-{}", std::process::id()));
@@ -400,7 +401,8 @@ fn a_section_of_eight_sets_holds_its_lanes_and_axis() {
         "--scenario",
         "steady-over-limit",
     ];
-    let sets: Vec<String> = (1..=8).map(|l| format!("fixed-window:{l}0/10s")).collect();
+    let mut sets: Vec<String> = (1..=7).map(|l| format!("fixed-window:{l}0/10s")).collect();
+    sets.push("sliding-log:50/1s;sliding-log:100/10s".to_owned());
     for set in &sets {
         args.extend(["--set", set.as_str()]);
     }
@@ -409,6 +411,13 @@ fn a_section_of_eight_sets_holds_its_lanes_and_axis() {
     let svg = std::fs::read_to_string(&path).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     check_well_formed(&svg);
+    // A lane's bursts are labelled by the windows they were measured over,
+    // as the table's columns: the article's case under 50 a second and
+    // 100 per 10 s admits 50 in a second and 100 in ten.
+    assert!(
+        section(&svg, "boundary-burst").contains(">admitted 100, max/1s 50, max/10s 100</text>"),
+        "the tiered lane's bursts"
+    );
 
     let number_after = |text: &str, marker: &str| -> f64 {
         let rest = &text[text.find(marker).unwrap_or_else(|| panic!("{marker}")) + marker.len()..];

@@ -53,6 +53,17 @@ const COLOURS: PerAlgorithm<&str> = PerAlgorithm {
     leaky_bucket: "#6a3d9a",
 };
 
+/// `max/W n` for every window the lane's burst was measured over (the
+/// scenario's, or each of its sets' windows), as the table's columns.
+fn bursts(result: &super::AlgorithmResult) -> String {
+    let bursts: Vec<String> = result
+        .max_units_in_windows
+        .iter()
+        .map(|&(window_us, most)| format!("max/{} {most}", compact_duration(window_us)))
+        .collect();
+    bursts.join(", ")
+}
+
 /// The colour of an algorithm's lane.
 fn colour(algorithm: Algorithm) -> &'static str {
     COLOURS[algorithm]
@@ -156,7 +167,7 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
             r##"<g class="lane" data-algorithm="{alg}" transform="translate(0,{lane_top})">
 <rect class="lane-background" x="{PLOT_LEFT}" y="0" width="{plot_width}" height="{LANE_HEIGHT}" fill="#f3f3f3"/>
 <text x="{title_x}" y="{title_y}" text-anchor="end" font-size="14" font-weight="bold" fill="{fill}">{alg}</text>
-<text x="{title_x}" y="{subtitle_y}" text-anchor="end" font-size="11" fill="#555">admitted {admitted}, max/{window} {burst}</text>
+<text x="{title_x}" y="{subtitle_y}" text-anchor="end" font-size="11" fill="#555">admitted {admitted}, {bursts}</text>
 <text x="{tick_x}" y="9" font-size="10" fill="#777">{tallest}</text>
 <text x="{tick_x}" y="{LANE_HEIGHT}" font-size="10" fill="#777">0</text>
 <line class="lane-baseline" x1="{PLOT_LEFT}" y1="{LANE_HEIGHT}" x2="{PLOT_RIGHT}" y2="{LANE_HEIGHT}" stroke="#999"/>"##,
@@ -166,7 +177,7 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
             title_y = LANE_HEIGHT / 2.0 - 2.0,
             subtitle_y = LANE_HEIGHT / 2.0 + 13.0,
             admitted = result.admitted,
-            burst = result.max_units_in_window,
+            bursts = bursts(result),
             tick_x = PLOT_RIGHT + 5.0,
         );
         let bar_width = bin as f64 / span as f64 * (PLOT_RIGHT - PLOT_LEFT);
