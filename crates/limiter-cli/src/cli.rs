@@ -110,7 +110,7 @@ Columns, per algorithm:
   bytes/key          estimated in-memory state per key at the end of the run:
                      the algorithm's state struct (std::mem::size_of, e.g. 16
                      bytes for a fixed window) plus 16 bytes per sliding-log
-                     entry, averaged over keys; excludes the key string and
+                     entry, averaged over the keys held; excludes the key string and
                      map overhead. Shown for the memory backend only.
 
 Every algorithm gets the same limit and window; the token bucket's capacity

@@ -89,7 +89,7 @@ impl Requests {
         None
     }
 
-    fn push(&mut self, time_us: u64, key: &str, cost: u64) {
+    pub(crate) fn push(&mut self, time_us: u64, key: &str, cost: u64) {
         let key = match self.index.get(key) {
             Some(&id) => id,
             None => {
