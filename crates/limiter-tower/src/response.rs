@@ -165,27 +165,22 @@ impl RateHeaders {
         }
     }
 
+    /// Whether there is nothing to send.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.policy.is_none() && self.degraded.is_none()
+    }
+
     /// [`insert_into`](Self::insert_into) the inner service's response,
     /// unless an inner layer's headers already there report as few units
     /// remaining or fewer (or it refused the request): the answer that
     /// binds stands, so stacked layers never show a 429 saying units are
     /// left. Where these replace an inner layer's, every rate-limit header
     /// of the inner one goes, its degraded marker too (a marker describes
-    /// the numbers beside it).
-    #[inline]
-    pub(crate) fn insert_over_inner(self, headers: &mut HeaderMap) {
-        if !self.is_empty() {
-            self.replace_inner(headers);
-        }
-    }
-
-    /// Whether there is nothing to send.
-    #[inline]
-    fn is_empty(&self) -> bool {
-        self.text.is_empty() && self.policy.is_none() && self.degraded.is_none()
-    }
-
-    fn replace_inner(self, headers: &mut HeaderMap) {
+    /// the numbers beside it). Called only when [`is_empty`](Self::is_empty)
+    /// is false: the caller checks first, so that nothing is moved for a
+    /// response without headers.
+    pub(crate) fn replace_inner(self, headers: &mut HeaderMap) {
         // One pass over the few names of a response: a lookup by a custom
         // name hashes it, four of them cost more than the headers' writing.
         let inner_wrote = headers.keys().any(|name| {
