@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use limiter_core::{Clock, Error, Limiter, SystemClock};
 
@@ -73,6 +73,30 @@ impl MemoryBans {
     }
 }
 
+/// The wall clock read once, then advanced by [`Instant`]: a ban's end
+/// neither comes early nor late when the wall clock is stepped.
+#[derive(Debug)]
+struct SteadyClock {
+    wall_us: u64,
+    start: Instant,
+}
+
+impl SteadyClock {
+    fn new() -> Self {
+        Self {
+            wall_us: SystemClock.now_us(),
+            start: Instant::now(),
+        }
+    }
+}
+
+impl Clock for SteadyClock {
+    fn now_us(&self) -> u64 {
+        let elapsed = u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.wall_us.saturating_add(elapsed)
+    }
+}
+
 /// Keys refused outright until their ban ends: checked by a
 /// [`RateLimitLayer`](crate::RateLimitLayer) before its limiter (a banned
 /// request is not counted), answered 403 (or 429, see
@@ -100,10 +124,12 @@ pub struct BanList {
 }
 
 impl BanList {
-    /// Bans kept in this process, on the system clock: they hold on this
-    /// instance only, and are gone when it exits.
+    /// Bans kept in this process: they hold on this instance only, and
+    /// are gone when it exits. A ban lasts its duration even if the wall
+    /// clock is stepped meanwhile (NTP, a manual set): its time is the
+    /// system clock's read once, advanced by the monotonic clock.
     pub fn memory() -> Self {
-        Self::memory_with_clock(SystemClock)
+        Self::memory_with_clock(SteadyClock::new())
     }
 
     /// [`memory`](Self::memory) on `clock` (a
@@ -293,6 +319,19 @@ impl Penalty {
 mod tests {
     use super::*;
     use limiter_core::ManualClock;
+
+    #[test]
+    fn the_steady_clock_starts_at_the_wall_clock_and_keeps_pace() {
+        let clock = SteadyClock::new();
+        let start = clock.now_us();
+        assert!(start.abs_diff(SystemClock.now_us()) < 1_000_000);
+        std::thread::sleep(Duration::from_millis(20));
+        let later = clock.now_us();
+        assert!(
+            (20_000..5_000_000).contains(&(later - start)),
+            "{start} {later}"
+        );
+    }
 
     #[test]
     fn memory_bans_end_and_sweep() {

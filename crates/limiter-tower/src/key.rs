@@ -8,7 +8,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use http::header::{HeaderName, FORWARDED};
-use http::{Extensions, HeaderMap, Method, Uri};
+use http::{Extensions, HeaderMap, HeaderValue, Method, Uri};
 
 use crate::key_text::{self, KeyBuffer, KeyText};
 
@@ -255,6 +255,21 @@ impl KeyExtractor {
     }
 
     /// The key of `view`, or why there is none.
+    /// The `WWW-Authenticate` challenge of the 401 for a request without
+    /// its key: `ApiKey header="x-api-key"` names the header the key is
+    /// read from (the scheme OpenAPI's `apiKey` security describes); a
+    /// closure's key, whose source the layer does not know, `ApiKey`.
+    pub(crate) fn challenge(&self) -> HeaderValue {
+        match &self.kind {
+            Kind::Header(name) => {
+                // A header name is a token: nothing to escape in quotes.
+                HeaderValue::try_from(format!("ApiKey header=\"{name}\""))
+                    .unwrap_or(HeaderValue::from_static("ApiKey"))
+            }
+            _ => HeaderValue::from_static("ApiKey"),
+        }
+    }
+
     pub(crate) fn key(&self, view: &RequestView<'_>) -> Result<KeyText, Missing> {
         let found = match &self.kind {
             Kind::Global => return Ok(KeyText::of("global")),
@@ -1135,5 +1150,14 @@ mod tests {
         for method in ["X1", "X2", "PROPFIND", "get"] {
             assert_eq!(key(method), "route:OTHER /report/1", "{method}");
         }
+    }
+
+    #[test]
+    fn a_missing_key_is_challenged_by_its_header_name() {
+        assert_eq!(
+            KeyExtractor::header("X-Api-Key").challenge(),
+            "ApiKey header=\"x-api-key\""
+        );
+        assert_eq!(KeyExtractor::custom(|_| None).challenge(), "ApiKey");
     }
 }

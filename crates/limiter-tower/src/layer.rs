@@ -491,15 +491,25 @@ impl<C: Deref<Target = Config>, R: Reply> Pending<C, R> {
                 counts_as_denial(&set.decision),
             ) {
                 match penalty.punish(bans, &self.key).await {
-                    Ok(true) => tracing::info!(
-                        target: "limiter_tower",
-                        policy = config.observer.policy(),
-                        ban_for_ms = penalty.ban_for().as_millis() as u64,
-                        "a key denied too often is banned"
-                    ),
+                    Ok(true) => {
+                        tracing::info!(
+                            target: "limiter_tower",
+                            policy = config.observer.policy(),
+                            ban_for_ms = penalty.ban_for().as_millis() as u64,
+                            "a key denied too often is banned"
+                        );
+                        // Answered as the ban it earned: the limiter's own
+                        // Retry-After (seconds) would send the client back
+                        // into the ban (hours).
+                        if let Some(verdict) = self.ban_verdict(Ok(Some(penalty.ban_for()))) {
+                            return verdict;
+                        }
+                    }
                     Ok(false) => {}
-                    // A key that may have earned a ban it did not get.
-                    Err(e) => tracing::warn!(
+                    // A key that may have earned a ban it did not get; at
+                    // debug level, as a failed ban check: an outage would
+                    // otherwise log one line per denial.
+                    Err(e) => tracing::debug!(
                         target: "limiter_tower",
                         policy = config.observer.policy(),
                         error = %e.chain(),
@@ -577,7 +587,10 @@ where
             }
             Err(Missing::Key) => {
                 config.observer.record(Outcome::MissingKey, timer);
-                return ResponseFuture::done(missing_key(accepts_json(req.headers())));
+                return ResponseFuture::done(missing_key(
+                    accepts_json(req.headers()),
+                    config.key.challenge(),
+                ));
             }
             Err(Missing::PeerAddress) => {
                 config.observer.record(Outcome::MissingKey, timer);

@@ -105,16 +105,20 @@ impl Registry {
         let mut registry = Self::empty(config);
         for (name, policy) in config.iter() {
             let prefix = format!("{key_prefix}:{name}");
-            let refused = |error: limiter_core::Error| {
-                let entry = format!("policies.{}", crate::config::toml_key(name));
-                let reason = error.chain().to_string();
-                ConfigError::new(config.file(), entry, ConfigErrorKind::Backend, reason)
+            // The entry whose policies the backend refused: `limits`, or
+            // the penalty's `denials`.
+            let refused = |field: &'static str| {
+                move |error: limiter_core::Error| {
+                    let entry = format!("policies.{}.{field}", crate::config::toml_key(name));
+                    let reason = error.chain().to_string();
+                    ConfigError::new(config.file(), entry, ConfigErrorKind::Backend, reason)
+                }
             };
             let limiter = RedisLimiter::builder(backend, policy.policies.clone())
                 .key_prefix(prefix.clone())
                 .build()
                 .await
-                .map_err(refused)?
+                .map_err(refused("limits"))?
                 .on_failure(policy.on_failure.policy(&policy.policies));
             let bans = policy
                 .bans
@@ -126,7 +130,7 @@ impl Registry {
                         .key_prefix(format!("{prefix}:penalty"))
                         .build()
                         .await
-                        .map_err(refused)?;
+                        .map_err(refused("penalty.denials"))?;
                     Some(Arc::new(counter) as Arc<dyn Limiter>)
                 }
             };

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::header::{HeaderName, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{HeaderName, ACCEPT, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use limiter_core::{Decision, DecisionSource, Error, Policies, Policy};
 
@@ -33,7 +33,9 @@ pub const X_RATELIMIT_DEGRADED: HeaderName = HeaderName::from_static("x-ratelimi
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum HeaderStyle {
-    /// No rate-limit headers.
+    /// No rate-limit headers. A degraded answer still carries its
+    /// `X-RateLimit-Degraded` marker, and a refusal its `Retry-After`: they
+    /// say how to read the answer, not how much is left.
     None,
     /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`.
     Legacy,
@@ -498,15 +500,19 @@ pub(crate) fn banned(status: StatusCode, json: bool, left: Duration) -> Response
     )
 }
 
-/// 401 for a request without its key.
-pub(crate) fn missing_key(json: bool) -> Response<Bytes> {
-    answer(
+/// 401 for a request without its key, with the challenge RFC 9110
+/// requires of a 401 (`WWW-Authenticate`, from
+/// [`KeyExtractor::challenge`](crate::KeyExtractor)).
+pub(crate) fn missing_key(json: bool, challenge: HeaderValue) -> Response<Bytes> {
+    let mut response = answer(
         StatusCode::UNAUTHORIZED,
         json,
         "missing_rate_limit_key",
         None,
         "Unauthorized: the request lacks the key it is rate limited by",
-    )
+    );
+    response.headers_mut().insert(WWW_AUTHENTICATE, challenge);
+    response
 }
 
 /// 500 for a request without a peer address (the server was not set up

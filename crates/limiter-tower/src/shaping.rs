@@ -26,7 +26,9 @@ pub enum Shaping {
     /// stays taken (the limiter has no refund), so that time also drains
     /// the refused request's own unit: the wait beyond the maximum plus one
     /// unit's interval (window / limit). Later requests can only be spaced
-    /// further, never bunched.
+    /// further, never bunched. In a tiered set every part counted the
+    /// refused request (a set commits in all its parts or none): it costs
+    /// each window part a unit too.
     WaitAtMost(Duration),
     /// Pass at once, whatever the wait: no smoothing.
     PassAtOnce,

@@ -184,12 +184,20 @@ async fn a_key_denied_three_times_in_a_minute_is_banned() {
     let denials = limiter(Backend::Memory, "sliding-log:3/1m", &clock).await;
     let addr = serve(penalized(BanList::memory(), denials, &clock).await).await;
     let client = client();
-    let mut statuses = Vec::new();
+    let mut answers = Vec::new();
     for _ in 0..5 {
-        statuses.push(get(&client, addr).await.status.as_u16());
+        answers.push(get(&client, addr).await);
     }
-    // Admitted, denied three times (the third earns the ban), banned.
-    assert_eq!(statuses, [200, 429, 429, 429, 403]);
+    let statuses: Vec<u16> = answers
+        .iter()
+        .map(|answer| answer.status.as_u16())
+        .collect();
+    // Admitted, denied twice, then the third denial earns the ban and is
+    // answered as banned (with the ban's Retry-After, not the limiter's
+    // minute), as is every request after it.
+    assert_eq!(statuses, [200, 429, 429, 403, 403]);
+    assert!(answers[2].number("retry-after") <= 60);
+    assert_eq!(answers[3].number("retry-after"), 600);
     assert_eq!(get(&client, addr).await.number("retry-after"), 600);
 }
 
@@ -210,11 +218,11 @@ async fn a_penalty_in_redis_counts_the_denials_of_every_instance() {
     let second = serve(instance().await).await;
     let client = client();
     // Each instance admits one and denies the next; the third denial, on
-    // the first instance, bans the key on both.
+    // the first instance, bans the key on both (and is answered as banned).
     let mut statuses = Vec::new();
     for addr in [first, first, second, second, first, second] {
         statuses.push(get(&client, addr).await.status.as_u16());
     }
-    assert_eq!(statuses, [200, 429, 200, 429, 429, 403]);
+    assert_eq!(statuses, [200, 429, 200, 429, 403, 403]);
     assert_eq!(get(&client, first).await.status, StatusCode::FORBIDDEN);
 }

@@ -505,6 +505,11 @@ async fn a_header_key_rejects_or_falls_back_to_the_address() {
     let client = client();
     let missing = get(&client, addr).await;
     assert_eq!(missing.status, StatusCode::UNAUTHORIZED);
+    // RFC 9110: a 401 carries a challenge; this one names the header.
+    assert_eq!(
+        missing.header("www-authenticate"),
+        Some("ApiKey header=\"x-api-key\"")
+    );
     assert_eq!(missing.header("x-ratelimit-remaining"), None);
     let key = |value: &'static str| [("x-api-key", value)];
     assert_eq!(
