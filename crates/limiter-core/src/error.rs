@@ -240,6 +240,23 @@ impl Error {
         matches!(self, Self::Backend(e) if e.is::<crate::KeyLimitReached>())
     }
 
+    /// Whether the backend answers but could not take this request in
+    /// time ([`Overloaded`](crate::Overloaded), the error or one of its
+    /// causes): a backend failure for this request only, not an outage.
+    pub fn is_overloaded(&self) -> bool {
+        let Self::Backend(error) = self else {
+            return false;
+        };
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(&**error);
+        while let Some(error) = next {
+            if error.is::<crate::Overloaded>() {
+                return true;
+            }
+            next = error.source();
+        }
+        false
+    }
+
     /// The message and every cause after it, each once: `a: b: c`.
     ///
     /// ```

@@ -81,8 +81,9 @@ impl FailurePolicy {
 /// nothing (the fast paths included). When a call fails with
 /// [`Error::Backend`], the policy answers it and the backend is marked
 /// failing (except for a new key refused at a key limit,
-/// [`KeyLimitReached`](crate::KeyLimitReached): the policy answers that
-/// request alone); from then on at most one request per
+/// [`KeyLimitReached`](crate::KeyLimitReached), or a request an answering
+/// backend could not take in time, [`Overloaded`](crate::Overloaded): the
+/// policy answers that request alone); from then on at most one request per
 /// [`probe_interval`](Self::probe_interval) (1 s by default) tries the
 /// backend, the others are answered by the policy at once, without waiting
 /// for a timeout. The first probe the backend answers ends the outage.
@@ -370,10 +371,12 @@ impl<L: Limiter> Resilient<L> {
         mode: Mode,
     ) -> Option<&Degrade> {
         match (outcome, &self.degrade) {
-            (Err(error), Some(degrade)) if error.is_key_limit() => {
-                // One new key refused, not a backend down: the policy
-                // answers it, and the keys held are still asked. A probe
-                // so answered found the backend answering.
+            (Err(error), Some(degrade)) if error.is_key_limit() || error.is_overloaded() => {
+                // One request refused by a backend that answers (a new key
+                // at the key limit, or a request that waited too long for
+                // its turn), not a backend down: the policy answers it, and
+                // the next requests are still asked. A probe so answered
+                // found the backend answering.
                 if probe {
                     self.answered();
                 }
@@ -382,7 +385,7 @@ impl<L: Limiter> Resilient<L> {
                     key,
                     call = mode.name(),
                     answer = degrade.source().name(),
-                    "new key refused at the key limit; answered by the failure policy"
+                    "request refused by a backend that answers; answered by the failure policy"
                 );
                 Some(degrade)
             }

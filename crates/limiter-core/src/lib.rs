@@ -38,6 +38,7 @@ mod error;
 mod failure;
 mod key_limit;
 mod limiter;
+mod overloaded;
 mod policies;
 mod policy;
 mod policy_text;
@@ -52,6 +53,7 @@ pub use self::{
     failure::{FailurePolicy, Resilient},
     key_limit::KeyLimitReached,
     limiter::{Limiter, LimiterExt},
+    overloaded::Overloaded,
     policies::Policies,
     policy::Policy,
     rate::{parse_duration, Rate},

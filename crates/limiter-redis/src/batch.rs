@@ -422,13 +422,12 @@ impl Decider {
 /// command timeout: Redis answers, but fewer decisions a second than are
 /// asked of it. Not sent, so nothing was counted.
 fn queued_too_long(timeout: Duration) -> BackendError {
-    BackendError::new(
-        BackendErrorKind::Timeout,
+    BackendError::overloaded(
         format!(
             "the decision waited {timeout:?} (the command timeout) for a call to Redis, \
-             behind calls of its limiter that Redis answers slower than decisions \
-             arrive; not sent, nothing counted"
+             behind calls of its limiter that Redis answers slower than decisions arrive"
         ),
+        timeout,
     )
 }
 
@@ -586,7 +585,9 @@ mod tests {
         assert!(queue.waiting.is_empty());
         let error = old_caller.try_recv().unwrap().unwrap_err();
         assert_eq!(error.kind(), BackendErrorKind::Timeout);
-        assert!(error.to_string().contains("not sent"), "{error}");
+        let error = limiter_core::Error::from(error);
+        assert!(error.is_overloaded(), "{error:?}");
+        assert!(error.chain().to_string().contains("not sent"), "{error:?}");
         // Everything expired or gone: an empty batch, which gives the turn up.
         let (expired, _caller) = queued(Acquire, start);
         queue.waiting.push_back(expired);

@@ -39,7 +39,9 @@ pub enum BackendErrorKind {
 pub struct BackendError {
     kind: BackendErrorKind,
     message: String,
-    source: Option<Arc<redis::RedisError>>,
+    /// What the Redis client reported, or (for a request never sent) the
+    /// core's [`Overloaded`](limiter_core::Overloaded).
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 impl BackendError {
@@ -54,6 +56,22 @@ impl BackendError {
     pub(crate) fn with_source(mut self, source: redis::RedisError) -> Self {
         self.source = Some(Arc::new(source));
         self
+    }
+
+    /// A request not sent because Redis answers slower than requests
+    /// arrive: an [`Overloaded`](limiter_core::Overloaded) cause, which a
+    /// failure policy answers for this request alone.
+    pub(crate) fn overloaded(message: impl Into<String>, waited: std::time::Duration) -> Self {
+        Self {
+            kind: BackendErrorKind::Timeout,
+            message: message.into(),
+            source: Some(Arc::new(limiter_core::Overloaded::new(waited))),
+        }
+    }
+
+    /// The Redis client's error behind this one, if any.
+    fn redis_source(&self) -> Option<&redis::RedisError> {
+        self.source.as_deref()?.downcast_ref()
     }
 
     /// The same failure, told as what the limiter was doing.
@@ -93,14 +111,13 @@ impl BackendError {
     /// Whether Redis refused for want of memory (`OOM`: `maxmemory` reached
     /// under `noeviction`): the server answers, it only writes nothing.
     pub(crate) fn is_out_of_memory(&self) -> bool {
-        self.source.as_deref().is_some_and(is_out_of_memory)
+        self.redis_source().is_some_and(is_out_of_memory)
     }
 
     /// Whether a Redis Cluster answered `ASK` (the key's slot is half-way
     /// through a migration) and the command did not follow it.
     pub(crate) fn is_ask(&self) -> bool {
-        self.source
-            .as_ref()
+        self.redis_source()
             .is_some_and(|e| matches!(e.retry_method(), redis::RetryMethod::AskRedirect))
     }
 

@@ -5,7 +5,9 @@
 //! and never sent. So no caller waits much past twice the command timeout
 //! (the queue's, then its call's), whatever the backlog; every admission
 //! is counted exactly once and nothing is counted for a timed-out request;
-//! and the backend stays available, since the server answers.
+//! and the backend stays available, since the server answers. Under a
+//! failure policy those timed-out requests alone are answered by the
+//! policy: the server answers, so no outage starts.
 
 mod common;
 
@@ -13,7 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use limiter_core::{Limiter, Policy, Rate};
+use limiter_core::{
+    Decision, DecisionSource, Error, FailurePolicy, Limiter, LimiterExt, Policy, Rate,
+};
 use limiter_redis::{BackendErrorKind, RedisBackend, RedisLimiter};
 
 /// The backend's command timeout: a queued request's budget too.
@@ -48,24 +52,52 @@ while now() - start < tonumber(ARGV[1]) do end
 return 1
 ";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn callers_of_a_server_slower_than_their_requests_wait_a_bounded_time_and_are_counted_exactly(
-) {
+/// A backend and a sliding log of `LIMIT` an hour on it, under a fresh
+/// prefix.
+async fn slow_limiter() -> (RedisBackend, RedisLimiter) {
     let backend = RedisBackend::builder(common::server().url())
         .command_timeout(COMMAND)
         .build()
         .await
         .unwrap();
     let policy = Policy::sliding_log(Rate::per_hour(LIMIT)).unwrap();
-    let limiter = Arc::new(
-        RedisLimiter::builder(&backend, policy)
-            .key_prefix(common::fresh_prefix("slow"))
-            .max_sliding_log_limit(LIMIT)
-            .build()
-            .await
-            .unwrap(),
-    );
+    let limiter = RedisLimiter::builder(&backend, policy)
+        .key_prefix(common::fresh_prefix("slow"))
+        .max_sliding_log_limit(LIMIT)
+        .build()
+        .await
+        .unwrap();
+    (backend, limiter)
+}
 
+/// Each request's wait and answer, and how many busy spells the server
+/// had meanwhile.
+struct Burst {
+    answers: Vec<(Duration, Result<Decision, Error>)>,
+    spells: u32,
+}
+
+impl Burst {
+    fn worst(&self) -> Duration {
+        self.answers
+            .iter()
+            .map(|(waited, _)| *waited)
+            .max()
+            .unwrap()
+    }
+
+    /// How many answers `matches` holds for.
+    fn count(&self, matches: impl Fn(&Result<Decision, Error>) -> bool) -> usize {
+        self.answers
+            .iter()
+            .filter(|(_, result)| matches(result))
+            .count()
+    }
+}
+
+/// `REQUESTS` acquires of key `k` at once on `limiter` while another
+/// connection keeps the server busy `BUSY` at a time.
+async fn burst(limiter: Arc<dyn Limiter>) -> Burst {
     let stop = Arc::new(AtomicBool::new(false));
     let busy = tokio::spawn({
         let stop = Arc::clone(&stop);
@@ -103,13 +135,26 @@ async fn callers_of_a_server_slower_than_their_requests_wait_a_bounded_time_and_
     }
     stop.store(true, Ordering::Relaxed);
     let spells = busy.await.unwrap();
+    assert!(spells >= 5, "the server was kept busy ({spells} spells)");
+    Burst { answers, spells }
+}
 
-    let worst = answers.iter().map(|(waited, _)| *waited).max().unwrap();
-    let admitted = answers
-        .iter()
-        .filter(|(_, result)| result.as_ref().is_ok_and(|d| d.allowed))
-        .count();
-    let timed_out = answers
+/// The units of key `k` taken in `limiter`'s count.
+async fn taken(limiter: &impl Limiter) -> u64 {
+    LIMIT - 1 - limiter.peek("k", 1).await.unwrap().remaining
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_of_a_server_slower_than_their_requests_wait_a_bounded_time_and_are_counted_exactly(
+) {
+    let (backend, limiter) = slow_limiter().await;
+    let limiter = Arc::new(limiter);
+    let burst = burst(Arc::clone(&limiter) as Arc<dyn Limiter>).await;
+
+    let worst = burst.worst();
+    let admitted = burst.count(|result| result.as_ref().is_ok_and(|d| d.allowed));
+    let timed_out = burst
+        .answers
         .iter()
         .filter_map(|(_, result)| result.as_ref().err())
         .inspect(|error| {
@@ -118,15 +163,16 @@ async fn callers_of_a_server_slower_than_their_requests_wait_a_bounded_time_and_
                 BackendErrorKind::Timeout,
                 "{error}"
             );
+            assert!(error.is_overloaded(), "{error:?}");
             let told = error.chain().to_string();
             assert!(told.contains("not sent"), "{told}");
         })
         .count();
     println!(
         "{admitted} admitted, {timed_out} timed out in the queue, worst wait {worst:?}, \
-         {spells} busy spells"
+         {} busy spells",
+        burst.spells
     );
-    assert!(spells >= 5, "the server was kept busy ({spells} spells)");
     assert!(
         timed_out > 0,
         "the backlog outlasted the command timeout: some requests expired"
@@ -139,7 +185,36 @@ async fn callers_of_a_server_slower_than_their_requests_wait_a_bounded_time_and_
     assert!(worst <= BOUND, "a caller waited {worst:?}, past {BOUND:?}");
 
     // Every admission counted once, and no expired request counted.
-    let taken = LIMIT - 1 - limiter.peek("k", 1).await.unwrap().remaining;
-    assert_eq!(taken, admitted as u64);
+    assert_eq!(taken(&*limiter).await, admitted as u64);
     assert!(backend.is_available(), "a slow server trips no circuit");
+}
+
+/// Under a failure policy, the requests not sent are answered by it one
+/// by one; the server answers, so no outage starts (which would answer
+/// every key by the policy for a probe interval).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_policy_answers_the_requests_not_sent_and_no_outage_starts() {
+    let (backend, limiter) = slow_limiter().await;
+    let limiter = Arc::new(limiter.on_failure(FailurePolicy::FailClosed));
+    let burst = burst(Arc::clone(&limiter) as Arc<dyn Limiter>).await;
+
+    let source = |wanted: DecisionSource| {
+        move |result: &Result<Decision, Error>| result.as_ref().is_ok_and(|d| d.source == wanted)
+    };
+    let admitted = burst.count(|result| {
+        result
+            .as_ref()
+            .is_ok_and(|d| d.allowed && d.source == DecisionSource::Backend)
+    });
+    let closed = burst.count(source(DecisionSource::FailClosed));
+    println!("{admitted} admitted, {closed} answered fail-closed");
+    assert!(closed > 0, "some requests waited past the command timeout");
+    assert_eq!(admitted + closed, REQUESTS, "nothing else answered");
+    assert!(!limiter.is_failing(), "a server that answers is no outage");
+    // The next request is the backend's, and the count holds exactly the
+    // admitted ones.
+    let next = limiter.acquire("k", 1).await.unwrap();
+    assert_eq!(next.source, DecisionSource::Backend);
+    assert_eq!(taken(&*limiter).await, admitted as u64 + 1);
+    assert!(backend.is_available());
 }
