@@ -242,7 +242,18 @@ impl Inner {
         let mut attempt = 0;
         loop {
             let node = match &target {
-                Target::Owner => self.owner(slot)?,
+                Target::Owner => match self.owner(slot) {
+                    Ok(owner) => owner,
+                    Err(error) => {
+                        // No primary served the slot when the map was read
+                        // (a cluster still being created, slots being
+                        // covered again): read it again, in the background,
+                        // at most once per refresh interval; without this
+                        // the slot failed until the process restarted.
+                        self.refresh_in_background();
+                        return Err(error);
+                    }
+                },
                 Target::Asking(node) => node.clone(),
             };
             let asking = matches!(target, Target::Asking(_));

@@ -1,8 +1,8 @@
 //! limiter-redis on a real Redis Cluster (three primaries, three replicas,
 //! `limiter_test::redis_cluster`): the whole conformance suite and every
 //! shared vector (single and tiered), keys spread over every primary, live resharding and a
-//! failover under load, `FUNCTION FLUSH` on one node, and the article's load
-//! test.
+//! failover under load, `FUNCTION FLUSH` on one node, a slot covered only
+//! after the slot map was read, and the article's load test.
 //!
 //! The resharding and failover tests change the topology, so each runs on a
 //! cluster of its own; the others share the binary's cluster (started on
@@ -1027,6 +1027,96 @@ async fn a_new_primary_gets_the_library_before_its_first_decision() {
         error_count(&cluster, &new, "ERR"),
         0,
         "the new primary answered an error (function not found?)"
+    );
+}
+
+/// A slot no primary served when the backend read the slot map (a cluster
+/// still being created, a dead primary's slots being covered again) fails
+/// its decisions at once, and is served once a primary covers it: the
+/// failure makes the backend read the map again (at most once per probe
+/// interval). Without that, the slot failed until the process restarted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_covered_after_the_map_was_read_is_served_once_covered() {
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .unwrap(),
+    );
+    let policy = Policy::fixed_window(Rate::per_hour(10)).unwrap();
+    let name = common::fresh_prefix("uncovered");
+    // The slot of the key, from a first limiter under the same prefix.
+    let first = RedisLimiter::builder(&backend(&cluster), policy.clone())
+        .key_prefix(name.clone())
+        .build()
+        .await
+        .unwrap();
+    let key = "user:uncovered";
+    let slot = cluster.slot_of(&first.redis_key(key));
+    let owner = cluster.node_of_slot(slot);
+    let slot_text = slot.to_string();
+    let on_every_node = |args: &[&str]| {
+        for node in cluster.nodes() {
+            let reply = cluster.command(&node, args);
+            assert!(
+                !reply.is_error(),
+                "{} on {}: {reply:?}",
+                args.join(" "),
+                node.port
+            );
+        }
+    };
+    // The slot uncovered everywhere; the others still served.
+    on_every_node(&["CONFIG", "SET", "cluster-require-full-coverage", "no"]);
+    on_every_node(&["CLUSTER", "DELSLOTS", &slot_text]);
+
+    let backend = RedisBackend::cluster(cluster.seed_urls())
+        .connection_timeout(TIMEOUT)
+        .command_timeout(TIMEOUT)
+        .probe_interval(Duration::from_millis(100))
+        .build_lazy()
+        .unwrap();
+    let limiter = RedisLimiter::builder(&backend, policy)
+        .key_prefix(name)
+        .build()
+        .await
+        .unwrap();
+    let error = limiter.acquire(key, 1).await.unwrap_err();
+    assert!(
+        chain(&error).contains("no primary serves the slot"),
+        "{error}"
+    );
+    let another = (0..)
+        .map(|i| format!("user:another-{i}"))
+        .find(|other| cluster.slot_of(&limiter.redis_key(other)) != slot)
+        .unwrap();
+    let served = limiter.acquire(&another, 1).await.unwrap();
+    assert!(served.allowed, "the other slots are served");
+
+    // Covered again by its primary: served within a few probe intervals.
+    let reply = cluster.command(&owner, &["CLUSTER", "ADDSLOTS", &slot_text]);
+    assert!(!reply.is_error(), "CLUSTER ADDSLOTS: {reply:?}");
+    let covered_at = Instant::now();
+    let decision = loop {
+        match limiter.acquire(key, 1).await {
+            Ok(decision) => break decision,
+            Err(error) if covered_at.elapsed() < Duration::from_secs(10) => {
+                assert!(
+                    chain(&error).contains("no primary serves the slot"),
+                    "{error}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(error) => panic!("the slot was covered 10 s ago and still fails: {error}"),
+        }
+    };
+    assert!(decision.allowed);
+    assert_eq!(
+        decision.remaining, 9,
+        "the first decision counted on that slot"
+    );
+    eprintln!(
+        "served {:?} after the slot was covered",
+        covered_at.elapsed()
     );
 }
 
