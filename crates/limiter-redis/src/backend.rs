@@ -339,13 +339,15 @@ impl RedisBackend {
     /// The deadline is the call's start plus the command timeout. The first
     /// attempt's wait for another call's connection ends at it, and its
     /// command is bound by the command timeout; a connection it has to make
-    /// itself (no call made one yet: a lazy backend's first call) takes up
-    /// to the connection timeout more. What follows a lost connection or a
-    /// missing function (a new connection and the command once more, or
-    /// the library loaded and the command once more) is waited for until
-    /// the deadline and goes on past it in the background ([`within`]): so
-    /// a caller on a connected backend waits about one command timeout at
-    /// most.
+    /// itself (its socket has none: a lazy backend's first call, a socket
+    /// the probe did not refill, one whose reconnection was never started)
+    /// takes up to the connection timeout and a command timeout more
+    /// (docs/backends.md, under the failure table). What follows a lost
+    /// connection or a missing function (a new connection and the command
+    /// once more, or the library loaded and the command once more) is
+    /// waited for until the deadline and goes on past it in the background
+    /// ([`within`]): so a caller on a connected backend waits about one
+    /// command timeout at most.
     pub(crate) async fn query_here(
         &self,
         cmd: &Cmd,
