@@ -1160,6 +1160,69 @@ async fn decisions_on_a_hot_key_share_calls_and_stay_exact() {
     );
 }
 
+/// A backend built while a primary hangs (`SIGSTOP`, for less than the
+/// node timeout, so no failover starts), that primary the first of its
+/// seeds: the build ends within its timeouts (the slot map read from
+/// another seed, the hung primary marked down, not waited for), and the
+/// other primaries' keys are decided.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_built_while_its_first_seed_hangs_serves_the_other_primaries() {
+    // Short, so that the whole hang stays well under the node timeout.
+    const HUNG_TIMEOUT: Duration = Duration::from_millis(200);
+    /// The build's bound: the connection and command timeouts (what one
+    /// connection may take), plus slack for a loaded machine.
+    const BUILT_WITHIN: Duration = Duration::from_millis(2 * 200 + 150);
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .unwrap(),
+    );
+    let policy = Policy::fixed_window(Rate::per_hour(10)).unwrap();
+    let primaries = cluster.primaries();
+    let hung = primaries[0].clone();
+    // Keys of the other primaries (a key's slot does not depend on the
+    // prefix: its hash tag is the key).
+    let healthy = limiter(&backend(&cluster), policy.clone(), "hung-seed").await;
+    let keys = keys_on(&cluster, &healthy, "hung-seed", &primaries[1..], 2);
+    let mut seeds = vec![hung.url()];
+    seeds.extend(
+        cluster
+            .nodes()
+            .iter()
+            .filter(|n| **n != hung)
+            .map(|n| n.url()),
+    );
+
+    cluster.pause(&hung);
+    let started = Instant::now();
+    let built = async {
+        let backend = RedisBackend::cluster(seeds)
+            .connection_timeout(HUNG_TIMEOUT)
+            .command_timeout(HUNG_TIMEOUT)
+            .probe_interval(Duration::from_millis(100))
+            .build()
+            .await?;
+        let took = started.elapsed();
+        let limiter = RedisLimiter::builder(&backend, policy)
+            .key_prefix(common::fresh_prefix("hung-seed"))
+            .build()
+            .await?;
+        let mut decisions = Vec::new();
+        for key in &keys {
+            decisions.push(limiter.acquire(key, 1).await?);
+        }
+        Ok::<_, limiter_core::Error>((took, decisions))
+    }
+    .await;
+    let all_took = started.elapsed();
+    cluster.resume(&hung);
+    let (took, decisions) = built.unwrap_or_else(|e| panic!("after {all_took:?}: {}", chain(&e)));
+    eprintln!("built in {took:?}, decided in {all_took:?}");
+    assert!(took <= BUILT_WITHIN, "the build took {took:?}");
+    assert!(decisions.iter().all(|d| d.allowed), "{decisions:?}");
+    assert_eq!(decisions.len(), 4);
+}
+
 /// A cluster whose nodes require a password (`requirepass`): the backend
 /// reaches every primary with the builder's password, or with one in the
 /// seed URLs, and decides exactly (ten of 40 on a key of each primary);
