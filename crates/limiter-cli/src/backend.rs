@@ -7,7 +7,7 @@ use limiter_core::{Error, ErrorChain, Limiter, ManualClock, Policies};
 use limiter_memory::MemoryLimiter;
 use limiter_redis::{RedisBackend, RedisLimiter};
 
-use crate::cli::{BackendArgs, BackendKind, DEFAULT_REDIS_URL};
+use crate::cli::{BackendArgs, BackendKind};
 use crate::failure::Failure;
 
 /// How long, in trace time, the memory backend keeps a key past its reset
@@ -16,6 +16,16 @@ use crate::failure::Failure;
 /// replays exactly (docs/spec.md rule 2.5), and memory stays bounded by the keys
 /// active within the last hour of the trace.
 pub(crate) const MEMORY_EVICTION_DELAY: Duration = Duration::from_secs(3600);
+
+/// The least real time a Redis key outlives its last write (the Redis
+/// limiter's `ttl_floor`; its own default is a minute). A replay's trace
+/// time is not the server's: a key whose state the trace still needs
+/// (within its `reset_after` in trace time) must not expire in real time
+/// first, as it would between two touches more than a minute apart (a
+/// dense trace replayed slower than it was recorded, or a second replay
+/// under the same `--redis-prefix` that continues the first). An hour, as
+/// the memory backend's [`MEMORY_EVICTION_DELAY`].
+pub(crate) const REDIS_TTL_FLOOR: Duration = Duration::from_secs(3600);
 
 /// How long connecting to Redis may take in all before the command gives
 /// up (the Redis builder's own connection timeout, 1 s, bounds each try).
@@ -57,6 +67,7 @@ pub(crate) async fn connect(
                 RedisLimiter::builder(&redis, policy)
                     .key_prefix(prefix)
                     .clock(clock)
+                    .ttl_floor(REDIS_TTL_FLOOR)
                     .build()
                     .await
             };
@@ -82,7 +93,7 @@ pub(crate) async fn connect(
 /// backend, which would ignore them: a forgotten `--backend redis` must
 /// not pass for a Redis run.
 pub(crate) fn memory_takes_no_redis_flags(backend: &BackendArgs) -> Result<(), Failure> {
-    if backend.redis_urls != [DEFAULT_REDIS_URL] || backend.redis_prefix.is_some() {
+    if backend.names_redis_url() || backend.redis_prefix.is_some() {
         return Err(Failure::usage(
             "--redis-url and --redis-prefix are for --backend redis or redis-cluster; the \
              memory backend (the default) takes neither",
@@ -94,7 +105,8 @@ pub(crate) fn memory_takes_no_redis_flags(backend: &BackendArgs) -> Result<(), F
 /// The backend `--backend` and `--redis-url` name, not connected yet: one
 /// URL for a server, one or more seed nodes for a cluster.
 pub(crate) fn redis_backend(backend: &BackendArgs) -> Result<RedisBackend, Failure> {
-    let builder = match (backend.backend, backend.redis_urls.as_slice()) {
+    let urls = backend.redis_urls();
+    let builder = match (backend.backend, urls.as_slice()) {
         (BackendKind::RedisCluster, seeds) => RedisBackend::cluster(seeds.iter().cloned()),
         (_, [url]) => RedisBackend::builder(url.as_str()),
         (_, _) => {

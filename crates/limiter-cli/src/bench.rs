@@ -191,7 +191,7 @@ pub async fn run(args: &BenchArgs) -> Result<(), Failure> {
             let slice = args.duration / SLICES;
             let client = match args.backend.backend {
                 BackendKind::RedisCluster => CeilingClient::Cluster(redis.clone()),
-                _ => CeilingClient::Server(connect_plain(&args.backend.redis_urls[0]).await?),
+                _ => CeilingClient::Server(connect_plain(&args.backend.redis_urls()[0]).await?),
             };
             let (ceiling, decisions) = alternate(client, &limiter, &keys, args, slice).await?;
             let cleanup = if fresh {

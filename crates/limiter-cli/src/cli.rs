@@ -201,13 +201,31 @@ pub struct BackendArgs {
     pub backend: BackendKind,
     /// The Redis server, for `--backend redis`; for `--backend
     /// redis-cluster`, a seed node (repeat the flag for several).
-    #[arg(long = "redis-url", value_name = "URL", default_value = DEFAULT_REDIS_URL)]
-    pub redis_urls: Vec<String>,
+    /// [default: redis://127.0.0.1:6379]
+    #[arg(long = "redis-url", value_name = "URL")]
+    redis_urls: Vec<String>,
     /// The prefix of every Redis key, on Redis. Runs with the
     /// same prefix share state on purpose (e.g. two replays that continue
     /// one another). Default: a fresh prefix per run.
     #[arg(long, value_name = "PREFIX")]
     pub redis_prefix: Option<String>,
+}
+
+impl BackendArgs {
+    /// The `--redis-url`s given, or the default: one server on this host.
+    pub fn redis_urls(&self) -> Vec<String> {
+        if self.redis_urls.is_empty() {
+            vec![DEFAULT_REDIS_URL.to_owned()]
+        } else {
+            self.redis_urls.clone()
+        }
+    }
+
+    /// Whether `--redis-url` was given at all (its default named
+    /// explicitly included).
+    pub fn names_redis_url(&self) -> bool {
+        !self.redis_urls.is_empty()
+    }
 }
 
 /// `limiter replay`.

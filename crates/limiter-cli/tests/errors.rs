@@ -193,6 +193,9 @@ fn an_unreachable_redis_fails_fast_with_a_clear_message() {
 fn redis_flags_beside_the_memory_backend_are_a_usage_error() {
     for flags in [
         &["--redis-url", "redis://10.0.0.5:6379"][..],
+        // The default URL named: still a Redis flag (a forgotten
+        // `--backend redis` in a copied command line).
+        &["--redis-url", "redis://127.0.0.1:6379"][..],
         &["--redis-prefix", "app"][..],
     ] {
         let output = replay_with(&[flags, &["-"]].concat(), "t_us,key,cost\n1,a,1\n");

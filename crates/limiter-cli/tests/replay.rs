@@ -207,6 +207,15 @@ fn replays_under_one_redis_prefix_share_state() {
             .collect::<Vec<_>>()
     };
     assert_eq!(replay(Some("shared")), ["allowed", "allowed"]);
+    // Its one key outlives the window by real time: a second run an hour
+    // later still continues it (the Redis limiter's own floor, a minute,
+    // lost the state of keys touched further apart than that).
+    let key = server.query("RANDOMKEY");
+    let ttl_ms: u64 = server.command(&format!("PTTL {key}"))[1..].parse().unwrap();
+    assert!(
+        (3_500_000..=3_600_000).contains(&ttl_ms),
+        "{key} expires in {ttl_ms} ms"
+    );
     assert_eq!(
         replay(Some("shared")),
         ["allowed", "denied"],

@@ -65,11 +65,15 @@ pub async fn run(args: &CompareArgs) -> Result<(), Failure> {
             .into_iter()
             .map(Scenario::builtin)
             .collect(),
+        // Each once, in the order first named: a scenario named twice
+        // would run twice under one `--redis-prefix`, the second on the
+        // first's state.
         None => args
             .scenario
             .iter()
-            .copied()
-            .map(Scenario::builtin)
+            .enumerate()
+            .filter(|(at, name)| !args.scenario[..*at].contains(name))
+            .map(|(_, name)| Scenario::builtin(*name))
             .collect(),
     };
     let mut scenarios = scenarios;

@@ -58,7 +58,10 @@ pub(crate) struct Request {
 
 /// The most requests `compare` holds from a trace: it keeps a trace in
 /// memory, since every algorithm replays it (`replay` streams instead).
-/// About 24 bytes each: 240 MB at most.
+/// The trace is 24 bytes a request (240 MB at most); each lane also keeps
+/// its admissions' times and costs until its figures are taken (16 bytes
+/// an admission), so a trace of 10 million admitted requests on five lanes
+/// needs about 1 GB in all.
 const MAX_TRACE_REQUESTS: usize = 10_000_000;
 /// The most bytes of distinct keys `compare` holds from a trace.
 const MAX_TRACE_KEY_BYTES: usize = 256 << 20;
