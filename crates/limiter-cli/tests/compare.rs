@@ -420,6 +420,17 @@ fn a_section_of_eight_sets_holds_its_lanes_and_axis() {
         section(&svg, "boundary-burst").contains(">admitted 100, max/1s 50, max/10s 100</text>"),
         "the tiered lane's bursts"
     );
+    // The heading states no rate of the scenario's, which no lane runs
+    // under, and the boundaries are the shortest window's (1 s).
+    assert!(
+        section(&svg, "boundary-burst")
+            .contains(">boundary-burst: each lane under its --set</text>"),
+        "the heading"
+    );
+    assert!(
+        section(&svg, "boundary-burst").contains(">the shortest window's boundary (1s)</text>"),
+        "the boundaries' legend"
+    );
 
     let number_after = |text: &str, marker: &str| -> f64 {
         let rest = &text[text.find(marker).unwrap_or_else(|| panic!("{marker}")) + marker.len()..];

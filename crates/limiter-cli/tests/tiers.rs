@@ -254,6 +254,11 @@ fn compare_runs_the_tiered_scenario_and_sets_side_by_side() {
     );
     assert!(output.status.success(), "{}", stderr(&output));
     let table = stdout(&output);
+    // The heading names no shared rate: each lane has its own.
+    assert!(
+        table.starts_with("boundary-burst (each lane under its --set): "),
+        "{table}"
+    );
     let row = |label: &str| -> Vec<String> {
         table
             .lines()

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::ValueEnum;
 use limiter_core::{Algorithm, Policies, Policy, PolicyError, Rate};
 
+use crate::compare::compact_duration;
 use crate::failure::Failure;
 use crate::input::{open_trace, trace_name};
 use crate::trace::TraceReader;
@@ -166,6 +167,30 @@ impl Scenario {
         windows.sort_unstable();
         windows.dedup();
         windows
+    }
+
+    /// What the lanes run under, for a heading: the shared numbers (`100
+    /// per 10s, capacity 50`), or, under `--set`, that each lane has its
+    /// own (the scenario's rate is then none of theirs).
+    pub(crate) fn headline(&self) -> String {
+        if self.sets.is_some() {
+            return "each lane under its --set".to_owned();
+        }
+        let window = compact_duration(self.rate.window.as_micros() as u64);
+        let mut policy = format!("{} per {window}", self.rate.limit);
+        if let Some(capacity) = self.capacity {
+            policy.push_str(&format!(", capacity {capacity}"));
+        }
+        if let Some(queue) = self.queue {
+            policy.push_str(&format!(", queue {queue}"));
+        }
+        policy
+    }
+
+    /// The window whose boundaries a plot draws: the shared one, or under
+    /// `--set` the shortest of every set's (at least 1 µs).
+    pub(crate) fn boundary_window_us(&self) -> u64 {
+        self.windows().first().copied().unwrap_or(1).max(1)
     }
 
     /// The policy `algorithm` runs under: the shared rate, plus the capacity

@@ -95,8 +95,13 @@ pub(crate) fn render(reports: &[ScenarioReport]) -> String {
 
 fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
     let scenario = &report.scenario;
-    let window_us = (scenario.rate.window.as_micros() as u64).max(1);
+    let window_us = scenario.boundary_window_us();
     let window = compact_duration(window_us);
+    let boundary_label = if scenario.sets.is_some() {
+        format!("the shortest window's boundary ({window})")
+    } else {
+        format!("window boundary ({window})")
+    };
 
     // The time range: every request and every admission, snapped to windows.
     // Requests after 2^53 µs are errors, never drawn: they do not stretch
@@ -144,13 +149,13 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
     let _ = writeln!(
         out,
         r##"<g class="scenario" data-scenario="{name}" transform="translate(0,{top})">
-<text x="20" y="18" font-size="17" font-weight="bold">{name}: {limit} per {window}</text>
+<text x="20" y="18" font-size="17" font-weight="bold">{name}: {headline}</text>
 <text x="20" y="38" font-size="12" fill="#444">{description}</text>
 <text x="20" y="58" font-size="11" fill="#444">Bars: units admitted per {bin_label}, plotted when they proceed (t + wait; the leaky bucket queues), same scale in every lane (tallest bar: {tallest}).</text>
 <line x1="{legend_x}" y1="54" x2="{legend_x2}" y2="54" stroke="#333" stroke-dasharray="4 3"/>
-<text x="{legend_text}" y="58" font-size="11" fill="#444">window boundary ({window})</text>"##,
+<text x="{legend_text}" y="58" font-size="11" fill="#444">{boundary_label}</text>"##,
         name = escape(&scenario.name),
-        limit = scenario.rate.limit,
+        headline = escape(&scenario.headline()),
         description = escape(&scenario.description),
         bin_label = compact_duration(bin),
         legend_x = PLOT_RIGHT - 150.0,

@@ -25,18 +25,12 @@ pub(crate) fn render(reports: &[ScenarioReport], backend: BackendKind, timing: b
 
 fn render_scenario(out: &mut String, report: &ScenarioReport, timing: bool) {
     let scenario = &report.scenario;
-    let window = compact_duration(scenario.rate.window.as_micros() as u64);
-    let mut policy = format!("{} per {window}", scenario.rate.limit);
-    if let Some(capacity) = scenario.capacity {
-        let _ = write!(policy, ", capacity {capacity}");
-    }
-    if let Some(queue) = scenario.queue {
-        let _ = write!(policy, ", queue {queue}");
-    }
     let _ = writeln!(
         out,
-        "{} ({policy}): {}",
-        scenario.name, scenario.description
+        "{} ({}): {}",
+        scenario.name,
+        scenario.headline(),
+        scenario.description
     );
 
     let with_errors = report.results.iter().any(|r| r.errors > 0);
@@ -49,7 +43,6 @@ fn render_scenario(out: &mut String, report: &ScenarioReport, timing: bool) {
     if with_errors {
         header.push("errors".into());
     }
-    let _ = window;
     header.extend(
         scenario
             .windows()
