@@ -146,6 +146,10 @@ struct Outage {
     suppressed: u64,
 }
 
+/// The longest [`Resilient::probe_interval`]: a century, far enough to
+/// mean never, near enough that an `Instant` plus it cannot overflow.
+const LONGEST_PROBE_INTERVAL: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
 /// At most one warning per this long.
 const WARNING_PERIOD: Duration = Duration::from_secs(1);
 
@@ -242,11 +246,13 @@ impl<L: Limiter> Resilient<L> {
 
     /// While the backend fails, at most one request per `interval` tries
     /// it (the others are answered by the policy at once); 1 s by default.
-    /// Zero tries it on every request. Measured with [`Instant`], not the
-    /// limiter's clock.
+    /// Zero tries it on every request; [`Duration::MAX`] (or anything past
+    /// a century, taken as a century) never again in practice. Measured
+    /// with [`Instant`], not the limiter's clock.
     #[must_use]
     pub fn probe_interval(mut self, interval: Duration) -> Self {
-        self.probe_interval = interval;
+        // An `Instant` plus a longer one may overflow, which panics.
+        self.probe_interval = interval.min(LONGEST_PROBE_INTERVAL);
         self
     }
 

@@ -37,11 +37,10 @@
 //! every later request identically while time moves forward (docs/spec.md rule 2.5).
 //! Sweeps are amortised over requests on keys not held: after as many new
 //! keys as are held (at least 1,024), one pass drops the expired keys,
-//! skipped outright until a batch of keys (a 64th of them) may have
-//! expired. So the map holds at most about twice the keys active within
-//! their reset time (their longest, as a sweep can wait that long), plus
-//! 1,024,
-//! however many distinct keys arrive; a sliding log keeps at most `L`
+//! skipped outright while no key can have expired yet (a lower bound of
+//! every key's eviction time). So the map holds at most the keys active
+//! within their reset time plus the delay, plus as many again (at least
+//! 1,024), however many distinct keys arrive; a sliding log keeps at most `L`
 //! entries per key. [`MemoryLimiterBuilder::max_keys`] caps the count
 //! outright; a live key is never evicted to make room, a new key is refused
 //! with [`KeyLimitReached`] instead.

@@ -192,3 +192,22 @@ fn a_fallback_that_answered_fail_open_is_not_told_as_counted() {
     assert!(answer.allowed);
     assert_eq!(answer.source, DecisionSource::FailOpen);
 }
+
+#[tokio::test]
+async fn a_probe_interval_of_duration_max_means_never_probe_again() {
+    // A century at most: `Instant` + `Duration::MAX` would panic on the
+    // first failure, and on every one after it.
+    let flaky = Arc::new(limiter_test::Flaky::new(Arc::new(memory(5))));
+    let limiter = Arc::clone(&flaky)
+        .on_failure(FailurePolicy::FailClosed)
+        .probe_interval(Duration::MAX);
+    flaky.set_failing(true);
+    let first = limiter.acquire("k", 1).await.unwrap();
+    assert_eq!(first.source, DecisionSource::FailClosed);
+    assert!(limiter.is_failing());
+    let calls = flaky.calls();
+    flaky.set_failing(false);
+    let later = limiter.acquire("k", 1).await.unwrap();
+    assert_eq!(later.source, DecisionSource::FailClosed);
+    assert_eq!(flaky.calls(), calls, "no probe within the interval");
+}
