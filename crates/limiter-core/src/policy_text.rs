@@ -9,7 +9,7 @@ use std::str::FromStr;
 use crate::algorithm::Algorithm;
 use crate::error::PolicyError;
 use crate::policy::Policy;
-use crate::rate::Rate;
+use crate::rate::{whole_number, Rate};
 
 impl fmt::Display for Policy {
     /// The policy string: `sliding-log:100/1h`, `token-bucket:2/1s,capacity=10`.
@@ -86,9 +86,8 @@ impl FromStr for Policy {
             if slot.is_some() {
                 return Err(syntax(format!("{name} is given twice")));
             }
-            let value: u64 = value
-                .parse()
-                .map_err(|_| syntax(format!("{name} {value:?} is not a whole number")))?;
+            let value = whole_number(value)
+                .ok_or_else(|| syntax(format!("{name} {value:?} is not a whole number")))?;
             *slot = Some(value);
         }
         Self::from_options(algorithm, rate, capacity, queue)
@@ -188,6 +187,14 @@ mod tests {
             ),
             ("fixed-window:0/1s", "limit must be at least 1"),
         ];
+        // Digits only: no sign, though `u64::from_str` takes a `+`.
+        for input in ["sliding-log:+5/1s", "token-bucket:2/1s,capacity=+10"] {
+            let message = input.parse::<Policy>().unwrap_err().to_string();
+            assert!(
+                message.contains("is not a whole number"),
+                "{input}: {message}"
+            );
+        }
         let count = cases.len();
         let mut seen = std::collections::HashSet::new();
         for (input, expected) in cases {

@@ -67,9 +67,8 @@ impl FromStr for Rate {
             .split_once('/')
             .ok_or_else(|| invalid("expected LIMIT/WINDOW".into()))?;
         let limit = limit.trim();
-        let limit: u64 = limit
-            .parse()
-            .map_err(|_| invalid(format!("limit {limit:?} is not a whole number")))?;
+        let limit = whole_number(limit)
+            .ok_or_else(|| invalid(format!("limit {limit:?} is not a whole number")))?;
         let window = window.trim();
         let window = if window.starts_with(|c: char| c.is_ascii_digit()) {
             parse_duration(window)
@@ -158,6 +157,15 @@ impl fmt::Display for DisplayDuration {
             .unwrap_or(("us", 1));
         write!(f, "{}{unit}", micros / u128::from(per))
     }
+}
+
+/// `text` as a whole number: decimal digits only (`u64::from_str` also
+/// takes a leading `+`, which no policy string writes).
+pub(crate) fn whole_number(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
 }
 
 #[cfg(test)]
