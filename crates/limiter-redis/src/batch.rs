@@ -272,7 +272,7 @@ impl Decider {
     }
 
     /// One call deciding `batch`, each request answered.
-    async fn answer(&self, batch: Batch) {
+    async fn answer(&self, lane: u16, batch: Batch) {
         let (requests, answers): (Vec<_>, Vec<_>) =
             batch.into_iter().map(|w| (w.request, w.answer)).unzip();
         match self.call(&requests).await {
@@ -282,11 +282,30 @@ impl Decider {
                 }
             }
             Err(error) => {
+                self.fail_waiting(lane, &error);
                 for answer in answers {
                     let _ = answer.send(Err(error.clone()));
                 }
             }
         }
+    }
+
+    /// After a call of `lane` met an outage (no answer in time, no
+    /// connection, the server or node known down): its waiting requests
+    /// are answered at once and never sent. Sent, they would go to the
+    /// server or node that just failed, and a request queued behind a call
+    /// that hung would wait out a second command timeout (its queue's,
+    /// then its own call's) before hearing what the first call already
+    /// told.
+    fn fail_waiting(&self, lane: u16, error: &BackendError) {
+        if !error.is_outage() {
+            return;
+        }
+        let waiting = match self.lock().get_mut(&lane) {
+            Some(queue) => std::mem::take(&mut queue.waiting),
+            None => return,
+        };
+        answer_unsent(waiting, error);
     }
 
     /// One call deciding `requests` in order: each one's decision, or the
@@ -418,6 +437,18 @@ impl Decider {
     }
 }
 
+/// Answers every request of `waiting` with `error`'s kind, none sent (the
+/// lane's call before them failed with `error`).
+fn answer_unsent(waiting: VecDeque<Queued>, error: &BackendError) {
+    for queued in waiting {
+        let not_sent = BackendError::new(
+            error.kind(),
+            format!("not sent, nothing counted: the call before it in its lane failed ({error})"),
+        );
+        let _ = queued.waiting.answer.send(Err(not_sent));
+    }
+}
+
 /// The answer to a request that waited in its lane's queue for the whole
 /// command timeout: Redis answers, but fewer decisions a second than are
 /// asked of it. Not sent, so nothing was counted.
@@ -473,9 +504,12 @@ impl Turn {
     /// Decides `first` alone, then the lane's waiting batches in turn.
     async fn serve(mut self, first: Waiting) {
         let decision = self.decider.call_alone(&first.request).await;
+        if let Err(error) = &decision {
+            self.decider.fail_waiting(self.lane, error);
+        }
         let _ = first.answer.send(decision);
         while let Some(batch) = self.next() {
-            self.decider.answer(batch).await;
+            self.decider.answer(self.lane, batch).await;
         }
     }
 
@@ -568,6 +602,24 @@ mod tests {
     /// A request queued for the command timeout is answered with a timeout
     /// and not sent; one whose caller has gone is not sent either; the
     /// rest go, in order.
+    #[test]
+    fn requests_behind_a_failed_call_are_answered_unsent() {
+        use Mode::Acquire;
+        let start = Instant::now();
+        let (first, mut first_caller) = queued(Acquire, start);
+        let (second, mut second_caller) = queued(Acquire, start);
+        let timeout = BackendError::new(BackendErrorKind::Timeout, "no answer within 300ms");
+        answer_unsent(VecDeque::from([first, second]), &timeout);
+        for caller in [&mut first_caller, &mut second_caller] {
+            let error = caller.try_recv().unwrap().unwrap_err();
+            assert_eq!(error.kind(), BackendErrorKind::Timeout);
+            assert!(
+                error.to_string().starts_with("not sent, nothing counted"),
+                "{error}"
+            );
+        }
+    }
+
     #[test]
     fn requests_queued_too_long_or_abandoned_are_not_sent() {
         use Mode::Acquire;
