@@ -50,6 +50,17 @@ fn backend(cluster: &RedisCluster) -> RedisBackend {
         .unwrap()
 }
 
+/// [`backend`] with `timeout` for connecting and for commands, and a node
+/// down probed every 100 ms: for tests that watch a node fail and return.
+fn probing_backend(cluster: &RedisCluster, timeout: Duration) -> RedisBackend {
+    RedisBackend::cluster(cluster.seed_urls())
+        .connection_timeout(timeout)
+        .command_timeout(timeout)
+        .probe_interval(Duration::from_millis(100))
+        .build_lazy()
+        .unwrap()
+}
+
 async fn limiter(backend: &RedisBackend, policy: Policy, name: &str) -> Arc<RedisLimiter> {
     let limiter = RedisLimiter::builder(backend, policy)
         .key_prefix(common::fresh_prefix(name))
@@ -1069,12 +1080,7 @@ async fn a_slot_covered_after_the_map_was_read_is_served_once_covered() {
     on_every_node(&["CONFIG", "SET", "cluster-require-full-coverage", "no"]);
     on_every_node(&["CLUSTER", "DELSLOTS", &slot_text]);
 
-    let backend = RedisBackend::cluster(cluster.seed_urls())
-        .connection_timeout(TIMEOUT)
-        .command_timeout(TIMEOUT)
-        .probe_interval(Duration::from_millis(100))
-        .build_lazy()
-        .unwrap();
+    let backend = probing_backend(&cluster, TIMEOUT);
     let limiter = RedisLimiter::builder(&backend, policy)
         .key_prefix(name)
         .build()
@@ -1451,12 +1457,7 @@ async fn a_late_redirect_to_a_hung_node_costs_the_caller_one_command_timeout() {
             .await
             .unwrap(),
     );
-    let backend = RedisBackend::cluster(cluster.seed_urls())
-        .connection_timeout(COMMAND_TIMEOUT)
-        .command_timeout(COMMAND_TIMEOUT)
-        .probe_interval(Duration::from_millis(100))
-        .build_lazy()
-        .unwrap();
+    let backend = probing_backend(&cluster, COMMAND_TIMEOUT);
     let limiter = limiter(
         &backend,
         Policy::sliding_log(Rate::per_hour(100)).unwrap(),
