@@ -2,8 +2,8 @@
 //! rows out.
 //!
 //! It is the command line's format (`limiter replay`, `limiter compare
-//! --trace`), shared with the conformance tests so a trace means the same
-//! thing everywhere.
+//! --trace`), the conformance tests' and the fuzz targets', so a trace
+//! means the same thing everywhere. Behind the `trace` feature.
 //!
 //! Input is CSV as RFC 4180 writes it: a field may be quoted (`"a,b"`, with
 //! `""` for a quote inside, and line breaks inside quotes), a UTF-8 byte
@@ -15,7 +15,7 @@
 use std::fmt;
 use std::io::{self, BufRead};
 
-use limiter_core::Decision;
+use crate::Decision;
 
 /// One request of a trace: `t_us,key,cost`.
 #[derive(Debug, Clone, PartialEq, Eq)]
