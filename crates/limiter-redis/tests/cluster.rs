@@ -1736,3 +1736,207 @@ fn summary(report: &Report, on_victim: &[bool], victim: bool, killed_at: Duratio
         last.map(|t| t.saturating_sub(killed_at)),
     )
 }
+
+/// A single-server backend pointed at a cluster node is the wrong backend
+/// (the node redirects the keys of every other node): building it fails
+/// with a configuration error that names `RedisBackend::cluster`, as does a
+/// lazy backend's first call. For a user whose ACL refuses `INFO` the
+/// backend builds, and the node's first `MOVED` is that configuration
+/// error: under fail-open it is no admission, and every later call, on any
+/// node's key, fails with it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_server_backend_at_a_cluster_node_is_refused() {
+    let cluster = cluster();
+    let node = cluster.primaries()[0].clone();
+    let refused = |error: limiter_core::Error| match error {
+        limiter_core::Error::InvalidConfig(e) => {
+            let message = chain(&*e);
+            let e = e
+                .downcast::<limiter_redis::BackendError>()
+                .expect("a BackendError");
+            assert_eq!(e.kind(), limiter_redis::BackendErrorKind::Config);
+            assert!(message.contains("RedisBackend::cluster"), "{message}");
+            message
+        }
+        other => panic!("expected a configuration error, got {}", chain(&other)),
+    };
+    let error = RedisBackend::builder(node.url()).build().await.unwrap_err();
+    let message = refused(error);
+    assert!(message.contains("cluster_enabled:1"), "{message}");
+    let lazy = RedisBackend::builder(node.url()).build_lazy().unwrap();
+    let policy = Policy::fixed_window(Rate::per_hour(10)).unwrap();
+    let error = RedisLimiter::builder(&lazy, policy.clone())
+        .build()
+        .await
+        .unwrap_err();
+    refused(error);
+
+    let user = [
+        "ACL", "SETUSER", "no-info", "on", ">pw", "~*", "&*", "+@all", "-info",
+    ];
+    assert_eq!(cluster.command(&node, &user).text(), "OK");
+    let backend = RedisBackend::builder(node.url())
+        .username("no-info")
+        .password("pw")
+        .build()
+        .await
+        .expect("INFO refused: taken as one server");
+    let limiter = limiter(&backend, policy, "single-at-node").await;
+    let primaries = cluster.primaries();
+    let elsewhere = keys_on(cluster, &limiter, "single", &primaries[1..2], 1).remove(0);
+    let here = keys_on(cluster, &limiter, "single", &primaries[..1], 1).remove(0);
+    let open = limiter_core::LimiterExt::on_failure(
+        Arc::clone(&limiter),
+        limiter_core::FailurePolicy::FailOpen,
+    );
+    let message = refused(open.acquire(&elsewhere, 1).await.unwrap_err());
+    assert!(message.contains("MOVED"), "{message}");
+    refused(open.acquire(&here, 1).await.unwrap_err());
+}
+
+/// A lost shard: a primary and its replica killed (`SIGKILL`), so nothing
+/// serves its slots and no failover comes, while 32 tasks decide on keys
+/// of every primary. Its keys fail at once (the node refuses, then is
+/// known down). Once the other nodes mark it failed they answer
+/// `CLUSTERDOWN` for every key (`cluster-require-full-coverage`, on by
+/// default): those calls are retried until their command timeout, and the
+/// requests queued behind them are answered with their failure, so no call
+/// waits longer than one command timeout (plus slack for a loaded machine).
+/// Told to serve without full coverage, the other primaries' keys are
+/// decided by Redis again, none failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_shard_costs_each_call_one_command_timeout_at_most() {
+    const TASKS: usize = 32;
+    const COMMAND_TIMEOUT: Duration = Duration::from_millis(300);
+    /// A call that waited out a second timeout (queued behind a call that
+    /// failed, then sent) waits twice the timeout: more than this.
+    const LONGEST: Duration = Duration::from_millis(COMMAND_TIMEOUT.as_millis() as u64 + 250);
+    /// How long the other nodes may take to mark the shard failed: the
+    /// node timeout, then their gossip, with slack for a loaded machine.
+    const MARKED_FAILED: Duration = Duration::from_millis(5 * NODE_TIMEOUT_MS);
+    assert!(LONGEST < 2 * COMMAND_TIMEOUT);
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .unwrap(),
+    );
+    let backend = probing_backend(&cluster, COMMAND_TIMEOUT);
+    let limiter = limiter(
+        &backend,
+        Policy::sliding_log(Rate::per_hour(10_000)).unwrap(),
+        "lost",
+    )
+    .await;
+    let primaries = cluster.primaries();
+    let keys = keys_on(&cluster, &limiter, "lost", &primaries, 2);
+    let lost = primaries[0].clone();
+    let on_lost: Vec<bool> = keys
+        .iter()
+        .map(|k| cluster.node_for_key(&limiter.redis_key(k)) == lost)
+        .collect();
+    let targets: Vec<(Arc<RedisLimiter>, String)> = keys
+        .iter()
+        .map(|k| (Arc::clone(&limiter), k.clone()))
+        .collect();
+    let sum = |report: &Report, lost_side: bool, figures: &dyn Fn(&Report, usize) -> u64| {
+        (0..keys.len())
+            .filter(|&i| on_lost[i] == lost_side)
+            .map(|i| figures(report, i))
+            .sum::<u64>()
+    };
+    let errors = |report: &Report, i: usize| report.errors_per_target[i];
+    let longest = |report: &Report| report.slowest.iter().max().copied().unwrap_or_default();
+
+    // The shard lost, until the other nodes answer `CLUSTERDOWN` and for
+    // a few command timeouts after.
+    let load = Load::start(targets.clone(), TASKS);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let killer = Arc::clone(&cluster);
+    let killed = tokio::task::spawn_blocking(move || killer.kill_shard(0))
+        .await
+        .unwrap();
+    assert_eq!(killed[0], lost);
+    let killed_at = Instant::now();
+    let others_fail = |load: &Load| {
+        (0..keys.len())
+            .filter(|&i| !on_lost[i])
+            .any(|i| load.stats[i].errors.load(Ordering::Relaxed) > 0)
+    };
+    while !others_fail(&load) {
+        assert!(
+            killed_at.elapsed() < MARKED_FAILED,
+            "the other nodes never answered CLUSTERDOWN"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let down_after = killed_at.elapsed();
+    tokio::time::sleep(4 * COMMAND_TIMEOUT).await;
+    let down = load.stop().await;
+    eprintln!(
+        "lost shard {:?}: CLUSTERDOWN {down_after:?} after the kill; {} decisions; errors on \
+         its keys {}, on the others' {}; slowest {:?} (per key {:?}); samples {:?}",
+        killed.iter().map(|n| n.port).collect::<Vec<_>>(),
+        down.decisions,
+        sum(&down, true, &errors),
+        sum(&down, false, &errors),
+        longest(&down),
+        down.slowest,
+        down.errors.samples
+    );
+    assert!(
+        longest(&down) <= LONGEST,
+        "a call waited {:?}; the command timeout is {COMMAND_TIMEOUT:?}",
+        longest(&down)
+    );
+    assert!(
+        sum(&down, true, &errors) > 0,
+        "the lost shard's keys failed"
+    );
+
+    // Served without full coverage: the other primaries' keys by Redis.
+    for node in cluster.live_nodes() {
+        let coverage = ["CONFIG", "SET", "cluster-require-full-coverage", "no"];
+        assert_eq!(cluster.command(&node, &coverage).text(), "OK");
+    }
+    let served_from = Instant::now();
+    for (i, key) in keys.iter().enumerate().filter(|(i, _)| !on_lost[*i]) {
+        while let Err(e) = limiter.acquire(key, 1).await {
+            assert!(
+                served_from.elapsed() < MARKED_FAILED,
+                "{key} (target {i}) still fails: {}",
+                chain(&e)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let load = Load::start(targets, TASKS);
+    tokio::time::sleep(4 * COMMAND_TIMEOUT).await;
+    let partial = load.stop().await;
+    let admitted = |report: &Report, i: usize| report.admitted[i];
+    eprintln!(
+        "served again {:?} after full coverage was off: {} decisions, {} admitted on the \
+         others' keys, errors on its keys {} and the others' {}; slowest {:?}",
+        served_from.elapsed(),
+        partial.decisions,
+        sum(&partial, false, &admitted),
+        sum(&partial, true, &errors),
+        sum(&partial, false, &errors),
+        longest(&partial),
+    );
+    assert_eq!(
+        sum(&partial, false, &errors),
+        0,
+        "the other primaries' keys failed: {:?}",
+        partial.errors.samples
+    );
+    assert!(sum(&partial, false, &admitted) > 0);
+    assert!(
+        sum(&partial, true, &errors) > 0,
+        "the lost shard's keys failed"
+    );
+    assert!(
+        longest(&partial) <= LONGEST,
+        "a call waited {:?}; the command timeout is {COMMAND_TIMEOUT:?}",
+        longest(&partial)
+    );
+}

@@ -11,8 +11,9 @@
 //!
 //! Topology changes for tests: [`migrate_slot`](RedisCluster::migrate_slot)
 //! (live resharding, the sequence `redis-cli --cluster reshard` runs),
-//! [`kill_primary`](RedisCluster::kill_primary) (`SIGKILL`) and
-//! [`wait_for_failover`](RedisCluster::wait_for_failover). Inspection:
+//! [`kill_primary`](RedisCluster::kill_primary) (`SIGKILL`),
+//! [`wait_for_failover`](RedisCluster::wait_for_failover) and
+//! [`kill_shard`](RedisCluster::kill_shard) (a primary and its replicas). Inspection:
 //! [`primaries`](RedisCluster::primaries), [`node_for_key`](RedisCluster::node_for_key),
 //! [`keys_on`](RedisCluster::keys_on), and any command on any node
 //! ([`command`](RedisCluster::command)).
@@ -677,6 +678,29 @@ impl RedisCluster {
         });
         lock(&self.server_of(&victim).server).kill();
         victim
+    }
+
+    /// Kills the `index`th of the [`primaries`](Self::primaries) and every
+    /// replica of it with `SIGKILL`, as the loss of a whole shard: no node
+    /// is left to serve its slots, and no failover brings them back.
+    /// Returns the killed nodes, the primary first.
+    ///
+    /// # Panics
+    ///
+    /// If there is no such primary.
+    pub fn kill_shard(&self, index: usize) -> Vec<ClusterNode> {
+        let primaries = self.primaries();
+        let primary = primaries
+            .get(index)
+            .unwrap_or_else(|| panic!("kill_shard({index}): only {} primaries", primaries.len()))
+            .clone();
+        let mut shard = vec![primary.clone()];
+        shard.extend(self.replicas_of(&primary));
+        // Its replicas first: none of them can start a failover after.
+        for node in shard.iter().rev() {
+            lock(&self.server_of(node).server).kill();
+        }
+        shard
     }
 
     /// The process behind `node`.
