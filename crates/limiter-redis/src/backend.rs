@@ -599,10 +599,10 @@ impl Shared {
     /// Connects, checks the server answers and is no Redis Cluster node
     /// (one is a configuration error: see [`Shared::refusal`]), and loads
     /// every registered function library, all within the connection
-    /// timeout plus the command timeout. A cluster connection is up once it has the slot map: it
-    /// loads the libraries on every primary it reaches, and on the others
-    /// when it reaches them, so a node down now does not keep it from
-    /// serving the others.
+    /// timeout plus the command timeout. A cluster connection is up once
+    /// it has the slot map: it loads the libraries on every primary it
+    /// reaches, and on the others when it reaches them, so a node down now
+    /// does not keep it from serving the others.
     async fn open_connection(&self) -> Result<Connection, BackendError> {
         let connect = async {
             match &self.connector {
