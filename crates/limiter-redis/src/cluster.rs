@@ -900,6 +900,8 @@ fn is_function_load(cmd: &Cmd) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use redis::ServerErrorKind;
+
     use super::*;
 
     #[test]
@@ -919,5 +921,20 @@ mod tests {
         assert_eq!(route(redis::cmd("FCALL").arg("f").arg(0)), Route::Primaries);
         assert_eq!(route(redis::cmd("FUNCTION").arg("LOAD")), Route::Primaries);
         assert_eq!(route(&redis::cmd("PING")), Route::Primaries);
+    }
+
+    #[test]
+    fn a_command_out_of_time_while_redirected_or_refused_for_now_is_a_timeout() {
+        let timeout = Duration::from_millis(300);
+        for kind in [ServerErrorKind::ClusterDown, ServerErrorKind::Moved] {
+            let last = RedisError::from((ErrorKind::Server(kind), "the cluster's answer"));
+            assert!(!last.is_timeout());
+            let told = out_of_time(timeout, last);
+            assert!(told.is_timeout(), "{told}");
+            assert!(told.to_string().contains("the cluster's answer"), "{told}");
+        }
+        let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        let told = out_of_time(timeout, refused);
+        assert!(told.is_connection_refusal() && !told.is_timeout(), "{told}");
     }
 }
