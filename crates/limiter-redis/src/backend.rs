@@ -130,7 +130,9 @@ impl Connection {
 impl RedisBackend {
     /// Starts building a backend for the server at `url`
     /// (`redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS
-    /// with the `tls-rustls` or `tls-native-tls` feature).
+    /// with the `tls-rustls` or `tls-native-tls` feature). A Redis Cluster
+    /// node there is refused as a configuration error: see
+    /// [`cluster`](Self::cluster).
     pub fn builder(url: impl Into<String>) -> RedisBackendBuilder {
         RedisBackendBuilder::from_url(url.into())
     }
