@@ -510,7 +510,7 @@ enum Attempt {
 impl Shared {
     /// A failed command, classified, with nothing retired or tripped (a
     /// cluster's: it outlives one node's failure, and reaches that node's
-    /// keys alone).
+    /// keys alone, unless the cluster refuses every key, `CLUSTERDOWN`).
     fn failed(&self, error: RedisError) -> BackendError {
         let (kind, what) = if is_timeout(&error) {
             (BackendErrorKind::Timeout, "no answer in time")
@@ -519,9 +519,13 @@ impl Shared {
         } else {
             (BackendErrorKind::Redis, "command failed")
         };
-        BackendError::new(kind, format!("Redis at {}: {what}", self.url))
-            .with_source(error)
-            .on_node()
+        let whole_cluster = crate::cluster::is_cluster_down(&error);
+        let failed =
+            BackendError::new(kind, format!("Redis at {}: {what}", self.url)).with_source(error);
+        match whole_cluster {
+            true => failed,
+            false => failed.on_node(),
+        }
     }
 
     /// The configuration error of a single-server backend pointed at a

@@ -716,6 +716,20 @@ impl Inner {
     }
 }
 
+/// How a failure says the cluster as a whole refuses commands (a shard lost
+/// under `cluster-require-full-coverage yes`): the failure reaches every
+/// key, not one node's.
+const CLUSTER_DOWN: &str = "CLUSTERDOWN";
+
+/// Whether `error` says the whole cluster is down ([`CLUSTER_DOWN`]): the
+/// server's refusal, or a command that ran out of time on it.
+pub(crate) fn is_cluster_down(error: &RedisError) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::Server(redis::ServerErrorKind::ClusterDown)
+    ) || (error.is_timeout() && error.to_string().contains(CLUSTER_DOWN))
+}
+
 /// A command's deadline passed: a timeout, its retries included.
 fn past_deadline(timeout: Duration) -> RedisError {
     RedisError::from(std::io::Error::new(
@@ -729,6 +743,15 @@ fn past_deadline(timeout: Duration) -> RedisError {
 /// that does not answer, since no node decided it in time. Any other error
 /// is told as it is.
 fn out_of_time(timeout: Duration, last: RedisError) -> RedisError {
+    if is_cluster_down(&last) {
+        return RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "no answer within the command timeout ({timeout:?}), retries included; \
+                 {CLUSTER_DOWN}: the cluster refuses every key ({last})"
+            ),
+        ));
+    }
     match last.retry_method() {
         RetryMethod::MovedRedirect
         | RetryMethod::AskRedirect
@@ -932,6 +955,11 @@ mod tests {
             let told = out_of_time(timeout, last);
             assert!(told.is_timeout(), "{told}");
             assert!(told.to_string().contains("the cluster's answer"), "{told}");
+            assert_eq!(
+                is_cluster_down(&told),
+                kind == ServerErrorKind::ClusterDown,
+                "{told}"
+            );
         }
         let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
         let told = out_of_time(timeout, refused);
