@@ -612,7 +612,10 @@ mod tests {
     }
 
     /// Where the generated examples are checked in.
-    const GENERATED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/protocol/scripts/generated");
+    const GENERATED: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/protocol/scripts/generated"
+    );
 
     /// `actual` against the checked-in `file`, or written there when
     /// `LIMITER_BLESS` is set.
