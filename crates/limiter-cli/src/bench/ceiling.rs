@@ -4,11 +4,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use limiter_redis::{redact_url, RedisBackend};
+use limiter_redis::RedisBackend;
 
 use super::args::BenchArgs;
 use super::phase::{phase, Phase, Tally};
-use super::CONNECT_TIMEOUT;
 use crate::backend;
 use crate::failure::Failure;
 
@@ -44,22 +43,6 @@ impl CeilingClient {
 /// tag is the user key, as in the limiter's state keys).
 pub(super) fn ceiling_key(key: &str) -> String {
     format!("{{{key}}}:ceiling")
-}
-
-/// The ceiling's connection: plain redis-rs, one multiplexed connection.
-pub(super) async fn connect_plain(url: &str) -> Result<redis::aio::MultiplexedConnection, Failure> {
-    let failed = |e: &dyn std::fmt::Display| {
-        Failure::runtime(format!(
-            "cannot open the ceiling's redis-rs connection to {}: {e}",
-            redact_url(url)
-        ))
-    };
-    let client = redis::Client::open(url).map_err(|e| failed(&e))?;
-    match tokio::time::timeout(CONNECT_TIMEOUT, client.get_multiplexed_async_connection()).await {
-        Ok(Ok(connection)) => Ok(connection),
-        Ok(Err(e)) => Err(failed(&e)),
-        Err(_) => Err(failed(&"no answer within 5s")),
-    }
 }
 
 /// A slice of the ceiling: EVALSHA of `return 1` in a loop on clones of
@@ -114,22 +97,4 @@ pub(super) async fn ceiling(
         }
     })
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_lose_their_password() {
-        assert_eq!(
-            redact_url("redis://127.0.0.1:6379"),
-            "redis://127.0.0.1:6379"
-        );
-        assert_eq!(
-            redact_url("redis://user:secret@host:6379/0"),
-            "redis://user:***@host:6379/0"
-        );
-        assert_eq!(redact_url("rediss://:secret@host"), "rediss://:***@host");
-    }
 }

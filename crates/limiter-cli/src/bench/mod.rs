@@ -13,6 +13,10 @@
 //! client and server can do per call, against which the limiter's figure
 //! is a ratio. The two alternate in five slices each,
 //! so that a change in the machine's load weighs on both alike.
+//!
+//! `args` holds the flags, `run` the whole run, `phase` one phase's tasks
+//! and their tally (latencies in a `histogram`), `ceiling` the Redis
+//! ceiling's calls, and `report` the table or JSON printed.
 
 mod args;
 mod ceiling;
@@ -21,11 +25,6 @@ mod phase;
 mod report;
 mod run;
 
-use std::time::Duration;
-
 pub(crate) use self::args::AFTER_HELP;
 pub use self::args::{BenchArgs, OnFailure};
 pub use self::run::run;
-
-/// How long connecting to Redis may take in all before the command gives up.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -1,5 +1,6 @@
-//! A run of `limiter bench`: the limiter built, its phase (and on Redis
-//! the ceiling's, alternating), the report printed, the run's keys deleted.
+//! A run of `limiter bench`: the connections made, the limiter's phase
+//! (and on Redis the ceiling's, alternating), the report printed, the
+//! run's keys deleted.
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -7,17 +8,18 @@ use std::time::{Duration, Instant};
 
 use limiter_core::{DecisionSource, Error, FailurePolicy, Limiter, LimiterExt, Policies};
 use limiter_memory::MemoryLimiter;
-use limiter_redis::{RedisBackend, RedisLimiter};
+use limiter_redis::{redact_url, RedisBackend, RedisLimiter};
 
 use super::args::{BenchArgs, OnFailure};
-use super::ceiling::{ceiling, ceiling_key, connect_plain, CeilingClient};
+use super::ceiling::{ceiling, ceiling_key, CeilingClient};
 use super::phase::{phase, Phase, Tally};
 use super::report::Report;
-use super::CONNECT_TIMEOUT;
 use crate::backend;
 use crate::cli::{BackendKind, Format};
 use crate::failure::Failure;
 
+/// How long connecting to Redis may take in all before the command gives up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// On Redis, the ceiling and the limiter each run in this many slices of
 /// the duration, alternating, so that a shared machine's changing load
 /// weighs on both phases alike and the ratio holds from run to run.
@@ -138,6 +140,22 @@ async fn connect_redis(
     }
 }
 
+/// The ceiling's connection: plain redis-rs, one multiplexed connection.
+async fn connect_plain(url: &str) -> Result<redis::aio::MultiplexedConnection, Failure> {
+    let failed = |e: &dyn std::fmt::Display| {
+        Failure::runtime(format!(
+            "cannot open the ceiling's redis-rs connection to {}: {e}",
+            redact_url(url)
+        ))
+    };
+    let client = redis::Client::open(url).map_err(|e| failed(&e))?;
+    match tokio::time::timeout(CONNECT_TIMEOUT, client.get_multiplexed_async_connection()).await {
+        Ok(Ok(connection)) => Ok(connection),
+        Ok(Err(e)) => Err(failed(&e)),
+        Err(_) => Err(failed(&"no answer within 5s")),
+    }
+}
+
 /// The limiter's phase: every task decides one unit at a time until the
 /// deadline; the j-th request of task i goes to key (i + j·N) mod K, so
 /// the requests of all tasks together go round-robin over the keys.
@@ -239,4 +257,22 @@ async fn delete_keys(
             .map_err(|e| Failure::runtime(format!("a cleanup task failed: {e}")))?;
     }
     Ok(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_lose_their_password() {
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
+        assert_eq!(
+            redact_url("redis://user:secret@host:6379/0"),
+            "redis://user:***@host:6379/0"
+        );
+        assert_eq!(redact_url("rediss://:secret@host"), "rediss://:***@host");
+    }
 }

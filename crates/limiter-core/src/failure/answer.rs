@@ -25,7 +25,7 @@ impl Mode {
     }
 }
 
-/// What a [`Resilient`] call answers: a [`Decision`], or a [`SetDecision`]
+/// What a [`Resilient`](super::Resilient) call answers: a [`Decision`], or a [`SetDecision`]
 /// with every part's.
 pub(super) trait Answer: From<Decision> + Send {
     /// The backend's answer.

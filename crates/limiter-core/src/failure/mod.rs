@@ -1,5 +1,9 @@
 //! [`Resilient`]: what any [`Limiter`](crate::Limiter) answers while its
 //! backend fails, per a [`FailurePolicy`].
+//!
+//! `policy` holds the [`FailurePolicy`], `resilient` the wrapper, `outage`
+//! its bookkeeping of a failing backend, and `answer` what a call asks of
+//! the backend.
 
 mod answer;
 mod outage;

@@ -8,8 +8,7 @@ use std::time::Instant;
 use redis::aio::MultiplexedConnection;
 use redis::{Cmd, RedisError, Value};
 
-use super::probe::cause;
-use super::Shared;
+use super::{cause, Shared};
 use crate::connection::cluster::{Ask, ClusterConnection};
 use crate::error::{BackendError, BackendErrorKind};
 

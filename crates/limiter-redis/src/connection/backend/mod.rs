@@ -7,6 +7,10 @@
 //! answers each within its command latency. A [`Circuit`] answers every
 //! caller at once while the server is known to be down; one background
 //! probe at a time brings the backend back.
+//!
+//! `query` is a command's path (its attempts, a lost connection replaced,
+//! a missing library loaded again); `connection_slot` holds each
+//! connection, `open` makes one, and `probe` ends an outage.
 
 mod connection_slot;
 mod open;
@@ -298,6 +302,16 @@ impl Shared {
         self.functions
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// What went wrong, for the circuit's messages (which name the server
+/// already): the client's own error when there is one.
+fn cause(error: &BackendError) -> String {
+    use std::error::Error as _;
+    match error.source() {
+        Some(source) => source.to_string(),
+        None => error.to_string(),
     }
 }
 

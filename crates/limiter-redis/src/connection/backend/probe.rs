@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Weak};
 
-use super::Shared;
+use super::{cause, Shared};
 use crate::connection::circuit::ProbeTurn;
 use crate::error::{BackendError, BackendErrorKind};
 
@@ -89,15 +89,5 @@ async fn probe(shared: Weak<Shared>, _turn: ProbeTurn) {
                 tracing::debug!(url = %shared.url, error = %limiter_core::ErrorChain(&e), "Redis probe failed");
             }
         }
-    }
-}
-
-/// What went wrong, for the circuit's messages (which name the server
-/// already): the client's own error when there is one.
-pub(super) fn cause(error: &BackendError) -> String {
-    use std::error::Error as _;
-    match error.source() {
-        Some(source) => source.to_string(),
-        None => error.to_string(),
     }
 }

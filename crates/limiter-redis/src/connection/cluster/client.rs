@@ -1,11 +1,15 @@
-//! How to reach the cluster's nodes: the seeds, and a client for any node
-//! with the seeds' settings.
+//! How to reach the cluster's nodes: the seeds, a client for any node with
+//! the seeds' settings, and the slot map as a seed gives it.
 
 use std::time::Duration;
 
-use redis::{AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, RedisResult};
+use redis::aio::ConnectionLike as _;
+use redis::{
+    AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError,
+    RedisResult,
+};
 
-use crate::connection::slot_map::Address;
+use crate::connection::slot_map::{Address, SlotMap};
 
 /// How to reach the cluster's nodes: the seeds, and the settings of every
 /// node's connection (user, password, TLS, timeouts) taken from them.
@@ -76,4 +80,23 @@ impl ClusterClient {
             })
             .collect()
     }
+}
+
+/// The slot map as `seed` gives it, on a connection of its own (closed after).
+pub(super) async fn read_slot_map(client: &ClusterClient, seed: &Address) -> RedisResult<SlotMap> {
+    let mut conn = client
+        .node_client(&seed.host, seed.port)?
+        .get_multiplexed_async_connection_with_config(&client.config)
+        .await?;
+    let reply = conn
+        .req_packed_command(redis::cmd("CLUSTER").arg("SLOTS"))
+        .await?
+        .extract_error()?;
+    SlotMap::parse(&reply, seed).ok_or_else(|| {
+        RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "unexpected CLUSTER SLOTS reply",
+            format!("{reply:?}"),
+        ))
+    })
 }

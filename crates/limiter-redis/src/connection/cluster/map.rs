@@ -7,7 +7,6 @@ use std::time::Instant;
 use redis::aio::ConnectionLike as _;
 use redis::{ErrorKind, RedisError, RedisResult, Value};
 
-use super::client::ClusterClient;
 use super::node::Waiter;
 use super::Inner;
 use crate::connection::slot_map::{Address, SlotMap};
@@ -90,23 +89,4 @@ impl Inner {
     pub(super) fn write_map(&self) -> std::sync::RwLockWriteGuard<'_, SlotMap> {
         self.map.write().unwrap_or_else(PoisonError::into_inner)
     }
-}
-
-/// The slot map as `seed` gives it, on a connection of its own (closed after).
-pub(super) async fn read_slot_map(client: &ClusterClient, seed: &Address) -> RedisResult<SlotMap> {
-    let mut conn = client
-        .node_client(&seed.host, seed.port)?
-        .get_multiplexed_async_connection_with_config(&client.config)
-        .await?;
-    let reply = conn
-        .req_packed_command(redis::cmd("CLUSTER").arg("SLOTS"))
-        .await?
-        .extract_error()?;
-    SlotMap::parse(&reply, seed).ok_or_else(|| {
-        RedisError::from((
-            ErrorKind::UnexpectedReturnType,
-            "unexpected CLUSTER SLOTS reply",
-            format!("{reply:?}"),
-        ))
-    })
 }

@@ -11,6 +11,12 @@
 //! waits, for them to agree. An `ASK` sends `ASKING` and the command
 //! together, as one write, so no other command on the connection can come
 //! between them.
+//!
+//! `route` says where a command goes; `send` follows its redirects and
+//! "not now"s until its deadline, and `out_of_time` words the error of a
+//! command past it; `node` holds each node's connection, `probe` a node
+//! known to be down, `map` the slot map read again, and `client` how a
+//! node is reached.
 
 mod client;
 mod map;
@@ -27,7 +33,7 @@ use std::time::Instant;
 use futures_util::future::join_all;
 use redis::{Cmd, ErrorKind, RedisError, RedisResult, Value};
 
-use self::map::read_slot_map;
+use self::client::read_slot_map;
 use self::node::{is_connection_error, Node};
 use self::route::{route, Route};
 use crate::connection::library::Library;
@@ -113,7 +119,7 @@ impl ClusterConnection {
 
     /// Sends `cmd` to the node of its first key (`FCALL`: of its first
     /// key argument), following redirects (an `ASK` as `ask` says); a
-    /// keyless command in [`KEYLESS`] goes to every primary.
+    /// keyless command in [`KEYLESS`](route::KEYLESS) goes to every primary.
     pub(crate) async fn send(&self, cmd: &Cmd, ask: Ask) -> RedisResult<Value> {
         match route(cmd) {
             Route::Slot(slot) => self.inner.send_to_slot(slot, cmd, ask).await,

@@ -7,7 +7,7 @@ use crate::connection::slot_map::slot_of;
 /// Commands whose first argument is not a key: sent to every primary (the
 /// first reply is the answer), such as `FUNCTION LOAD`, which each
 /// primary needs. (A command without arguments goes to every primary too.)
-const KEYLESS: [&str; 3] = ["PING", "FUNCTION", "SCRIPT"];
+pub(super) const KEYLESS: [&str; 3] = ["PING", "FUNCTION", "SCRIPT"];
 
 /// Where a command goes.
 #[derive(Debug, PartialEq, Eq)]
