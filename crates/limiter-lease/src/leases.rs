@@ -1,0 +1,185 @@
+//! [`Leases`]: the keys this instance holds leases for, in shards under
+//! their own locks, at most a fixed number of them.
+
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::key_lease::KeyLease;
+
+/// Shards: requests on different keys rarely wait on one lock.
+const SHARDS: usize = 16;
+
+/// Keys to their leases, at most `max_keys` of them (rounded up to a
+/// multiple of the shard count).
+#[derive(Debug)]
+pub(crate) struct Leases {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: RandomState,
+    per_shard: usize,
+    lifetime_us: u64,
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    keys: HashMap<Box<str>, KeyLease>,
+    /// No key of the shard can be idle before then: a full shard is not
+    /// swept again until it.
+    no_sweep_before_us: u64,
+}
+
+impl Leases {
+    pub(crate) fn new(max_keys: usize, lifetime_us: u64) -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: RandomState::new(),
+            per_shard: max_keys.div_ceil(SHARDS),
+            lifetime_us,
+        }
+    }
+
+    fn shard(&self, key: &str) -> MutexGuard<'_, Shard> {
+        let index = (self.hasher.hash_one(key) as usize) % SHARDS;
+        self.shards[index]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on `key`'s leases, if held.
+    pub(crate) fn with<R>(&self, key: &str, f: impl FnOnce(&mut KeyLease) -> R) -> Option<R> {
+        self.shard(key).keys.get_mut(key).map(f)
+    }
+
+    /// Runs `f` on `key`'s leases, adding the key if there is room: a full
+    /// shard first drops its idle keys. `None` when there is no room.
+    pub(crate) fn with_new<R>(
+        &self,
+        key: &str,
+        now_us: u64,
+        f: impl FnOnce(&mut KeyLease) -> R,
+    ) -> Option<R> {
+        let mut shard = self.shard(key);
+        if let Some(lease) = shard.keys.get_mut(key) {
+            return Some(f(lease));
+        }
+        if shard.keys.len() >= self.per_shard {
+            shard.sweep(now_us, self.lifetime_us);
+            if shard.keys.len() >= self.per_shard {
+                return None;
+            }
+        }
+        // A new key may be idle at once.
+        shard.no_sweep_before_us = shard.no_sweep_before_us.min(now_us);
+        let lease = shard
+            .keys
+            .entry(Box::from(key))
+            .or_insert_with(|| KeyLease::new(now_us));
+        Some(f(lease))
+    }
+
+    /// Gives up `key`'s units in hand; returns them. The key stays, so
+    /// that a lease in flight settles on it.
+    pub(crate) fn release_key(&self, key: &str) -> u64 {
+        self.with(key, KeyLease::release).unwrap_or(0)
+    }
+
+    /// Gives up every unit in hand, keeping what sizes the next leases;
+    /// returns the units given up.
+    pub(crate) fn release(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|shard| {
+                let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+                shard.keys.values_mut().map(KeyLease::release).sum::<u64>()
+            })
+            .sum()
+    }
+
+    /// The keys held.
+    pub(crate) fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| {
+                shard
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .keys
+                    .len()
+            })
+            .sum()
+    }
+}
+
+impl Shard {
+    /// Drops the idle keys, unless none can be idle yet.
+    fn sweep(&mut self, now_us: u64, lifetime_us: u64) {
+        if now_us < self.no_sweep_before_us {
+            return;
+        }
+        let mut next = u64::MAX;
+        self.keys.retain(|_, lease| {
+            lease.expire(now_us);
+            let idle = lease.is_idle(now_us);
+            if !idle {
+                next = next.min(lease.idle_at(now_us, lifetime_us));
+            }
+            !idle
+        });
+        self.no_sweep_before_us = next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key_lease::{Batch, Grant, Sizing};
+
+    const SIZING: Sizing = Sizing {
+        lifetime_us: 1_000,
+        min_lease: 1,
+        max_lease: 10,
+        refill_percent: 0,
+    };
+
+    fn hold(lease: &mut KeyLease, units: u64, expires_us: u64) {
+        lease.ask(1, 0, &SIZING);
+        let grant = Grant {
+            limit: 10,
+            bound_by: 0,
+            reset_at_us: 0,
+        };
+        let batch = Batch {
+            units,
+            expires_us,
+            taken: 0,
+            depart_us: 0,
+        };
+        lease.granted(batch, grant, 0);
+    }
+
+    #[test]
+    fn a_full_map_makes_room_from_idle_keys_only() {
+        // One key per shard; 400 keys reach every shard.
+        let leases = Leases::new(SHARDS, 1_000);
+        let keys = |prefix: &'static str| (0..400).map(move |i| format!("{prefix}{i}"));
+        let held = keys("held")
+            .filter(|key| {
+                leases
+                    .with_new(key, 0, |lease| hold(lease, 5, 500))
+                    .is_some()
+            })
+            .count();
+        assert_eq!(held, SHARDS);
+        assert!(
+            keys("early").all(|key| leases.with_new(&key, 499, |_| ()).is_none()),
+            "a live lease is never dropped to make room"
+        );
+        assert_eq!(leases.len(), SHARDS);
+        // Once the leases lapse, their keys make room, and so do new keys
+        // that hold nothing.
+        assert!(keys("late").all(|key| leases.with_new(&key, 500, |_| ()).is_some()));
+        assert_eq!(leases.len(), SHARDS);
+        assert_eq!(leases.release(), 0);
+    }
+}
