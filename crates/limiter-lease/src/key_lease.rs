@@ -66,15 +66,18 @@ pub(crate) struct KeyLease {
     remaining: Option<u64>,
     /// The size of the last lease asked, for the refill threshold.
     last_size: u64,
-    /// Units used on the key since `since_us`, when the last lease was asked.
+    /// Units asked of the key since `since_us`, when the last lease was
+    /// asked (none before the first).
     used: u64,
-    since_us: u64,
+    since_us: Option<u64>,
+    /// The demand (units over half a lifetime) the last lease was sized by.
+    demand: u64,
     /// Until then, no lease: a failure policy answered the last one.
     exact_until_us: u64,
 }
 
 impl KeyLease {
-    pub(crate) fn new(now_us: u64) -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             batches: VecDeque::new(),
             grant: None,
@@ -82,7 +85,8 @@ impl KeyLease {
             remaining: None,
             last_size: 0,
             used: 0,
-            since_us: now_us,
+            since_us: None,
+            demand: 0,
             exact_until_us: 0,
         }
     }
@@ -176,31 +180,68 @@ impl KeyLease {
         self.used = self.used.saturating_add(cost);
     }
 
-    /// The size of a lease asked now for a request of `cost` (1 ahead of
-    /// need), and marks it in flight; `None` when none may be asked: one is
-    /// in flight, a failure policy answered the last, or the units in hand
-    /// leave no room for `cost` under the maximum lease.
+    /// The size of a lease asked now for a request of `cost`, and marks it
+    /// in flight; `None` when none may be asked: one is in flight, a failure
+    /// policy answered the last, or the units in hand leave no room for
+    /// `cost` under the maximum lease.
     pub(crate) fn ask(&mut self, cost: u64, now_us: u64, sizing: &Sizing) -> Option<u64> {
-        let room = sizing.max_lease.saturating_sub(self.held());
-        if self.in_flight || now_us < self.exact_until_us || room < cost {
-            return None;
-        }
-        // The demand since the last lease, over half a lifetime.
-        let elapsed = now_us.saturating_sub(self.since_us).max(1);
-        let demand = (u128::from(self.used) * u128::from(sizing.lifetime_us / 2))
-            .div_ceil(u128::from(elapsed));
-        let target = u64::try_from(demand)
-            .unwrap_or(u64::MAX)
-            .clamp(sizing.min_lease, sizing.max_lease);
+        let room = self.room(cost, now_us, sizing)?;
+        self.demand = self.demand(cost, now_us, sizing);
+        let target = self.demand.clamp(sizing.min_lease, sizing.max_lease);
         let size = target
             .min(self.remaining.unwrap_or(u64::MAX))
             .min(room)
             .max(cost);
+        Some(self.asked(size, now_us))
+    }
+
+    /// The size of a lease asked now ahead of need, and marks it in flight;
+    /// `None` when none may be asked, or when the demand seen does not
+    /// promise to use a unit within half a lifetime (it would lapse), or
+    /// the key has no unit left. With nothing asked since the last lease
+    /// (fetched just now), the demand that sized it.
+    pub(crate) fn ask_ahead(&mut self, now_us: u64, sizing: &Sizing) -> Option<u64> {
+        let room = self.room(1, now_us, sizing)?;
+        if self.used > 0 {
+            self.demand = self.demand(0, now_us, sizing);
+        }
+        let size = self
+            .demand
+            .min(sizing.max_lease)
+            .min(self.remaining.unwrap_or(u64::MAX))
+            .min(room);
+        (size > 0).then(|| self.asked(size, now_us))
+    }
+
+    /// Room under the maximum lease, if a lease of at least `cost` may be
+    /// asked now.
+    fn room(&self, cost: u64, now_us: u64, sizing: &Sizing) -> Option<u64> {
+        let room = sizing.max_lease.saturating_sub(self.held());
+        (!self.in_flight && now_us >= self.exact_until_us && room >= cost).then_some(room)
+    }
+
+    /// The units asked since the last lease was asked, `cost` (the
+    /// request asking now) included, at the rate they came, over half a
+    /// lifetime (rounded down); 0 before the first lease, when no rate has
+    /// been seen.
+    fn demand(&self, cost: u64, now_us: u64, sizing: &Sizing) -> u64 {
+        let Some(since_us) = self.since_us else {
+            return 0;
+        };
+        let elapsed = now_us.saturating_sub(since_us).max(1);
+        let units = u128::from(self.used.saturating_add(cost));
+        let demand = units * u128::from(sizing.lifetime_us / 2) / u128::from(elapsed);
+        u64::try_from(demand).unwrap_or(u64::MAX)
+    }
+
+    /// Marks a lease of `size` in flight, asked at `now_us`, from which
+    /// demand is counted anew.
+    fn asked(&mut self, size: u64, now_us: u64) -> u64 {
         self.in_flight = true;
         self.last_size = size;
         self.used = 0;
-        self.since_us = now_us;
-        Some(size)
+        self.since_us = Some(now_us);
+        size
     }
 
     /// The lease in flight was granted: `batch` is in hand (nothing if it
@@ -269,7 +310,7 @@ mod tests {
 
     #[test]
     fn a_lease_follows_demand_within_the_minimum_and_maximum() {
-        let mut key = KeyLease::new(0);
+        let mut key = KeyLease::new();
         assert_eq!(key.ask(1, 0, &SIZING), Some(1), "no demand seen yet");
         assert_eq!(key.ask(1, 0, &SIZING), None, "one in flight at a time");
         key.granted(batch(0, 1_000_000), grant(), 900);
@@ -288,7 +329,7 @@ mod tests {
 
     #[test]
     fn units_are_taken_oldest_first_and_lapse_in_order() {
-        let mut key = KeyLease::new(0);
+        let mut key = KeyLease::new();
         key.ask(1, 0, &SIZING);
         key.granted(batch(3, 100), grant(), 50);
         key.ask(1, 0, &SIZING);
@@ -305,7 +346,7 @@ mod tests {
 
     #[test]
     fn the_refill_threshold_is_a_share_of_the_last_lease() {
-        let mut key = KeyLease::new(0);
+        let mut key = KeyLease::new();
         key.ask(1, 0, &SIZING);
         key.used_exactly(100);
         key.settled();
@@ -313,6 +354,18 @@ mod tests {
         key.granted(batch(100, 1_000_000), grant(), 500);
         assert!(!key.wants_refill(26, 1_000, &SIZING));
         assert!(key.wants_refill(25, 1_000, &SIZING));
+        assert_eq!(
+            key.ask_ahead(1_000, &SIZING),
+            None,
+            "no room under the maximum lease"
+        );
+        key.take(80);
+        assert_eq!(
+            key.ask_ahead(2_000, &SIZING),
+            Some(80),
+            "80 within 1 ms, capped by room"
+        );
+        key.settled();
         key.degraded(5_000);
         assert!(!key.wants_refill(0, 4_999, &SIZING));
         assert_eq!(key.ask(1, 4_999, &SIZING), None);

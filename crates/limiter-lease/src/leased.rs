@@ -242,7 +242,7 @@ impl<L: Limiter> Leased<L> {
         if let Some(taken) = lease.take(cost) {
             let decision = self.leased_decision(lease.grant(), taken, now_us);
             let refill = match lease.wants_refill(taken.left, now_us, &self.sizing) {
-                true => lease.ask(1, now_us, &self.sizing),
+                true => lease.ask_ahead(now_us, &self.sizing),
                 false => None,
             };
             return Plan::Served(decision, refill);
@@ -274,6 +274,10 @@ impl<L: Limiter> Leased<L> {
             let decision = set.decision;
             if decision.allowed {
                 self.settle(&mut pending, sent_us, size, cost, &set);
+                drop(pending);
+                if let Some(size) = self.ahead(key) {
+                    self.refill(key, size).await;
+                }
                 return Ok(set);
             }
             if size == cost {
@@ -287,6 +291,21 @@ impl<L: Limiter> Leased<L> {
             };
             shrunk = true;
         }
+    }
+
+    /// The size of the lease to fetch ahead of need, if the units in hand
+    /// are at or below the refill threshold (and marks it in flight).
+    fn ahead(&self, key: &str) -> Option<u64> {
+        let now_us = self.clock.now_us();
+        self.leases
+            .with(key, |lease| {
+                lease.expire(now_us);
+                match lease.wants_refill(lease.held(), now_us, &self.sizing) {
+                    true => lease.ask_ahead(now_us, &self.sizing),
+                    false => None,
+                }
+            })
+            .flatten()
     }
 
     /// Fetches a lease of `size` ahead of need; a denial or a failure

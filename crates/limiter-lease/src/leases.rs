@@ -74,7 +74,7 @@ impl Leases {
         let lease = shard
             .keys
             .entry(Box::from(key))
-            .or_insert_with(|| KeyLease::new(now_us));
+            .or_insert_with(KeyLease::new);
         Some(f(lease))
     }
 
