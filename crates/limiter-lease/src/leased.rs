@@ -272,6 +272,10 @@ impl<L: Limiter> Leased<L> {
             let sent_us = self.clock.now_us();
             let set = self.inner.acquire_parts(key, size).await?;
             let decision = set.decision;
+            if !is_counted(decision.source) {
+                self.degraded(&mut pending);
+                return Ok(set);
+            }
             if decision.allowed {
                 self.settle(&mut pending, sent_us, size, cost, &set);
                 drop(pending);
@@ -314,16 +318,24 @@ impl<L: Limiter> Leased<L> {
         let mut pending = InFlight::new(&self.leases, key);
         let sent_us = self.clock.now_us();
         if let Ok(set) = self.inner.acquire_parts(key, size).await {
-            match set.decision.allowed {
-                true => self.settle(&mut pending, sent_us, size, 0, &set),
-                false => pending.finish(|lease| lease.denied(set.decision.remaining)),
+            let decision = set.decision;
+            match (is_counted(decision.source), decision.allowed) {
+                (false, _) => self.degraded(&mut pending),
+                (true, true) => self.settle(&mut pending, sent_us, size, 0, &set),
+                (true, false) => pending.finish(|lease| lease.denied(decision.remaining)),
             }
         }
     }
 
+    /// A failure policy answered the lease in flight: it holds nothing,
+    /// and the key is not leased for a lifetime (docs/spec.md section 8.4).
+    fn degraded(&self, pending: &mut InFlight<'_>) {
+        let until_us = self.clock.now_us().saturating_add(self.sizing.lifetime_us);
+        pending.finish(|lease| lease.degraded(until_us));
+    }
+
     /// Puts a granted lease of `size`, sent at `sent_us`, in hand, less the
-    /// `cost` of the request that fetched it; a lease a failure policy
-    /// answered holds nothing and stops leasing the key for a lifetime.
+    /// `cost` of the request that fetched it.
     fn settle(
         &self,
         pending: &mut InFlight<'_>,
@@ -334,14 +346,6 @@ impl<L: Limiter> Leased<L> {
     ) {
         let now_us = self.clock.now_us();
         let decision = set.decision;
-        if !matches!(
-            decision.source,
-            DecisionSource::Backend | DecisionSource::Lease
-        ) {
-            let until_us = now_us.saturating_add(self.sizing.lifetime_us);
-            pending.finish(|lease| lease.degraded(until_us));
-            return;
-        }
         let batch = Batch {
             units: size - cost,
             expires_us: self.expiry(sent_us, set),
@@ -445,6 +449,12 @@ impl Ord for Slowness {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         (self.0 * other.1).cmp(&(other.0 * self.1))
     }
+}
+
+/// Whether a decision's units were counted by the global limiter: not a
+/// failure policy's answer (whose numbers hold no count).
+fn is_counted(source: DecisionSource) -> bool {
+    matches!(source, DecisionSource::Backend | DecisionSource::Lease)
 }
 
 fn micros(duration: Duration) -> u64 {
