@@ -46,16 +46,16 @@ pub struct WrittenNumbers {
 }
 
 /// A whole number of a trace field: its value, or its digits when it does
-/// not fit in a `u64`; `None` when the text is not a whole number.
+/// not fit in a `u64`; `None` when the text is not a whole number (digits
+/// only, as a policy string's: no sign).
 fn whole_number(text: &str) -> Option<Result<u64, String>> {
-    match text.parse::<u64>() {
-        Ok(value) => Some(Ok(value)),
-        Err(_) => {
-            let digits = text.strip_prefix('+').unwrap_or(text);
-            let all_digits = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
-            all_digits.then(|| Err(digits.trim_start_matches('0').to_owned()))
-        }
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
     }
+    Some(
+        text.parse::<u64>()
+            .map_err(|_| text.trim_start_matches('0').to_owned()),
+    )
 }
 
 /// The header of the decisions CSV.

@@ -31,6 +31,7 @@ mod algorithm;
 mod algorithms;
 mod all_of;
 pub mod backend;
+mod backend_failure;
 mod clock;
 mod decision;
 mod divisor;
@@ -47,6 +48,7 @@ mod rate;
 pub use self::{
     algorithm::Algorithm,
     all_of::SetDecision,
+    backend_failure::{BackendFailure, FailureReach},
     clock::{Clock, ManualClock, SystemClock},
     decision::{Decision, DecisionSource},
     error::{Error, ErrorChain, ErrorKind, PolicyError},

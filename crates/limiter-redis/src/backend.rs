@@ -493,7 +493,8 @@ enum Attempt {
 
 impl Shared {
     /// A failed command, classified, with nothing retired or tripped (a
-    /// cluster's: it outlives one node's failure).
+    /// cluster's: it outlives one node's failure, and reaches that node's
+    /// keys alone).
     fn failed(&self, error: RedisError) -> BackendError {
         let (kind, what) = if is_timeout(&error) {
             (BackendErrorKind::Timeout, "no answer in time")
@@ -502,7 +503,9 @@ impl Shared {
         } else {
             (BackendErrorKind::Redis, "command failed")
         };
-        BackendError::new(kind, format!("Redis at {}: {what}", self.url)).with_source(error)
+        BackendError::new(kind, format!("Redis at {}: {what}", self.url))
+            .with_source(error)
+            .on_node()
     }
 
     /// The socket for the next command, by its index: round robin.
