@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use limiter_core::{
-    Decision, DecisionSource, Error, FailurePolicy, Limiter, LimiterExt, ManualClock, Policies,
-    Policy, SetDecision,
+    Decision, DecisionSource, Error, FailurePolicy, FailureReach, Limiter, LimiterExt, ManualClock,
+    Policies, Policy, SetDecision,
 };
 use limiter_lease::{Leased, LeasedBuilder};
 use limiter_memory::MemoryLimiter;
@@ -223,6 +223,18 @@ async fn keys_beyond_the_cap_are_decided_by_the_global_limiter() {
     assert_eq!(counted, 200 + leased_units);
 }
 
+/// The cause of a [`Switch`] that is down.
+#[derive(Debug)]
+struct Down;
+
+impl std::fmt::Display for Down {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("down")
+    }
+}
+
+impl std::error::Error for Down {}
+
 /// The memory backend, or a backend that is down.
 #[derive(Debug)]
 struct Switch {
@@ -236,7 +248,7 @@ impl Switch {
     fn answer(&self, cost: u64) -> Result<(), Error> {
         self.asked.fetch_add(cost, Ordering::SeqCst);
         match self.down.load(Ordering::SeqCst) {
-            true => Err(Error::Backend("down".into())),
+            true => Err(Error::backend(FailureReach::Backend, Down)),
             false => Ok(()),
         }
     }
