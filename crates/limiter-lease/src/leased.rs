@@ -197,11 +197,16 @@ impl<L: Limiter> Leased<L> {
     pub fn held(&self, key: &str) -> u64 {
         let now_us = self.clock.now_us();
         self.leases
-            .with(key, |lease| {
-                lease.expire(now_us);
-                lease.held()
-            })
+            .with_live(key, now_us, |lease| lease.held())
             .unwrap_or(0)
+    }
+
+    /// Units this instance leased and never used: lapsed with their lease,
+    /// given up by [`release`](Self::release) or by
+    /// [`reset`](Limiter::reset). The global limiter counted them (the
+    /// under-admission of docs/spec.md section 8.3).
+    pub fn lapsed(&self) -> u64 {
+        self.leases.lapsed()
     }
 
     /// Gives up every unit in hand, for a shutdown: returns how many.
@@ -210,7 +215,7 @@ impl<L: Limiter> Leased<L> {
     /// lapse: the global limiter keeps them counted until its policy lets
     /// them go. The limiter keeps working: later requests fetch new leases.
     pub async fn release(&self) -> u64 {
-        self.leases.release()
+        self.leases.release(self.clock.now_us())
     }
 
     /// Decides a request: from the units in hand, by fetching a lease, or
@@ -238,7 +243,6 @@ impl<L: Limiter> Leased<L> {
     }
 
     fn plan(&self, lease: &mut KeyLease, cost: u64, now_us: u64) -> Plan {
-        lease.expire(now_us);
         if let Some(taken) = lease.take(cost) {
             let decision = self.leased_decision(lease.grant(), taken, now_us);
             let refill = match lease.wants_refill(taken.left, now_us, &self.sizing) {
@@ -302,8 +306,7 @@ impl<L: Limiter> Leased<L> {
     fn ahead(&self, key: &str) -> Option<u64> {
         let now_us = self.clock.now_us();
         self.leases
-            .with(key, |lease| {
-                lease.expire(now_us);
+            .with_live(key, now_us, |lease| {
                 match lease.wants_refill(lease.held(), now_us, &self.sizing) {
                     true => lease.ask_ahead(now_us, &self.sizing),
                     false => None,
@@ -419,8 +422,7 @@ impl<L: Limiter> Leased<L> {
             return Some(Err(error));
         }
         self.leases
-            .with(key, |lease| {
-                lease.expire(now_us);
+            .with_live(key, now_us, |lease| {
                 let taken = lease.peek(cost)?;
                 if take {
                     if lease.wants_refill(taken.left, now_us, &self.sizing) {
@@ -549,7 +551,7 @@ impl<L: Limiter> Limiter for Leased<L> {
     /// Gives up the key's units in hand (they lapse) and resets it on the
     /// wrapped limiter.
     async fn reset(&self, key: &str) -> Result<(), Error> {
-        self.leases.release_key(key);
+        self.leases.release_key(key, self.clock.now_us());
         self.inner.reset(key).await
     }
 

@@ -4,6 +4,7 @@
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::key_lease::KeyLease;
@@ -19,6 +20,8 @@ pub(crate) struct Leases {
     hasher: RandomState,
     per_shard: usize,
     lifetime_us: u64,
+    /// Units given up unused: lapsed, released or reset.
+    lapsed: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -36,6 +39,7 @@ impl Leases {
             hasher: RandomState::new(),
             per_shard: max_keys.div_ceil(SHARDS),
             lifetime_us,
+            lapsed: AtomicU64::new(0),
         }
     }
 
@@ -51,8 +55,35 @@ impl Leases {
         self.shard(key).keys.get_mut(key).map(f)
     }
 
-    /// Runs `f` on `key`'s leases, adding the key if there is room: a full
-    /// shard first drops its idle keys. `None` when there is no room.
+    /// Runs `f` on `key`'s leases, if held, after dropping those that
+    /// lapsed by `now_us`.
+    pub(crate) fn with_live<R>(
+        &self,
+        key: &str,
+        now_us: u64,
+        f: impl FnOnce(&mut KeyLease) -> R,
+    ) -> Option<R> {
+        let mut shard = self.shard(key);
+        let lease = shard.keys.get_mut(key)?;
+        self.lapse(lease.expire(now_us));
+        Some(f(lease))
+    }
+
+    /// Counts `units` given up unused.
+    fn lapse(&self, units: u64) {
+        if units > 0 {
+            self.lapsed.fetch_add(units, Ordering::Relaxed);
+        }
+    }
+
+    /// Units given up unused so far.
+    pub(crate) fn lapsed(&self) -> u64 {
+        self.lapsed.load(Ordering::Relaxed)
+    }
+
+    /// Runs `f` on `key`'s leases (after dropping those that lapsed by
+    /// `now_us`), adding the key if there is room: a full shard first drops
+    /// its idle keys. `None` when there is no room.
     pub(crate) fn with_new<R>(
         &self,
         key: &str,
@@ -61,10 +92,12 @@ impl Leases {
     ) -> Option<R> {
         let mut shard = self.shard(key);
         if let Some(lease) = shard.keys.get_mut(key) {
+            self.lapse(lease.expire(now_us));
             return Some(f(lease));
         }
         if shard.keys.len() >= self.per_shard {
-            shard.sweep(now_us, self.lifetime_us);
+            let lapsed = shard.sweep(now_us, self.lifetime_us);
+            self.lapse(lapsed);
             if shard.keys.len() >= self.per_shard {
                 return None;
             }
@@ -80,20 +113,32 @@ impl Leases {
 
     /// Gives up `key`'s units in hand; returns them. The key stays, so
     /// that a lease in flight settles on it.
-    pub(crate) fn release_key(&self, key: &str) -> u64 {
-        self.with(key, KeyLease::release).unwrap_or(0)
+    pub(crate) fn release_key(&self, key: &str, now_us: u64) -> u64 {
+        let released = self.with_live(key, now_us, KeyLease::release).unwrap_or(0);
+        self.lapse(released);
+        released
     }
 
     /// Gives up every unit in hand, keeping what sizes the next leases;
     /// returns the units given up.
-    pub(crate) fn release(&self) -> u64 {
-        self.shards
+    pub(crate) fn release(&self, now_us: u64) -> u64 {
+        let released = self
+            .shards
             .iter()
             .map(|shard| {
                 let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
-                shard.keys.values_mut().map(KeyLease::release).sum::<u64>()
+                shard
+                    .keys
+                    .values_mut()
+                    .map(|lease| {
+                        self.lapse(lease.expire(now_us));
+                        lease.release()
+                    })
+                    .sum::<u64>()
             })
-            .sum()
+            .sum();
+        self.lapse(released);
+        released
     }
 
     /// The keys held.
@@ -112,14 +157,16 @@ impl Leases {
 }
 
 impl Shard {
-    /// Drops the idle keys, unless none can be idle yet.
-    fn sweep(&mut self, now_us: u64, lifetime_us: u64) {
+    /// Drops the idle keys, unless none can be idle yet; returns the units
+    /// that lapsed meanwhile.
+    fn sweep(&mut self, now_us: u64, lifetime_us: u64) -> u64 {
         if now_us < self.no_sweep_before_us {
-            return;
+            return 0;
         }
         let mut next = u64::MAX;
+        let mut lapsed = 0;
         self.keys.retain(|_, lease| {
-            lease.expire(now_us);
+            lapsed += lease.expire(now_us);
             let idle = lease.is_idle(now_us);
             if !idle {
                 next = next.min(lease.idle_at(now_us, lifetime_us));
@@ -127,6 +174,7 @@ impl Shard {
             !idle
         });
         self.no_sweep_before_us = next;
+        lapsed
     }
 }
 
@@ -180,6 +228,11 @@ mod tests {
         // that hold nothing.
         assert!(keys("late").all(|key| leases.with_new(&key, 500, |_| ()).is_some()));
         assert_eq!(leases.len(), SHARDS);
-        assert_eq!(leases.release(), 0);
+        assert_eq!(leases.release(500), 0);
+        assert_eq!(
+            leases.lapsed(),
+            5 * SHARDS as u64,
+            "every lease lapsed unused"
+        );
     }
 }

@@ -153,6 +153,7 @@ async fn a_fixed_window_lease_ends_with_its_window() {
         0,
         "lapsed with the window that counted it"
     );
+    assert_eq!(limiter.lapsed(), 9);
     let next = limiter.acquire(KEY, 1).await.unwrap();
     assert_eq!(
         next.source,
@@ -166,15 +167,16 @@ async fn release_and_reset_give_up_the_units_in_hand() {
     let clock = ManualClock::new(0);
     let limiter = leased(global("token-bucket:100/1s", &clock), &clock)
         .min_lease(10)
+        .max_lease(10)
         .build();
     limiter.acquire(KEY, 1).await.unwrap();
     assert_eq!(limiter.release().await, 9);
-    assert_eq!(limiter.held(KEY), 0);
+    assert_eq!((limiter.held(KEY), limiter.lapsed()), (0, 9));
     // No refund: the global limiter still counts them.
     assert_eq!(limiter.inner().try_peek(KEY, 1).unwrap().remaining, 89);
-    limiter.acquire(KEY, 1).await.unwrap();
+    limiter.acquire(KEY, 1).await.unwrap(); // a lease of 10 again
     limiter.reset(KEY).await.unwrap();
-    assert_eq!(limiter.held(KEY), 0);
+    assert_eq!((limiter.held(KEY), limiter.lapsed()), (0, 18));
     assert_eq!(limiter.inner().try_peek(KEY, 1).unwrap().remaining, 99);
 }
 

@@ -87,6 +87,7 @@ proptest! {
         let capacity = policies.max_cost();
         let admitted: u64 = run.admitted.iter().map(|&(_, units)| units).sum();
         prop_assert!(admitted <= capacity, "{} admitted, capacity {}", admitted, capacity);
+        prop_assert_eq!(run.lapsed, 0, "no lease outlives the run");
         prop_assert_eq!(
             admitted + run.held + run.available,
             capacity,

@@ -146,6 +146,7 @@ fn steady_demand_is_decided_from_leases() {
     let run = fleet::run(&policies, lease, &instances);
     assert!(run.refused.is_empty(), "{:?}", run.refused);
     let admitted = run.admitted.len() as u64;
+    assert!(run.lapsed <= 3 * 8, "{} units lapsed", run.lapsed);
     assert!(
         run.leased * 10 >= admitted * 8,
         "{} of {} units from leases",

@@ -53,6 +53,8 @@ pub(crate) struct Run {
     pub(crate) most_held: u64,
     /// Units the instances hold at the end.
     pub(crate) held: u64,
+    /// Units the instances leased and never used, by the end.
+    pub(crate) lapsed: u64,
     /// Units the global limiter can still admit at the end.
     pub(crate) available: u64,
     /// `M` as the instances applied it (capped by the max cost).
@@ -203,6 +205,7 @@ pub(crate) fn run(policies: &Policies, lease: LeaseOptions, instances: &[Instanc
         now += 1;
     }
     let held = leased.iter().map(|instance| instance.held(KEY)).sum();
+    let lapsed = leased.iter().map(Leased::lapsed).sum();
     let available = match global.try_peek(KEY, 1).expect("a valid peek") {
         peeked if peeked.allowed => peeked.remaining + 1,
         peeked => peeked.remaining,
@@ -213,6 +216,7 @@ pub(crate) fn run(policies: &Policies, lease: LeaseOptions, instances: &[Instanc
         refused,
         most_held,
         held,
+        lapsed,
         available,
         max_lease: leased[0].max_lease(),
     }
