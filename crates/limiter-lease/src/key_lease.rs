@@ -1,8 +1,6 @@
 //! [`KeyLease`]: one key's leases on one instance: the units in hand, the
 //! lease in flight, and what sizes the next one (docs/spec.md section 8.1).
 
-use std::collections::VecDeque;
-
 /// The numbers a leased limiter's options fix, resolved against the policies.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Sizing {
@@ -29,7 +27,7 @@ pub(crate) struct Grant {
 }
 
 /// One granted lease's units.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Batch {
     /// Units left.
     pub(crate) units: u64,
@@ -57,8 +55,9 @@ pub(crate) struct Taken {
 /// One key's leases on this instance.
 #[derive(Debug)]
 pub(crate) struct KeyLease {
-    /// Granted leases with units left, oldest (first to lapse) first.
-    batches: VecDeque<Batch>,
+    /// Granted leases with units left, the older (first to lapse) first;
+    /// an empty one (no units) only after a full one.
+    batches: [Batch; 2],
     grant: Option<Grant>,
     /// Whether a lease request is in flight.
     in_flight: bool,
@@ -79,7 +78,7 @@ pub(crate) struct KeyLease {
 impl KeyLease {
     pub(crate) fn new() -> Self {
         Self {
-            batches: VecDeque::new(),
+            batches: [Batch::default(); 2],
             grant: None,
             in_flight: false,
             remaining: None,
@@ -95,20 +94,22 @@ impl KeyLease {
     pub(crate) fn expire(&mut self, now_us: u64) -> u64 {
         let mut lapsed = 0;
         // Expiries follow the order leases were sent in (one in flight at a
-        // time): the front lapses first.
-        while let Some(batch) = self.batches.front() {
-            if batch.expires_us > now_us {
-                break;
-            }
-            lapsed += batch.units;
-            self.batches.pop_front();
+        // time): the older lapses first.
+        while self.batches[0].units > 0 && self.batches[0].expires_us <= now_us {
+            lapsed += self.batches[0].units;
+            self.pop();
         }
         lapsed
     }
 
+    /// Drops the older lease: the newer takes its place.
+    fn pop(&mut self) {
+        self.batches = [self.batches[1], Batch::default()];
+    }
+
     /// Units in hand (call [`expire`](Self::expire) first).
     pub(crate) fn held(&self) -> u64 {
-        self.batches.iter().map(|batch| batch.units).sum()
+        self.batches[0].units + self.batches[1].units
     }
 
     /// The grant the units in hand report.
@@ -118,12 +119,22 @@ impl KeyLease {
 
     /// Whether nothing is in hand or in flight: the key may be dropped.
     pub(crate) fn is_idle(&self, now_us: u64) -> bool {
-        !self.in_flight && self.batches.iter().all(|batch| batch.expires_us <= now_us)
+        !self.in_flight
+            && self
+                .batches
+                .iter()
+                .all(|batch| batch.units == 0 || batch.expires_us <= now_us)
     }
 
     /// When the key becomes idle at the latest, if nothing else happens.
     pub(crate) fn idle_at(&self, now_us: u64, lifetime_us: u64) -> u64 {
-        let held_until = self.batches.back().map_or(now_us, |batch| batch.expires_us);
+        let held_until = self
+            .batches
+            .iter()
+            .filter(|batch| batch.units > 0)
+            .map(|batch| batch.expires_us)
+            .max()
+            .unwrap_or(now_us);
         if self.in_flight {
             held_until.max(now_us.saturating_add(lifetime_us))
         } else {
@@ -136,7 +147,7 @@ impl KeyLease {
     /// first).
     pub(crate) fn peek(&self, cost: u64) -> Option<Taken> {
         let held = self.held();
-        let first = self.batches.front()?;
+        let first = self.batches[0];
         (held >= cost).then(|| Taken {
             left: held - cost,
             depart_us: first.depart_us,
@@ -150,15 +161,13 @@ impl KeyLease {
         let taken = self.peek(cost)?;
         let mut left = cost;
         while left > 0 {
-            let Some(batch) = self.batches.front_mut() else {
-                break;
-            };
+            let batch = &mut self.batches[0];
             let from_this = batch.units.min(left);
             batch.units -= from_this;
             batch.taken += from_this;
             left -= from_this;
             if batch.units == 0 {
-                self.batches.pop_front();
+                self.pop();
             }
         }
         self.used = self.used.saturating_add(cost);
@@ -250,8 +259,24 @@ impl KeyLease {
         self.in_flight = false;
         self.remaining = Some(remaining);
         self.grant = Some(grant);
-        if batch.units > 0 {
-            self.batches.push_back(batch);
+        if batch.units == 0 {
+            return;
+        }
+        match self.batches {
+            [older, _] if older.units == 0 => self.batches[0] = batch,
+            [_, newer] if newer.units == 0 => self.batches[1] = batch,
+            [older, newer] => {
+                // A third lease while two hold units (at most the refill
+                // threshold between them): the two become one that lapses
+                // with the older and queues (leaky bucket) after the newer,
+                // never sooner than the global limiter's schedule.
+                let merged = Batch {
+                    units: older.units + newer.units,
+                    expires_us: older.expires_us,
+                    ..newer
+                };
+                self.batches = [merged, batch];
+            }
         }
     }
 
@@ -275,7 +300,7 @@ impl KeyLease {
     /// Gives up every unit in hand; returns how many.
     pub(crate) fn release(&mut self) -> u64 {
         let held = self.held();
-        self.batches.clear();
+        self.batches = [Batch::default(); 2];
         held
     }
 }
@@ -342,6 +367,19 @@ mod tests {
         assert_eq!(key.expire(200), 4, "the newer lease lapses at its end");
         assert!(key.take(1).is_none());
         assert!(key.is_idle(200));
+    }
+
+    #[test]
+    fn a_third_lease_merges_the_two_in_hand_into_the_sooner_to_lapse() {
+        let mut key = KeyLease::new();
+        for (units, expires_us) in [(2, 100), (3, 200), (10, 300)] {
+            key.ask(1, 0, &SIZING);
+            key.granted(batch(units, expires_us), grant(), 50);
+        }
+        assert_eq!(key.held(), 15);
+        assert_eq!(key.expire(100), 5, "the merged lease lapses with the older");
+        assert_eq!(key.held(), 10);
+        assert_eq!(key.expire(300), 10);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -24,9 +24,37 @@ pub(crate) struct Leases {
     lapsed: AtomicU64,
 }
 
+/// A key's leases, under its key's hash.
+#[derive(Debug)]
+struct Entry {
+    key: Box<str>,
+    lease: KeyLease,
+}
+
+/// The key's hash, computed once (it picks the shard too): a key whose
+/// hash another key holds is not leased, and is decided exactly.
+#[derive(Debug, Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+}
+
 #[derive(Debug, Default)]
 struct Shard {
-    keys: HashMap<Box<str>, KeyLease>,
+    keys: HashMap<u64, Entry, BuildHasherDefault<Prehashed>>,
     /// No key of the shard can be idle before then: a full shard is not
     /// swept again until it.
     no_sweep_before_us: u64,
@@ -43,16 +71,21 @@ impl Leases {
         }
     }
 
-    fn shard(&self, key: &str) -> MutexGuard<'_, Shard> {
-        let index = (self.hasher.hash_one(key) as usize) % SHARDS;
-        self.shards[index]
+    /// `key`'s hash and its shard, locked. The shard is read from the
+    /// hash's middle bits: the map reads the low ones and the top seven.
+    fn shard(&self, key: &str) -> (u64, MutexGuard<'_, Shard>) {
+        let hash = self.hasher.hash_one(key);
+        let index = ((hash >> 32) as usize) % SHARDS;
+        let shard = self.shards[index]
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner);
+        (hash, shard)
     }
 
     /// Runs `f` on `key`'s leases, if held.
     pub(crate) fn with<R>(&self, key: &str, f: impl FnOnce(&mut KeyLease) -> R) -> Option<R> {
-        self.shard(key).keys.get_mut(key).map(f)
+        let (hash, mut shard) = self.shard(key);
+        shard.lease(hash, key).map(f)
     }
 
     /// Runs `f` on `key`'s leases, if held, after dropping those that
@@ -63,8 +96,8 @@ impl Leases {
         now_us: u64,
         f: impl FnOnce(&mut KeyLease) -> R,
     ) -> Option<R> {
-        let mut shard = self.shard(key);
-        let lease = shard.keys.get_mut(key)?;
+        let (hash, mut shard) = self.shard(key);
+        let lease = shard.lease(hash, key)?;
         self.lapse(lease.expire(now_us));
         Some(f(lease))
     }
@@ -90,10 +123,13 @@ impl Leases {
         now_us: u64,
         f: impl FnOnce(&mut KeyLease) -> R,
     ) -> Option<R> {
-        let mut shard = self.shard(key);
-        if let Some(lease) = shard.keys.get_mut(key) {
-            self.lapse(lease.expire(now_us));
-            return Some(f(lease));
+        let (hash, mut shard) = self.shard(key);
+        if let Some(entry) = shard.keys.get_mut(&hash) {
+            if *entry.key != *key {
+                return None;
+            }
+            self.lapse(entry.lease.expire(now_us));
+            return Some(f(&mut entry.lease));
         }
         if shard.keys.len() >= self.per_shard {
             let lapsed = shard.sweep(now_us, self.lifetime_us);
@@ -104,11 +140,11 @@ impl Leases {
         }
         // A new key may be idle at once.
         shard.no_sweep_before_us = shard.no_sweep_before_us.min(now_us);
-        let lease = shard
-            .keys
-            .entry(Box::from(key))
-            .or_insert_with(KeyLease::new);
-        Some(f(lease))
+        let entry = shard.keys.entry(hash).or_insert_with(|| Entry {
+            key: Box::from(key),
+            lease: KeyLease::new(),
+        });
+        Some(f(&mut entry.lease))
     }
 
     /// Gives up `key`'s units in hand; returns them. The key stays, so
@@ -130,7 +166,7 @@ impl Leases {
                 shard
                     .keys
                     .values_mut()
-                    .map(|lease| {
+                    .map(|Entry { lease, .. }| {
                         self.lapse(lease.expire(now_us));
                         lease.release()
                     })
@@ -157,6 +193,14 @@ impl Leases {
 }
 
 impl Shard {
+    /// `key`'s leases, if held under `hash`.
+    fn lease(&mut self, hash: u64, key: &str) -> Option<&mut KeyLease> {
+        self.keys
+            .get_mut(&hash)
+            .filter(|entry| *entry.key == *key)
+            .map(|entry| &mut entry.lease)
+    }
+
     /// Drops the idle keys, unless none can be idle yet; returns the units
     /// that lapsed meanwhile.
     fn sweep(&mut self, now_us: u64, lifetime_us: u64) -> u64 {
@@ -165,7 +209,7 @@ impl Shard {
         }
         let mut next = u64::MAX;
         let mut lapsed = 0;
-        self.keys.retain(|_, lease| {
+        self.keys.retain(|_, Entry { lease, .. }| {
             lapsed += lease.expire(now_us);
             let idle = lease.is_idle(now_us);
             if !idle {
