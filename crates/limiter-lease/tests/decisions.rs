@@ -328,3 +328,70 @@ async fn leases_in_hand_serve_through_an_outage_then_the_failure_policy_answers(
     assert_eq!(back.source, DecisionSource::Backend, "a lease again");
     assert!(limiter.held(KEY) > 0);
 }
+
+/// The memory backend behind a gate: calls wait while it is shut.
+#[derive(Debug)]
+struct Gate {
+    global: MemoryLimiter,
+    open: AtomicBool,
+}
+
+/// Ready once the gate is open.
+struct Opened<'a>(&'a AtomicBool);
+
+impl std::future::Future for Opened<'_> {
+    type Output = ();
+
+    fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        match self.0.load(Ordering::SeqCst) {
+            true => std::task::Poll::Ready(()),
+            false => std::task::Poll::Pending,
+        }
+    }
+}
+
+#[async_trait]
+impl Limiter for Gate {
+    fn policies(&self) -> &Policies {
+        self.global.policies()
+    }
+
+    async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        self.acquire_parts(key, cost).await.map(|set| set.decision)
+    }
+
+    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+        Opened(&self.open).await;
+        self.global.try_acquire_parts(key, cost)
+    }
+
+    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        self.global.try_peek(key, cost)
+    }
+
+    async fn reset(&self, key: &str) -> Result<(), Error> {
+        self.global.remove(key);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_lease_request_dropped_unanswered_lets_the_key_ask_again() {
+    let clock = ManualClock::new(0);
+    let gate = Gate {
+        global: global("token-bucket:100/1s", &clock),
+        open: AtomicBool::new(false),
+    };
+    let limiter = leased(gate, &clock).min_lease(10).max_lease(10).build();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut waiting = limiter.acquire(KEY, 1);
+    assert!(
+        waiting.as_mut().poll(&mut cx).is_pending(),
+        "the lease is in flight"
+    );
+    drop(waiting);
+    limiter.inner().open.store(true, Ordering::SeqCst);
+    let decision = limiter.acquire(KEY, 1).await.unwrap();
+    assert_eq!(decision.source, DecisionSource::Backend);
+    assert_eq!(limiter.held(KEY), 9, "a lease, not a request sent alone");
+}
