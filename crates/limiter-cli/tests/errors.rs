@@ -284,7 +284,7 @@ fn compare_rejects_a_bad_trace_and_a_bad_policy() {
 }
 
 /// A set carries its own numbers: `--capacity` (or `--limit`, …) beside
-/// `--set` was silently ignored; it is a usage error naming both.
+/// `--set` is a usage error naming both.
 #[test]
 fn compare_refuses_policy_numbers_beside_a_set() {
     for flag in [

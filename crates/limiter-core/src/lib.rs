@@ -44,6 +44,8 @@ mod policies;
 mod policy;
 mod policy_text;
 mod rate;
+#[cfg(feature = "trace")]
+pub mod trace;
 
 pub use self::{
     algorithm::Algorithm,

@@ -9,7 +9,8 @@ use std::sync::Arc;
 #[non_exhaustive]
 pub enum BackendErrorKind {
     /// The limiter's configuration is invalid (a bad URL, a zero pool size
-    /// or timeout, a key prefix with braces), reported by
+    /// or timeout, a key prefix with braces, a single-server backend
+    /// pointed at a Redis Cluster node), reported by
     /// [`RedisLimiterBuilder::build`](crate::RedisLimiterBuilder::build)
     /// before any round trip; or a call from outside any Tokio runtime
     /// finds none to run on (the backend never met one, or the first it

@@ -609,7 +609,7 @@ mod tests {
         );
         assert_eq!(args.len(), 5);
 
-        // Not uniform, or alone: every request's key, as before.
+        // Not uniform, or alone: every request's key.
         let mixed = [request("a", Mode::Acquire, 1), request("a", Mode::Peek, 1)];
         assert_eq!(fcall_arguments(&mixed, Keys::Declared).0.len(), 3 + 2 + 1);
         let alone = [request("a", Mode::Acquire, 1)];

@@ -262,3 +262,68 @@ async fn a_killed_primary_degrades_its_own_keys_alone() {
     );
     assert!(!limiter.is_failing(), "no outage for one node");
 }
+
+/// A whole shard lost (a primary and its replica), under Redis's default
+/// `cluster-require-full-coverage yes`: once the cluster refuses every key
+/// (`CLUSTERDOWN`), the failure reaches the whole backend, so the wrapper
+/// starts an outage and answers every caller at once, rather than each
+/// waiting out a command timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_that_refuses_every_key_is_an_outage() {
+    const TIMEOUT: Duration = Duration::from_millis(500);
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .unwrap(),
+    );
+    let backend = RedisBackend::cluster(cluster.seed_urls())
+        .command_timeout(TIMEOUT)
+        .build_lazy()
+        .unwrap();
+    let limiter = fail_open(
+        &backend,
+        Policy::fixed_window(Rate::per_hour(1_000_000))
+            .unwrap()
+            .into(),
+    )
+    .await;
+    let survivor = cluster.primaries()[1].clone();
+    let key = (0..)
+        .map(|i| format!("user-{i}"))
+        .find(|key| cluster.node_for_key(&limiter.inner().redis_key(key)) == survivor)
+        .unwrap();
+    assert_eq!(
+        limiter.acquire(&key, 1).await.unwrap().source,
+        DecisionSource::Backend
+    );
+    let killer = Arc::clone(&cluster);
+    tokio::task::spawn_blocking(move || killer.kill_shard(0))
+        .await
+        .unwrap();
+    // The survivors declare the cluster down within a node timeout or two.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !limiter.is_failing() {
+        assert!(
+            Instant::now() < deadline,
+            "no outage after the shard was lost"
+        );
+        limiter.acquire(&key, 1).await.unwrap();
+    }
+    let error = limiter.inner().acquire(&key, 1).await.unwrap_err();
+    assert_eq!(
+        error.reach(),
+        Some(FailureReach::Backend),
+        "{}",
+        error.chain()
+    );
+    for _ in 0..20 {
+        let started = Instant::now();
+        let decision = limiter.acquire(&key, 1).await.unwrap();
+        assert_eq!(decision.source, DecisionSource::FailOpen);
+        assert!(
+            started.elapsed() < TIMEOUT / 5,
+            "answered at once in an outage, not after {:?}",
+            started.elapsed()
+        );
+    }
+}
