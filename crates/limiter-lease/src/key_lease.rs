@@ -229,10 +229,12 @@ impl KeyLease {
         (!self.in_flight && now_us >= self.exact_until_us && room >= cost).then_some(room)
     }
 
-    /// The units asked since the last lease was asked, `cost` (the
+    /// The units admitted since the last lease was asked, `cost` (the
     /// request asking now) included, at the rate they came, over half a
-    /// lifetime (rounded down); 0 before the first lease, when no rate has
-    /// been seen.
+    /// lifetime (rounded down), and at most twice those units: a lease
+    /// grows at most twofold a time, so that two requests close together
+    /// do not take the maximum lease. 0 before the first lease, when no
+    /// rate has been seen.
     fn demand(&self, cost: u64, now_us: u64, sizing: &Sizing) -> u64 {
         let Some(since_us) = self.since_us else {
             return 0;
@@ -240,7 +242,7 @@ impl KeyLease {
         let elapsed = now_us.saturating_sub(since_us).max(1);
         let units = u128::from(self.used.saturating_add(cost));
         let demand = units * u128::from(sizing.lifetime_us / 2) / u128::from(elapsed);
-        u64::try_from(demand).unwrap_or(u64::MAX)
+        u64::try_from(demand.min(2 * units)).unwrap_or(u64::MAX)
     }
 
     /// Marks a lease of `size` in flight, asked at `now_us`, from which
@@ -339,13 +341,18 @@ mod tests {
         assert_eq!(key.ask(1, 0, &SIZING), Some(1), "no demand seen yet");
         assert_eq!(key.ask(1, 0, &SIZING), None, "one in flight at a time");
         key.granted(batch(0, 1_000_000), grant(), 900);
-        // 10 units in 10 ms: 1,000/s, half a second's worth is 500, capped.
+        // 10 units (and the request's) in 10 ms: 1,100/s, half a second's
+        // worth is 550, but a lease grows at most twofold.
         key.used_exactly(10);
-        assert_eq!(key.ask(1, 10_000, &SIZING), Some(100));
+        assert_eq!(key.ask(1, 10_000, &SIZING), Some(22));
+        key.granted(batch(0, 1_000_000), grant(), 900);
+        // 60 units in 1 ms: far more than the maximum.
+        key.used_exactly(60);
+        assert_eq!(key.ask(1, 11_000, &SIZING), Some(100));
         key.granted(batch(100, 1_000_000), grant(), 40);
-        key.expire(10_000);
+        key.expire(11_000);
         assert!(key.take(60).is_some());
-        // 60 units in 10 ms again, but the key has 40 left and 40 are in hand.
+        // 60 units in 9 ms again, but the key has 40 left and 40 are in hand.
         assert_eq!(key.ask(1, 20_000, &SIZING), Some(40));
         key.settled();
         key.denied(3);
