@@ -7,8 +7,8 @@ use std::time::Duration;
 use limiter_core::Error;
 use redis::{AsyncConnectionConfig, Client, ConnectionInfo, IntoConnectionInfo};
 
-use crate::backend::{Connector, RedisBackend};
-use crate::cluster::ClusterClient;
+use crate::connection::backend::{Connector, RedisBackend};
+use crate::connection::cluster::ClusterClient;
 use crate::error::BackendError;
 
 /// Builds a [`RedisBackend`]; made by [`RedisBackend::builder`] or
