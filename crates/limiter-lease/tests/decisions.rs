@@ -395,3 +395,27 @@ async fn a_lease_request_dropped_unanswered_lets_the_key_ask_again() {
     assert_eq!(decision.source, DecisionSource::Backend);
     assert_eq!(limiter.held(KEY), 9, "a lease, not a request sent alone");
 }
+
+#[tokio::test]
+async fn a_tiered_set_leases_from_every_part_and_reports_the_bound_one() {
+    let clock = ManualClock::new(0);
+    let tiers: Policies = "sliding-log:100/1s;token-bucket:10/1s,capacity=20"
+        .parse()
+        .unwrap();
+    let global = MemoryLimiter::builder(tiers).clock(clock.clone()).build();
+    let limiter = leased(global, &clock).min_lease(50).build();
+    assert_eq!(limiter.max_lease(), 20, "capped by the set's max cost");
+    let first = limiter.acquire(KEY, 1).await.unwrap();
+    assert_eq!(first.source, DecisionSource::Backend);
+    // The bucket bound the lease of 20: its limit (capacity) and index.
+    assert_eq!((first.limit, first.remaining, first.bound_by), (20, 0, 1));
+    let next = limiter.acquire(KEY, 1).await.unwrap();
+    assert_eq!(next.source, DecisionSource::Lease);
+    assert_eq!((next.limit, next.remaining, next.bound_by), (20, 18, 1));
+    let parts = limiter.inner().try_peek_parts(KEY, 1).unwrap();
+    assert_eq!(
+        parts.parts()[0].remaining,
+        79,
+        "the log counted the lease too"
+    );
+}
