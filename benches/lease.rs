@@ -1,5 +1,5 @@
 //! A warm lease beside the memory backend, per decision, single thread
-//! (docs/lease.md): `lease/warm/{1,10000}-keys`.
+//! (docs/lease.md): `lease/warm/{1,1000,10000}-keys`.
 //!
 //! The leased limiter wraps a `MemoryLimiter` as its global limiter, so a
 //! lease costs no round trip here: what is measured is the decision taken
@@ -40,7 +40,7 @@ fn warm(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    for key_count in [1, 10_000] {
+    for key_count in [1, 1_000, 10_000] {
         let keys = keys(key_count);
         let memory = MemoryLimiter::new(generous());
         let leased = Leased::builder(MemoryLimiter::new(generous()))
