@@ -28,9 +28,13 @@
 //! serve now (a slot moved or moving), the call writes nothing and says
 //! so, and each of its requests is decided alone, following the
 //! cluster's redirects. A sliding log kept in a sorted set cannot be read
-//! up front: its requests queue per slot, on one server too, so only
-//! decisions on one key (a global limit, say) share calls, and a key that
-//! holds another type fails the calls of its slot alone.
+//! up front: its requests queue per slot, so only decisions on one key
+//! (a global limit, say) share calls.
+//!
+//! A key that holds another type than its state's fails its own requests
+//! alone: a string state is read with `MGET` (which reads another type as
+//! none) and written over with `SET`; a sorted set's first read is
+//! protected, and its request answered as not decided, writing nothing.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -79,16 +83,11 @@ pub(crate) struct Decider {
 /// share a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Grouping {
-    /// One server, every part's state a string: one lane.
+    /// One server: one lane.
     One,
     /// A cluster, every part's state a string: a lane per primary.
     Node,
-    /// Some part's state a sorted set: a lane per slot. A sorted set is
-    /// read as the call reaches its request, so a key that holds another
-    /// type fails the call there (`WRONGTYPE`), after the requests before
-    /// it wrote: only requests of its slot share that call. (A string
-    /// state is read up front with `MGET`, which reads another type as
-    /// none, and written over with `SET`.)
+    /// A cluster, some part's state a sorted set: a lane per slot.
     Slot,
 }
 
@@ -146,9 +145,9 @@ impl Decider {
         function: LuaFunction,
     ) -> Self {
         let grouping = match (backend.is_cluster(), function.decides_across_slots()) {
-            (_, false) => Grouping::Slot,
-            (false, true) => Grouping::One,
+            (false, _) => Grouping::One,
             (true, true) => Grouping::Node,
+            (true, false) => Grouping::Slot,
         };
         Self {
             grouping,
@@ -160,8 +159,8 @@ impl Decider {
         }
     }
 
-    /// `request`'s lane: its slot (every part's key shares it) or, on a
-    /// cluster, its primary; else the one lane. A primary not known yet
+    /// `request`'s lane: on a cluster its primary, or its slot (every
+    /// part's key shares it); else the one lane. A primary not known yet
     /// (the backend connects on first use) has a lane of its own.
     fn lane(&self, request: &Request) -> u16 {
         match self.grouping {
@@ -171,7 +170,7 @@ impl Decider {
         }
     }
 
-    /// `request`'s slot (on a cluster, or not).
+    /// `request`'s slot on a cluster.
     fn slot(&self, request: &Request) -> u16 {
         self.keys[0].slot(&request.key)
     }
@@ -404,6 +403,13 @@ impl Decider {
     /// converted, then combined (docs/spec.md section 7).
     fn read(&self, record: &[u8], time_us: u64, cost: u64) -> Result<Answer, BackendError> {
         let parts = self.policies.parts();
+        if scripts::holds_another_type(parts, record) {
+            return Err(BackendError::new(
+                BackendErrorKind::Redis,
+                "WRONGTYPE: a key of this request holds another type than its sorted set; \
+                 not decided, nothing written",
+            ));
+        }
         if parts.len() == 1 {
             let mut one = None;
             scripts::read_reply(parts, record, time_us, |part| one = Some(part.decision))

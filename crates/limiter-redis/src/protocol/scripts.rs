@@ -29,6 +29,7 @@
 //! | `ARGV[1]`, hot key's batch | `<dddd`: the three, then R |
 //! | reply | `<d` the call's Redis `TIME` in µs (0 when no request read it), then R records |
 //! | record | per part: allowed (0/1), remaining, retry_after, reset_after, t_eff (ticks); then reset_now when P > 1; then wait for a leaky bucket ([`part_fields`]) |
+//! | record, a key of another type | some part's t_eff is -1: its sorted set's key holds another type (`WRONGTYPE`); the request is not decided and nothing of it is written ([`holds_another_type`]) |
 //! | reply, a cross-slot batch one of whose keys the node does not serve now | the integer 0, nothing written ([`is_elsewhere`]) |
 
 use std::fmt::Write as _;
@@ -434,6 +435,17 @@ fn whole(field: &[u8]) -> Option<u64> {
         .then_some(value as u64)
 }
 
+/// Whether a request's record says some part's key holds another type than
+/// its state (`t_eff` of -1: the request was not decided, nothing written).
+pub(crate) fn holds_another_type(parts: &[Policy], record: &[u8]) -> bool {
+    let mut at = 0;
+    parts.iter().any(|policy| {
+        let t_eff = record.get(8 * (at + 4)..8 * (at + 5));
+        at += part_fields(policy, parts.len());
+        t_eff.is_some_and(|bytes| bytes == (-1.0f64).to_le_bytes())
+    })
+}
+
 /// Reads one request's record, decided at `time_us`, for `parts`, calling
 /// `each` with every part's answer in order; `None` if the record has
 /// another shape (the wire format of this module's doc).
@@ -612,7 +624,10 @@ mod tests {
     }
 
     /// Where the generated examples are checked in.
-    const GENERATED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/protocol/scripts/generated");
+    const GENERATED: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/protocol/scripts/generated"
+    );
 
     /// `actual` against the checked-in `file`, or written there when
     /// `LIMITER_BLESS` is set.

@@ -19,6 +19,11 @@
 -- Every value stays below 2^53, exact in Lua's doubles. A denial writes
 -- nothing (not even the dropping of old entries); an admission sets the
 -- key's TTL to its reset_after, W (at least the floor).
+--
+-- A key that holds another type than a sorted set fails its first read
+-- (WRONGTYPE): the request is then not decided, with t_eff = -1 (the wire
+-- format's mark of it) and nothing written, and the call goes on with its
+-- other requests, so one such key fails its own requests alone.
 
 -- Commits an admission of n at t_eff on key (see sliding_log): drops the
 -- entries before base_ts (its text; false: none to drop), removes the
@@ -56,7 +61,8 @@ end
 local function sliding_log(key, tick, W, L)
   local t = floor(time_us / tick)
   -- The newest entry: T_s and the running total.
-  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  local newest = redis.pcall('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  if newest.err then return false, 0, 0, 0, 0, 0, -1 end
   local newest_total, newest_ts = 0, 0
   if newest[1] then
     newest_total = tonumber(newest[1])
