@@ -293,6 +293,26 @@ impl TickDecision {
 }
 
 #[cfg(test)]
+mod source_tests {
+    use super::DecisionSource;
+
+    #[test]
+    fn only_a_failure_policys_answer_is_degraded() {
+        let sources = [
+            (DecisionSource::Backend, "backend", false),
+            (DecisionSource::Lease, "lease", false),
+            (DecisionSource::FailOpen, "fail-open", true),
+            (DecisionSource::FailClosed, "fail-closed", true),
+            (DecisionSource::Fallback, "fallback", true),
+        ];
+        for (source, name, degraded) in sources {
+            assert_eq!((source.name(), source.to_string()), (name, name.to_owned()));
+            assert_eq!(source.is_degraded(), degraded, "{source}");
+        }
+    }
+}
+
+#[cfg(test)]
 mod conversion_tests {
     use crate::backend::{AlgorithmState, TokenBucket};
     use crate::{Policy, Rate};
