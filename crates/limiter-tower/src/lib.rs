@@ -115,6 +115,6 @@ pub use self::{
 
 #[cfg(feature = "config")]
 pub use self::{
-    config::{Config, ConfigError, ConfigErrorKind},
+    config::{Config, ConfigError, ConfigErrorKind, DEFAULT_MAX_KEYS},
     registry::Registry,
 };
