@@ -477,9 +477,9 @@ impl OnFailure {
 pub(crate) struct NamedPolicy {
     pub(crate) policies: Policies,
     key: KeyExtractor,
-    trusted: Vec<IpNet>,
+    pub(crate) trusted: Vec<IpNet>,
     headers: HeaderStyle,
-    allow_ips: Vec<IpNet>,
+    pub(crate) allow_ips: Vec<IpNet>,
     allow_keys: Vec<String>,
     pub(crate) on_failure: OnFailure,
     /// Whether the layer checks a ban list.

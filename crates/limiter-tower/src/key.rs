@@ -481,6 +481,21 @@ impl IpNet {
     }
 }
 
+impl IpNet {
+    /// Whether this block holds every address of its family: `0.0.0.0/0`
+    /// or `::/0`.
+    pub fn is_everything(&self) -> bool {
+        self.prefix == 0
+    }
+}
+
+/// `ADDRESS/PREFIX`, the address normalized: `10.0.0.0/8`, `::/0`.
+impl fmt::Display for IpNet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
 /// The top `prefix` of the `bits` low bits of `value`.
 fn masked(value: u128, bits: u32, prefix: u8) -> u128 {
     let keep = u32::from(prefix);

@@ -95,6 +95,8 @@ mod observe;
 mod registry;
 mod response;
 mod shaping;
+#[cfg(feature = "config")]
+mod startup_warnings;
 
 pub use self::{
     ban::{BanList, Penalty},

@@ -82,8 +82,10 @@ impl Registry {
         registry
     }
 
-    /// No layers yet, for `config`'s file.
+    /// No layers yet, for `config`'s file; warns of what `config` most
+    /// likely does not mean (see `startup_warnings`).
     fn empty(config: &Config) -> Self {
+        crate::startup_warnings::warn_about(config);
         Self {
             file: config.file().to_owned(),
             layers: BTreeMap::new(),
