@@ -1,6 +1,5 @@
 //! Memory per key of limiter-memory and of governor's keyed limiter, by
-//! the same method: the bytes-per-key target of docs/benchmarks.md
-//! ("Memory per key"), reproducible.
+//! the same method (docs/benchmarks.md, "Memory per key").
 //!
 //! ```sh
 //! cargo bench -p limiter-benches --bench bytes_per_key -- [KEYS]

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use limiter_cli::trace::{decision_row, TraceError, TraceReader, TraceRequest};
+use limiter_core::trace::{decision_row, TraceError, TraceReader, TraceRequest};
 
 fuzz_target!(|data: &[u8]| {
     for result in TraceReader::new(data) {

@@ -144,9 +144,8 @@ pub(crate) fn backend_failure(backend: &BackendArgs, what: &str, error: &Error) 
 /// core's `backend error` and `invalid configuration` wrappers.
 pub(crate) fn reason(error: &Error) -> String {
     match error {
-        Error::Backend(inner) | Error::InvalidConfig(inner) => {
-            ErrorChain(inner.as_ref()).to_string()
-        }
+        Error::Backend(failure) => ErrorChain(failure.get_ref()).to_string(),
+        Error::InvalidConfig(inner) => ErrorChain(inner.as_ref()).to_string(),
         other => other.chain().to_string(),
     }
 }

@@ -42,9 +42,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The ceiling's script.
 const CEILING_SCRIPT: &str = "return 1";
 /// On Redis, the ceiling and the limiter each run in this many slices of
-/// the duration, alternating: measured one after the other, a shared
-/// machine's load changed between the two phases and moved the ratio
-/// (a ceiling of 82 to 195 k/s from one run to the next).
+/// the duration, alternating, so that a shared machine's changing load
+/// weighs on both phases alike and the ratio holds from run to run.
 const SLICES: u32 = 5;
 /// A task yields to the runtime after this many calls: one that decides
 /// without I/O (memory, or a failure policy while Redis is down) would
@@ -276,8 +275,9 @@ async fn connect_redis(
 /// The ceiling's calls go through the client the limiter's own calls use,
 /// so that the ratio compares the decisions with what that same client
 /// and server give a trivial script: a comparison through a slower client
-/// would flatter the limiter (redis-rs's cluster connection gave about
-/// two thirds of this crate's cluster routing's calls/s, docs/benchmarks.md).
+/// would flatter the limiter (redis-rs's cluster connection gives fewer
+/// calls a second than this crate's cluster routing, docs/benchmarks.md,
+/// "Redis Cluster beside one server").
 #[derive(Clone)]
 enum CeilingClient {
     /// One server: one multiplexed redis-rs connection, as the backend's.

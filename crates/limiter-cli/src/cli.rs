@@ -247,16 +247,16 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "ALG", value_parser = AlgorithmParser, requires_all = ["limit", "window"])]
     pub algorithm: Option<Algorithm>,
     /// Units admitted per window (for the buckets: the refill or drain rate per window).
-    #[arg(long, value_name = "L", requires = "algorithm")]
+    #[arg(long, value_name = "L", value_parser = parse_whole_number, requires = "algorithm")]
     pub limit: Option<u64>,
     /// The window: an integer with a unit, us, ms, s, m, h or d (e.g. 250ms, 10s, 1m).
     #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "algorithm")]
     pub window: Option<Duration>,
     /// Token bucket only: the largest burst [default: the limit].
-    #[arg(long, value_name = "C", requires = "algorithm")]
+    #[arg(long, value_name = "C", value_parser = parse_whole_number, requires = "algorithm")]
     pub capacity: Option<u64>,
     /// Leaky bucket only: how many units may wait in the queue [default: the limit].
-    #[arg(long, value_name = "Q", requires = "algorithm")]
+    #[arg(long, value_name = "Q", value_parser = parse_whole_number, requires = "algorithm")]
     pub queue: Option<u64>,
     /// Where decisions are made.
     #[command(flatten)]
@@ -332,6 +332,16 @@ pub struct CompareArgs {
 /// (docs/spec.md section 7), with the core's parser and its messages.
 pub(crate) fn parse_policies(text: &str) -> Result<Policies, PolicyError> {
     text.parse()
+}
+
+/// Parses `--limit`, `--capacity` or `--queue`: digits only, as in a
+/// policy string (`u64::from_str` also takes a leading `+`).
+fn parse_whole_number(text: &str) -> Result<u64, String> {
+    if text.is_empty() || !text.bytes().all(|byte| byte.is_ascii_digit()) {
+        return Err(format!("{text:?} is not a whole number (digits only)"));
+    }
+    text.parse()
+        .map_err(|_| format!("{text} is above the largest number, {}", u64::MAX))
 }
 
 /// Parses an algorithm with the core's parser (whose error lists the five

@@ -195,7 +195,8 @@ mod tests {
                 let path = entry.unwrap().path();
                 let file = std::fs::File::open(&path).unwrap();
                 let mut check = EpochUnitCheck::new();
-                for request in crate::trace::TraceReader::new(std::io::BufReader::new(file)) {
+                for request in limiter_core::trace::TraceReader::new(std::io::BufReader::new(file))
+                {
                     check.observe(request.unwrap().time_us);
                 }
                 assert_eq!(check.likely_unit(), None, "{}", path.display());

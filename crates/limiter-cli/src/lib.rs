@@ -18,7 +18,6 @@ mod json_string;
 mod progress;
 pub mod replay;
 mod step_back;
-pub mod trace;
 
 pub use self::failure::Failure;
 

@@ -12,7 +12,7 @@ use crate::failure::Failure;
 use crate::input::{open_trace, trace_name};
 use crate::progress::Progress;
 use crate::step_back::{self, StepBackCheck};
-use crate::trace::{decision_row, TraceReader, DECISION_HEADER};
+use limiter_core::trace::{decision_row, TraceReader, DECISION_HEADER};
 
 /// Replays `args.trace` and writes the decisions to stdout.
 ///

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
 
-use limiter_cli::trace::{decision_row, TraceReader, DECISION_HEADER};
 use limiter_core::backend::KeyState;
+use limiter_core::trace::{decision_row, TraceReader, DECISION_HEADER};
 use limiter_core::{parse_duration, Policy, Rate};
 
 fn vectors_dir() -> PathBuf {

@@ -45,6 +45,45 @@ fn a_malformed_row_names_its_line_and_field() {
 }
 
 #[test]
+fn numbers_are_digits_only_as_in_a_policy_string() {
+    let output = replay_with(&["-"], "t_us,key,cost\n+1,a,1\n");
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.contains("line 2, field t_us: \"+1\" is not a whole number"),
+        "{message}"
+    );
+    let output = replay_with(&["-"], "t_us,key,cost\n1,a,+1\n");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("line 2, field cost"),
+        "{}",
+        stderr(&output)
+    );
+    for (limit, capacity) in [("+5", "5"), ("5", "+5")] {
+        let args = [
+            "replay",
+            "--algorithm",
+            "token-bucket",
+            "--limit",
+            limit,
+            "--window",
+            "1s",
+            "--capacity",
+            capacity,
+            "-",
+        ];
+        let output = run(&args, "t_us,key,cost\n");
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let message = stderr(&output);
+        assert!(
+            message.contains("\"+5\" is not a whole number"),
+            "{args:?}: {message}"
+        );
+    }
+}
+
+#[test]
 fn a_bad_header_is_reported() {
     let output = replay_with(&["-"], "time,key\n1,a\n");
     assert_eq!(output.status.code(), Some(1));
@@ -245,7 +284,7 @@ fn compare_rejects_a_bad_trace_and_a_bad_policy() {
 }
 
 /// A set carries its own numbers: `--capacity` (or `--limit`, …) beside
-/// `--set` was silently ignored; it is a usage error naming both.
+/// `--set` is a usage error naming both.
 #[test]
 fn compare_refuses_policy_numbers_beside_a_set() {
     for flag in [

@@ -1,6 +1,6 @@
-//! Input that used to hang, wrap or be refused (issue 14), through the real
-//! binary: every run must end within a deadline, and bad input must name
-//! its line and field.
+//! Hostile input through the real binary (huge numbers, long lines, bad
+//! bytes, quoting): every run must end within a deadline, and bad input
+//! must name its line and field.
 
 mod support;
 
@@ -49,8 +49,8 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Case 1: the plot's time-axis counter wrapped at `t_us = u64::MAX` and
-/// the run never ended, its memory growing.
+/// The plot's time axis ends on a trace row at `t_us = u64::MAX` (its
+/// counter must not wrap there and run forever).
 #[test]
 fn compare_plot_ends_on_a_trace_row_at_u64_max() {
     let dir = std::env::temp_dir().join(format!("limiter-hostile-{}", std::process::id()));
@@ -74,9 +74,9 @@ fn compare_plot_ends_on_a_trace_row_at_u64_max() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Case 7: `admitted_units` wrapped silently in u64 (20,000 requests of
-/// 2^51 units, one a microsecond: each algorithm admits at least half,
-/// 10,000 * 2^51 = 2.25 * 10^19, above 2^64).
+/// `admitted_units` is exact past u64 (20,000 requests of 2^51 units, one
+/// a microsecond: each algorithm admits at least half, 10,000 * 2^51 =
+/// 2.25 * 10^19, above 2^64).
 #[test]
 fn compare_json_admitted_units_are_exact_past_u64() {
     let cost = 1u64 << 51;
@@ -107,7 +107,7 @@ fn compare_json_admitted_units_are_exact_past_u64() {
     }
 }
 
-/// Case 5: one long line was read whole (100 MB of it took 394 MB).
+/// A line over 64 KiB is refused by its number, never read whole.
 #[test]
 fn replay_refuses_a_line_over_64_kib_and_names_it() {
     let mut trace = b"t_us,key,cost\n1,a,1\n2,".to_vec();
@@ -124,8 +124,7 @@ fn replay_refuses_a_line_over_64_kib_and_names_it() {
     assert!(text(&output.stdout).contains("\n1,a,1,allowed,"));
 }
 
-/// Case 6: invalid UTF-8 said "stream did not contain valid UTF-8", with
-/// no line.
+/// Invalid UTF-8 is reported with its line and field.
 #[test]
 fn replay_names_the_line_and_field_of_invalid_utf8() {
     let output = replay(
@@ -142,8 +141,8 @@ fn replay_names_the_line_and_field_of_invalid_utf8() {
     );
 }
 
-/// Case 8: a byte order mark and RFC 4180 quoting were refused. A quoted
-/// key comes back quoted in the decisions.
+/// A byte order mark and RFC 4180 quoting are accepted. A quoted key
+/// comes back quoted in the decisions.
 #[test]
 fn replay_accepts_a_bom_and_quoted_fields() {
     let output = replay(
@@ -164,9 +163,9 @@ fn replay_accepts_a_bom_and_quoted_fields() {
     assert!(rows[2].starts_with("3,\"user,1\",1,denied,"), "{stdout}");
 }
 
-/// A time or cost above `u64::MAX` stopped the replay with "not a whole
-/// number". It is a whole number out of range: an `error` row (docs/spec.md
-/// section 6) printed as written, and the replay goes on.
+/// A time or cost above `u64::MAX` is a whole number out of range: an
+/// `error` row (docs/spec.md section 6) printed as written, and the replay
+/// goes on.
 #[test]
 fn replay_answers_numbers_above_u64_with_error_rows() {
     let output = replay(

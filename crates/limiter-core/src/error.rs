@@ -4,6 +4,7 @@
 use std::fmt;
 
 use crate::algorithm::Algorithm;
+use crate::backend_failure::{BackendFailure, FailureReach};
 
 /// Why a [`Policy`](crate::Policy), a rate string or a duration was rejected.
 ///
@@ -184,9 +185,10 @@ pub enum Error {
     /// caller, never retried, never answered by a failure policy. The
     /// source says what and why.
     InvalidConfig(Box<dyn std::error::Error + Send + Sync + 'static>),
-    /// A backend failed (connection, timeout, protocol); the source says how.
-    /// The only error a [`FailurePolicy`](crate::FailurePolicy) handles.
-    Backend(Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// A backend failed (connection, timeout, an error reply); the source
+    /// says how, and [`reach`](Self::reach) how far it reaches. The only
+    /// error a [`FailurePolicy`](crate::FailurePolicy) handles.
+    Backend(BackendFailure),
 }
 
 /// What an [`Error`] is about, to act on without reading its message.
@@ -233,6 +235,24 @@ impl Error {
         self.kind() == ErrorKind::Backend
     }
 
+    /// A backend failure of `error` that reaches as far as `reach` says.
+    pub fn backend(
+        reach: FailureReach,
+        error: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        Self::Backend(BackendFailure::new(reach, error))
+    }
+
+    /// How far a backend failure reaches (`None` for any other error): a
+    /// [`Resilient`](crate::Resilient) limiter starts an outage only for
+    /// [`FailureReach::Backend`], and answers the others per request.
+    pub fn reach(&self) -> Option<FailureReach> {
+        match self {
+            Self::Backend(failure) => Some(failure.reach()),
+            _ => None,
+        }
+    }
+
     /// Whether a new key was refused because the backend holds as many
     /// keys as it may ([`KeyLimitReached`](crate::KeyLimitReached)): a
     /// backend failure for this request only, not an outage.
@@ -244,10 +264,10 @@ impl Error {
     /// time ([`Overloaded`](crate::Overloaded), the error or one of its
     /// causes): a backend failure for this request only, not an outage.
     pub fn is_overloaded(&self) -> bool {
-        let Self::Backend(error) = self else {
+        let Self::Backend(failure) = self else {
             return false;
         };
-        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(&**error);
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(failure.get_ref());
         while let Some(error) = next {
             if error.is::<crate::Overloaded>() {
                 return true;
@@ -325,7 +345,9 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::InvalidPolicy(e) => Some(e),
-            Self::InvalidConfig(e) | Self::Backend(e) => Some(e.as_ref()),
+            Self::InvalidConfig(e) => Some(e.as_ref()),
+            // The backend's error itself, not its wrapper, which reads the same.
+            Self::Backend(failure) => Some(failure.get_ref()),
             Self::ZeroCost | Self::CostExceedsCapacity { .. } | Self::TimeOutOfRange { .. } => None,
         }
     }
@@ -334,6 +356,20 @@ impl std::error::Error for Error {
 impl From<PolicyError> for Error {
     fn from(e: PolicyError) -> Self {
         Self::InvalidPolicy(e)
+    }
+}
+
+impl From<crate::KeyLimitReached> for Error {
+    /// A backend failure for this request alone ([`FailureReach::Request`]).
+    fn from(e: crate::KeyLimitReached) -> Self {
+        Self::backend(FailureReach::Request, e)
+    }
+}
+
+impl From<crate::Overloaded> for Error {
+    /// A backend failure for this request alone ([`FailureReach::Request`]).
+    fn from(e: crate::Overloaded) -> Self {
+        Self::backend(FailureReach::Request, e)
     }
 }
 
@@ -379,7 +415,7 @@ mod tests {
     #[test]
     fn a_source_that_reads_as_the_error_before_it_is_written_once() {
         let denied = io::Error::new(io::ErrorKind::PermissionDenied, "NoPerm: no FUNCTION");
-        let error = Error::Backend(Box::new(Echo(denied)));
+        let error = Error::backend(FailureReach::Request, Echo(denied));
         assert_eq!(
             error.chain().to_string(),
             "rate limiter backend failed: NoPerm: no FUNCTION"
@@ -393,7 +429,7 @@ mod tests {
             (Error::from(PolicyError::ZeroLimit), ErrorKind::Config),
             (Error::InvalidConfig(Box::new(refused())), ErrorKind::Config),
             (
-                Error::Backend(Box::new(Outer(refused()))),
+                Error::backend(FailureReach::Backend, Outer(refused())),
                 ErrorKind::Backend,
             ),
             (Error::ZeroCost, ErrorKind::Request),
@@ -431,7 +467,8 @@ mod tests {
                 );
             }
         }
-        let backend = Error::Backend(Box::new(Outer(refused())));
+        let backend = Error::backend(FailureReach::Node, Outer(refused()));
+        assert_eq!(backend.reach(), Some(FailureReach::Node));
         assert!(backend.is_backend() && !backend.is_request() && !backend.is_config());
         assert_eq!(
             backend.chain().to_string(),

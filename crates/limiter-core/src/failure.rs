@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 
 use crate::all_of::{check_policies, SetDecision};
+use crate::backend_failure::FailureReach;
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, DecisionSource};
 use crate::error::Error;
@@ -79,19 +80,29 @@ impl FailurePolicy {
 ///
 /// While the backend answers, `Resilient` forwards every call and changes
 /// nothing (the fast paths included). When a call fails with
-/// [`Error::Backend`], the policy answers it and the backend is marked
-/// failing (except for a new key refused at a key limit,
-/// [`KeyLimitReached`](crate::KeyLimitReached), or a request an answering
-/// backend could not take in time, [`Overloaded`](crate::Overloaded): the
-/// policy answers that request alone); from then on at most one request per
-/// [`probe_interval`](Self::probe_interval) (1 s by default) tries the
-/// backend, the others are answered by the policy at once, without waiting
-/// for a timeout. The first probe the backend answers ends the outage.
+/// [`Error::Backend`], the policy answers it, and the error's
+/// [reach](Error::reach) says what follows:
+///
+/// - [`FailureReach::Backend`] (the backend cannot be reached or does not
+///   answer) starts an outage: from then on at most one request per
+///   [`probe_interval`](Self::probe_interval) (1 s by default) tries the
+///   backend, the others are answered by the policy at once, without
+///   waiting for a timeout. The first probe the backend answers ends it.
+/// - [`FailureReach::Node`] (one cluster node down) and
+///   [`FailureReach::Request`] (an error reply such as `WRONGTYPE` or
+///   `OOM`, a new key refused at a key limit, a request queued past its
+///   timeout) are answered for that request alone: the next requests, on
+///   every key, are asked of the backend as usual. A cluster backend keeps
+///   a circuit per node, so a down node's keys fail at once there, and the
+///   other nodes' keys are decided exactly.
+///
 /// [`FailurePolicy::ReturnError`] forwards everything, every error included.
 ///
-/// Failures are logged through `tracing` at `warn`, at most one per second,
-/// with the count of those left out in between; the end of an outage at
-/// `info`.
+/// Failures are logged through `tracing` at `warn`, at most one per second
+/// for each reach, with the count of those left out in between; the end of
+/// an outage at `info`. docs/backends.md ("When Redis fails") tells the
+/// whole outage story: this wrapper, the backend's circuit and the
+/// cluster's per-node circuits.
 ///
 /// ```
 /// use limiter_core::{DecisionSource, FailurePolicy, LimiterExt, Limiter, Policy};
@@ -112,6 +123,7 @@ pub struct Resilient<L> {
     /// from the outage's details.
     failing: AtomicBool,
     outage: Mutex<Outage>,
+    tallies: Mutex<Tallies>,
 }
 
 /// How a failing backend's requests are answered (every policy but
@@ -141,9 +153,39 @@ struct Outage {
     next_probe: Instant,
     /// Requests answered by the policy in this outage.
     degraded: u64,
-    /// The last warning logged, and the failures not logged since.
+    /// The failures logged in this outage.
+    warnings: Tally,
+}
+
+/// Warnings of failures that do not start an outage, per reach.
+#[derive(Debug, Default)]
+struct Tallies {
+    request: Tally,
+    node: Tally,
+}
+
+/// When a kind of failure was last logged, and how many were not since.
+#[derive(Debug, Default)]
+struct Tally {
     last_warning: Option<Instant>,
     suppressed: u64,
+}
+
+impl Tally {
+    /// Whether to log the failure seen `now`, with the count not logged
+    /// since the last warning; else counts it.
+    fn warn_now(&mut self, now: Instant) -> Option<u64> {
+        match self.last_warning {
+            Some(last) if now.duration_since(last) < WARNING_PERIOD => {
+                self.suppressed += 1;
+                None
+            }
+            _ => {
+                self.last_warning = Some(now);
+                Some(std::mem::take(&mut self.suppressed))
+            }
+        }
+    }
 }
 
 /// The longest [`Resilient::probe_interval`]: a century, far enough to
@@ -238,9 +280,9 @@ impl<L: Limiter> Resilient<L> {
                 started: now,
                 next_probe: now,
                 degraded: 0,
-                last_warning: None,
-                suppressed: 0,
+                warnings: Tally::default(),
             }),
+            tallies: Mutex::default(),
         }
     }
 
@@ -329,23 +371,19 @@ impl<L: Limiter> Resilient<L> {
             outage.degraded = 0;
             self.failing.store(true, Ordering::Release);
         }
-        match outage.last_warning {
-            Some(last) if now.duration_since(last) < WARNING_PERIOD => outage.suppressed += 1,
-            _ => {
-                let suppressed = std::mem::take(&mut outage.suppressed);
-                outage.last_warning = Some(now);
-                drop(outage);
-                tracing::warn!(
-                    error = %error.chain(),
-                    key,
-                    call = mode.name(),
-                    answer = source.name(),
-                    suppressed,
-                    "rate limiter backend failed; answering {source} until it answers \
-                     ({suppressed} more failures since the last warning)"
-                );
-            }
-        }
+        let Some(suppressed) = outage.warnings.warn_now(now) else {
+            return;
+        };
+        drop(outage);
+        tracing::warn!(
+            error = %error.chain(),
+            key,
+            call = mode.name(),
+            answer = source.name(),
+            suppressed,
+            "rate limiter backend failed; answering {source} until it answers \
+             ({suppressed} more failures since the last warning)"
+        );
     }
 
     /// Ends the outage, if any: the backend answered.
@@ -356,8 +394,7 @@ impl<L: Limiter> Resilient<L> {
         let mut outage = self.outage();
         if self.failing.swap(false, Ordering::AcqRel) {
             let (lasted, degraded) = (outage.started.elapsed(), outage.degraded);
-            outage.suppressed = 0;
-            outage.last_warning = None;
+            outage.warnings = Tally::default();
             drop(outage);
             tracing::info!(
                 lasted_ms = lasted.as_millis() as u64,
@@ -377,34 +414,60 @@ impl<L: Limiter> Resilient<L> {
         mode: Mode,
     ) -> Option<&Degrade> {
         match (outcome, &self.degrade) {
-            (Err(error), Some(degrade)) if error.is_key_limit() || error.is_overloaded() => {
-                // One request refused by a backend that answers (a new key
-                // at the key limit, or a request that waited too long for
-                // its turn), not a backend down: the policy answers it, and
-                // the next requests are still asked. A probe so answered
-                // found the backend answering.
-                if probe {
-                    self.answered();
+            (Err(error), Some(degrade)) => match error.reach()? {
+                FailureReach::Backend => {
+                    self.failed(error, key, mode, degrade.source());
+                    Some(degrade)
                 }
-                tracing::debug!(
-                    error = %error.chain(),
-                    key,
-                    call = mode.name(),
-                    answer = degrade.source().name(),
-                    "request refused by a backend that answers; answered by the failure policy"
-                );
-                Some(degrade)
-            }
-            (Err(error), Some(degrade)) if error.is_backend() => {
-                self.failed(error, key, mode, degrade.source());
-                Some(degrade)
-            }
+                // An error for this request, or for one node's keys, from a
+                // backend that answers the others: the policy answers this
+                // request, and the next requests are still asked. A probe
+                // so answered found the backend answering.
+                reach => {
+                    if probe {
+                        self.answered();
+                    }
+                    self.answered_with_error(reach, error, key, mode, degrade.source());
+                    Some(degrade)
+                }
+            },
             (Ok(_), _) if probe => {
                 self.answered();
                 None
             }
             _ => None,
         }
+    }
+
+    /// Logs an error that reaches one request or one node: at most one
+    /// warning per second for each reach, with the count left out since.
+    fn answered_with_error(
+        &self,
+        reach: FailureReach,
+        error: &Error,
+        key: &str,
+        mode: Mode,
+        source: DecisionSource,
+    ) {
+        let mut tallies = self.tallies.lock().unwrap_or_else(PoisonError::into_inner);
+        let tally = match reach {
+            FailureReach::Node => &mut tallies.node,
+            _ => &mut tallies.request,
+        };
+        let Some(suppressed) = tally.warn_now(Instant::now()) else {
+            return;
+        };
+        drop(tallies);
+        tracing::warn!(
+            error = %error.chain(),
+            reach = reach.name(),
+            key,
+            call = mode.name(),
+            answer = source.name(),
+            suppressed,
+            "rate limiter backend failed for this {reach} only; answered {source} \
+             ({suppressed} more such failures since the last warning)"
+        );
     }
 
     /// The answer of the policy if it needs no future (fail open, fail

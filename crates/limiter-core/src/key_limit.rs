@@ -17,7 +17,7 @@ use std::fmt;
 /// use limiter_core::{Error, KeyLimitReached};
 ///
 /// // What a backend at its cap answers (limiter-memory's `max_keys`).
-/// let refused = Error::Backend(Box::new(KeyLimitReached::new(10_000)));
+/// let refused = Error::from(KeyLimitReached::new(10_000));
 /// assert!(refused.is_backend() && refused.is_key_limit());
 /// match &refused {
 ///     Error::Backend(e) => assert!(e.is::<KeyLimitReached>()),

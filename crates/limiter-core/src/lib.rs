@@ -31,6 +31,7 @@ mod algorithm;
 mod algorithms;
 mod all_of;
 pub mod backend;
+mod backend_failure;
 mod clock;
 mod decision;
 mod divisor;
@@ -43,10 +44,13 @@ mod policies;
 mod policy;
 mod policy_text;
 mod rate;
+#[cfg(feature = "trace")]
+pub mod trace;
 
 pub use self::{
     algorithm::Algorithm,
     all_of::SetDecision,
+    backend_failure::{BackendFailure, FailureReach},
     clock::{Clock, ManualClock, SystemClock},
     decision::{Decision, DecisionSource},
     error::{Error, ErrorChain, ErrorKind, PolicyError},

@@ -21,7 +21,7 @@ use std::time::Duration;
 /// use std::time::Duration;
 /// use limiter_core::{Error, Overloaded};
 ///
-/// let refused = Error::Backend(Box::new(Overloaded::new(Duration::from_secs(1))));
+/// let refused = Error::from(Overloaded::new(Duration::from_secs(1)));
 /// assert!(refused.is_backend() && refused.is_overloaded() && !refused.is_key_limit());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

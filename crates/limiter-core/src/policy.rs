@@ -354,7 +354,14 @@ mod tests {
                 "ten/s".parse::<Rate>().unwrap_err(),
                 "is not a whole number",
             ),
-            ("10/5x".parse::<Rate>().unwrap_err(), "unknown unit"),
+            (
+                "10/5x".parse::<Rate>().unwrap_err(),
+                "expected a whole number and a unit",
+            ),
+            (
+                "sliding-log:5/-1s".parse::<Policy>().unwrap_err(),
+                "invalid duration \"-1s\"",
+            ),
             ("10s".parse::<Rate>().unwrap_err(), "expected LIMIT/WINDOW"),
             (parse_duration("10").unwrap_err(), "missing unit"),
         ];

@@ -73,7 +73,12 @@ impl FromStr for Rate {
         let window = if window.starts_with(|c: char| c.is_ascii_digit()) {
             parse_duration(window)
         } else {
-            parse_duration(&format!("1{window}"))
+            // One of the unit: `10/minute`. The error quotes the window as
+            // written.
+            in_units(1, window).map_err(|reason| PolicyError::InvalidDuration {
+                input: window.to_owned(),
+                reason,
+            })
         }
         .map_err(|e| invalid(e.to_string()))?;
         Ok(Self::new(limit, window))
@@ -120,6 +125,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, PolicyError> {
         return Err(invalid("missing number"));
     }
     let number: u64 = number.parse().map_err(|_| invalid("number too large"))?;
+    in_units(number, unit).map_err(invalid)
+}
+
+/// `number` of `unit` (trimmed; any spelling [`parse_duration`] takes), or
+/// what is wrong.
+fn in_units(number: u64, unit: &str) -> Result<Duration, &'static str> {
     let unit = match unit.trim() {
         "µs" => "us",
         "sec" | "second" | "seconds" => "s",
@@ -131,10 +142,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, PolicyError> {
     let (_, micros_per_unit) = UNITS
         .into_iter()
         .find(|(name, _)| *name == unit)
-        .ok_or_else(|| invalid("unknown unit (use us, ms, s, m, h or d)"))?;
+        .ok_or("expected a whole number and a unit: us, ms, s, m, h or d")?;
     let micros = number
         .checked_mul(micros_per_unit)
-        .ok_or_else(|| invalid("duration too large"))?;
+        .ok_or("duration too large")?;
     Ok(Duration::from_micros(micros))
 }
 

@@ -161,7 +161,8 @@ proptest! {
     }
 }
 
-/// Issue 14, case 2, through the reference: 40,000 windows of 2^49 units.
+/// Past 2^64 units on one sliding log, through the reference: 40,000
+/// windows of 2^49 units.
 #[test]
 fn the_reference_agrees_past_2_pow_64_units_on_one_sliding_log() {
     let policy = Policy::sliding_log(Rate::new(1 << 49, Duration::from_micros(4))).unwrap();

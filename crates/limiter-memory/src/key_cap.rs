@@ -28,7 +28,7 @@ impl MemoryLimiter {
 
     /// The refusal of a new key at the cap.
     pub(crate) fn key_limit_reached(&self) -> Error {
-        Error::Backend(Box::new(KeyLimitReached::new(self.max_keys.unwrap_or(0))))
+        Error::from(KeyLimitReached::new(self.max_keys.unwrap_or(0)))
     }
 
     pub(crate) fn release_keys(&self, count: usize) {

@@ -10,11 +10,11 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, Value};
+use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, RetryMethod, Value};
 
 use crate::backend_builder::RedisBackendBuilder;
 use crate::circuit::{Circuit, ProbeTurn};
@@ -59,6 +59,11 @@ pub(crate) struct Shared {
     next_socket: AtomicUsize,
     next_connection_id: AtomicU64,
     circuit: Circuit,
+    /// Set once the server turns out to be a Redis Cluster node, which a
+    /// single-server backend must not use (it would be redirected for most
+    /// keys): every call then fails at once with this configuration error,
+    /// for the backend's life.
+    refusal: OnceLock<BackendError>,
     /// Every function library a limiter of this backend uses: loaded on each new
     /// connection, since a new connection often means a restarted server
     /// (on a cluster: on each new node connection).
@@ -83,8 +88,8 @@ pub(crate) enum Connector {
         config: AsyncConnectionConfig,
     },
     /// A Redis Cluster: one connection per primary, commands routed by
-    /// their key's slot, `MOVED`/`ASK`/`TRYAGAIN`/`CLUSTERDOWN` followed a
-    /// bounded number of times (see `cluster.rs`).
+    /// their key's slot, `MOVED`/`ASK`/`TRYAGAIN`/`CLUSTERDOWN` followed
+    /// until the command timeout (see `cluster.rs`).
     Cluster(Arc<ClusterClient>),
 }
 
@@ -125,7 +130,9 @@ impl Connection {
 impl RedisBackend {
     /// Starts building a backend for the server at `url`
     /// (`redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS
-    /// with the `tls-rustls` or `tls-native-tls` feature).
+    /// with the `tls-rustls` or `tls-native-tls` feature). A Redis Cluster
+    /// node there is refused as a configuration error: see
+    /// [`cluster`](Self::cluster).
     pub fn builder(url: impl Into<String>) -> RedisBackendBuilder {
         RedisBackendBuilder::from_url(url.into())
     }
@@ -181,6 +188,7 @@ impl RedisBackend {
                 next_socket: AtomicUsize::new(0),
                 next_connection_id: AtomicU64::new(0),
                 circuit: Circuit::default(),
+                refusal: OnceLock::new(),
                 functions: Functions::default(),
                 runtime: Runtime::new(),
             }),
@@ -393,6 +401,9 @@ impl RedisBackend {
         reconnected: bool,
     ) -> Attempt {
         let shared = &self.shared;
+        if let Some(refusal) = shared.refusal.get() {
+            return Attempt::Done(Err(refusal.clone()));
+        }
         if shared.circuit.is_open() {
             shared.ensure_probe();
             return Attempt::Done(Err(shared.unavailable()));
@@ -412,6 +423,11 @@ impl RedisBackend {
         }
         if live.conn.outlives_failures() {
             return Attempt::Done(Err(shared.failed(error)));
+        }
+        if is_redirect(&error) {
+            // Only a Redis Cluster node redirects: the wrong backend for it.
+            let evidence = format!("it answered {error}");
+            return Attempt::Done(Err(shared.refuse(shared.cluster_node(&evidence))));
         }
         let socket = &shared.sockets[socket];
         if is_timeout(&error) {
@@ -493,7 +509,8 @@ enum Attempt {
 
 impl Shared {
     /// A failed command, classified, with nothing retired or tripped (a
-    /// cluster's: it outlives one node's failure).
+    /// cluster's: it outlives one node's failure, and reaches that node's
+    /// keys alone, unless the cluster refuses every key, `CLUSTERDOWN`).
     fn failed(&self, error: RedisError) -> BackendError {
         let (kind, what) = if is_timeout(&error) {
             (BackendErrorKind::Timeout, "no answer in time")
@@ -502,7 +519,30 @@ impl Shared {
         } else {
             (BackendErrorKind::Redis, "command failed")
         };
-        BackendError::new(kind, format!("Redis at {}: {what}", self.url)).with_source(error)
+        let whole_cluster = crate::cluster::is_cluster_down(&error);
+        let failed =
+            BackendError::new(kind, format!("Redis at {}: {what}", self.url)).with_source(error);
+        match whole_cluster {
+            true => failed,
+            false => failed.on_node(),
+        }
+    }
+
+    /// The configuration error of a single-server backend pointed at a
+    /// Redis Cluster node, which told so by `evidence`.
+    fn cluster_node(&self, evidence: &str) -> BackendError {
+        BackendError::config(format!(
+            "Redis at {} is a Redis Cluster node ({evidence}): a single-server backend would \
+             be redirected (MOVED) for the keys of every other node; build the backend with \
+             RedisBackend::cluster([seed URLs]) instead",
+            self.url
+        ))
+    }
+
+    /// Keeps `refusal` (the first one) as every later call's answer, and
+    /// returns it.
+    fn refuse(&self, refusal: BackendError) -> BackendError {
+        self.refusal.get_or_init(|| refusal).clone()
     }
 
     /// The socket for the next command, by its index: round robin.
@@ -565,12 +605,13 @@ impl Shared {
         }
     }
 
-    /// Connects, checks the server answers and loads every registered
-    /// function library, all within the connection timeout plus the command
-    /// timeout. A cluster connection is up once it has the slot map: it
-    /// loads the libraries on every primary it reaches, and on the others
-    /// when it reaches them, so a node down now does not keep it from
-    /// serving the others.
+    /// Connects, checks the server answers and is no Redis Cluster node
+    /// (one is a configuration error: see [`Shared::refusal`]), and loads
+    /// every registered function library, all within the connection
+    /// timeout plus the command timeout. A cluster connection is up once
+    /// it has the slot map: it loads the libraries on every primary it
+    /// reaches, and on the others when it reaches them, so a node down now
+    /// does not keep it from serving the others.
     async fn open_connection(&self) -> Result<Connection, BackendError> {
         let connect = async {
             match &self.connector {
@@ -581,6 +622,9 @@ impl Shared {
                     conn.send_packed_command(&redis::cmd("PING"))
                         .await?
                         .extract_error()?;
+                    if is_cluster_node(&mut conn).await? {
+                        return Ok(None);
+                    }
                     let functions = self.lock_functions().clone();
                     for function in &functions {
                         let loaded = conn
@@ -595,17 +639,18 @@ impl Shared {
                             loaded => drop(loaded?),
                         }
                     }
-                    Ok::<_, RedisError>(Connection::Server(conn))
+                    Ok::<_, RedisError>(Some(Connection::Server(conn)))
                 }
                 Connector::Cluster(client) => {
                     ClusterConnection::connect(Arc::clone(client), Arc::clone(&self.functions))
                         .await
-                        .map(Connection::Cluster)
+                        .map(|conn| Some(Connection::Cluster(conn)))
                 }
             }
         };
         match tokio::time::timeout(self.connection_timeout + self.command_timeout, connect).await {
-            Ok(Ok(conn)) => Ok(conn),
+            Ok(Ok(Some(conn))) => Ok(conn),
+            Ok(Ok(None)) => Err(self.cluster_node("INFO cluster says cluster_enabled:1")),
             Ok(Err(e)) => Err(BackendError::new(
                 BackendErrorKind::Connect,
                 format!("Redis at {}: cannot connect", self.url),
@@ -701,12 +746,17 @@ impl Socket {
         if let Some(live) = self.current() {
             return Ok(live);
         }
+        if let Some(refusal) = shared.refusal.get() {
+            return Err(refusal.clone());
+        }
         if shared.circuit.is_open() {
             shared.ensure_probe();
             return Err(shared.unavailable());
         }
         match shared.open_connection().await {
             Ok(conn) => Ok(self.install(shared, conn)),
+            // The wrong server, not a down one: no failure policy answers it.
+            Err(e) if e.kind() == BackendErrorKind::Config => Err(shared.refuse(e)),
             Err(e) => {
                 shared.trip(&cause(&e));
                 Err(e)
@@ -771,6 +821,12 @@ async fn probe(shared: Weak<Shared>, _turn: ProbeTurn) {
                 );
                 return;
             }
+            Err(e) if e.kind() == BackendErrorKind::Config => {
+                // Back as a Redis Cluster node: every call is refused, at once.
+                shared.refuse(e);
+                shared.circuit.close();
+                return;
+            }
             Err(e) => {
                 shared.circuit.trip(cause(&e));
                 tracing::debug!(url = %shared.url, error = %limiter_core::ErrorChain(&e), "Redis probe failed");
@@ -791,6 +847,33 @@ fn cause(error: &BackendError) -> String {
         Some(source) => source.to_string(),
         None => error.to_string(),
     }
+}
+
+/// Whether the server is a Redis Cluster node (`INFO cluster` says
+/// `cluster_enabled:1`). A server that refuses `INFO` (an ACL, a proxy)
+/// is taken as one server.
+async fn is_cluster_node(conn: &mut MultiplexedConnection) -> Result<bool, RedisError> {
+    let Ok(info) = conn
+        .send_packed_command(redis::cmd("INFO").arg("cluster"))
+        .await?
+        .extract_error()
+    else {
+        return Ok(false);
+    };
+    let text = match &info {
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes),
+        Value::VerbatimString { text, .. } => text.into(),
+        _ => return Ok(false),
+    };
+    Ok(text.lines().any(|line| line.trim() == "cluster_enabled:1"))
+}
+
+/// A Redis Cluster redirect (`MOVED`, `ASK`).
+fn is_redirect(error: &RedisError) -> bool {
+    matches!(
+        error.retry_method(),
+        RetryMethod::MovedRedirect | RetryMethod::AskRedirect
+    )
 }
 
 /// The server did not answer in time (the response timeout of the

@@ -144,8 +144,10 @@ impl RedisBackendBuilder {
     ///
     /// A bad option or URL is [`Error::InvalidConfig`] (a [`BackendError`]
     /// of kind [`Config`](crate::BackendErrorKind::Config)), before any
-    /// round trip; an unreachable server is [`Error::Backend`], within the
-    /// timeouts. Must be called within a Tokio runtime, the one the
+    /// round trip; so is a Redis Cluster node where one server is expected
+    /// ([`RedisBackend::builder`]: its `INFO cluster` says
+    /// `cluster_enabled:1`; build it with [`RedisBackend::cluster`]). An
+    /// unreachable server is [`Error::Backend`], within the timeouts. Must be called within a Tokio runtime, the one the
     /// backend is then used on (its connections run on it).
     pub async fn build(self) -> Result<RedisBackend, Error> {
         let backend = self.build_lazy()?;
@@ -156,7 +158,9 @@ impl RedisBackendBuilder {
     /// Checks every option as [`build`](Self::build) does, but connects
     /// only when the first command needs it: for a service that must start
     /// while Redis is down (with a failure policy that answers without
-    /// it), or for code that cannot `await` here.
+    /// it), or for code that cannot `await` here. A Redis Cluster node
+    /// where one server is expected is then that first call's
+    /// [`Error::InvalidConfig`], and every later call's.
     pub fn build_lazy(self) -> Result<RedisBackend, Error> {
         if self.connections == 0 {
             return Err(config("connections must be at least 1, got 0"));

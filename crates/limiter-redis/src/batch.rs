@@ -28,8 +28,9 @@
 //! serve now (a slot moved or moving), the call writes nothing and says
 //! so, and each of its requests is decided alone, following the
 //! cluster's redirects. A sliding log kept in a sorted set cannot be read
-//! up front: its requests queue per slot, so only decisions on one key
-//! (a global limit, say) share calls.
+//! up front: its requests queue per slot, on one server too, so only
+//! decisions on one key (a global limit, say) share calls, and a key that
+//! holds another type fails the calls of its slot alone.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -78,11 +79,16 @@ pub(crate) struct Decider {
 /// share a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Grouping {
-    /// One server: one lane.
+    /// One server, every part's state a string: one lane.
     One,
     /// A cluster, every part's state a string: a lane per primary.
     Node,
-    /// A cluster, some part's state a sorted set: a lane per slot.
+    /// Some part's state a sorted set: a lane per slot. A sorted set is
+    /// read as the call reaches its request, so a key that holds another
+    /// type fails the call there (`WRONGTYPE`), after the requests before
+    /// it wrote: only requests of its slot share that call. (A string
+    /// state is read up front with `MGET`, which reads another type as
+    /// none, and written over with `SET`.)
     Slot,
 }
 
@@ -140,9 +146,9 @@ impl Decider {
         function: LuaFunction,
     ) -> Self {
         let grouping = match (backend.is_cluster(), function.decides_across_slots()) {
-            (false, _) => Grouping::One,
+            (_, false) => Grouping::Slot,
+            (false, true) => Grouping::One,
             (true, true) => Grouping::Node,
-            (true, false) => Grouping::Slot,
         };
         Self {
             grouping,
@@ -154,8 +160,8 @@ impl Decider {
         }
     }
 
-    /// `request`'s lane: on a cluster its primary, or its slot (every
-    /// part's key shares it); else the one lane. A primary not known yet
+    /// `request`'s lane: its slot (every part's key shares it) or, on a
+    /// cluster, its primary; else the one lane. A primary not known yet
     /// (the backend connects on first use) has a lane of its own.
     fn lane(&self, request: &Request) -> u16 {
         match self.grouping {
@@ -165,7 +171,7 @@ impl Decider {
         }
     }
 
-    /// `request`'s slot on a cluster.
+    /// `request`'s slot (on a cluster, or not).
     fn slot(&self, request: &Request) -> u16 {
         self.keys[0].slot(&request.key)
     }
@@ -441,10 +447,9 @@ impl Decider {
 /// lane's call before them failed with `error`).
 fn answer_unsent(waiting: VecDeque<Queued>, error: &BackendError) {
     for queued in waiting {
-        let not_sent = BackendError::new(
-            error.kind(),
-            format!("not sent, nothing counted: the call before it in its lane failed ({error})"),
-        );
+        let not_sent = error.clone().with_message(format!(
+            "not sent, nothing counted: the call before it in its lane failed ({error})"
+        ));
         let _ = queued.waiting.answer.send(Err(not_sent));
     }
 }

@@ -1,14 +1,16 @@
 //! Commands on a Redis Cluster, routed by this crate: the slot map (read
 //! with `CLUSTER SLOTS`), one multiplexed connection per primary, and the
-//! cluster's redirects followed a bounded number of times.
+//! cluster's redirects and "not now"s followed until the command timeout.
 //!
 //! Why not redis-rs's cluster connection: under live resharding its
 //! slot-map refresh after a `MOVED` can stall, and every command on that
 //! connection then waits out its timeout (docs/backends.md, "Redis
-//! Cluster"). Here a `MOVED` moves its slot in the map at once, the whole
-//! map is read again in the background, and no command waits for that; an
-//! `ASK` sends `ASKING` and the command together, as one write, so no other
-//! command on the connection can come between them.
+//! Cluster"). Here a `MOVED` moves its slot in the map at once and the
+//! whole map is read again in the background; only a command sent back to
+//! a node it left (the nodes disagree for a moment on who serves its slot)
+//! waits, for them to agree. An `ASK` sends `ASKING` and the command
+//! together, as one write, so no other command on the connection can come
+//! between them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -27,12 +29,10 @@ use crate::runtime::within;
 use crate::scripts::LuaFunction;
 use crate::slot_map::{slot_of, Address, SlotMap};
 
-/// How often one command is sent again after a redirect or a "not now"
-/// from the cluster (`TRYAGAIN`, `CLUSTERDOWN`), within the command timeout.
-const RETRIES: u32 = 8;
-
-/// The first wait before sending again a command the cluster refused for
-/// now, doubling each time up to sixteen times this.
+/// The first wait before a command goes again to a node it went to
+/// already (the cluster refused it for now, `TRYAGAIN` or `CLUSTERDOWN`, or
+/// its nodes sent it back and forth), doubling each time up to sixteen
+/// times this, until the command's deadline.
 const RETRY_WAIT: Duration = Duration::from_millis(10);
 
 /// Commands whose first argument is not a key: sent to every primary (the
@@ -234,12 +234,18 @@ impl ClusterConnection {
 }
 
 impl Inner {
+    /// Sends `cmd` to `slot`'s primary, following the cluster's redirects
+    /// and waiting out its "not now"s until the command's deadline (its
+    /// start plus the command timeout), which ends the command whatever
+    /// the cluster answers.
     async fn send_to_slot(self: &Arc<Self>, slot: u16, cmd: &Cmd, ask: Ask) -> RedisResult<Value> {
-        let deadline = Instant::now() + self.client.command_timeout;
+        let timeout = self.client.command_timeout;
+        let deadline = Instant::now() + timeout;
+        let mut backoff = Backoff::until(deadline);
         let mut target = Target::Owner;
-        let mut wait = RETRY_WAIT;
         let mut reconnected = false;
-        let mut attempt = 0;
+        // The nodes this command went to: one it goes back to waits first.
+        let mut tried: Vec<Address> = Vec::new();
         loop {
             let node = match &target {
                 Target::Owner => match self.owner(slot) {
@@ -257,45 +263,64 @@ impl Inner {
                 Target::Asking(node) => node.clone(),
             };
             let asking = matches!(target, Target::Asking(_));
-            let sent = if attempt == 0 {
+            let sent = if tried.is_empty() && self.answers_at_once(&node) {
                 // Its connection's own timeout is the command's.
                 self.send_to(&node, cmd, asking, Some(deadline)).await
             } else {
+                // A later attempt, or one that must connect first.
                 self.retry_within(deadline, &node, cmd, asking).await
             };
             let error = match sent {
                 Ok(reply) => return Ok(reply),
                 Err(error) => error,
             };
-            if attempt == RETRIES || Instant::now() >= deadline {
-                return Err(error);
+            if !tried.contains(&node) {
+                tried.push(node.clone());
             }
-            attempt += 1;
             let redirect = error
                 .redirect_node()
                 .and_then(|(address, _)| Address::parse(address));
-            target = match (error.retry_method(), redirect) {
+            let method = error.retry_method();
+            if matches!(method, RetryMethod::AskRedirect) && ask == Ask::Refuse {
+                return Err(error);
+            }
+            if Instant::now() >= deadline {
+                return Err(out_of_time(timeout, error));
+            }
+            target = match (method, redirect) {
                 (RetryMethod::MovedRedirect, Some(owner)) => {
+                    let bounced = tried.contains(&owner);
                     self.write_map().assign(slot, owner);
-                    self.refresh_in_background();
+                    if bounced {
+                        // Sent back to a node it left: the nodes disagree
+                        // on who serves the slot (a migration's last step
+                        // reaches them one at a time). Wait for them to
+                        // agree, as for `TRYAGAIN`, then read the map.
+                        if !backoff.wait().await || !self.refresh_within(deadline).await {
+                            return Err(out_of_time(timeout, error));
+                        }
+                    } else {
+                        self.refresh_in_background();
+                    }
                     Target::Owner
                 }
-                (RetryMethod::AskRedirect, Some(_)) if ask == Ask::Refuse => return Err(error),
-                (RetryMethod::AskRedirect, Some(node)) => Target::Asking(node),
+                (RetryMethod::AskRedirect, Some(node)) => {
+                    if tried.contains(&node) && !backoff.wait().await {
+                        return Err(out_of_time(timeout, error));
+                    }
+                    Target::Asking(node)
+                }
                 (RetryMethod::WaitAndRetry, _) => {
-                    tokio::time::sleep(
-                        wait.min(deadline.saturating_duration_since(Instant::now())),
-                    )
-                    .await;
-                    wait = (wait * 2).min(RETRY_WAIT * 16);
-                    if Instant::now() >= deadline {
-                        return Err(error);
+                    if !backoff.wait().await {
+                        return Err(out_of_time(timeout, error));
                     }
                     Target::Owner
                 }
                 (RetryMethod::RefreshSlotsAndRetry, _) => {
-                    if !self.refresh_within(deadline).await {
-                        return Err(error);
+                    if !self.refresh_within(deadline).await
+                        || (self.owner(slot).ok().as_ref() == Some(&node) && !backoff.wait().await)
+                    {
+                        return Err(out_of_time(timeout, error));
                     }
                     Target::Owner
                 }
@@ -316,7 +341,12 @@ impl Inner {
                         if !self.refresh_within(deadline).await {
                             return Err(error);
                         }
-                        if self.owner(slot).ok().as_ref() == Some(&node) {
+                        let owner = self.owner(slot).ok();
+                        if owner.as_ref() == Some(&node) {
+                            return Err(error);
+                        }
+                        let back = owner.is_some_and(|owner| tried.contains(&owner));
+                        if back && !backoff.wait().await {
                             return Err(error);
                         }
                     }
@@ -325,6 +355,15 @@ impl Inner {
                 _ => return Err(error),
             };
         }
+    }
+
+    /// Whether a command's first attempt on `node` needs no connection made
+    /// for it: the node has one, or is known to be down (answered at once).
+    fn answers_at_once(&self, node: &Address) -> bool {
+        let nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        nodes
+            .get(node)
+            .is_some_and(|state| state.circuit.is_open() || state.current().is_some())
     }
 
     /// A retry of `cmd` on `node`, waited for until `deadline` (the first
@@ -677,12 +716,79 @@ impl Inner {
     }
 }
 
+/// How a failure says the cluster as a whole refuses commands (a shard lost
+/// under `cluster-require-full-coverage yes`): the failure reaches every
+/// key, not one node's.
+const CLUSTER_DOWN: &str = "CLUSTERDOWN";
+
+/// Whether `error` says the whole cluster is down ([`CLUSTER_DOWN`]): the
+/// server's refusal, or a command that ran out of time on it.
+pub(crate) fn is_cluster_down(error: &RedisError) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::Server(redis::ServerErrorKind::ClusterDown)
+    ) || (error.is_timeout() && error.to_string().contains(CLUSTER_DOWN))
+}
+
 /// A command's deadline passed: a timeout, its retries included.
 fn past_deadline(timeout: Duration) -> RedisError {
     RedisError::from(std::io::Error::new(
         std::io::ErrorKind::TimedOut,
         format!("no answer within the command timeout ({timeout:?}), retries included"),
     ))
+}
+
+/// A command's deadline passed while the cluster redirected it or refused
+/// it for now (`last`, a redirect or a "not now"): a timeout, as for a node
+/// that does not answer, since no node decided it in time. Any other error
+/// is told as it is.
+fn out_of_time(timeout: Duration, last: RedisError) -> RedisError {
+    if is_cluster_down(&last) {
+        return RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "no answer within the command timeout ({timeout:?}), retries included; \
+                 {CLUSTER_DOWN}: the cluster refuses every key ({last})"
+            ),
+        ));
+    }
+    match last.retry_method() {
+        RetryMethod::MovedRedirect
+        | RetryMethod::AskRedirect
+        | RetryMethod::WaitAndRetry
+        | RetryMethod::RefreshSlotsAndRetry => RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "no answer within the command timeout ({timeout:?}), retries included; the \
+                 cluster's last: {last}"
+            ),
+        )),
+        _ => last,
+    }
+}
+
+/// The waits between a command's attempts on a node it went to already:
+/// [`RETRY_WAIT`], doubling up to sixteen times that, cut at the deadline.
+struct Backoff {
+    next: Duration,
+    deadline: Instant,
+}
+
+impl Backoff {
+    fn until(deadline: Instant) -> Self {
+        Self {
+            next: RETRY_WAIT,
+            deadline,
+        }
+    }
+
+    /// Waits the next wait; whether the deadline is still ahead.
+    async fn wait(&mut self) -> bool {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        tokio::time::sleep(self.next.min(left)).await;
+        self.next = (self.next * 2).min(RETRY_WAIT * 16);
+        Instant::now() < self.deadline
+    }
 }
 
 impl Node {
@@ -817,6 +923,8 @@ fn is_function_load(cmd: &Cmd) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use redis::ServerErrorKind;
+
     use super::*;
 
     #[test]
@@ -836,5 +944,25 @@ mod tests {
         assert_eq!(route(redis::cmd("FCALL").arg("f").arg(0)), Route::Primaries);
         assert_eq!(route(redis::cmd("FUNCTION").arg("LOAD")), Route::Primaries);
         assert_eq!(route(&redis::cmd("PING")), Route::Primaries);
+    }
+
+    #[test]
+    fn a_command_out_of_time_while_redirected_or_refused_for_now_is_a_timeout() {
+        let timeout = Duration::from_millis(300);
+        for kind in [ServerErrorKind::ClusterDown, ServerErrorKind::Moved] {
+            let last = RedisError::from((ErrorKind::Server(kind), "the cluster's answer"));
+            assert!(!last.is_timeout());
+            let told = out_of_time(timeout, last);
+            assert!(told.is_timeout(), "{told}");
+            assert!(told.to_string().contains("the cluster's answer"), "{told}");
+            assert_eq!(
+                is_cluster_down(&told),
+                kind == ServerErrorKind::ClusterDown,
+                "{told}"
+            );
+        }
+        let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        let told = out_of_time(timeout, refused);
+        assert!(told.is_connection_refusal() && !told.is_timeout(), "{told}");
     }
 }

@@ -9,7 +9,8 @@ use std::sync::Arc;
 #[non_exhaustive]
 pub enum BackendErrorKind {
     /// The limiter's configuration is invalid (a bad URL, a zero pool size
-    /// or timeout, a key prefix with braces), reported by
+    /// or timeout, a key prefix with braces, a single-server backend
+    /// pointed at a Redis Cluster node), reported by
     /// [`RedisLimiterBuilder::build`](crate::RedisLimiterBuilder::build)
     /// before any round trip; or a call from outside any Tokio runtime
     /// finds none to run on (the backend never met one, or the first it
@@ -38,6 +39,8 @@ pub enum BackendErrorKind {
 #[derive(Debug, Clone)]
 pub struct BackendError {
     kind: BackendErrorKind,
+    /// Whether one cluster node failed, not the whole backend.
+    on_node: bool,
     message: String,
     /// What the Redis client reported, or (for a request never sent) the
     /// core's [`Overloaded`](limiter_core::Overloaded).
@@ -48,6 +51,7 @@ impl BackendError {
     pub(crate) fn new(kind: BackendErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
+            on_node: false,
             message: message.into(),
             source: None,
         }
@@ -64,9 +68,17 @@ impl BackendError {
     pub(crate) fn overloaded(message: impl Into<String>, waited: std::time::Duration) -> Self {
         Self {
             kind: BackendErrorKind::Timeout,
+            on_node: false,
             message: message.into(),
             source: Some(Arc::new(limiter_core::Overloaded::new(waited))),
         }
+    }
+
+    /// The same failure, met on one cluster node: it reaches that node's
+    /// keys, not the backend's.
+    pub(crate) fn on_node(mut self) -> Self {
+        self.on_node = true;
+        self
     }
 
     /// The Redis client's error behind this one, if any.
@@ -125,6 +137,22 @@ impl BackendError {
     pub fn kind(&self) -> BackendErrorKind {
         self.kind
     }
+
+    /// How far this failure reaches: no answer from the server is the
+    /// whole backend's (one node's, on a cluster); an answer with an error,
+    /// or a request not sent for want of a turn, is this request's alone.
+    pub fn reach(&self) -> limiter_core::FailureReach {
+        use limiter_core::FailureReach;
+        let not_sent = self
+            .source
+            .as_deref()
+            .is_some_and(|source| source.is::<limiter_core::Overloaded>());
+        match (self.is_outage() && !not_sent, self.on_node) {
+            (true, false) => FailureReach::Backend,
+            (true, true) => FailureReach::Node,
+            (false, _) => FailureReach::Request,
+        }
+    }
 }
 
 impl fmt::Display for BackendError {
@@ -145,11 +173,12 @@ impl From<BackendError> for limiter_core::Error {
     /// A [`Config`](BackendErrorKind::Config) error is the caller's to fix
     /// ([`Error::InvalidConfig`](limiter_core::Error::InvalidConfig)), so
     /// that no failure policy answers it; any other is
-    /// [`Error::Backend`](limiter_core::Error::Backend).
+    /// [`Error::Backend`](limiter_core::Error::Backend), as far as it
+    /// [reaches](BackendError::reach).
     fn from(e: BackendError) -> Self {
         match e.kind {
             BackendErrorKind::Config => e.into_config_error(),
-            _ => limiter_core::Error::Backend(Box::new(e)),
+            _ => limiter_core::Error::backend(e.reach(), e),
         }
     }
 }

@@ -6,10 +6,13 @@
 //!
 //! The policy part is the algorithm's short name and a stable digest of the
 //! policy's numbers, so two policies never share state, and the same policy
-//! on every app instance always does.
+//! on every app instance always does. A part of a tiered set has the set's
+//! digest before it (`{prefix}:{{user_key}}:set-{digest}:{policy}`): a
+//! limiter's state is named by its whole policy set, so a set never shares
+//! state with one of its policies alone, nor with another set.
 
 use limiter_core::backend::PerAlgorithm;
-use limiter_core::Policy;
+use limiter_core::{Policies, Policy};
 use redis::{RedisWrite, ToRedisArgs};
 
 use crate::scripts::keeps_packed_log;
@@ -72,6 +75,15 @@ pub(crate) fn policy_tag(policy: &Policy) -> String {
     format!("{short}-{:012x}", fnv1a(identity.as_bytes()) >> 16)
 }
 
+/// The set part of a tiered set's keys, e.g. `set-5d0c1e2f3a4b`: 48 bits
+/// of an FNV-1a digest of its parts' tags, sorted, so the same policies in
+/// another order name the same state.
+fn set_tag(policies: &Policies) -> String {
+    let mut tags: Vec<String> = policies.iter().map(policy_tag).collect();
+    tags.sort_unstable();
+    format!("set-{:012x}", fnv1a(tags.join(";").as_bytes()) >> 16)
+}
+
 /// The 64-bit FNV-1a digest: tiny, stable across versions and platforms.
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
@@ -109,10 +121,29 @@ const DIGEST_TAG_LEN: usize = 12;
 
 impl KeyLayout {
     pub(crate) fn new(prefix: &str, policy: &Policy) -> Self {
+        Self::with_tail(prefix, format!("}}:{}", policy_tag(policy)))
+    }
+
+    /// The layout of each part of `policies`, in the set's order: a single
+    /// policy's as [`new`](Self::new) makes it; a tiered set's parts with
+    /// the set's tag before their own, so that the limiter's state is named
+    /// by its whole set.
+    pub(crate) fn for_set(prefix: &str, policies: &Policies) -> Box<[Self]> {
+        if policies.len() == 1 {
+            return policies.iter().map(|p| Self::new(prefix, p)).collect();
+        }
+        let set = set_tag(policies);
+        policies
+            .iter()
+            .map(|policy| Self::with_tail(prefix, format!("}}:{set}:{}", policy_tag(policy))))
+            .collect()
+    }
+
+    fn with_tail(prefix: &str, tail: String) -> Self {
         Self {
             head: format!("{prefix}:{{"),
             digest_head: format!("{prefix}:#{{"),
-            tail: format!("}}:{}", policy_tag(policy)),
+            tail,
         }
     }
 
@@ -271,6 +302,31 @@ mod tests {
             7,
             "distinct user keys keep distinct keys: {keys:?}"
         );
+    }
+
+    #[test]
+    fn a_sets_part_never_shares_a_key_with_the_same_policy_alone_or_in_another_set() {
+        let per_second: Policy = "fixed-window:5/10s".parse().unwrap();
+        let per_minute: Policy = "sliding-log:100/1m".parse().unwrap();
+        let per_hour: Policy = "token-bucket:1000/1h".parse().unwrap();
+        let key = |policies: Policies| {
+            KeyLayout::for_set("app", &policies)
+                .iter()
+                .map(|layout| layout.state_key("user:7"))
+                .collect::<Vec<_>>()
+        };
+        let alone = key(Policies::from(per_second.clone()));
+        assert_eq!(
+            alone,
+            [KeyLayout::new("app", &per_second).state_key("user:7")]
+        );
+        let set = key(Policies::new([per_second.clone(), per_minute.clone()]).unwrap());
+        let other = key(Policies::new([per_second.clone(), per_hour]).unwrap());
+        let reordered = key(Policies::new([per_minute, per_second]).unwrap());
+        assert!(set[0].starts_with("app:{user:7}:set-"), "{set:?}");
+        assert_ne!(set[0], alone[0]);
+        assert_ne!(set[0], other[0]);
+        assert_eq!((&set[0], &set[1]), (&reordered[1], &reordered[0]));
     }
 
     #[test]

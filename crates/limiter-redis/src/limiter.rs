@@ -39,11 +39,7 @@ impl RedisLimiter {
     }
 
     pub(crate) fn new(builder: RedisLimiterBuilder, function: LuaFunction) -> Self {
-        let keys = builder
-            .policies
-            .iter()
-            .map(|policy| KeyLayout::new(&builder.key_prefix, policy))
-            .collect();
+        let keys = KeyLayout::for_set(&builder.key_prefix, &builder.policies);
         Self {
             decider: Arc::new(Decider::new(
                 builder.policies,

@@ -4,12 +4,32 @@
 //! Each algorithm's `.lua` file defines one function that decides a request
 //! on one key without writing (see the comment block opening each file and
 //! `prelude.lua`). A library is the prelude, the functions its policies
-//! use, and one registered function written here: it calls each policy's
+//! use, and one registered function generated here ([`decide_function`];
+//! examples checked in under `scripts/generated/`): it calls each policy's
 //! function on its key, with the policy's constants written in, commits
 //! every part only if every part admits (docs/spec.md section 7; one part
 //! is one policy), and replies in ticks. Rust converts each part with
 //! [`TickDecision::into_decision`], the single place where the µs
 //! conversion of docs/spec.md section 5 lives.
+//!
+//! # Wire format
+//!
+//! One `FCALL` decides R requests in order, each on P parts. Every number
+//! is an integer below 2^53, sent and answered as a little-endian double
+//! (`<d`, exact): one packed string costs Redis and the client less than
+//! an argument or a RESP integer per number.
+//!
+//! | what | layout |
+//! |---|---|
+//! | keys, one server or one slot | `KEYS[(r-1)*P + i]`: request r's state key under part i ([`Keys::Declared`]) |
+//! | keys, a hot key's batch | `KEYS[1..=P]` once, when every request is on the same key with the same arguments |
+//! | keys, several slots of one cluster node | `KEYS[1..=P]` the first request's (it routes the call), and every request's P keys in `ARGV[2..]`, laid out as above ([`Keys::AcrossSlots`]) |
+//! | `ARGV[1]`, per request | `<ddd`, 24 bytes: mode (1 acquire, 0 peek), cost, time in µs (-1 for Redis `TIME`) |
+//! | `ARGV[1]`, uniform batch | `<ddd` once, when every request has the same three |
+//! | `ARGV[1]`, hot key's batch | `<dddd`: the three, then R |
+//! | reply | `<d` the call's Redis `TIME` in µs (0 when no request read it), then R records |
+//! | record | per part: allowed (0/1), remaining, retry_after, reset_after, t_eff (ticks); then reset_now when P > 1; then wait for a leaky bucket ([`part_fields`]) |
+//! | reply, a cross-slot batch one of whose keys the node does not serve now | the integer 0, nothing written ([`is_elsewhere`]) |
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -61,12 +81,8 @@ fn script(policy: &Policy) -> (&'static str, &'static str) {
     }
 }
 
-/// Numbers in one part's answer: allowed, remaining, retry_after,
-/// reset_after and t_eff; then reset_now when the set has several parts
-/// (what a denied set reports of a part that would have admitted,
-/// docs/spec.md section 7; one policy never reads it), and wait for a
-/// leaky bucket (zero in every other algorithm). Each number a reply
-/// leaves out costs Redis about 450 instructions less per decision
+/// Numbers in one part's answer (the wire format's record). Each number a
+/// reply leaves out costs Redis about 450 instructions less per decision
 /// (`pack`), and the client a field less to read.
 fn part_fields(policy: &Policy, parts: usize) -> usize {
     5 + usize::from(parts > 1) + usize::from(policy.algorithm() == Algorithm::LeakyBucket)
@@ -111,90 +127,10 @@ impl LuaFunction {
     /// library, and two sets never collide.
     pub(crate) fn for_parts(parts: &[Policy], ttl_floor_ms: u64) -> Self {
         let mut code = format!("local ttl_floor = {ttl_floor_ms}\n{PRELUDE}");
-        let mut included = Vec::new();
-        for policy in parts {
-            let (lua, function) = script(policy);
-            if !included.contains(&function) {
-                included.push(function);
-                code.push_str(lua);
-            }
+        for file in included_scripts(parts) {
+            code.push_str(file.0);
         }
-        // Every state but a sorted set's (the sliding log of a large
-        // limit) is a string, which `start` reads up front with one MGET.
-        let keeps_string = |policy: &Policy| {
-            policy.algorithm() != Algorithm::SlidingLog || keeps_packed_log(policy)
-        };
-        let prefetch = parts.iter().any(keeps_string);
-        let _ = write!(
-            code,
-            "local function decide(KEYS, ARGV)\n  \
-             local keys, base, step = start(KEYS, ARGV, {parts}, {prefetch})\n  \
-             if not keys then return 0 end\n  \
-             local replies = {{}}\n  for r = 1, requests do\n    \
-             if r == 1 or not uniform then begin(r) end\n    \
-             local k = base + step * (r - 1)\n",
-            parts = parts.len()
-        );
-        for (i, policy) in parts.iter().enumerate() {
-            let p = i + 1;
-            let _ = writeln!(
-                code,
-                "    local a{p}, r{p}, ra{p}, rs{p}, rn{p}, w{p}, te{p}, x{p}, y{p}, z{p}, v{p}, \
-                 u{p}, o{p}, s{p} = \
-                 {}(keys[k + {p}], {}, {}, {}, {}, {})",
-                script(policy).1,
-                policy.tick_us(),
-                policy.window_ticks(),
-                policy.limit(),
-                policy.max_cost(),
-                policy.fill_ticks(),
-            );
-        }
-        let all = (1..=parts.len())
-            .map(|p| format!("a{p}"))
-            .collect::<Vec<_>>();
-        // A policy repeated in a set keeps one state under one key (its
-        // tag), decided alike for every repetition: committed once. Twice,
-        // the sliding log's string, which a commit edits as it then
-        // stands, would hold each admission twice and lose its edge record.
-        let commits = (1..=parts.len())
-            .filter(|&p| !parts[..p - 1].contains(&parts[p - 1]))
-            .map(|p| format!("x{p}(y{p}, z{p}, v{p}, u{p}, o{p}, s{p})"))
-            .collect::<Vec<_>>();
-        let _ = writeln!(
-            code,
-            "    if acquire and {} then {} end",
-            all.join(" and "),
-            commits.join(" ")
-        );
-        let mut fields = Vec::new();
-        for (i, policy) in parts.iter().enumerate() {
-            let p = i + 1;
-            // `allowed` as 0 or 1, written out rather than called: each
-            // Lua call costs Redis more than the test it makes.
-            fields.extend([
-                format!("a{p} and 1 or 0"),
-                format!("r{p}"),
-                format!("ra{p}"),
-                format!("rs{p}"),
-                format!("te{p}"),
-            ]);
-            if parts.len() > 1 {
-                fields.push(format!("rn{p}"));
-            }
-            if policy.algorithm() == Algorithm::LeakyBucket {
-                fields.push(format!("w{p}"));
-            }
-        }
-        debug_assert_eq!(fields.len(), record_fields(parts));
-        // The call's Redis TIME (0 when no request read it) once, first.
-        let _ = write!(
-            code,
-            "    replies[r + 1] = pack('<{}', {})\n  end\n  \
-             flush()\n  replies[1] = pack('<d', server_us or 0)\n  return concat(replies)\nend\n",
-            "d".repeat(fields.len()),
-            fields.join(", ")
-        );
+        code.push_str(&decide_function(parts));
         // The registrations are not in the digest: named in this line, they
         // are, so a library of an older release (one function, same code)
         // keeps another name and is not replaced by this one, nor this by it.
@@ -236,14 +172,9 @@ impl LuaFunction {
         cmd
     }
 
-    /// `FCALL` deciding `requests` in order, one after the other (see
-    /// `prelude.lua`): each request's keys (one per part, laid out by
-    /// `layouts`) as `keys` says, and one argument packing every request's
-    /// mode, cost and time in µs (-1 for Redis `TIME`) as three
-    /// little-endian doubles (each an integer below 2^53, exact), or them
-    /// once when every request has the same, and then, when every request
-    /// is also on the same key (a hot key's batch), the keys once and the
-    /// number of requests as a fourth double. Sized up front: one
+    /// `FCALL` deciding `requests` in order, one after the other, their
+    /// keys (one per part, laid out by `layouts`) passed as `keys` says,
+    /// in the wire format of this module's doc. Sized up front: one
     /// allocation per buffer.
     pub(crate) fn decide<'r>(
         &self,
@@ -308,6 +239,133 @@ impl LuaFunction {
         }
         cmd
     }
+}
+
+/// Whether `policy` keeps a string state (every algorithm's but a sliding
+/// log's kept in a sorted set), which `start` reads up front with one
+/// `MGET`.
+fn keeps_string(policy: &Policy) -> bool {
+    policy.algorithm() != Algorithm::SlidingLog || keeps_packed_log(policy)
+}
+
+/// The algorithm files `parts` need, each once, in order of first use.
+fn included_scripts(parts: &[Policy]) -> Vec<(&'static str, &'static str)> {
+    let mut included: Vec<(&str, &str)> = Vec::new();
+    for policy in parts {
+        let file = script(policy);
+        if !included.iter().any(|(_, name)| *name == file.1) {
+            included.push(file);
+        }
+    }
+    included
+}
+
+/// The values each algorithm's function returns (see `prelude.lua`), as
+/// the generated code names them for part `p`: `allowed_1`, `write_1`…
+const PART_VALUES: [&str; 14] = [
+    "allowed",
+    "remaining",
+    "retry_after",
+    "reset_after",
+    "reset_now",
+    "wait",
+    "t_eff",
+    "write",
+    "write_a",
+    "write_b",
+    "write_c",
+    "write_d",
+    "write_e",
+    "write_f",
+];
+
+/// Part `p`'s local holding `value`, e.g. `allowed_1`.
+fn part_local(value: &str, p: usize) -> String {
+    format!("{value}_{p}")
+}
+
+/// The code generated for `parts`: the registered function `decide`, which
+/// calls each part's algorithm with the part's constants written in
+/// (every one below 2^53, so exact as a Lua number literal), commits every
+/// part only if every part admits, and packs the reply (the wire format
+/// of this module's doc).
+/// Checked in for a few policy sets under `scripts/generated/` (a test
+/// compares).
+fn decide_function(parts: &[Policy]) -> String {
+    let prefetch = parts.iter().any(keeps_string);
+    let mut code = format!(
+        "local function decide(KEYS, ARGV)\n  \
+         local keys, base, step = start(KEYS, ARGV, {parts}, {prefetch})\n  \
+         if not keys then return 0 end\n  \
+         local replies = {{}}\n  for r = 1, requests do\n    \
+         if r == 1 or not uniform then begin(r) end\n    \
+         local k = base + step * (r - 1)\n",
+        parts = parts.len()
+    );
+    for (i, policy) in parts.iter().enumerate() {
+        let p = i + 1;
+        let locals = PART_VALUES.map(|value| part_local(value, p)).join(", ");
+        let _ = writeln!(
+            code,
+            "    local {locals} =\n      {}(keys[k + {p}], {}, {}, {}, {}, {})",
+            script(policy).1,
+            policy.tick_us(),
+            policy.window_ticks(),
+            policy.limit(),
+            policy.max_cost(),
+            policy.fill_ticks(),
+        );
+    }
+    let all = (1..=parts.len())
+        .map(|p| part_local("allowed", p))
+        .collect::<Vec<_>>();
+    // A policy repeated in a set keeps one state under one key (its tag),
+    // decided alike for every repetition: committed once. Twice, the
+    // sliding log's string, which a commit edits as it then stands, would
+    // hold each admission twice and lose its edge record.
+    let commits = (1..=parts.len())
+        .filter(|&p| !parts[..p - 1].contains(&parts[p - 1]))
+        .map(|p| {
+            let arguments = PART_VALUES[8..]
+                .iter()
+                .map(|value| part_local(value, p))
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!("{}({arguments})", part_local("write", p))
+        })
+        .collect::<Vec<_>>();
+    let _ = writeln!(
+        code,
+        "    if acquire and {} then\n      {}\n    end",
+        all.join(" and "),
+        commits.join("\n      ")
+    );
+    let mut fields = Vec::new();
+    for (i, policy) in parts.iter().enumerate() {
+        let p = i + 1;
+        // `allowed` as 0 or 1, written out rather than called: each Lua
+        // call costs Redis more than the test it makes.
+        fields.push(format!("{} and 1 or 0", part_local("allowed", p)));
+        for value in ["remaining", "retry_after", "reset_after", "t_eff"] {
+            fields.push(part_local(value, p));
+        }
+        if parts.len() > 1 {
+            fields.push(part_local("reset_now", p));
+        }
+        if policy.algorithm() == Algorithm::LeakyBucket {
+            fields.push(part_local("wait", p));
+        }
+    }
+    debug_assert_eq!(fields.len(), record_fields(parts));
+    // The call's Redis TIME (0 when no request read it) once, first.
+    let _ = write!(
+        code,
+        "    replies[r + 1] = pack('<{}',\n      {})\n  end\n  \
+         flush()\n  replies[1] = pack('<d', server_us or 0)\n  return concat(replies)\nend\n",
+        "d".repeat(fields.len()),
+        fields.join(", ")
+    );
+    code
 }
 
 /// Where an `FCALL` passes its requests' keys.
@@ -376,15 +434,9 @@ pub(crate) struct PartReply {
 }
 
 /// Splits a function's reply to `count` requests into the call's Redis
-/// `TIME` in µs (0 when no request read it) and each request's part of
-/// the reply (read with [`read_reply`]); `None` if the reply has another
-/// shape.
-///
-/// The reply is one string of little-endian doubles (every number is an
-/// integer up to 2^53, exact as a double): one bulk string costs Redis and
-/// the client less than an array of integers, each its own RESP value.
-/// The time comes once: every request of a call that reads it reads the
-/// same, and a request with a time of its own sent it.
+/// `TIME` in µs (0 when no request read it) and each request's record
+/// (read with [`read_reply`]); `None` if the reply has another shape (the
+/// wire format of this module's doc).
 pub(crate) fn split_reply<'a>(
     parts: &[Policy],
     reply: &'a redis::Value,
@@ -410,10 +462,9 @@ fn whole(field: &[u8]) -> Option<u64> {
         .then_some(value as u64)
 }
 
-/// Reads one request's reply, decided at `time_us` (per part: allowed,
-/// remaining, retry_after, reset_after, t_eff, and reset_now and wait as
-/// [`part_fields`] says) for `parts`, calling `each` with every part's
-/// answer in order; `None` if the reply has another shape.
+/// Reads one request's record, decided at `time_us`, for `parts`, calling
+/// `each` with every part's answer in order; `None` if the record has
+/// another shape (the wire format of this module's doc).
 pub(crate) fn read_reply(
     parts: &[Policy],
     bytes: &[u8],
@@ -558,7 +609,7 @@ mod tests {
         );
         assert_eq!(args.len(), 5);
 
-        // Not uniform, or alone: every request's key, as before.
+        // Not uniform, or alone: every request's key.
         let mixed = [request("a", Mode::Acquire, 1), request("a", Mode::Peek, 1)];
         assert_eq!(fcall_arguments(&mixed, Keys::Declared).0.len(), 3 + 2 + 1);
         let alone = [request("a", Mode::Acquire, 1)];
@@ -585,6 +636,82 @@ mod tests {
             )),
             "{source}"
         );
+    }
+
+    /// Where the generated examples are checked in.
+    const GENERATED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/generated");
+
+    /// `actual` against the checked-in `file`, or written there when
+    /// `LIMITER_BLESS` is set.
+    fn check_generated(file: &str, actual: &str) {
+        let path = format!("{GENERATED}/{file}");
+        if std::env::var_os("LIMITER_BLESS").is_some() {
+            std::fs::write(&path, actual).unwrap();
+            return;
+        }
+        let expected = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            expected == actual,
+            "{path} differs from the code generated now; if the change is meant, write it \
+             anew with LIMITER_BLESS=1 cargo test -p limiter-redis --lib generated, and read \
+             the diff:\n{actual}"
+        );
+    }
+
+    /// The generated part of a library (the registered function), with a
+    /// header naming the policies and the files it follows.
+    #[test]
+    fn generated_functions_match_the_checked_in_files() {
+        for (file, policies) in [
+            ("one_policy.lua", "token-bucket:10/1s,capacity=20"),
+            (
+                "tiered_set.lua",
+                "sliding-counter:5/1s;leaky-bucket:100/1m,queue=10",
+            ),
+            ("packed_log.lua", "sliding-log:10/1m"),
+            ("sorted_set_log.lua", "sliding-log:1000/1h"),
+        ] {
+            let policies: limiter_core::Policies = policies.parse().unwrap();
+            let files = included_scripts(&policies)
+                .iter()
+                .map(|(_, name)| format!("{name}.lua"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let generated = format!(
+                "-- Generated by scripts.rs (decide_function) for {policies}: the code\n\
+                 -- that follows `local ttl_floor = <ms>`, prelude.lua and {files} in\n\
+                 -- the library, before its two registrations. A test compares this\n\
+                 -- file with the code generated now.\n\n{}",
+                decide_function(&policies)
+            );
+            check_generated(file, &generated);
+        }
+    }
+
+    /// The arguments of an `FCALL` deciding three requests in three slots
+    /// of one cluster node, one per line: text as it is, the packed
+    /// arguments as their numbers.
+    #[test]
+    fn a_generated_cross_slot_call_matches_the_checked_in_file() {
+        let requests = [
+            request("a", Mode::Acquire, 1),
+            request("b", Mode::Acquire, 1),
+            request("c", Mode::Acquire, 1),
+        ];
+        let (args, _) = fcall_arguments(&requests, Keys::AcrossSlots);
+        let mut lines = vec![
+            "# The FCALL deciding requests on keys a, b and c (one node, three".to_owned(),
+            "# slots) under token-bucket:10/1s, one argument per line; the packed".to_owned(),
+            "# argument as its little-endian doubles. A test compares.".to_owned(),
+        ];
+        for (i, arg) in args.iter().enumerate() {
+            lines.push(match i {
+                1 => "<the library's function name>".to_owned(),
+                4 => format!("<ddd> {:?}", fields(arg)),
+                _ => String::from_utf8(arg.clone()).unwrap(),
+            });
+        }
+        check_generated("cross_slot_batch.txt", &(lines.join("\n") + "\n"));
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! limiter-redis on a real Redis Cluster (three primaries, three replicas,
 //! `limiter_test::redis_cluster`): the whole conformance suite and every
 //! shared vector (single and tiered), keys spread over every primary, live resharding and a
-//! failover under load, `FUNCTION FLUSH` on one node, a slot covered only
-//! after the slot map was read, and the article's load test.
+//! failover under load, a reshard whose nodes disagree for a moment, a
+//! lost shard, `FUNCTION FLUSH` on one node, a slot covered only after the
+//! slot map was read, a single-server backend pointed at a cluster node,
+//! and the article's load test.
 //!
 //! The resharding and failover tests change the topology, so each runs on a
 //! cluster of its own; the others share the binary's cluster (started on
@@ -1003,6 +1005,142 @@ async fn live_resharding_under_load_answers_every_decision_and_never_over_admits
     }
 }
 
+/// A reshard whose last step reaches the nodes out of order: the source is
+/// told the slot's new owner 50 ms before the target, which meanwhile
+/// still imports it, so the two redirect its keys to each other (`MOVED`
+/// back and forth). While 32 tasks decide under fail-open on four keys of
+/// the source, through two limiters (one limit reached early, one never),
+/// each key's slot moves so in turn: every decision is Redis's (no error,
+/// no fail-open answer), no key admits more than its limit, and each
+/// state counts exactly what was admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reshard_whose_nodes_disagree_for_a_moment_fails_no_decision() {
+    const TASKS: usize = 32;
+    const SMALL: u64 = 30;
+    const LARGE: u64 = 1_000_000;
+    const LAG: Duration = Duration::from_millis(50);
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .unwrap(),
+    );
+    // The default timeouts: what a deployment waits for.
+    let backend = RedisBackend::cluster(cluster.seed_urls())
+        .build_lazy()
+        .unwrap();
+    let mut limiters = Vec::new();
+    for limit in [SMALL, LARGE] {
+        let policy = Policy::fixed_window(Rate::per_hour(limit)).unwrap();
+        limiters.push((limit, limiter(&backend, policy, "disagree").await));
+    }
+    let primaries = cluster.primaries();
+    let (source, target) = (primaries[0].clone(), primaries[1].clone());
+    let keys = keys_on(
+        &cluster,
+        &limiters[0].1,
+        "disagree",
+        std::slice::from_ref(&source),
+        4,
+    );
+    // (limit, the limiter under fail-open, key), a target per pair.
+    let targets: Vec<_> = keys
+        .iter()
+        .flat_map(|key| {
+            limiters.iter().map(|(limit, limiter)| {
+                let open = limiter_core::LimiterExt::on_failure(
+                    Arc::clone(limiter),
+                    limiter_core::FailurePolicy::FailOpen,
+                );
+                (*limit, Arc::new(open), key.clone())
+            })
+        })
+        .collect();
+    let targets = Arc::new(targets);
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let (targets, stop) = (Arc::clone(&targets), Arc::clone(&stop));
+            tokio::spawn(async move {
+                // Per target: admitted by Redis; and in all, errors and
+                // fail-open answers, with a sample.
+                let mut admitted = vec![0u64; targets.len()];
+                let (mut failed, mut degraded, mut sample) = (0u64, 0u64, None);
+                let mut n = task;
+                while !stop.load(Ordering::Relaxed) {
+                    let i = n % targets.len();
+                    n += 1;
+                    let (_, open, key) = &targets[i];
+                    match open.acquire(key, 1).await {
+                        Ok(d) if !d.source.is_degraded() => {
+                            admitted[i] += u64::from(d.allowed);
+                            continue;
+                        }
+                        Ok(_) => degraded += 1,
+                        Err(e) => {
+                            failed += 1;
+                            sample.get_or_insert_with(|| chain(&e));
+                        }
+                    }
+                    // Answered at once, without Redis.
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                (admitted, failed, degraded, sample)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let slots: Vec<u16> = keys
+        .iter()
+        .map(|k| cluster.slot_of(&limiters[0].1.redis_key(k)))
+        .collect();
+    let mover = Arc::clone(&cluster);
+    let moved = tokio::task::spawn_blocking(move || {
+        slots
+            .iter()
+            .map(|&slot| mover.migrate_slot_source_first(slot, &target, LAG))
+            .sum::<usize>()
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut admitted = vec![0u64; targets.len()];
+    let (mut failed, mut degraded, mut samples) = (0, 0, Vec::new());
+    for task in tasks {
+        let (each, f, d, sample) = task.await.unwrap();
+        for (sum, a) in admitted.iter_mut().zip(each) {
+            *sum += a;
+        }
+        failed += f;
+        degraded += d;
+        samples.extend(sample);
+    }
+    let plain: Vec<_> = keys
+        .iter()
+        .flat_map(|key| {
+            limiters
+                .iter()
+                .map(|(_, limiter)| (Arc::clone(limiter), key.clone()))
+        })
+        .collect();
+    let counted = counted(&plain).await;
+    eprintln!(
+        "source-first reshard of {} slots ({moved} keys moved): {failed} failed, {degraded} \
+         fail-open answers, admitted {admitted:?}, counted {counted:?}; samples {samples:?}",
+        keys.len()
+    );
+    assert_eq!(moved, 2 * keys.len(), "every key's states moved");
+    assert_eq!(failed, 0, "decisions failed: {samples:?}");
+    assert_eq!(degraded, 0, "decisions answered by fail-open");
+    assert_eq!(counted, admitted, "the states count what was admitted");
+    for (i, (limit, _, key)) in targets.iter().enumerate() {
+        match *limit {
+            SMALL => assert_eq!(admitted[i], SMALL, "{key}"),
+            _ => assert!(admitted[i] > 0 && admitted[i] < LARGE, "{key}"),
+        }
+    }
+}
+
 /// A new primary (an empty node joined to the cluster) takes a slot with
 /// active keys: the backend follows the `MOVED` to a node it has never
 /// seen, loads the function library there before its first `FCALL` (no
@@ -1735,4 +1873,210 @@ fn summary(report: &Report, on_victim: &[bool], victim: bool, killed_at: Duratio
         first.map(|t| t.saturating_sub(killed_at)),
         last.map(|t| t.saturating_sub(killed_at)),
     )
+}
+
+/// A single-server backend pointed at a cluster node is the wrong backend
+/// (the node redirects the keys of every other node): building it fails
+/// with a configuration error that names `RedisBackend::cluster`, as does a
+/// lazy backend's first call. For a user whose ACL refuses `INFO` the
+/// backend builds, and the node's first `MOVED` is that configuration
+/// error: under fail-open it is no admission, and every later call, on any
+/// node's key, fails with it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_server_backend_at_a_cluster_node_is_refused() {
+    let cluster = cluster();
+    let node = cluster.primaries()[0].clone();
+    let refused = |error: limiter_core::Error| match error {
+        limiter_core::Error::InvalidConfig(e) => {
+            let message = chain(&*e);
+            let e = e
+                .downcast::<limiter_redis::BackendError>()
+                .expect("a BackendError");
+            assert_eq!(e.kind(), limiter_redis::BackendErrorKind::Config);
+            assert!(message.contains("RedisBackend::cluster"), "{message}");
+            message
+        }
+        other => panic!("expected a configuration error, got {}", chain(&other)),
+    };
+    let error = RedisBackend::builder(node.url()).build().await.unwrap_err();
+    let message = refused(error);
+    assert!(message.contains("cluster_enabled:1"), "{message}");
+    let lazy = RedisBackend::builder(node.url()).build_lazy().unwrap();
+    let policy = Policy::fixed_window(Rate::per_hour(10)).unwrap();
+    let error = RedisLimiter::builder(&lazy, policy.clone())
+        .build()
+        .await
+        .unwrap_err();
+    refused(error);
+
+    let user = [
+        "ACL", "SETUSER", "no-info", "on", ">pw", "~*", "&*", "+@all", "-info",
+    ];
+    assert_eq!(cluster.command(&node, &user).text(), "OK");
+    let backend = RedisBackend::builder(node.url())
+        .username("no-info")
+        .password("pw")
+        .build()
+        .await
+        .expect("INFO refused: taken as one server");
+    let limiter = limiter(&backend, policy, "single-at-node").await;
+    let primaries = cluster.primaries();
+    let elsewhere = keys_on(cluster, &limiter, "single", &primaries[1..2], 1).remove(0);
+    let here = keys_on(cluster, &limiter, "single", &primaries[..1], 1).remove(0);
+    let open = limiter_core::LimiterExt::on_failure(
+        Arc::clone(&limiter),
+        limiter_core::FailurePolicy::FailOpen,
+    );
+    let message = refused(open.acquire(&elsewhere, 1).await.unwrap_err());
+    assert!(message.contains("MOVED"), "{message}");
+    refused(open.acquire(&here, 1).await.unwrap_err());
+}
+
+/// A lost shard: a primary and its replica killed (`SIGKILL`), so nothing
+/// serves its slots and no failover comes, while 16 tasks decide on keys
+/// of every primary. Its keys fail at once (the node refuses, then is
+/// known down). Once the other nodes mark it failed they answer
+/// `CLUSTERDOWN` for every key (`cluster-require-full-coverage`, on by
+/// default): those calls are retried until their command timeout, and the
+/// requests queued behind them are answered with their failure, so no call
+/// waits longer than one command timeout (plus slack for a loaded machine).
+/// Told to serve without full coverage, the other primaries' keys are
+/// decided by Redis again, none failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_shard_costs_each_call_one_command_timeout_at_most() {
+    // Over two per key: requests queue behind their key's calls in flight.
+    const TASKS: usize = 16;
+    const COMMAND_TIMEOUT: Duration = Duration::from_millis(500);
+    /// The command timeout and slack for a loaded machine. A call that
+    /// waited out a second timeout (queued behind a call that failed, then
+    /// sent) waits twice the timeout: more than this.
+    const LONGEST: Duration = Duration::from_millis(COMMAND_TIMEOUT.as_millis() as u64 + 350);
+    /// How long the other nodes may take to mark the shard failed: the
+    /// node timeout, then their gossip, with slack for a loaded machine.
+    const MARKED_FAILED: Duration = Duration::from_millis(5 * NODE_TIMEOUT_MS);
+    assert!(LONGEST < 2 * COMMAND_TIMEOUT);
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .unwrap(),
+    );
+    let backend = probing_backend(&cluster, COMMAND_TIMEOUT);
+    let limiter = limiter(
+        &backend,
+        Policy::sliding_log(Rate::per_hour(10_000)).unwrap(),
+        "lost",
+    )
+    .await;
+    let primaries = cluster.primaries();
+    let keys = keys_on(&cluster, &limiter, "lost", &primaries, 2);
+    let lost = primaries[0].clone();
+    let on_lost: Vec<bool> = keys
+        .iter()
+        .map(|k| cluster.node_for_key(&limiter.redis_key(k)) == lost)
+        .collect();
+    let targets: Vec<(Arc<RedisLimiter>, String)> = keys
+        .iter()
+        .map(|k| (Arc::clone(&limiter), k.clone()))
+        .collect();
+    let sum = |report: &Report, lost_side: bool, figures: &dyn Fn(&Report, usize) -> u64| {
+        (0..keys.len())
+            .filter(|&i| on_lost[i] == lost_side)
+            .map(|i| figures(report, i))
+            .sum::<u64>()
+    };
+    let errors = |report: &Report, i: usize| report.errors_per_target[i];
+    let longest = |report: &Report| report.slowest.iter().max().copied().unwrap_or_default();
+
+    // The shard lost, until the other nodes answer `CLUSTERDOWN` and for
+    // a few command timeouts after.
+    let load = Load::start(targets.clone(), TASKS);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let killer = Arc::clone(&cluster);
+    let killed = tokio::task::spawn_blocking(move || killer.kill_shard(0))
+        .await
+        .unwrap();
+    assert_eq!(killed[0], lost);
+    let killed_at = Instant::now();
+    let others_fail = |load: &Load| {
+        (0..keys.len())
+            .filter(|&i| !on_lost[i])
+            .any(|i| load.stats[i].errors.load(Ordering::Relaxed) > 0)
+    };
+    while !others_fail(&load) {
+        assert!(
+            killed_at.elapsed() < MARKED_FAILED,
+            "the other nodes never answered CLUSTERDOWN"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let down_after = killed_at.elapsed();
+    tokio::time::sleep(3 * COMMAND_TIMEOUT).await;
+    let down = load.stop().await;
+    eprintln!(
+        "lost shard {:?}: CLUSTERDOWN {down_after:?} after the kill; {} decisions; errors on \
+         its keys {}, on the others' {}; slowest {:?} (per key {:?}); samples {:?}",
+        killed.iter().map(|n| n.port).collect::<Vec<_>>(),
+        down.decisions,
+        sum(&down, true, &errors),
+        sum(&down, false, &errors),
+        longest(&down),
+        down.slowest,
+        down.errors.samples
+    );
+    assert!(
+        longest(&down) <= LONGEST,
+        "a call waited {:?}; the command timeout is {COMMAND_TIMEOUT:?}",
+        longest(&down)
+    );
+    assert!(
+        sum(&down, true, &errors) > 0,
+        "the lost shard's keys failed"
+    );
+
+    // Served without full coverage: the other primaries' keys by Redis.
+    for node in cluster.live_nodes() {
+        let coverage = ["CONFIG", "SET", "cluster-require-full-coverage", "no"];
+        assert_eq!(cluster.command(&node, &coverage).text(), "OK");
+    }
+    let served_from = Instant::now();
+    for (i, key) in keys.iter().enumerate().filter(|(i, _)| !on_lost[*i]) {
+        while let Err(e) = limiter.acquire(key, 1).await {
+            assert!(
+                served_from.elapsed() < MARKED_FAILED,
+                "{key} (target {i}) still fails: {}",
+                chain(&e)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let load = Load::start(targets, TASKS);
+    tokio::time::sleep(3 * COMMAND_TIMEOUT).await;
+    let partial = load.stop().await;
+    let admitted = |report: &Report, i: usize| report.admitted[i];
+    eprintln!(
+        "served again {:?} after full coverage was off: {} decisions, {} admitted on the \
+         others' keys, errors on its keys {} and the others' {}; slowest {:?}",
+        served_from.elapsed(),
+        partial.decisions,
+        sum(&partial, false, &admitted),
+        sum(&partial, true, &errors),
+        sum(&partial, false, &errors),
+        longest(&partial),
+    );
+    assert_eq!(
+        sum(&partial, false, &errors),
+        0,
+        "the other primaries' keys failed: {:?}",
+        partial.errors.samples
+    );
+    assert!(sum(&partial, false, &admitted) > 0);
+    assert!(
+        sum(&partial, true, &errors) > 0,
+        "the lost shard's keys failed"
+    );
+    assert!(
+        longest(&partial) <= LONGEST,
+        "a call waited {:?}; the command timeout is {COMMAND_TIMEOUT:?}",
+        longest(&partial)
+    );
 }

@@ -1,7 +1,7 @@
 //! A healthy server under load, with default settings: 64 callers on one
 //! key never fail, admit exactly the limit, and are served fairly: none is
-//! starved (issue 10: a pool's unfair checkout once starved callers for
-//! its whole timeout, waits of seconds). Its own test binary, so that it
+//! starved (a pool's unfair checkout can starve callers for its whole
+//! timeout, waits of seconds). Its own test binary, so that it
 //! runs alone.
 //!
 //! No performance target: the load runs until every caller has made

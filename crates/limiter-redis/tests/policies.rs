@@ -1,12 +1,13 @@
-//! Each policy has its own state: two policies on one user key under one
+//! A limiter's state is named by its whole policy set: two policies, or a
+//! tiered set and one of its policies alone, on one user key under one
 //! prefix are independent on Redis exactly as on memory, while the same
-//! policy on two backends (two app instances) shares one state.
+//! policy set on two backends (two app instances) shares one state.
 
 mod common;
 
 use std::time::Duration;
 
-use limiter_core::{Limiter, ManualClock, Policy, Rate};
+use limiter_core::{Limiter, ManualClock, Policies, Policy, Rate};
 use limiter_memory::MemoryLimiter;
 use limiter_redis::RedisLimiter;
 
@@ -51,6 +52,39 @@ async fn two_policies_on_one_user_key_are_independent_as_on_memory() {
     );
     assert_eq!(redis, (5, 100));
     assert_eq!(redis, memory);
+}
+
+#[tokio::test]
+async fn a_set_and_one_of_its_policies_alone_are_independent_as_on_memory() {
+    let alone: Policy = "fixed-window:5/10s".parse().unwrap();
+    let set: Policies = "fixed-window:5/10s;sliding-log:100/1m".parse().unwrap();
+    let prefix = common::fresh_prefix("sets");
+    let clock = ManualClock::new(1_000_000);
+    let mut redis = Vec::new();
+    for policies in [Policies::from(alone.clone()), set.clone()] {
+        // One backend each, as two processes (or two parts of one) would have.
+        let backend = common::lazy_backend(&common::server().url());
+        let limiter = RedisLimiter::builder(&backend, policies)
+            .key_prefix(prefix.clone())
+            .clock(clock.clone())
+            .build()
+            .await
+            .unwrap();
+        redis.push(limiter);
+    }
+    assert_ne!(redis[0].redis_key("user"), redis[1].redis_key("user"));
+    let memory_alone = MemoryLimiter::builder(alone).clock(clock.clone()).build();
+    let memory_set = MemoryLimiter::builder(set).clock(clock.clone()).build();
+    let on_redis = (
+        admitted(&redis[0], "user", 5).await,
+        admitted(&redis[1], "user", 5).await,
+    );
+    let on_memory = (
+        admitted(&memory_alone, "user", 5).await,
+        admitted(&memory_set, "user", 5).await,
+    );
+    assert_eq!(on_redis, (5, 5));
+    assert_eq!(on_redis, on_memory);
 }
 
 #[tokio::test]

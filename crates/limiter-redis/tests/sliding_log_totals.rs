@@ -1,5 +1,5 @@
 //! The Redis sliding log stays exact after 2^53 units: its members are
-//! running totals, which Lua holds as doubles (issue 14, case 3).
+//! running totals, which Lua holds as doubles.
 
 mod common;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use limiter_core::backend::check_policies;
-use limiter_core::{Decision, Error, Limiter, Policies};
+use limiter_core::{Decision, Error, FailureReach, Limiter, Policies};
 
 /// Forwards to `inner` until told to fail; then every call fails with
 /// [`Error::Backend`] (an `io::Error` "injected outage") and writes
@@ -48,7 +48,7 @@ impl Flaky {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.failing
             .load(Ordering::SeqCst)
-            .then(|| Error::Backend(Box::new(io::Error::other("injected outage"))))
+            .then(|| Error::backend(FailureReach::Backend, io::Error::other("injected outage")))
     }
 }
 

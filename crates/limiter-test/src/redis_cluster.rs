@@ -10,9 +10,12 @@
 //! owners and the same replicas, and every replica is in sync with its primary.
 //!
 //! Topology changes for tests: [`migrate_slot`](RedisCluster::migrate_slot)
-//! (live resharding, the sequence `redis-cli --cluster reshard` runs),
-//! [`kill_primary`](RedisCluster::kill_primary) (`SIGKILL`) and
-//! [`wait_for_failover`](RedisCluster::wait_for_failover). Inspection:
+//! (live resharding, the sequence `redis-cli --cluster reshard` runs;
+//! [`migrate_slot_source_first`](RedisCluster::migrate_slot_source_first)
+//! with its last step reaching the nodes out of order),
+//! [`kill_primary`](RedisCluster::kill_primary) (`SIGKILL`),
+//! [`wait_for_failover`](RedisCluster::wait_for_failover) and
+//! [`kill_shard`](RedisCluster::kill_shard) (a primary and its replicas). Inspection:
 //! [`primaries`](RedisCluster::primaries), [`node_for_key`](RedisCluster::node_for_key),
 //! [`keys_on`](RedisCluster::keys_on), and any command on any node
 //! ([`command`](RedisCluster::command)).
@@ -582,6 +585,29 @@ impl RedisCluster {
         batch: usize,
         pause: Duration,
     ) -> usize {
+        self.migrate(slot, to, batch, pause, None)
+    }
+
+    /// As [`migrate_slot`](Self::migrate_slot), the last step reaching the
+    /// nodes out of order: `SETSLOT NODE` on the owner first, and only
+    /// `lag` later on `to` and on every other primary. Meanwhile the owner
+    /// redirects the slot's keys to `to` (`MOVED`), and `to`, still
+    /// importing, redirects them back.
+    pub fn migrate_slot_source_first(&self, slot: u16, to: &ClusterNode, lag: Duration) -> usize {
+        self.migrate(slot, to, 100, Duration::ZERO, Some(lag))
+    }
+
+    /// A migration of `slot` to `to` (see [`migrate_slot_paced`](Self::migrate_slot_paced)),
+    /// with the owner told of the new owner `lag` before the other nodes,
+    /// if given.
+    fn migrate(
+        &self,
+        slot: u16,
+        to: &ClusterNode,
+        batch: usize,
+        pause: Duration,
+        source_first: Option<Duration>,
+    ) -> usize {
         let from = self.node_of_slot(slot);
         let primaries = self.primaries();
         // A primary without slots yet (see `add_primary`) may take one.
@@ -634,10 +660,20 @@ impl RedisCluster {
                 thread::sleep(pause);
             }
         }
-        self.ok(to, &["CLUSTER", "SETSLOT", &slot_text, "NODE", &to.id]);
-        self.ok(&from, &["CLUSTER", "SETSLOT", &slot_text, "NODE", &to.id]);
+        let assign = ["CLUSTER", "SETSLOT", &slot_text, "NODE", &to.id];
+        match source_first {
+            Some(lag) => {
+                self.ok(&from, &assign);
+                thread::sleep(lag);
+                self.ok(to, &assign);
+            }
+            None => {
+                self.ok(to, &assign);
+                self.ok(&from, &assign);
+            }
+        }
         for primary in primaries.iter().filter(|p| *p != to && **p != from) {
-            self.ok(primary, &["CLUSTER", "SETSLOT", &slot_text, "NODE", &to.id]);
+            self.ok(primary, &assign);
         }
         self.wait_until(
             SETTLE_TIMEOUT,
@@ -677,6 +713,29 @@ impl RedisCluster {
         });
         lock(&self.server_of(&victim).server).kill();
         victim
+    }
+
+    /// Kills the `index`th of the [`primaries`](Self::primaries) and every
+    /// replica of it with `SIGKILL`, as the loss of a whole shard: no node
+    /// is left to serve its slots, and no failover brings them back.
+    /// Returns the killed nodes, the primary first.
+    ///
+    /// # Panics
+    ///
+    /// If there is no such primary.
+    pub fn kill_shard(&self, index: usize) -> Vec<ClusterNode> {
+        let primaries = self.primaries();
+        let primary = primaries
+            .get(index)
+            .unwrap_or_else(|| panic!("kill_shard({index}): only {} primaries", primaries.len()))
+            .clone();
+        let mut shard = vec![primary.clone()];
+        shard.extend(self.replicas_of(&primary));
+        // Its replicas first: none of them can start a failover after.
+        for node in shard.iter().rev() {
+            lock(&self.server_of(node).server).kill();
+        }
+        shard
     }
 
     /// The process behind `node`.

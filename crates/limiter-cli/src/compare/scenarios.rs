@@ -11,7 +11,7 @@ use limiter_core::{Algorithm, Policies, Policy, PolicyError, Rate};
 use crate::compare::compact_duration;
 use crate::failure::Failure;
 use crate::input::{open_trace, trace_name};
-use crate::trace::TraceReader;
+use limiter_core::trace::TraceReader;
 
 /// The built-in scenarios of `limiter compare`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -234,7 +234,7 @@ mod tests {
     }
 
     /// A key whose only request was an error is never held: it is not
-    /// averaged in (found by a review: 48 bytes where 56 is right).
+    /// averaged in.
     #[test]
     fn bytes_per_key_average_only_the_keys_held() {
         use limiter_core::{Policy, Rate};

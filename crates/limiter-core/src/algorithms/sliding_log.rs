@@ -225,10 +225,10 @@ mod tests {
     use super::*;
     use crate::rate::Rate;
 
-    /// Issue 14, case 2: 2^49 units per 4 µs, each window filled by one
-    /// request, carries a total since the key began past 2^64 after 2^15
-    /// windows; it used to overflow (a panic in debug, an index out of
-    /// bounds in release).
+    /// 2^49 units per 4 µs, each window filled by one request, carries a
+    /// total since the key began past 2^64 after 2^15 windows: the running
+    /// totals must not overflow (a panic in debug, an index out of bounds
+    /// in release).
     #[test]
     fn sliding_log_running_totals_never_overflow_on_a_huge_policy() {
         let limit = 1u64 << 49;

@@ -19,26 +19,14 @@
 --
 -- One call decides a batch of R requests, in order (docs/backends.md,
 -- "Batches"): the decisions that reached the client while earlier ones were
--- in flight. With P policies:
---
--- KEYS[(r-1)*P + i]  the state of request r's key under the i-th policy
---          (or, on a cluster, for a batch whose keys lie in several slots
---          of one node: KEYS the first request's, for routing, and every
---          request's keys in ARGV from ARGV[2] on, laid out alike; the
---          library is registered with allow-cross-slot-keys)
--- ARGV[1]  every request's arguments, three little-endian doubles each
---          ('<ddd', 24 bytes per request, request r's at 24(r-1)+1):
---          1 to commit when admitted (acquire) or 0 to write nothing
---          (peek); the cost n, 1 <= n <= every policy's max cost (checked
---          by the caller); the request time in µs since the epoch, or -1
---          for Redis TIME. Or, when every request of the call has the same
---          three (uniform: the usual batch, cost 1 at Redis TIME), them
---          once. One argument, not three per request: Redis makes an
---          object of every argument and Lua a string, and three per request
---          cost about as much as reading one packed string. Or, when every
---          request is also on the same keys (a hot key's batch), the three
---          and R, '<dddd', with KEYS the P keys once: Redis then parses,
---          and MGET reads, P keys rather than R*P.
+-- in flight, each on P policies. Its KEYS, ARGV and reply are laid out as
+-- the table "Wire format" in scripts.rs says (the one place they are
+-- defined); scripts/generated/ holds the generated part of a
+-- few libraries. ARGV[1] packs every request's three numbers into one
+-- argument: Redis makes an object of every argument and Lua a string, and
+-- three per request cost about as much as reading one packed string; a hot
+-- key's batch sends its P keys once, so Redis parses, and MGET reads, P
+-- keys rather than R*P.
 --
 -- It defines, for the algorithms that follow: start(KEYS, ARGV, P,
 -- prefetch), which each call starts with (prefetch: read every string
@@ -83,12 +71,15 @@
 -- decides the request without writing, and returns
 --
 --   allowed (boolean), remaining, retry_after, reset_after, reset_now,
---   wait, t_eff, write, w1, ..., w6
+--   wait, t_eff, write, write_a, ..., write_f
+--
+-- (the generated code's names for them, with the part's number after:
+-- allowed_1, write_a_1...)
 --
 -- durations in the policy's ticks; reset_after is the key's reset after
 -- the admission when allowed (docs/spec.md section 1), reset_now the reset
 -- of its state as it stands (what a denied policy set reports for a part
--- that would have admitted, docs/spec.md section 7); write(w1, ..., w6)
+-- that would have admitted, docs/spec.md section 7); write(write_a, ..., write_f)
 -- commits the admission (write is nil when denied). A function and its
 -- arguments rather than a closure: the string states commit with save
 -- itself, and a closure made per decision costs Redis's Lua about as much

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use limiter_cli::trace::{decision_row, TraceReader, DECISION_HEADER};
+use limiter_core::trace::{decision_row, TraceReader, DECISION_HEADER};
 use limiter_core::{parse_duration, Limiter, ManualClock, Policy, Rate};
 
 use super::{outcome, Subject};

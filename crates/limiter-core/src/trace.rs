@@ -2,8 +2,8 @@
 //! rows out.
 //!
 //! It is the command line's format (`limiter replay`, `limiter compare
-//! --trace`), shared with the conformance tests so a trace means the same
-//! thing everywhere.
+//! --trace`), the conformance tests' and the fuzz targets', so a trace
+//! means the same thing everywhere. Behind the `trace` feature.
 //!
 //! Input is CSV as RFC 4180 writes it: a field may be quoted (`"a,b"`, with
 //! `""` for a quote inside, and line breaks inside quotes), a UTF-8 byte
@@ -15,7 +15,7 @@
 use std::fmt;
 use std::io::{self, BufRead};
 
-use limiter_core::Decision;
+use crate::Decision;
 
 /// One request of a trace: `t_us,key,cost`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,16 +46,16 @@ pub struct WrittenNumbers {
 }
 
 /// A whole number of a trace field: its value, or its digits when it does
-/// not fit in a `u64`; `None` when the text is not a whole number.
+/// not fit in a `u64`; `None` when the text is not a whole number (digits
+/// only, as a policy string's: no sign).
 fn whole_number(text: &str) -> Option<Result<u64, String>> {
-    match text.parse::<u64>() {
-        Ok(value) => Some(Ok(value)),
-        Err(_) => {
-            let digits = text.strip_prefix('+').unwrap_or(text);
-            let all_digits = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
-            all_digits.then(|| Err(digits.trim_start_matches('0').to_owned()))
-        }
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
     }
+    Some(
+        text.parse::<u64>()
+            .map_err(|_| text.trim_start_matches('0').to_owned()),
+    )
 }
 
 /// The header of the decisions CSV.
@@ -606,7 +606,7 @@ mod tests {
         assert!(message(b"t_us,key,cost\n1,a\n").starts_with("line 2, field row"));
     }
 
-    /// Issue 14, case 5: one 100 MB line used to be read whole into memory.
+    /// A line of any length is read in pieces, never held whole.
     #[test]
     fn a_line_over_64_kib_is_an_error_naming_it_and_is_never_held() {
         let mut trace = b"t_us,key,cost\n1,a,1\n2,".to_vec();
@@ -660,7 +660,7 @@ mod tests {
         }
     }
 
-    /// Issue 14, case 6: invalid UTF-8 used to be reported without a line.
+    /// Invalid UTF-8 is reported with its line and field.
     #[test]
     fn invalid_utf8_names_the_line_and_the_field() {
         assert_eq!(
@@ -672,7 +672,7 @@ mod tests {
         assert!(message(b"t_us,k\xffey,cost\n").starts_with("line 1: expected the header"));
     }
 
-    /// Issue 14, case 8: a byte order mark and quoted fields used to be refused.
+    /// A UTF-8 byte order mark and RFC 4180 quoted fields are accepted.
     #[test]
     fn a_utf8_bom_and_rfc_4180_quoting_are_accepted() {
         assert_eq!(keys(b"\xEF\xBB\xBFt_us,key,cost\n1,a,1\n"), ["a"]);
