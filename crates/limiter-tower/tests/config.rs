@@ -721,6 +721,27 @@ on_failure = "fallback"
     }
 }
 
+/// Without `max_keys` and `max_key_bytes`, each in-process limiter of a
+/// memory registry holds at most 100,000 keys of 256 bytes: the limiter
+/// and the penalty's counts alike.
+#[test]
+fn a_memory_registry_caps_its_limiters_by_default() {
+    let config = Config::from_toml(
+        "limits.toml",
+        "[policies.login]\nlimits = [\"sliding-log:10/5m\"]\npenalty = { denials = \"5/1m\", ban_for = \"1h\" }\n",
+    )
+    .unwrap();
+    assert_eq!(limiter_tower::DEFAULT_MAX_KEYS, 100_000);
+    let layer = format!("{:?}", Registry::memory(&config).layer("login").unwrap());
+    assert_eq!(
+        layer
+            .matches("max_keys: Some(100000), max_key_bytes: 256")
+            .count(),
+        2,
+        "{layer}"
+    );
+}
+
 /// `on_failure` from the file, on a Redis that refuses every connection:
 /// `fail-open` passes the request and marks it, `fail-closed` answers 503,
 /// `fallback` decides with this instance's own count of the same limits,
