@@ -147,6 +147,17 @@ mod tests {
         }
         let spaced: Policy = " token-bucket : 2 / 1s , capacity = 10 ".parse().unwrap();
         assert_eq!(spaced.to_string(), "token-bucket:2/1s,capacity=10");
+        // Every spelling docs/spec.md section 6 lists for a duration.
+        for (text, written) in [
+            ("fixed-window:10/minute", "fixed-window:10/1m"),
+            ("fixed-window:5/s", "fixed-window:5/1s"),
+            ("sliding-log:5/2 hours", "sliding-log:5/2h"),
+            ("sliding-log:5/3 sec", "sliding-log:5/3s"),
+            ("sliding-log:5/7µs", "sliding-log:5/7us"),
+            ("sliding-log:5/1 day", "sliding-log:5/1d"),
+        ] {
+            assert_eq!(text.parse::<Policy>().unwrap().to_string(), written);
+        }
         let default_options: Policy = "leaky-bucket:10/1s,queue=10".parse().unwrap();
         assert_eq!(default_options.to_string(), "leaky-bucket:10/1s");
         let built = Policy::sliding_log(Rate::new(100, Duration::from_secs(3600))).unwrap();

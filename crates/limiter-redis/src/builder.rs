@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use limiter_core::{Algorithm, Clock, Error, Policies, PolicyError};
 
-use crate::backend::RedisBackend;
+use crate::connection::backend::RedisBackend;
 use crate::error::BackendError;
 use crate::limiter::RedisLimiter;
-use crate::scripts::LuaFunction;
+use crate::protocol::scripts::LuaFunction;
 
 /// Builds a [`RedisLimiter`]; made by [`RedisLimiter::builder`].
 ///
@@ -141,7 +141,7 @@ impl RedisLimiterBuilder {
             .into_config_error());
         }
         let function = LuaFunction::for_parts(self.policies.parts(), self.ttl_floor_ms());
-        self.backend.register(&function).await?;
+        self.backend.register(function.library()).await?;
         Ok(RedisLimiter::new(self, function))
     }
 }

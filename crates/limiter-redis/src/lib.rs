@@ -37,24 +37,16 @@
 //! (`limiter.on_failure(FailurePolicy::FailOpen)`, from
 //! [`LimiterExt`](limiter_core::LimiterExt)).
 
-mod backend;
-mod backend_builder;
-mod batch;
 mod builder;
-mod circuit;
-mod cluster;
-mod commands;
+mod connection;
 mod error;
-mod keys;
 mod limiter;
-mod runtime;
-mod scripts;
-mod slot_map;
+mod protocol;
 
 pub use self::{
-    backend::RedisBackend,
-    backend_builder::{redact_url, RedisBackendBuilder},
     builder::RedisLimiterBuilder,
+    connection::backend::RedisBackend,
+    connection::backend_builder::{redact_url, RedisBackendBuilder},
     error::{BackendError, BackendErrorKind},
     limiter::RedisLimiter,
 };

@@ -7,11 +7,11 @@ use async_trait::async_trait;
 use limiter_core::backend::check_policies;
 use limiter_core::{Clock, Decision, Error, Limiter, Policies, SetDecision};
 
-use crate::backend::RedisBackend;
-use crate::batch::{Answer, Decider};
 use crate::builder::RedisLimiterBuilder;
-use crate::keys::KeyLayout;
-use crate::scripts::{LuaFunction, Mode, Request};
+use crate::connection::backend::RedisBackend;
+use crate::protocol::batch::{Answer, Decider};
+use crate::protocol::keys::KeyLayout;
+use crate::protocol::scripts::{LuaFunction, Mode, Request};
 
 /// A keyed rate limiter whose state lives in Redis: each decision is one
 /// atomic Lua function call (one round trip), deciding exactly as `limiter-core`.

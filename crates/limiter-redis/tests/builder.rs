@@ -79,6 +79,18 @@ async fn bad_options_are_refused_before_connecting() {
     }
     let message = backend(RedisBackend::builder("http://example")).await;
     assert!(message.contains("invalid Redis URL"), "{message}");
+    assert!(!message.contains("no scheme"), "{message}");
+    for builder in [
+        RedisBackend::builder("127.0.0.1:6379"),
+        RedisBackend::cluster(["127.0.0.1:7000"]),
+    ] {
+        let message = backend(builder).await;
+        assert!(
+            message.contains("no scheme: write redis://127.0.0.1:6379")
+                || message.contains("no scheme: write redis://127.0.0.1:7000"),
+            "{message}"
+        );
+    }
     let policy = Policy::token_bucket(Rate::per_second(5)).unwrap();
     let message = config_error(
         common::builder_at(NOWHERE, policy)

@@ -84,7 +84,7 @@ async fn every_algorithm_admits_exactly_its_quota_from_a_burst() {
 async fn every_key_written_with_redis_time_outlives_its_reset_after() {
     let window = Duration::from_secs(30);
     // Every algorithm at 3 per 30 s (a sliding log of 3 is one string),
-    // and a sliding log of 200, a sorted set (scripts.rs, PACKED_LOG_MAX).
+    // and a sliding log of 200, a sorted set (state.rs, PACKED_LOG_MAX).
     let policies = Algorithm::ALL
         .into_iter()
         .map(|algorithm| Policy::new(algorithm, Rate::new(3, window)).unwrap())

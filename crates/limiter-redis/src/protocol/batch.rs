@@ -41,12 +41,12 @@ use limiter_core::backend::all_of;
 use limiter_core::{Decision, Policies, SetDecision};
 use tokio::sync::oneshot;
 
-use crate::backend::RedisBackend;
-use crate::cluster::Ask;
+use crate::connection::backend::RedisBackend;
+use crate::connection::cluster::Ask;
+use crate::connection::runtime::Runtime;
 use crate::error::{BackendError, BackendErrorKind};
-use crate::keys::KeyLayout;
-use crate::runtime::Runtime;
-use crate::scripts::{self, Keys, LuaFunction, Request};
+use crate::protocol::keys::KeyLayout;
+use crate::protocol::scripts::{self, Keys, LuaFunction, Request};
 
 /// Calls of one limiter in flight at once, each a batch: enough to keep
 /// the server busy while the client reads an answer, few enough that
@@ -335,7 +335,7 @@ impl Decider {
             .decide(&self.keys, requests.iter(), Keys::AcrossSlots);
         match self
             .backend
-            .query_here(&cmd, Some(&self.function), Ask::Refuse)
+            .query_here(&cmd, Some(self.function.library()), Ask::Refuse)
             .await
         {
             Ok(reply) if !scripts::is_elsewhere(&reply) => self.answers(&reply, requests),
@@ -369,7 +369,7 @@ impl Decider {
         // On the call task's runtime.
         let reply = self
             .backend
-            .query_here(&cmd, Some(&self.function), Ask::Follow)
+            .query_here(&cmd, Some(self.function.library()), Ask::Follow)
             .await?;
         self.answers(&reply, requests)
     }
@@ -547,7 +547,7 @@ impl Drop for Turn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scripts::Mode;
+    use crate::protocol::scripts::Mode;
 
     const TIMEOUT: Duration = Duration::from_secs(1);
 

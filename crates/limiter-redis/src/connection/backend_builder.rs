@@ -7,8 +7,8 @@ use std::time::Duration;
 use limiter_core::Error;
 use redis::{AsyncConnectionConfig, Client, ConnectionInfo, IntoConnectionInfo};
 
-use crate::backend::{Connector, RedisBackend};
-use crate::cluster::ClusterClient;
+use crate::connection::backend::{Connector, RedisBackend};
+use crate::connection::cluster::ClusterClient;
 use crate::error::BackendError;
 
 /// Builds a [`RedisBackend`]; made by [`RedisBackend::builder`] or
@@ -175,13 +175,8 @@ impl RedisBackendBuilder {
         }
         let (info, url) = match &self.source {
             Source::Url(url) => {
-                let shown = redact_url(url);
-                let info = url.as_str().into_connection_info().map_err(|e| {
-                    BackendError::config(format!("invalid Redis URL {shown:?}"))
-                        .with_source(e)
-                        .into_config_error()
-                })?;
-                (info, shown)
+                let info = parse_url(url, "Redis URL")?;
+                (info, redact_url(url))
             }
             Source::Client(client) => {
                 let info = client.get_connection_info().clone();
@@ -217,11 +212,7 @@ impl RedisBackendBuilder {
             .join(",");
         let mut infos = Vec::with_capacity(seeds.len());
         for url in seeds {
-            let info = url.as_str().into_connection_info().map_err(|e| {
-                BackendError::config(format!("invalid Redis Cluster seed {:?}", redact_url(url)))
-                    .with_source(e)
-                    .into_config_error()
-            })?;
+            let info = parse_url(url, "Redis Cluster seed")?;
             if matches!(info.addr(), redis::ConnectionAddr::Unix(_)) {
                 return Err(config(
                     "a Redis Cluster seed needs a host and port, not a socket",
@@ -334,6 +325,24 @@ impl fmt::Debug for RedisBackendBuilder {
             .field("probe_interval", &self.probe_interval)
             .finish_non_exhaustive()
     }
+}
+
+/// `url` read as a connection's address; an error names it as `what`
+/// (without its password) and, when it has no scheme, says which to write.
+fn parse_url(url: &str, what: &str) -> Result<ConnectionInfo, Error> {
+    url.into_connection_info().map_err(|e| {
+        let shown = redact_url(url);
+        let hint = match url.contains("://") {
+            true => String::new(),
+            false => format!(
+                " (no scheme: write redis://{shown}, or rediss:// for TLS, \
+                 redis+unix:// for a socket)"
+            ),
+        };
+        BackendError::config(format!("invalid {what} {shown:?}{hint}"))
+            .with_source(e)
+            .into_config_error()
+    })
 }
 
 /// The URL without its password, for messages and logs:

@@ -16,12 +16,12 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, RetryMethod, Value};
 
-use crate::backend_builder::RedisBackendBuilder;
-use crate::circuit::{Circuit, ProbeTurn};
-use crate::cluster::{Ask, ClusterClient, ClusterConnection, Functions};
+use crate::connection::backend_builder::RedisBackendBuilder;
+use crate::connection::circuit::{Circuit, ProbeTurn};
+use crate::connection::cluster::{Ask, ClusterClient, ClusterConnection, Functions};
+use crate::connection::library::Library;
+use crate::connection::runtime::{within, Runtime};
 use crate::error::{is_out_of_memory, BackendError, BackendErrorKind};
-use crate::runtime::{within, Runtime};
-use crate::scripts::LuaFunction;
 
 /// A handle on one Redis server, shared by every [`RedisLimiter`](crate::RedisLimiter)
 /// of an application: build it once, clone it freely (clones share the
@@ -55,7 +55,7 @@ pub(crate) struct Shared {
     connection_timeout: Duration,
     command_timeout: Duration,
     probe_interval: Duration,
-    sockets: Box<[Socket]>,
+    connection_slots: Box<[ConnectionSlot]>,
     next_socket: AtomicUsize,
     next_connection_id: AtomicU64,
     circuit: Circuit,
@@ -74,7 +74,7 @@ pub(crate) struct Shared {
 
 /// One multiplexed connection slot: the live connection, if any, and a
 /// lock so that one caller at a time reconnects it.
-struct Socket {
+struct ConnectionSlot {
     current: Mutex<Option<Live>>,
     reconnecting: tokio::sync::Mutex<()>,
 }
@@ -171,8 +171,8 @@ impl RedisBackend {
     }
 
     pub(crate) fn new(connector: Connector, url: String, options: &RedisBackendBuilder) -> Self {
-        let sockets = (0..options.connections)
-            .map(|_| Socket {
+        let connection_slots = (0..options.connections)
+            .map(|_| ConnectionSlot {
                 current: Mutex::new(None),
                 reconnecting: tokio::sync::Mutex::new(()),
             })
@@ -184,7 +184,7 @@ impl RedisBackend {
                 connection_timeout: options.connection_timeout,
                 command_timeout: options.command_timeout,
                 probe_interval: options.probe_interval,
-                sockets,
+                connection_slots,
                 next_socket: AtomicUsize::new(0),
                 next_connection_id: AtomicU64::new(0),
                 circuit: Circuit::default(),
@@ -210,7 +210,7 @@ impl RedisBackend {
     /// before the cluster is connected. A hint for grouping decisions: a
     /// command that reaches the wrong node is redirected.
     pub(crate) fn node_of(&self, slot: u16) -> Option<u16> {
-        match self.shared.sockets.first()?.current()?.conn {
+        match self.shared.connection_slots.first()?.current()?.conn {
             Connection::Cluster(conn) => Some(conn.node_of(slot)),
             Connection::Server(_) => None,
         }
@@ -251,8 +251,8 @@ impl RedisBackend {
 
     /// [`connect`](Self::connect), on the caller's runtime.
     async fn connect_here(&self) -> Result<(), BackendError> {
-        for socket in self.shared.sockets.iter() {
-            socket.live(&self.shared, None).await?;
+        for connection_slot in self.shared.connection_slots.iter() {
+            connection_slot.live(&self.shared, None).await?;
         }
         Ok(())
     }
@@ -272,7 +272,7 @@ impl RedisBackend {
     /// serves every connection to the server). Fails only if Redis refuses
     /// the library: then it is not kept either (e.g. a server older than
     /// Redis 7.0, which has no `FUNCTION LOAD`).
-    pub(crate) async fn register(&self, function: &LuaFunction) -> Result<(), BackendError> {
+    pub(crate) async fn register(&self, function: &Library) -> Result<(), BackendError> {
         {
             let mut functions = self.shared.lock_functions();
             if functions.iter().any(|f| f.name() == function.name()) {
@@ -317,7 +317,7 @@ impl RedisBackend {
     pub(crate) async fn query(
         &self,
         cmd: &Cmd,
-        function: Option<&LuaFunction>,
+        function: Option<&Library>,
     ) -> Result<Value, BackendError> {
         self.query_with(cmd, function, Ask::Follow).await
     }
@@ -327,7 +327,7 @@ impl RedisBackend {
     pub(crate) async fn query_with(
         &self,
         cmd: &Cmd,
-        function: Option<&LuaFunction>,
+        function: Option<&Library>,
         ask: Ask,
     ) -> Result<Value, BackendError> {
         if self.shared.runtime.is_here() {
@@ -347,8 +347,8 @@ impl RedisBackend {
     /// The deadline is the call's start plus the command timeout. The first
     /// attempt's wait for another call's connection ends at it, and its
     /// command is bound by the command timeout; a connection it has to make
-    /// itself (its socket has none: a lazy backend's first call, a socket
-    /// the probe did not refill, one whose reconnection was never started)
+    /// itself (its connection slot has none: a lazy backend's first call,
+    /// a slot the probe did not refill, one whose reconnection was never started)
     /// takes up to the connection timeout and a command timeout more
     /// (docs/backends.md, under the failure table). What follows a lost
     /// connection or a missing function (a new connection and the command
@@ -359,13 +359,13 @@ impl RedisBackend {
     pub(crate) async fn query_here(
         &self,
         cmd: &Cmd,
-        function: Option<&LuaFunction>,
+        function: Option<&Library>,
         ask: Ask,
     ) -> Result<Value, BackendError> {
         let deadline = Instant::now() + self.shared.command_timeout;
-        let socket = self.shared.pick();
+        let connection_slot = self.shared.pick();
         let first = self
-            .attempt(socket, cmd, function, ask, deadline, false)
+            .attempt(connection_slot, cmd, function, ask, deadline, false)
             .await;
         if let Attempt::Done(result) = first {
             return result;
@@ -374,7 +374,7 @@ impl RedisBackend {
         let rest = async move {
             let function = function.as_ref();
             backend
-                .finish(socket, first, &cmd, function, ask, deadline)
+                .finish(connection_slot, first, &cmd, function, ask, deadline)
                 .await
         };
         within(deadline, rest).await.unwrap_or_else(|| {
@@ -388,14 +388,14 @@ impl RedisBackend {
         })
     }
 
-    /// One attempt of `cmd` on socket `socket` (connecting it if it has no
-    /// connection): done, or what to do next. A lost connection is tried
+    /// One attempt of `cmd` on connection slot `connection_slot`
+    /// (connecting it if it has no connection): done, or what to do next. A lost connection is tried
     /// again once on a new one, unless `reconnected` already.
     async fn attempt(
         &self,
-        socket: usize,
+        connection_slot: usize,
         cmd: &Cmd,
-        function: Option<&LuaFunction>,
+        function: Option<&Library>,
         ask: Ask,
         deadline: Instant,
         reconnected: bool,
@@ -408,7 +408,10 @@ impl RedisBackend {
             shared.ensure_probe();
             return Attempt::Done(Err(shared.unavailable()));
         }
-        let mut live = match shared.sockets[socket].live(shared, Some(deadline)).await {
+        let mut live = match shared.connection_slots[connection_slot]
+            .live(shared, Some(deadline))
+            .await
+        {
             Ok(live) => live,
             Err(e) => return Attempt::Done(Err(e)),
         };
@@ -429,11 +432,11 @@ impl RedisBackend {
             let evidence = format!("it answered {error}");
             return Attempt::Done(Err(shared.refuse(shared.cluster_node(&evidence))));
         }
-        let socket = &shared.sockets[socket];
+        let connection_slot = &shared.connection_slots[connection_slot];
         if is_timeout(&error) {
             // A connection already replaced (the probe's, after an earlier
             // timeout) says nothing of the server now.
-            if socket.retire(live.id) {
+            if connection_slot.retire(live.id) {
                 shared.trip(&format!("no answer within {:?}", shared.command_timeout));
             }
             return Attempt::Done(Err(BackendError::new(
@@ -446,7 +449,7 @@ impl RedisBackend {
             .with_source(error)));
         }
         if is_broken_connection(&error) {
-            socket.retire(live.id);
+            connection_slot.retire(live.id);
             if !reconnected {
                 return Attempt::Reconnect;
             }
@@ -467,10 +470,10 @@ impl RedisBackend {
     /// What follows a first attempt that was not done, to the end.
     async fn finish(
         &self,
-        socket: usize,
+        connection_slot: usize,
         mut next: Attempt,
         cmd: &Cmd,
-        function: Option<&LuaFunction>,
+        function: Option<&Library>,
         ask: Ask,
         deadline: Instant,
     ) -> Result<Value, BackendError> {
@@ -478,10 +481,17 @@ impl RedisBackend {
             next = match next {
                 Attempt::Done(result) => return result,
                 Attempt::Reload(mut live, function) => {
-                    let socket = &self.shared.sockets[socket];
+                    let connection_slot = &self.shared.connection_slots[connection_slot];
                     return self
                         .shared
-                        .reload_and_retry(&mut live.conn, live.id, socket, cmd, &function, ask)
+                        .reload_and_retry(
+                            &mut live.conn,
+                            live.id,
+                            connection_slot,
+                            cmd,
+                            &function,
+                            ask,
+                        )
                         .await;
                 }
                 // The new connection is this step's own: made within its
@@ -490,7 +500,8 @@ impl RedisBackend {
                 Attempt::Reconnect => {
                     let far =
                         deadline + self.shared.connection_timeout + self.shared.command_timeout;
-                    self.attempt(socket, cmd, function, ask, far, true).await
+                    self.attempt(connection_slot, cmd, function, ask, far, true)
+                        .await
                 }
             };
         }
@@ -504,7 +515,7 @@ enum Attempt {
     Reconnect,
     /// The function library is missing on this connection: load it there,
     /// and run the command once more.
-    Reload(Live, LuaFunction),
+    Reload(Live, Library),
 }
 
 impl Shared {
@@ -519,7 +530,7 @@ impl Shared {
         } else {
             (BackendErrorKind::Redis, "command failed")
         };
-        let whole_cluster = crate::cluster::is_cluster_down(&error);
+        let whole_cluster = crate::connection::cluster::is_cluster_down(&error);
         let failed =
             BackendError::new(kind, format!("Redis at {}: {what}", self.url)).with_source(error);
         match whole_cluster {
@@ -545,15 +556,15 @@ impl Shared {
         self.refusal.get_or_init(|| refusal).clone()
     }
 
-    /// The socket for the next command, by its index: round robin.
+    /// The connection slot for the next command, by its index: round robin.
     fn pick(&self) -> usize {
-        match self.sockets.len() {
+        match self.connection_slots.len() {
             1 => 0,
             n => self.next_socket.fetch_add(1, Ordering::Relaxed) % n,
         }
     }
 
-    fn lock_functions(&self) -> std::sync::MutexGuard<'_, Vec<LuaFunction>> {
+    fn lock_functions(&self) -> std::sync::MutexGuard<'_, Vec<Library>> {
         self.functions
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -580,8 +591,8 @@ impl Shared {
     /// Opens the circuit and retires every connection, and makes sure a
     /// probe runs.
     fn trip(self: &Arc<Self>, cause: &str) {
-        for socket in self.sockets.iter() {
-            socket.clear();
+        for connection_slot in self.connection_slots.iter() {
+            connection_slot.clear();
         }
         if self.circuit.trip(cause) {
             tracing::warn!(
@@ -673,9 +684,9 @@ impl Shared {
         self: &Arc<Self>,
         conn: &mut Connection,
         id: u64,
-        socket: &Socket,
+        connection_slot: &ConnectionSlot,
         cmd: &Cmd,
-        function: &LuaFunction,
+        function: &Library,
         ask: Ask,
     ) -> Result<Value, BackendError> {
         // A flush can land between the load and the run (a test flushes in
@@ -696,7 +707,7 @@ impl Shared {
         result.map_err(|e| {
             if !conn.outlives_failures()
                 && (is_timeout(&e) || is_broken_connection(&e))
-                && socket.retire(id)
+                && connection_slot.retire(id)
             {
                 self.trip(&e.to_string());
             }
@@ -708,7 +719,7 @@ impl Shared {
     }
 }
 
-impl Socket {
+impl ConnectionSlot {
     fn current(&self) -> Option<Live> {
         self.current
             .lock()
@@ -799,8 +810,8 @@ impl Socket {
 }
 
 /// The background probe of an outage: one attempt per interval, each
-/// bounded by the timeouts; on success the connection serves socket 0 and
-/// the circuit closes. Ends with the outage or with the backend.
+/// bounded by the timeouts; on success the connection serves connection
+/// slot 0 and the circuit closes. Ends with the outage or with the backend.
 async fn probe(shared: Weak<Shared>, _turn: ProbeTurn) {
     loop {
         let Some(interval) = shared.upgrade().map(|s| s.probe_interval) else {
@@ -812,7 +823,7 @@ async fn probe(shared: Weak<Shared>, _turn: ProbeTurn) {
         };
         match shared.open_connection().await {
             Ok(conn) => {
-                shared.sockets[0].install(&shared, conn);
+                shared.connection_slots[0].install(&shared, conn);
                 let lasted = shared.circuit.close().unwrap_or_default();
                 tracing::info!(
                     url = %shared.url,
@@ -901,7 +912,7 @@ impl fmt::Debug for RedisBackend {
         let shared = &self.shared;
         f.debug_struct("RedisBackend")
             .field("url", &shared.url)
-            .field("connections", &shared.sockets.len())
+            .field("connections", &shared.connection_slots.len())
             .field("connection_timeout", &shared.connection_timeout)
             .field("command_timeout", &shared.command_timeout)
             .field("probe_interval", &shared.probe_interval)

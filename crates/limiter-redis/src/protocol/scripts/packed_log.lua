@@ -2,7 +2,7 @@
 -- the trailing window (t_eff - W, t_eff], exactly, as sliding_log.lua
 -- decides it, with the log in one string instead of a sorted set.
 --
--- packed_log(key, tick, W, L), for L <= 128 (scripts.rs, PACKED_LOG_MAX);
+-- packed_log(key, tick, W, L), for L <= 128 (state.rs, PACKED_LOG_MAX);
 -- the key holds a string: the server time (ms) its TTL runs out at, a
 -- little before it does ('<d', 0 when unknown: see save in the prelude),
 -- then one 14-byte record per tick with admissions, oldest first, packed

@@ -23,11 +23,11 @@ use redis::{
     RedisResult, RetryMethod, Value,
 };
 
-use crate::circuit::{Circuit, ProbeTurn};
+use crate::connection::circuit::{Circuit, ProbeTurn};
+use crate::connection::library::Library;
+use crate::connection::runtime::within;
+use crate::connection::slot_map::{slot_of, Address, SlotMap};
 use crate::error::is_out_of_memory;
-use crate::runtime::within;
-use crate::scripts::LuaFunction;
-use crate::slot_map::{slot_of, Address, SlotMap};
 
 /// The first wait before a command goes again to a node it went to
 /// already (the cluster refused it for now, `TRYAGAIN` or `CLUSTERDOWN`, or
@@ -42,7 +42,7 @@ const KEYLESS: [&str; 3] = ["PING", "FUNCTION", "SCRIPT"];
 
 /// The function libraries to load on every new node connection, shared with
 /// the backend, which registers them.
-pub(crate) type Functions = Arc<Mutex<Vec<LuaFunction>>>;
+pub(crate) type Functions = Arc<Mutex<Vec<Library>>>;
 
 /// How to reach the cluster's nodes: the seeds, and the settings of every
 /// node's connection (user, password, TLS, timeouts) taken from them.

@@ -4,7 +4,7 @@
 
 use redis::{Cmd, FromRedisValue};
 
-use crate::backend::RedisBackend;
+use crate::connection::backend::RedisBackend;
 use crate::error::{BackendError, BackendErrorKind};
 
 impl RedisBackend {

@@ -38,7 +38,9 @@ use limiter_core::backend::{PerAlgorithm, TickDecision};
 use limiter_core::{Algorithm, Decision, Policy};
 use redis::Cmd;
 
-use crate::keys::KeyLayout;
+use crate::connection::library::Library;
+use crate::protocol::keys::KeyLayout;
+use crate::protocol::state::{keeps_packed_log, keeps_string};
 
 /// The prelude every library starts with (arguments, time, helpers).
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
@@ -55,22 +57,8 @@ const ALGORITHMS: PerAlgorithm<(&str, &str)> = PerAlgorithm {
     leaky_bucket: (include_str!("scripts/leaky_bucket.lua"), "leaky_bucket"),
 };
 
-/// The sliding log of a limit up to this many units keeps its log in one
-/// string (`scripts/packed_log.lua`: one command per decision, at most
-/// this many 14-byte records and the edge's); a larger one in a sorted set
-/// (`scripts/sliding_log.lua`: O(log L) commands, whatever the length).
-/// Measured side by side, the string wins up to 128 records and loses from
-/// about 500 (docs/benchmarks.md, "Why 128"); Redis's own flat encoding of
-/// sorted sets stops at the same length (`zset-max-listpack-entries`).
-pub(crate) const PACKED_LOG_MAX: u64 = 128;
-
-/// The sliding log in one string (see [`PACKED_LOG_MAX`]).
+/// The sliding log in one string (see [`PACKED_LOG_MAX`](super::state::PACKED_LOG_MAX)).
 const PACKED_LOG: (&str, &str) = (include_str!("scripts/packed_log.lua"), "packed_log");
-
-/// Whether `policy` is a sliding log kept in one string.
-pub(crate) fn keeps_packed_log(policy: &Policy) -> bool {
-    policy.algorithm() == Algorithm::SlidingLog && policy.limit() <= PACKED_LOG_MAX
-}
 
 /// The Lua deciding `policy`, and the name of the function it defines.
 fn script(policy: &Policy) -> (&'static str, &'static str) {
@@ -106,10 +94,10 @@ fn record_fields(parts: &[Policy]) -> usize {
 /// with `redis-benchmark` on Redis 7.0). Needs Redis 7.0 or later.
 #[derive(Debug, Clone)]
 pub(crate) struct LuaFunction {
-    name: Arc<str>,
+    /// The library, named as its function.
+    library: Library,
     /// The function registered `no-writes`, for calls that only peek.
     peek_name: Arc<str>,
-    source: Arc<str>,
     /// Whether every part keeps a string state, which one call can read up
     /// front over several slots of a cluster's node (see
     /// [`decide`](Self::decide)); a sorted set (the sliding log of a large
@@ -146,8 +134,7 @@ impl LuaFunction {
              flags = {{'no-writes', 'allow-cross-slot-keys'}}}}"
         );
         Self {
-            source: format!("#!lua name={name}\n{code}").into(),
-            name: name.into(),
+            library: Library::new(format!("#!lua name={name}\n{code}").into(), name.into()),
             peek_name: peek_name.into(),
             across_slots: parts.iter().all(keeps_string),
         }
@@ -159,17 +146,9 @@ impl LuaFunction {
         self.across_slots
     }
 
-    /// The library's and its function's name.
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// `FUNCTION LOAD REPLACE source`: idempotent, so every app instance
-    /// may load it at connect (the code under one name never differs).
-    pub(crate) fn load_command(&self) -> Cmd {
-        let mut cmd = redis::cmd("FUNCTION");
-        cmd.arg("LOAD").arg("REPLACE").arg(&*self.source);
-        cmd
+    /// The library, for the connection layer to load.
+    pub(crate) fn library(&self) -> &Library {
+        &self.library
     }
 
     /// `FCALL` deciding `requests` in order, one after the other, their
@@ -186,8 +165,8 @@ impl LuaFunction {
         // Peeks alone go to the no-writes function, which a full Redis
         // still runs.
         let name = match requests.clone().all(|r| r.mode == Mode::Peek) {
-            true => &self.peek_name,
-            false => &self.name,
+            true => &*self.peek_name,
+            false => self.library.name(),
         };
         let key_bytes = |r: &Request| layouts.iter().map(|l| l.len(&r.key)).sum::<usize>();
         let all_key_bytes: usize = requests.clone().map(key_bytes).sum();
@@ -212,7 +191,7 @@ impl LuaFunction {
             4 + declared + spread * count * layouts.len(),
             32 + name.len() + declared_bytes + spread * all_key_bytes + REQUEST_ARG_BYTES * count,
         );
-        cmd.arg("FCALL").arg(&**name).arg(declared);
+        cmd.arg("FCALL").arg(name).arg(declared);
         let mut packed = Vec::with_capacity(REQUEST_ARG_BYTES * count);
         for (i, request) in requests.clone().enumerate() {
             if (keys == Keys::Declared && !one_key) || i == 0 {
@@ -239,13 +218,6 @@ impl LuaFunction {
         }
         cmd
     }
-}
-
-/// Whether `policy` keeps a string state (every algorithm's but a sliding
-/// log's kept in a sorted set), which `start` reads up front with one
-/// `MGET`.
-fn keeps_string(policy: &Policy) -> bool {
-    policy.algorithm() != Algorithm::SlidingLog || keeps_packed_log(policy)
 }
 
 /// The algorithm files `parts` need, each once, in order of first use.
@@ -629,7 +601,8 @@ mod tests {
         assert_eq!(peeks, format!("{acquire}_peek"));
         assert_eq!(mixed, acquire);
         let policy = Policy::token_bucket(Rate::new(10, Duration::from_secs(1))).unwrap();
-        let source = LuaFunction::for_parts(&[policy], 0).source;
+        let function = LuaFunction::for_parts(&[policy], 0);
+        let source = function.library().source();
         assert!(
             source.contains(&format!(
                 "function_name = '{peeks}', callback = decide, flags = {{'no-writes'"
@@ -639,7 +612,10 @@ mod tests {
     }
 
     /// Where the generated examples are checked in.
-    const GENERATED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/scripts/generated");
+    const GENERATED: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/protocol/scripts/generated"
+    );
 
     /// `actual` against the checked-in `file`, or written there when
     /// `LIMITER_BLESS` is set.

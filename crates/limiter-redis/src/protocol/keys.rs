@@ -15,8 +15,8 @@ use limiter_core::backend::PerAlgorithm;
 use limiter_core::{Policies, Policy};
 use redis::{RedisWrite, ToRedisArgs};
 
-use crate::scripts::keeps_packed_log;
-use crate::slot_map::slot_of_tag;
+use crate::connection::slot_map::slot_of_tag;
+use crate::protocol::state::keeps_packed_log;
 
 /// Each algorithm's short name in keys.
 const SHORT_NAMES: PerAlgorithm<&str> = PerAlgorithm {
@@ -241,7 +241,7 @@ mod tests {
     use limiter_core::{Algorithm, Rate};
 
     use super::*;
-    use crate::slot_map::slot_of;
+    use crate::connection::slot_map::slot_of;
 
     #[test]
     fn a_user_keys_slot_is_its_state_keys() {
