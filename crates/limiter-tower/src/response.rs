@@ -296,8 +296,9 @@ fn value_len(text: &BytesMut, before: usize) -> u16 {
     u16::try_from(text.len() - before).unwrap_or(0)
 }
 
-/// The counted headers of a decision by the backend (or a fallback: legacy
-/// headers only, its numbers being the fallback's policy's).
+/// The counted headers of a decision by the backend or from a lease (or a
+/// fallback: legacy headers only, its numbers being the fallback's
+/// policy's).
 fn rate_headers(
     headers: &mut RateHeaders,
     set: &impl Decided,
@@ -305,7 +306,7 @@ fn rate_headers(
     policy_headers: &PolicyHeaders,
 ) {
     let decision = set.decision();
-    let ietf = style.ietf() && decision.source == DecisionSource::Backend;
+    let ietf = style.ietf() && !decision.source.is_degraded();
     if !style.legacy() && !ietf {
         // Nothing to write: no buffer either.
         return;
@@ -413,9 +414,7 @@ pub(crate) fn verdict(
 ) -> Verdict {
     if let Ok(set) = result {
         let decision = set.decision();
-        if decision.allowed
-            && decision.source == DecisionSource::Backend
-            && style == HeaderStyle::None
+        if decision.allowed && !decision.source.is_degraded() && style == HeaderStyle::None
         {
             // The most common answer, with nothing to write: inline.
             return Verdict::Pass(RateHeaders::default());
