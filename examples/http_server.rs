@@ -17,6 +17,12 @@
 //! file"; `examples/limits.toml` is one), checked whole at startup. With
 //! `--listen 127.0.0.1:0` the system picks a free port; the server prints
 //! the address it listens on (`scripts/test` reads it from there).
+//!
+//! In process, the limiter holds at most `--max-keys` keys (100,000 by
+//! default) of at most `--max-key-bytes` bytes each (256; a longer key is
+//! held as its SHA-256), so clients choosing fresh keys cost a bounded
+//! amount of memory; a new key while it is full is answered 503. With
+//! `--config`, the file's `max_keys` and `max_key_bytes` apply instead.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,9 +30,9 @@ use std::sync::Arc;
 use axum::{routing::get, Router};
 use clap::Parser;
 use limiter_core::{Limiter, Policies, Policy};
-use limiter_memory::MemoryLimiter;
+use limiter_memory::{MemoryLimiter, DEFAULT_MAX_KEY_BYTES};
 use limiter_redis::{RedisBackend, RedisLimiter};
-use limiter_tower::{Config, KeyExtractor, RateLimitLayer, Registry};
+use limiter_tower::{Config, KeyExtractor, RateLimitLayer, Registry, DEFAULT_MAX_KEYS};
 
 /// The command line.
 #[derive(Debug, Parser)]
@@ -49,6 +55,13 @@ struct Args {
     /// Keep the counts in Redis at this URL instead of in this process.
     #[arg(long)]
     redis_url: Option<String>,
+    /// The most keys held in process; a new key beyond them is answered 503.
+    #[arg(long, default_value_t = DEFAULT_MAX_KEYS, conflicts_with = "config")]
+    max_keys: usize,
+    /// The longest key held as it is in process; a longer one is held as
+    /// its SHA-256.
+    #[arg(long, default_value_t = DEFAULT_MAX_KEY_BYTES, conflicts_with = "config")]
+    max_key_bytes: usize,
 }
 
 #[tokio::main]
@@ -81,7 +94,12 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             let policies = Policies::new(args.policies)?;
             let limiter: Arc<dyn Limiter> = match &backend {
                 Some(backend) => Arc::new(RedisLimiter::builder(backend, policies).build().await?),
-                None => Arc::new(MemoryLimiter::new(policies)),
+                None => Arc::new(
+                    MemoryLimiter::builder(policies)
+                        .max_keys(args.max_keys)
+                        .max_key_bytes(args.max_key_bytes)
+                        .build(),
+                ),
             };
             RateLimitLayer::from_arc(limiter).key(args.key)
         }

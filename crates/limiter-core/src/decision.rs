@@ -53,8 +53,8 @@ pub struct Decision {
     /// The request time the decision was made at, in µs since the Unix epoch
     /// (the limiter's clock, or Redis `TIME`).
     pub time_us: u64,
-    /// Who decided: the backend itself, or a failure policy while the
-    /// backend failed.
+    /// Who decided: the backend itself, a lease it granted, or a failure
+    /// policy while the backend failed.
     pub source: DecisionSource,
     /// Under a tiered set of [`Policies`](crate::Policies), the index of
     /// the part whose `limit` and `remaining` this decision reports: the
@@ -64,11 +64,11 @@ pub struct Decision {
     pub bound_by: u8,
 }
 
-/// Who made a [`Decision`]: the backend, or a
-/// [`FailurePolicy`](crate::FailurePolicy) while the backend failed.
+/// Who made a [`Decision`]: the backend, a lease the backend granted, or
+/// a [`FailurePolicy`](crate::FailurePolicy) while the backend failed.
 ///
 /// Headers, metrics and callers tell a degraded answer by it. What the
-/// numbers of a degraded decision hold:
+/// numbers of each decision hold:
 ///
 /// | source | `allowed` | `limit` | `remaining` | `retry_after` | `reset_after`, `wait` |
 /// |---|---|---|---|---|---|
@@ -76,9 +76,12 @@ pub struct Decision {
 /// | `FailOpen` | `true` | the policy's max cost | 0: nothing counted, not a count | 0 | 0 |
 /// | `FailClosed` | `false` | the policy's max cost | 0: nothing counted, not a count | until the backend is tried again | 0 |
 /// | `Fallback` | the fallback limiter's decision, counted against the fallback's own policy (its `limit` is the fallback's max cost) ||||
+/// | `Lease` | `true` | the policy's max cost | the units left in this instance's lease: counted by the backend, never more than the fleet can still admit | 0 | `reset_after`: the backend's reset as of the lease, a lower bound; `wait`: the lease's queue position (leaky bucket) |
 ///
 /// An HTTP layer should not send `RateLimit` headers for `FailOpen` and
-/// `FailClosed` decisions.
+/// `FailClosed` decisions. A `Lease` decision is not degraded: its units
+/// were counted by the backend when the lease was granted (docs/spec.md
+/// section 8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum DecisionSource {
@@ -91,22 +94,28 @@ pub enum DecisionSource {
     FailClosed,
     /// The backend failed and the fallback limiter decided.
     Fallback,
+    /// Decided in process from a lease: units the backend counted earlier
+    /// for this instance (docs/spec.md section 8).
+    Lease,
 }
 
 impl DecisionSource {
-    /// Whether the backend did not decide (any source but `Backend`).
+    /// Whether a failure policy answered instead of the backend: any
+    /// source but `Backend` and `Lease` (a lease's units were counted by
+    /// the backend).
     pub fn is_degraded(self) -> bool {
-        self != Self::Backend
+        !matches!(self, Self::Backend | Self::Lease)
     }
 
-    /// `"backend"`, `"fail-open"`, `"fail-closed"` or `"fallback"`: a label
-    /// for metrics and logs.
+    /// `"backend"`, `"fail-open"`, `"fail-closed"`, `"fallback"` or
+    /// `"lease"`: a label for metrics and logs.
     pub fn name(self) -> &'static str {
         match self {
             Self::Backend => "backend",
             Self::FailOpen => "fail-open",
             Self::FailClosed => "fail-closed",
             Self::Fallback => "fallback",
+            Self::Lease => "lease",
         }
     }
 }
@@ -279,6 +288,26 @@ impl TickDecision {
             time_us,
             source: DecisionSource::Backend,
             bound_by: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod source_tests {
+    use super::DecisionSource;
+
+    #[test]
+    fn only_a_failure_policys_answer_is_degraded() {
+        let sources = [
+            (DecisionSource::Backend, "backend", false),
+            (DecisionSource::Lease, "lease", false),
+            (DecisionSource::FailOpen, "fail-open", true),
+            (DecisionSource::FailClosed, "fail-closed", true),
+            (DecisionSource::Fallback, "fallback", true),
+        ];
+        for (source, name, degraded) in sources {
+            assert_eq!((source.name(), source.to_string()), (name, name.to_owned()));
+            assert_eq!(source.is_degraded(), degraded, "{source}");
         }
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use limiter_core::{Clock, Policies};
 
 use crate::clock::{AnchoredClock, ClockSource};
-
+use crate::key::DEFAULT_MAX_KEY_BYTES;
 use crate::limiter::MemoryLimiter;
 
 /// How long past its reset a key's state is kept before it may be evicted,
@@ -34,6 +34,7 @@ pub struct MemoryLimiterBuilder {
     pub(crate) policies: Policies,
     pub(crate) clock: ClockSource,
     pub(crate) max_keys: Option<usize>,
+    pub(crate) max_key_bytes: usize,
     pub(crate) eviction_delay_us: u64,
 }
 
@@ -43,6 +44,7 @@ impl MemoryLimiterBuilder {
             policies,
             clock: ClockSource::Anchored(AnchoredClock::new()),
             max_keys: None,
+            max_key_bytes: DEFAULT_MAX_KEY_BYTES,
             eviction_delay_us: duration_us(DEFAULT_EVICTION_DELAY),
         }
     }
@@ -64,6 +66,11 @@ impl MemoryLimiterBuilder {
 
     /// The most keys held at once. Defaults to no cap: memory is then bounded
     /// by the keys active within their reset time (see the crate docs).
+    /// With a cap, memory is bounded outright, whatever keys clients choose:
+    /// at most [`max_bytes`](MemoryLimiter::max_bytes), the cap times
+    /// [`max_bytes_per_key`](MemoryLimiter::max_bytes_per_key). Set one
+    /// whenever clients choose the keys (an API key header, IPv6 addresses
+    /// without a prefix).
     ///
     /// When the cap is reached, a request on a key not held first sweeps the
     /// keys whose state has expired, once a sweep frees a batch: a sweep
@@ -101,6 +108,37 @@ impl MemoryLimiterBuilder {
     #[must_use]
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = Some(max_keys);
+        self
+    }
+
+    /// The longest key, in bytes, stored as it is. Defaults to
+    /// [`DEFAULT_MAX_KEY_BYTES`] (256).
+    ///
+    /// A longer key is stored as its SHA-256 digest (33 bytes with a
+    /// marker), so what one key costs is bounded however long a client
+    /// makes it, and long keys keep working: two keys share a state only if
+    /// they are equal (a digest never equals a key stored whole, and two
+    /// SHA-256 digests collide for no one). Decisions are exactly those of
+    /// the keys themselves. Hashing costs a long key's request a pass over
+    /// its bytes; a key up to the bound pays one length comparison.
+    /// `usize::MAX` stores every key whole, its cost unbounded.
+    ///
+    /// ```
+    /// use limiter_core::{Policy, Rate};
+    /// use limiter_memory::MemoryLimiter;
+    ///
+    /// let limiter = MemoryLimiter::builder(Policy::fixed_window(Rate::per_hour(1))?)
+    ///     .max_key_bytes(64)
+    ///     .build();
+    /// let long = "k".repeat(100_000);
+    /// assert!(limiter.try_acquire(&long, 1)?.allowed);
+    /// assert!(!limiter.try_acquire(&long, 1)?.allowed);
+    /// assert!(limiter.try_acquire(&"k".repeat(100_001), 1)?.allowed);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn max_key_bytes(mut self, max_key_bytes: usize) -> Self {
+        self.max_key_bytes = max_key_bytes;
         self
     }
 

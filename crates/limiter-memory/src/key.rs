@@ -1,15 +1,78 @@
-//! [`Key`]: a key as the map stores it, its bytes inline when short.
+//! [`Key`]: a key as the map stores it, its bytes inline when short; and
+//! [`StoredKey`]: the bytes a key is stored under, a digest when it is
+//! longer than the limiter's bound.
 
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
+use sha2::{Digest as _, Sha256};
+
 /// The longest key stored inline, in bytes: [`Key`] is then 24 bytes, the
 /// size of a `String`, with no allocation behind it.
 pub(crate) const INLINE: usize = 22;
 
-/// A key's bytes: up to [`INLINE`] bytes in the entry itself (IPv4
-/// addresses, user ids, most API keys), longer ones on the heap.
+/// The longest key stored as it is unless
+/// [`MemoryLimiterBuilder::max_key_bytes`](crate::MemoryLimiterBuilder::max_key_bytes)
+/// says otherwise: 256 bytes (an IPv6 key, a UUID, a JWT's subject, most
+/// API keys and session ids fit). A longer key is stored as its SHA-256.
+pub const DEFAULT_MAX_KEY_BYTES: usize = 256;
+
+/// The stored form of a key longer than the bound: [`DIGEST_MARK`], then
+/// the SHA-256 of the key's bytes.
+pub(crate) const DIGEST_KEY_BYTES: usize = 1 + 32;
+
+/// The first byte of a digest's stored form: a byte that UTF-8 never
+/// holds, so no key stored whole (a `str`'s bytes) can equal a digest.
+const DIGEST_MARK: u8 = 0xff;
+
+/// The bytes a key is stored and looked up under: its own, when it is at
+/// most the limiter's bound long, else a digest of them, so that what a
+/// client-chosen key can cost is bounded whatever its length.
+///
+/// Two keys share a state only if they are equal: keys stored whole are
+/// compared whole; a digest never equals a key stored whole (it starts
+/// with a byte no `str` holds); two long keys share one only if their
+/// SHA-256 collide, which no one can bring about.
+#[derive(Debug)]
+pub(crate) enum StoredKey<'a> {
+    Whole(&'a [u8]),
+    Digest([u8; DIGEST_KEY_BYTES]),
+}
+
+impl<'a> StoredKey<'a> {
+    /// `key` as stored under a bound of `max_key_bytes`.
+    #[inline]
+    pub(crate) fn of(key: &'a str, max_key_bytes: usize) -> Self {
+        if key.len() <= max_key_bytes {
+            Self::Whole(key.as_bytes())
+        } else {
+            Self::digest(key)
+        }
+    }
+
+    /// The digest's stored form of `key`.
+    #[cold]
+    #[inline(never)]
+    fn digest(key: &str) -> Self {
+        let mut stored = [DIGEST_MARK; DIGEST_KEY_BYTES];
+        stored[1..].copy_from_slice(&Sha256::digest(key.as_bytes()));
+        Self::Digest(stored)
+    }
+
+    /// The bytes to look up and store.
+    #[inline]
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match self {
+            Self::Whole(bytes) => bytes,
+            Self::Digest(stored) => stored,
+        }
+    }
+}
+
+/// A key's stored bytes ([`StoredKey`]): up to [`INLINE`] bytes in the
+/// entry itself (IPv4 addresses, user ids, most API keys), longer ones on
+/// the heap.
 ///
 /// A key stored inline costs no allocation when it is inserted, no
 /// allocator overhead while it is held, and no second cache line when it is
@@ -25,8 +88,7 @@ pub(crate) enum Key {
 impl Key {
     /// `key`'s bytes, inline if they fit.
     #[inline]
-    pub(crate) fn new(key: &str) -> Self {
-        let key = key.as_bytes();
+    pub(crate) fn new(key: &[u8]) -> Self {
         match u8::try_from(key.len()) {
             Ok(len) if key.len() <= INLINE => {
                 let mut bytes = [0; INLINE];
@@ -37,7 +99,7 @@ impl Key {
         }
     }
 
-    /// The key's bytes (a `str`'s, as given to [`Key::new`]).
+    /// The key's stored bytes, as given to [`Key::new`].
     #[inline]
     pub(crate) fn as_bytes(&self) -> &[u8] {
         match self {
@@ -70,9 +132,16 @@ impl PartialEq for Key {
 
 impl Eq for Key {}
 
+/// A key stored whole as its text; a digest as `sha256:` and its hex.
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&String::from_utf8_lossy(self.as_bytes()), f)
+        match self.as_bytes() {
+            [DIGEST_MARK, digest @ ..] => {
+                f.write_str("sha256:")?;
+                digest.iter().try_for_each(|byte| write!(f, "{byte:02x}"))
+            }
+            bytes => fmt::Debug::fmt(&String::from_utf8_lossy(bytes), f),
+        }
     }
 }
 
@@ -100,10 +169,10 @@ mod tests {
             ("ip:2001:db8:85a3::8a2e:370:7334", false),
             ("ключ", true),
         ] {
-            let key = Key::new(text);
+            let key = Key::new(text.as_bytes());
             assert_eq!(matches!(key, Key::Inline { .. }), inline, "{text}");
             assert_eq!(key.as_bytes(), text.as_bytes());
-            assert_eq!(key, Key::new(text));
+            assert_eq!(key, Key::new(text.as_bytes()));
             assert_eq!(
                 hasher.hash_one(&key),
                 hasher.hash_one(text.as_bytes()),
@@ -111,6 +180,38 @@ mod tests {
             );
             assert_eq!(format!("{key:?}"), format!("{text:?}"));
         }
-        assert_ne!(Key::new("a"), Key::new("a\0"));
+        assert_ne!(Key::new(b"a"), Key::new(b"a\0"));
+    }
+
+    /// The stored form of `key` under a bound of `max`, as a [`Key`].
+    fn stored(key: &str, max: usize) -> Key {
+        Key::new(StoredKey::of(key, max).as_bytes())
+    }
+
+    #[test]
+    fn a_key_up_to_the_bound_is_stored_whole_and_a_longer_one_as_its_digest() {
+        let at_bound = "k".repeat(64);
+        assert_eq!(stored(&at_bound, 64).as_bytes(), at_bound.as_bytes());
+        let past_bound = "k".repeat(65);
+        let digest = stored(&past_bound, 64);
+        assert_eq!(digest.as_bytes().len(), DIGEST_KEY_BYTES);
+        assert_eq!(digest.as_bytes()[0], DIGEST_MARK);
+        // The same key, the same digest; SHA-256 of the key's bytes.
+        assert_eq!(digest, stored(&past_bound, 64));
+        assert_eq!(
+            format!("{:?}", stored("abc", 2)),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn a_digest_never_equals_a_key_stored_whole() {
+        // The longest key stored whole, whatever its bytes, is a `str`'s:
+        // valid UTF-8, which never holds the digest's first byte.
+        let long = "x".repeat(300);
+        let digest = stored(&long, 256);
+        let as_text = String::from_utf8_lossy(digest.as_bytes()).into_owned();
+        assert_ne!(stored(&as_text, 256), digest);
+        assert!(std::str::from_utf8(digest.as_bytes()).is_err());
     }
 }

@@ -64,6 +64,19 @@
 //! that (the log's deque doubles). The range is the hash table's load
 //! factor. See `docs/benchmarks.md` (memory per key) for the table and
 //! how it was measured.
+//!
+//! # What clients' keys can cost
+//!
+//! A key longer than [`max_key_bytes`](MemoryLimiterBuilder::max_key_bytes)
+//! (256 bytes by default) is stored as its SHA-256 digest, so one key
+//! costs at most [`MemoryLimiter::max_bytes_per_key`] however long a
+//! client makes it (the key's bytes, its state, a sliding log's at most
+//! `min(L, window ticks)` entries, its share of the table), and decisions
+//! are the keys' own. With [`max_keys`](MemoryLimiterBuilder::max_keys),
+//! the limiter holds at most [`MemoryLimiter::max_bytes`], `max_keys ×
+//! max_bytes_per_key`, whatever keys clients choose: set a cap whenever
+//! they choose the keys (an API key header, IPv6 addresses without a
+//! prefix).
 
 mod builder;
 mod clock;
@@ -72,11 +85,13 @@ mod key;
 mod key_cap;
 mod limiter;
 mod map;
+mod memory_bound;
 mod sweep;
 
 pub use self::{
     builder::{MemoryLimiterBuilder, DEFAULT_EVICTION_DELAY},
     clock::AnchoredClock,
+    key::DEFAULT_MAX_KEY_BYTES,
     limiter::MemoryLimiter,
 };
 /// The error of a new key refused at [`max_keys`](MemoryLimiterBuilder::max_keys).

@@ -38,6 +38,7 @@ pub struct MemoryLimiter {
     pub(crate) clock: ClockSource,
     pub(crate) keys: Keys,
     pub(crate) max_keys: Option<usize>,
+    pub(crate) max_key_bytes: usize,
     pub(crate) eviction_delay_us: u64,
     /// Keys held, counted when a slot is reserved (just before its insert).
     pub(crate) held: AtomicUsize,
@@ -65,6 +66,7 @@ impl MemoryLimiter {
             policies,
             clock,
             max_keys,
+            max_key_bytes,
             eviction_delay_us,
         } = builder;
         Self {
@@ -73,6 +75,7 @@ impl MemoryLimiter {
             policies,
             clock,
             max_keys,
+            max_key_bytes,
             eviction_delay_us,
             held: AtomicUsize::new(0),
             sweep: Sweep::new(),
@@ -88,6 +91,12 @@ impl MemoryLimiter {
     /// The cap on keys held, if any (see [`MemoryLimiterBuilder::max_keys`]).
     pub fn max_keys(&self) -> Option<usize> {
         self.max_keys
+    }
+
+    /// The longest key stored as it is; a longer one is stored as its
+    /// digest (see [`MemoryLimiterBuilder::max_key_bytes`]).
+    pub fn max_key_bytes(&self) -> usize {
+        self.max_key_bytes
     }
 
     /// How long past its reset time a key is kept before it may be evicted
@@ -172,6 +181,7 @@ impl MemoryLimiter {
     /// Drops `key`'s state, so it starts again with a full quota; returns
     /// whether it was held. The synchronous form of [`Limiter::reset`].
     pub fn remove(&self, key: &str) -> bool {
+        let key = self.stored_key(key);
         let removed = with_map!(&self.keys, map => map.remove(key.as_bytes()).is_some());
         if removed {
             self.held.fetch_sub(1, Ordering::AcqRel);
@@ -221,6 +231,7 @@ impl fmt::Debug for MemoryLimiter {
             .field("clock", &self.clock)
             .field("keys_held", &self.len())
             .field("max_keys", &self.max_keys)
+            .field("max_key_bytes", &self.max_key_bytes)
             .field("eviction_delay", &self.eviction_delay())
             .finish_non_exhaustive()
     }

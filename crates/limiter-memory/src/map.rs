@@ -13,7 +13,7 @@ use limiter_core::backend::{
 use limiter_core::{Decision, Error, Policy, SetDecision};
 
 use crate::compact_counter::CompactCounter;
-use crate::key::Key;
+use crate::key::{Key, StoredKey};
 use crate::limiter::MemoryLimiter;
 
 /// The keys. Under one policy, one map typed by its algorithm, so each key
@@ -323,6 +323,12 @@ fn reset_time_us(decision: &Decision) -> u64 {
 }
 
 impl MemoryLimiter {
+    /// The bytes `key` is stored and looked up under (see [`StoredKey`]).
+    #[inline]
+    pub(crate) fn stored_key<'a>(&self, key: &'a str) -> StoredKey<'a> {
+        StoredKey::of(key, self.max_key_bytes)
+    }
+
     /// µs since the epoch from which `state`'s key may be dropped: its
     /// reset time plus the eviction delay.
     #[inline]
@@ -340,7 +346,7 @@ impl MemoryLimiter {
         now_us: u64,
         cost: u64,
     ) -> Result<S::Answer, Error> {
-        match map.get(key.as_bytes()) {
+        match map.get(self.stored_key(key).as_bytes()) {
             Some(state) => state.peek(self, now_us, cost),
             None => S::peek_fresh(self, now_us, cost),
         }
@@ -374,6 +380,7 @@ impl MemoryLimiter {
         cost: u64,
     ) -> Result<S::Answer, Error> {
         S::check(self, now_us, cost)?;
+        let key = self.stored_key(key);
         // No closures: each is a function of its own the compiler may
         // leave out of line (measured: about 80 instructions a decision).
         let raw = match map.get_mut(key.as_bytes()) {
@@ -382,7 +389,7 @@ impl MemoryLimiter {
                 drop(state); // the answer is made out of the lock
                 raw
             }
-            None => return self.acquire_new_key(map, key, now_us, cost),
+            None => return self.acquire_new_key(map, key.as_bytes(), now_us, cost),
         };
         match raw {
             Ok(raw) => Ok(S::answer(self, raw, now_us)),
@@ -400,20 +407,22 @@ impl MemoryLimiter {
         cost: u64,
     ) -> Result<bool, Error> {
         S::check(self, now_us, cost)?;
+        let key = self.stored_key(key);
         if let Some(mut state) = map.get_mut(key.as_bytes()) {
             return state.decide(self, now_us, cost).map(|raw| S::allowed(&raw));
         }
-        self.acquire_new_key(map, key, now_us, cost)
+        self.acquire_new_key(map, key.as_bytes(), now_us, cost)
             .map(|answer| answer.decision().allowed)
     }
 
-    /// The slow path of [`try_acquire`](Self::try_acquire): `key` was not held.
+    /// The slow path of [`try_acquire`](Self::try_acquire): `key` (its
+    /// stored bytes) was not held.
     #[cold]
     #[inline(never)]
     fn acquire_new_key<S: Stored>(
         &self,
         map: &Map<S>,
-        key: &str,
+        key: &[u8],
         now_us: u64,
         cost: u64,
     ) -> Result<S::Answer, Error> {
@@ -486,6 +495,24 @@ mod tests {
         // A tiered set: the boxed parts (each a KeyState on the heap) and
         // the reset time.
         assert_eq!(size_of::<(Key, Tiered)>(), 48);
+    }
+
+    #[test]
+    fn a_long_key_is_held_as_its_33_byte_digest() {
+        let policy = Policy::fixed_window(Rate::per_hour(3)).unwrap();
+        let limiter = MemoryLimiter::new(policy);
+        let long = "k".repeat(1 << 20);
+        let at_bound = "k".repeat(limiter.max_key_bytes());
+        for key in [&long, &at_bound] {
+            assert!(limiter.try_acquire(key, 1).unwrap().allowed);
+        }
+        let mut held: Vec<usize> = with_single_map!(
+            &limiter.keys,
+            map => map.iter().map(|entry| entry.key().as_bytes().len()).collect(),
+            _set => unreachable!("one policy")
+        );
+        held.sort_unstable();
+        assert_eq!(held, [33, 256]);
     }
 
     /// The eviction time is read from the state (`reset_time_us`): after

@@ -2,12 +2,38 @@
 //! the limiter; and [`Penalty`]: the ban a key earns by being denied too
 //! often.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use limiter_core::{Clock, Error, Limiter, SystemClock};
+use sha2::{Digest as _, Sha256};
+
+/// The longest key a ban is kept under as it is: a longer one (a client's
+/// 200 KB header, say) is kept under [`ban_key`]'s digest, so a ban costs
+/// a bounded size, in process and in Redis, however long the key.
+const MAX_BAN_KEY_BYTES: usize = 256;
+
+/// The key `key`'s ban is kept under: `key` itself up to
+/// [`MAX_BAN_KEY_BYTES`], else `\0sha256:` and the hex of its SHA-256. No
+/// layer's key starts with a NUL (each starts with its kind, `ip:`,
+/// `header:`, …), so a digest is never another key's ban, and two long
+/// keys share one only if their SHA-256 collide, which no one can bring
+/// about.
+fn ban_key(key: &str) -> Cow<'_, str> {
+    if key.len() <= MAX_BAN_KEY_BYTES {
+        return Cow::Borrowed(key);
+    }
+    let mut digest = String::with_capacity(8 + 64);
+    digest.push_str("\0sha256:");
+    for byte in Sha256::digest(key.as_bytes()) {
+        // Writing to a String cannot fail.
+        let _ = write!(digest, "{byte:02x}");
+    }
+    Cow::Owned(digest)
+}
 
 /// Where a [`BanList`] keeps its bans.
 enum Store {
@@ -103,7 +129,9 @@ impl Clock for SteadyClock {
 /// [`ban_status`](crate::RateLimitLayer::ban_status)) with `Retry-After`.
 ///
 /// A key is the layer's whole key, kind prefix included: `ip:203.0.113.7`,
-/// `header:<api key>` (see [`KeyExtractor`](crate::KeyExtractor)). Clones
+/// `header:<api key>` (see [`KeyExtractor`](crate::KeyExtractor)). A key
+/// longer than 256 bytes is kept under its SHA-256, so a ban costs a
+/// bounded size however long a client's key. Clones
 /// share the bans: keep one to call [`ban`](Self::ban) and
 /// [`unban`](Self::unban) from an admin endpoint while layers check it.
 ///
@@ -142,7 +170,8 @@ impl BanList {
     }
 
     /// Bans kept in Redis, on `backend`'s shared connections: the ban of
-    /// key `k` is the Redis key `{prefix}:{k}`, which expires when the ban
+    /// key `k` is the Redis key `{prefix}:{k}` (`k` longer than 256 bytes
+    /// as `\0sha256:` and its digest's hex), which expires when the ban
     /// ends (Redis's clock decides). Every instance on that Redis sees every
     /// ban. A failed check (Redis down) bans no one: see
     /// [`RateLimitLayer::bans`](crate::RateLimitLayer::bans).
@@ -164,6 +193,7 @@ impl BanList {
     /// millisecond), replacing any ban it had; a zero `duration` lifts the
     /// ban.
     pub async fn ban(&self, key: &str, duration: Duration) -> Result<(), Error> {
+        let key = &*ban_key(key);
         match &*self.store {
             Store::Memory(bans) => {
                 bans.ban(key, duration);
@@ -192,6 +222,7 @@ impl BanList {
 
     /// Lifts `key`'s ban, if it has one.
     pub async fn unban(&self, key: &str) -> Result<(), Error> {
+        let key = &*ban_key(key);
         match &*self.store {
             Store::Memory(bans) => {
                 bans.ban(key, Duration::ZERO);
@@ -211,6 +242,7 @@ impl BanList {
     /// A Redis key without a TTL (set by hand) is a ban until
     /// [`unban`](Self::unban)ned, reported as one day.
     pub async fn banned_for(&self, key: &str) -> Result<Option<Duration>, Error> {
+        let key = &*ban_key(key);
         match &*self.store {
             Store::Memory(bans) => Ok(bans.banned_for(key)),
             #[cfg(feature = "redis")]
@@ -231,7 +263,7 @@ impl BanList {
     /// process; `None` means ask `banned_for`.
     pub(crate) fn banned_for_now(&self, key: &str) -> Option<Option<Duration>> {
         match &*self.store {
-            Store::Memory(bans) => Some(bans.banned_for(key)),
+            Store::Memory(bans) => Some(bans.banned_for(&ban_key(key))),
             #[cfg(feature = "redis")]
             Store::Redis { .. } => None,
         }
@@ -331,6 +363,36 @@ mod tests {
             (20_000..5_000_000).contains(&(later - start)),
             "{start} {later}"
         );
+    }
+
+    #[test]
+    fn a_long_keys_ban_is_kept_under_its_digest_and_is_its_own() {
+        let clock = ManualClock::new(1_000_000);
+        let bans = BanList::memory_with_clock(clock);
+        let Store::Memory(memory) = &*bans.store else {
+            unreachable!()
+        };
+        let long = format!("header:{}", "k".repeat(1 << 20));
+        let other = format!("{long}x");
+        let at_bound = "k".repeat(MAX_BAN_KEY_BYTES);
+        let day = Duration::from_secs(86_400);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            bans.ban(&long, day).await.unwrap();
+            bans.ban(&at_bound, day).await.unwrap();
+            assert_eq!(bans.banned_for(&long).await.unwrap(), Some(day));
+            assert_eq!(bans.banned_for_now(&long), Some(Some(day)));
+            assert_eq!(bans.banned_for(&other).await.unwrap(), None);
+            let mut held: Vec<usize> = memory.lock().until_us.keys().map(String::len).collect();
+            held.sort_unstable();
+            assert_eq!(held, [8 + 64, MAX_BAN_KEY_BYTES]);
+            bans.unban(&long).await.unwrap();
+            assert_eq!(bans.banned_for(&long).await.unwrap(), None);
+        });
+        assert_eq!(ban_key("ip:10.0.0.1"), "ip:10.0.0.1");
+        assert!(ban_key(&long).starts_with("\0sha256:"));
     }
 
     #[test]

@@ -9,13 +9,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::StatusCode;
-use limiter_core::{Limiter, Policies, Policy};
+use limiter_core::{FailurePolicy, Limiter, Policies, Policy};
+use limiter_memory::MemoryLimiter;
 use serde::Deserialize;
 
 use crate::ban::{BanList, Penalty};
 use crate::key::{is_route_key, Fallback, IpNet, KeyExtractor, KeyKindError};
 use crate::layer::RateLimitLayer;
 use crate::response::HeaderStyle;
+
+/// The keys each in-process limiter of a configured policy holds at most,
+/// unless its `max_keys` says otherwise.
+pub const DEFAULT_MAX_KEYS: usize = 100_000;
 
 /// Named policies, each a [`RateLimitLayer`] to be: read from TOML, every
 /// entry checked before anything is served, so a typo fails the startup
@@ -39,6 +44,8 @@ use crate::response::HeaderStyle;
 ///                                     # fail-open, fail-closed, fallback
 /// penalty = { denials = "5/1m", ban_for = "15m" } # ban a key denied 5 times a minute
 /// ban_status = 429                    # a banned request's status: 403 (default) or 429
+/// max_keys = 100000                   # keys held in process at once (the default)
+/// max_key_bytes = 256                 # longer keys held as their SHA-256 (the default)
 /// ```
 ///
 /// `on_failure` applies when the backend fails (Redis down): `fallback`
@@ -47,6 +54,16 @@ use crate::response::HeaderStyle;
 /// true`, for bans made only through [`Registry::bans`](crate::Registry::bans))
 /// checks a ban list before the limiter, kept where the limiter is (in
 /// process, or in Redis so that a ban holds on every instance).
+///
+/// `max_keys` and `max_key_bytes` bound what clients' keys can cost each
+/// in-process limiter of the policy (its `MemoryLimiter` under
+/// [`Registry::memory`](crate::Registry::memory), its penalty's counts,
+/// and a `fallback`'s): at most [`DEFAULT_MAX_KEYS`] keys, each at most
+/// [`DEFAULT_MAX_KEY_BYTES`](limiter_memory::DEFAULT_MAX_KEY_BYTES) bytes
+/// long (a longer one is held as its digest), unless the file says
+/// otherwise. A new key while the cap is full is a failure of the
+/// limiter, answered by `on_failure` (docs/http.md, "What clients' keys
+/// can cost").
 ///
 /// A [`Registry`](crate::Registry) builds the layers on a backend.
 ///
@@ -176,6 +193,10 @@ struct RawPolicy {
     bans: bool,
     penalty: Option<RawPenalty>,
     ban_status: Option<u16>,
+    /// Any TOML integer, so that one out of range is named by this field.
+    max_keys: Option<i64>,
+    /// Likewise.
+    max_key_bytes: Option<i64>,
 }
 
 /// `penalty = { denials = "5/1m", ban_for = "15m" }` as written.
@@ -298,6 +319,16 @@ impl RawPolicy {
             }
         };
 
+        let memory = MemoryBounds {
+            max_keys: count("max_keys", self.max_keys, 1, DEFAULT_MAX_KEYS)?,
+            max_key_bytes: count(
+                "max_key_bytes",
+                self.max_key_bytes,
+                0,
+                limiter_memory::DEFAULT_MAX_KEY_BYTES,
+            )?,
+        };
+
         let headers = match self.headers.as_deref() {
             None | Some("both") => HeaderStyle::Both,
             Some("none") => HeaderStyle::None,
@@ -320,7 +351,23 @@ impl RawPolicy {
             bans: self.bans || penalty.is_some(),
             penalty,
             ban_status,
+            memory,
         })
+    }
+}
+
+/// The number of field `field`, at least `min`, or `default` when unset.
+fn count(field: &str, value: Option<i64>, min: i64, default: usize) -> Result<usize, FieldError> {
+    let Some(value) = value else {
+        return Ok(default);
+    };
+    match usize::try_from(value) {
+        Ok(number) if value >= min => Ok(number),
+        _ => Err((
+            field.to_owned(),
+            ConfigErrorKind::Memory,
+            format!("{value} is not a {field}: expected {min} or more"),
+        )),
     }
 }
 
@@ -383,6 +430,23 @@ fn nets(field: &str, texts: &[String]) -> Result<Vec<IpNet>, FieldError> {
         .collect()
 }
 
+/// What a configured policy's in-process limiters hold at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MemoryBounds {
+    max_keys: usize,
+    max_key_bytes: usize,
+}
+
+impl MemoryBounds {
+    /// An in-process limiter of `policies` within these bounds.
+    pub(crate) fn limiter(self, policies: impl Into<Policies>) -> MemoryLimiter {
+        MemoryLimiter::builder(policies)
+            .max_keys(self.max_keys)
+            .max_key_bytes(self.max_key_bytes)
+            .build()
+    }
+}
+
 /// What a policy's layer answers while its backend fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OnFailure {
@@ -394,17 +458,15 @@ pub(crate) enum OnFailure {
 }
 
 impl OnFailure {
-    /// The core's failure policy for a limiter of `policies` (only Redis
-    /// fails).
-    #[cfg(feature = "redis")]
-    pub(crate) fn policy(self, policies: &Policies) -> limiter_core::FailurePolicy {
-        use limiter_core::FailurePolicy;
+    /// The core's failure policy; `fallback` makes the limiter of
+    /// [`OnFailure::Fallback`], `None` where there is none to make.
+    pub(crate) fn policy(self, fallback: impl FnOnce() -> Option<MemoryLimiter>) -> FailurePolicy {
         match self {
             Self::ReturnError => FailurePolicy::ReturnError,
             Self::FailOpen => FailurePolicy::FailOpen,
             Self::FailClosed => FailurePolicy::FailClosed,
             Self::Fallback => {
-                FailurePolicy::fallback(limiter_memory::MemoryLimiter::new(policies.clone()))
+                fallback().map_or(FailurePolicy::ReturnError, FailurePolicy::fallback)
             }
         }
     }
@@ -415,17 +477,18 @@ impl OnFailure {
 pub(crate) struct NamedPolicy {
     pub(crate) policies: Policies,
     key: KeyExtractor,
-    trusted: Vec<IpNet>,
+    pub(crate) trusted: Vec<IpNet>,
     headers: HeaderStyle,
-    allow_ips: Vec<IpNet>,
+    pub(crate) allow_ips: Vec<IpNet>,
     allow_keys: Vec<String>,
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) on_failure: OnFailure,
     /// Whether the layer checks a ban list.
     pub(crate) bans: bool,
     /// The denials that earn a ban (a sliding log's limit), and its length.
     pub(crate) penalty: Option<(Policy, Duration)>,
     ban_status: StatusCode,
+    /// What each of its in-process limiters holds at most.
+    pub(crate) memory: MemoryBounds,
 }
 
 impl NamedPolicy {
@@ -504,6 +567,8 @@ pub enum ConfigErrorKind {
     Failure,
     /// A penalty or a ban status that does not parse.
     Bans,
+    /// A `max_keys` or `max_key_bytes` out of range.
+    Memory,
     /// A policy asked for by name that the file does not configure.
     NotConfigured,
     /// The backend refused the policy (e.g. a Redis sliding log above its

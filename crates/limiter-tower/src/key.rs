@@ -481,6 +481,21 @@ impl IpNet {
     }
 }
 
+impl IpNet {
+    /// Whether this block holds every address of its family: `0.0.0.0/0`
+    /// or `::/0`.
+    pub fn is_everything(&self) -> bool {
+        self.prefix == 0
+    }
+}
+
+/// `ADDRESS/PREFIX`, the address normalized: `10.0.0.0/8`, `::/0`.
+impl fmt::Display for IpNet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
 /// The top `prefix` of the `bits` low bits of `value`.
 fn masked(value: u128, bits: u32, prefix: u8) -> u128 {
     let keep = u32::from(prefix);
@@ -649,7 +664,7 @@ fn x_forwarded_for(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
         .get_all(X_FORWARDED_FOR)
         .iter()
         .flat_map(|value| value.as_bytes().split(|&byte| byte == b','))
-        .map(parse_node)
+        .map(|node| parse_node(node, Ports::Numeric))
         .collect()
 }
 
@@ -669,7 +684,9 @@ fn forwarded(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
                     Some((&pair[..at], &pair[at + 1..]))
                 })
                 .find(|(name, _)| name.trim_ascii().eq_ignore_ascii_case(b"for"))
-                .and_then(|(_, value)| parse_node(&unquote(value.trim_ascii())))
+                .and_then(|(_, value)| {
+                    parse_node(&unquote(value.trim_ascii()), Ports::NumericOrObfuscated)
+                })
         })
         .collect()
 }
@@ -723,21 +740,55 @@ fn unquote(value: &[u8]) -> Vec<u8> {
     }
 }
 
+/// The ports a forwarded node may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ports {
+    /// A port number, 0 to 65535 in at most 5 digits (`X-Forwarded-For`,
+    /// where proxies that add a port write its number).
+    Numeric,
+    /// A port number, or RFC 7239's obfuscated port (`_` and letters,
+    /// digits, `.`, `_` or `-`): `Forwarded`.
+    NumericOrObfuscated,
+}
+
+impl Ports {
+    /// Whether `port` is one of these.
+    fn allow(self, port: &str) -> bool {
+        let numeric = (1..=5).contains(&port.len())
+            && port.bytes().all(|byte| byte.is_ascii_digit())
+            && port.parse::<u32>().is_ok_and(|number| number <= 65_535);
+        let obfuscated = || {
+            port.strip_prefix('_').is_some_and(|rest| {
+                !rest.is_empty()
+                    && rest
+                        .bytes()
+                        .all(|byte| byte.is_ascii_alphanumeric() || b"._-".contains(&byte))
+            })
+        };
+        numeric || (self == Self::NumericOrObfuscated && obfuscated())
+    }
+}
+
 /// A forwarded node: an address, with or without a port (`10.0.0.15:53214`,
-/// `[2001:db8::1]:443`, `[2001:db8::1]`; the port, obfuscated or not, is
-/// dropped), normalized; `None` for anything else (not UTF-8 included).
-fn parse_node(node: &[u8]) -> Option<IpAddr> {
+/// `[2001:db8::1]:443`, `[2001:db8::1]`; a port `ports` allows, dropped),
+/// normalized; `None` for anything else: a port out of range or not a
+/// port (`1.2.3.4:99999`, `1.2.3.4:abc`, `1.2.3.4:`), bytes that are not
+/// UTF-8.
+fn parse_node(node: &[u8], ports: Ports) -> Option<IpAddr> {
     let node = std::str::from_utf8(node).ok()?.trim();
     let ip = if let Some(bracketed) = node.strip_prefix('[') {
         let (host, rest) = bracketed.split_once(']')?;
-        if !(rest.is_empty() || rest.starts_with(':')) {
+        if !rest.is_empty() && !rest.strip_prefix(':').is_some_and(|port| ports.allow(port)) {
             return None;
         }
         IpAddr::V6(host.parse().ok()?)
     } else if let Ok(ip) = node.parse::<IpAddr>() {
         ip
     } else {
-        let (host, _port) = node.rsplit_once(':')?;
+        let (host, port) = node.rsplit_once(':')?;
+        if !ports.allow(port) {
+            return None;
+        }
         IpAddr::V4(host.parse::<Ipv4Addr>().ok()?)
     };
     Some(normalize_ip(ip))
@@ -887,9 +938,67 @@ mod tests {
         assert_eq!(normalize_ip(ip("::ffff:10.0.0.15")), ip("10.0.0.15"));
         assert_eq!(normalize_ip(ip("2001:db8::1")), ip("2001:db8::1"));
         assert_eq!(normalize_ip(ip("10.0.0.15")), ip("10.0.0.15"));
-        assert_eq!(parse_node(b" 10.0.0.15:53214"), Some(ip("10.0.0.15")));
-        assert_eq!(parse_node(b"[::ffff:1.2.3.4]:80"), Some(ip("1.2.3.4")));
-        assert_eq!(parse_node(b"unknown"), None);
+        let numeric = |node: &[u8]| parse_node(node, Ports::Numeric);
+        assert_eq!(numeric(b" 10.0.0.15:53214"), Some(ip("10.0.0.15")));
+        assert_eq!(numeric(b"[::ffff:1.2.3.4]:80"), Some(ip("1.2.3.4")));
+        assert_eq!(numeric(b"unknown"), None);
+    }
+
+    #[test]
+    fn a_nodes_port_is_a_port_number_or_in_forwarded_an_obfuscated_one() {
+        for ports in [Ports::Numeric, Ports::NumericOrObfuscated] {
+            let node = |node: &str| parse_node(node.as_bytes(), ports);
+            for valid in ["1.2.3.4:0", "1.2.3.4:80", "1.2.3.4:65535", "1.2.3.4:08080"] {
+                assert_eq!(node(valid), Some(ip("1.2.3.4")), "{valid}");
+            }
+            assert_eq!(node("[2001:db8::1]:443"), Some(ip("2001:db8::1")));
+            for invalid in [
+                "1.2.3.4:99999",
+                "1.2.3.4:65536",
+                "1.2.3.4:000080",
+                "1.2.3.4:abc",
+                "1.2.3.4:",
+                "1.2.3.4:+80",
+                "1.2.3.4:-1",
+                "1.2.3.4:8 0",
+                "1.2.3.4:80:80",
+                "[2001:db8::1]:99999",
+                "[2001:db8::1]:abc",
+                "[2001:db8::1]:",
+                "[2001:db8::1]x",
+                "1.2.3.4:_",
+            ] {
+                assert_eq!(node(invalid), None, "{invalid} under {ports:?}");
+            }
+        }
+        // RFC 7239's obfuscated ports, in Forwarded alone.
+        for obfuscated in ["1.2.3.4:_port", "[2001:db8::1]:_a.b-c_9"] {
+            assert!(parse_node(obfuscated.as_bytes(), Ports::NumericOrObfuscated).is_some());
+            assert_eq!(parse_node(obfuscated.as_bytes(), Ports::Numeric), None);
+        }
+    }
+
+    #[test]
+    fn a_forwarded_entry_with_an_invalid_port_ends_the_walk() {
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        for entry in [
+            "198.51.100.7:99999",
+            "198.51.100.7:abc",
+            "[2001:db8::7]:70000",
+        ] {
+            let chain = xff(&[&format!("6.6.6.6, {entry}, 10.0.0.2")]);
+            assert_eq!(
+                client_ip(ip("10.0.0.1"), &chain, &trusted),
+                ip("10.0.0.2"),
+                "{entry}"
+            );
+            let chain = fwd(&[&format!("for=6.6.6.6, for=\"{entry}\", for=10.0.0.2")]);
+            assert_eq!(
+                client_ip(ip("10.0.0.1"), &chain, &trusted),
+                ip("10.0.0.2"),
+                "{entry}"
+            );
+        }
     }
 
     #[test]

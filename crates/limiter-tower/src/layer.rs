@@ -55,7 +55,7 @@ impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
             .field("name", &self.observer.policy())
-            .field("policies", self.limiter.policies())
+            .field("limiter", &self.limiter)
             .field("key", &self.key)
             .field("trusted", &self.trusted)
             .field("style", &self.style)

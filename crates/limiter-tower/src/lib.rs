@@ -22,7 +22,7 @@
 //!   back to full), `RateLimit-Policy` (every policy of the set) and
 //!   `RateLimit` (the binding one).
 //! - Denied: `429 Too Many Requests` with `Retry-After` (whole seconds,
-//!   rounded up, never 0) and the same headers; the body is
+//!   rounded up, never 0, at most 2^31 - 1) and the same headers; the body is
 //!   `{"error":"rate_limited","retry_after_ms":…}` when the request's
 //!   `Accept` includes `application/json`, plain text otherwise.
 //! - The backend failed, under [`FailurePolicy`](limiter_core::FailurePolicy):
@@ -95,6 +95,8 @@ mod observe;
 mod registry;
 mod response;
 mod shaping;
+#[cfg(feature = "config")]
+mod startup_warnings;
 
 pub use self::{
     ban::{BanList, Penalty},
@@ -115,6 +117,6 @@ pub use self::{
 
 #[cfg(feature = "config")]
 pub use self::{
-    config::{Config, ConfigError, ConfigErrorKind},
+    config::{Config, ConfigError, ConfigErrorKind, DEFAULT_MAX_KEYS},
     registry::Registry,
 };

@@ -4,8 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use limiter_core::Limiter;
-use limiter_memory::MemoryLimiter;
+use limiter_core::{Limiter, LimiterExt as _};
 
 use crate::ban::BanList;
 use crate::config::{Config, ConfigError, ConfigErrorKind};
@@ -48,24 +47,45 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Each policy on its own in-process [`MemoryLimiter`] (its ban list
-    /// and penalty counts in process too). An in-process limiter does not
-    /// fail, so `on_failure` has nothing to do here.
+    /// Each policy on its own in-process
+    /// [`MemoryLimiter`](limiter_memory::MemoryLimiter) (its ban list and
+    /// penalty counts in process too), holding at most the policy's
+    /// `max_keys` keys ([`DEFAULT_MAX_KEYS`](crate::DEFAULT_MAX_KEYS) by
+    /// default) of at most `max_key_bytes` each, so clients' keys cost at
+    /// most its [`max_bytes`](limiter_memory::MemoryLimiter::max_bytes).
+    ///
+    /// A new key while the limiter holds `max_keys` live keys is its one
+    /// failure, answered by the policy's `on_failure` for that request
+    /// alone (keys already held are decided as ever): `return-error` (the
+    /// default) answers 503 with `Retry-After: 1`, `fail-open` lets it
+    /// through uncounted and marked, `fail-closed` answers 503 marked;
+    /// `fallback`, having no other in-process limiter to ask, answers as
+    /// `return-error`.
     pub fn memory(config: &Config) -> Self {
         let mut registry = Self::empty(config);
         for (name, policy) in config.iter() {
-            let limiter = Arc::new(MemoryLimiter::new(policy.policies.clone()));
+            let bounds = policy.memory;
+            let limiter = bounds
+                .limiter(policy.policies.clone())
+                .on_failure(policy.on_failure.policy(|| None));
             let bans = policy.bans.then(BanList::memory);
-            let counter = policy.penalty.as_ref().map(|(counter, _)| {
-                Arc::new(MemoryLimiter::new(counter.clone())) as Arc<dyn Limiter>
-            });
-            registry.add(name, policy.layer(limiter, bans.clone(), counter), bans);
+            let counter = policy
+                .penalty
+                .as_ref()
+                .map(|(counter, _)| Arc::new(bounds.limiter(counter.clone())) as Arc<dyn Limiter>);
+            registry.add(
+                name,
+                policy.layer(Arc::new(limiter), bans.clone(), counter),
+                bans,
+            );
         }
         registry
     }
 
-    /// No layers yet, for `config`'s file.
+    /// No layers yet, for `config`'s file; warns of what `config` most
+    /// likely does not mean (see `startup_warnings`).
     fn empty(config: &Config) -> Self {
+        crate::startup_warnings::warn_about(config);
         Self {
             file: config.file().to_owned(),
             layers: BTreeMap::new(),
@@ -89,8 +109,9 @@ impl Registry {
     /// A policy the backend refuses (a sliding log above its maximum limit,
     /// a brace in the prefix or the name) is an error naming that policy.
     ///
-    /// While Redis fails, each layer answers as its `on_failure` says. Its
-    /// bans are the Redis keys `{key_prefix}:NAME:bans:KEY` (a ban made by
+    /// While Redis fails, each layer answers as its `on_failure` says (a
+    /// `fallback` holds at most the policy's `max_keys`, as an in-process
+    /// limiter does under [`memory`](Self::memory)). Its bans are the Redis keys `{key_prefix}:NAME:bans:KEY` (a ban made by
     /// one instance holds on all), its penalty's denials are counted under
     /// `{key_prefix}:NAME:penalty`.
     #[cfg(feature = "redis")]
@@ -99,7 +120,6 @@ impl Registry {
         backend: &limiter_redis::RedisBackend,
         key_prefix: &str,
     ) -> Result<Self, ConfigError> {
-        use limiter_core::LimiterExt as _;
         use limiter_redis::RedisLimiter;
 
         let mut registry = Self::empty(config);
@@ -119,7 +139,11 @@ impl Registry {
                 .build()
                 .await
                 .map_err(refused("limits"))?
-                .on_failure(policy.on_failure.policy(&policy.policies));
+                .on_failure(
+                    policy
+                        .on_failure
+                        .policy(|| Some(policy.memory.limiter(policy.policies.clone()))),
+                );
             let bans = policy
                 .bans
                 .then(|| BanList::redis(backend, format!("{prefix}:bans")));

@@ -56,9 +56,11 @@ impl HeaderStyle {
     }
 }
 
-/// Whole seconds in `duration`, rounded up.
+/// Whole seconds in `duration`, rounded up (`u64::MAX` at most).
 pub(crate) fn ceil_secs(duration: Duration) -> u64 {
-    duration.as_secs() + u64::from(duration.subsec_nanos() > 0)
+    duration
+        .as_secs()
+        .saturating_add(u64::from(duration.subsec_nanos() > 0))
 }
 
 /// Milliseconds in `duration`, rounded up.
@@ -67,9 +69,15 @@ fn ceil_millis(duration: Duration) -> u128 {
     nanos.div_ceil(1_000_000)
 }
 
-/// `Retry-After` for a denial: whole seconds rounded up, at least 1.
+/// The most seconds `Retry-After` says: 2^31 - 1. RFC 9111 (section 1.2.2)
+/// has a recipient take any larger delta-seconds as 2^31, and a cache
+/// may overflow on more; a wait that long is "not in this lifetime" anyway.
+pub(crate) const MAX_RETRY_AFTER_SECS: u64 = (1 << 31) - 1;
+
+/// `Retry-After` for a denial: whole seconds rounded up, at least 1, at
+/// most [`MAX_RETRY_AFTER_SECS`].
 pub(crate) fn retry_after_secs(duration: Duration) -> u64 {
-    ceil_secs(duration).max(1)
+    ceil_secs(duration).clamp(1, MAX_RETRY_AFTER_SECS)
 }
 
 /// A part's name in the IETF headers: its policy string, as an
@@ -288,8 +296,9 @@ fn value_len(text: &BytesMut, before: usize) -> u16 {
     u16::try_from(text.len() - before).unwrap_or(0)
 }
 
-/// The counted headers of a decision by the backend (or a fallback: legacy
-/// headers only, its numbers being the fallback's policy's).
+/// The counted headers of a decision by the backend or from a lease (or a
+/// fallback: legacy headers only, its numbers being the fallback's
+/// policy's).
 fn rate_headers(
     headers: &mut RateHeaders,
     set: &impl Decided,
@@ -297,7 +306,7 @@ fn rate_headers(
     policy_headers: &PolicyHeaders,
 ) {
     let decision = set.decision();
-    let ietf = style.ietf() && decision.source == DecisionSource::Backend;
+    let ietf = style.ietf() && !decision.source.is_degraded();
     if !style.legacy() && !ietf {
         // Nothing to write: no buffer either.
         return;
@@ -405,9 +414,7 @@ pub(crate) fn verdict(
 ) -> Verdict {
     if let Ok(set) = result {
         let decision = set.decision();
-        if decision.allowed
-            && decision.source == DecisionSource::Backend
-            && style == HeaderStyle::None
+        if decision.allowed && !decision.source.is_degraded() && style == HeaderStyle::None
         {
             // The most common answer, with nothing to write: inline.
             return Verdict::Pass(RateHeaders::default());
@@ -556,6 +563,28 @@ mod tests {
         assert_eq!(ceil_secs(Duration::from_millis(8_800)), 9);
         assert_eq!(retry_after_secs(Duration::ZERO), 1);
         assert_eq!(ceil_millis(Duration::from_micros(1_001)), 2);
+    }
+
+    #[test]
+    fn retry_after_is_at_most_two_to_the_thirty_one_less_one_seconds() {
+        let max = (1 << 31) - 1;
+        assert_eq!(retry_after_secs(Duration::from_secs(max)), max);
+        assert_eq!(
+            retry_after_secs(Duration::from_millis(max * 1_000 - 1)),
+            max
+        );
+        assert_eq!(
+            retry_after_secs(Duration::from_millis(max * 1_000 + 1)),
+            max
+        );
+        assert_eq!(retry_after_secs(Duration::from_secs(1 << 31)), max);
+        assert_eq!(retry_after_secs(Duration::MAX), max);
+        let response = banned(StatusCode::FORBIDDEN, false, Duration::MAX);
+        assert_eq!(response.headers()[RETRY_AFTER], "2147483647");
+        assert_eq!(
+            std::str::from_utf8(response.body()).unwrap(),
+            "Forbidden: banned; retry after 2147483647 s\n"
+        );
     }
 
     #[test]

@@ -93,6 +93,48 @@ async fn a_ban_in_redis_refuses_uncounted_until_lifted() {
     a_ban_refuses_uncounted_until_lifted(Backend::Redis).await;
 }
 
+/// A ban of a 1 MB key (kept under its digest) is that key's alone.
+async fn a_long_keys_ban_is_its_own(backend: Backend) {
+    let bans = ban_list(backend, &fresh_prefix("long"));
+    let long = format!("header:{}", "k".repeat(1 << 20));
+    let (other, short) = (format!("{long}x"), "header:k");
+    bans.ban(&long, Duration::from_secs(60)).await.unwrap();
+    let left = bans.banned_for(&long).await.unwrap().unwrap();
+    assert!(left > Duration::from_secs(59), "{backend:?} {left:?}");
+    assert_eq!(bans.banned_for(&other).await.unwrap(), None, "{backend:?}");
+    assert_eq!(bans.banned_for(short).await.unwrap(), None, "{backend:?}");
+    bans.unban(&long).await.unwrap();
+    assert_eq!(bans.banned_for(&long).await.unwrap(), None, "{backend:?}");
+}
+
+#[tokio::test]
+async fn a_long_keys_ban_in_memory_is_its_own() {
+    a_long_keys_ban_is_its_own(Backend::Memory).await;
+}
+
+#[tokio::test]
+async fn a_long_keys_ban_in_redis_is_its_own() {
+    a_long_keys_ban_is_its_own(Backend::Redis).await;
+}
+
+/// A ban of 100,000 days: `Retry-After` says 2^31 - 1 seconds, the most
+/// RFC 9111 lets a recipient read, never more.
+#[tokio::test]
+async fn a_ban_longer_than_two_to_the_thirty_one_seconds_says_two_to_the_thirty_one_less_one() {
+    let bans = BanList::memory();
+    let addr = serve(layer_with(&bans).await).await;
+    bans.ban(ME, Duration::from_secs(100_000 * 86_400))
+        .await
+        .unwrap();
+    let refused = get(&client(), addr).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert_eq!(refused.number("retry-after"), 2_147_483_647);
+    assert_eq!(
+        refused.body,
+        "Forbidden: banned; retry after 2147483647 s\n"
+    );
+}
+
 #[tokio::test]
 async fn a_ban_in_memory_ends_by_itself() {
     a_ban_ends_by_itself(Backend::Memory).await;

@@ -203,7 +203,7 @@ macro_rules! never_an_ip_key {
 
 #[test]
 fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
-    let cases: [(&str, String, ConfigErrorKind, &str, &str); 35] = [
+    let cases: [(&str, String, ConfigErrorKind, &str, &str); 37] = [
         (
             "unknown-algorithm",
             login(r#"["sliding-lgo:10/5m"]"#, ""),
@@ -432,7 +432,21 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             "policies.login.limit",
             "unknown field `limit`, expected one of `limits`, `key`, `fallback`, \
              `trusted_proxies`, `ipv6_prefix`, `headers`, `allow_ips`, `allow_keys`, \
-             `on_failure`, `bans`, `penalty`, `ban_status`",
+             `on_failure`, `bans`, `penalty`, `ban_status`, `max_keys`, `max_key_bytes`",
+        ),
+        (
+            "no-keys",
+            login(r#"["sliding-log:10/5m"]"#, "max_keys = 0"),
+            ConfigErrorKind::Memory,
+            "policies.login.max_keys",
+            "0 is not a max_keys: expected 1 or more",
+        ),
+        (
+            "negative-key-bytes",
+            login(r#"["sliding-log:10/5m"]"#, "max_key_bytes = -1"),
+            ConfigErrorKind::Memory,
+            "policies.login.max_key_bytes",
+            "-1 is not a max_key_bytes: expected 0 or more",
         ),
         (
             "bad-allowed-address",
@@ -624,6 +638,108 @@ bans = true
     bans.unban("ip:127.0.0.1").await.unwrap();
     assert_eq!(status("/banned", &[]).await, StatusCode::OK);
     assert!(registry.bans("open").is_none());
+}
+
+/// `max_keys` from the file caps the in-process limiter: a new key while
+/// it is full is answered by `on_failure`, that request alone, and the
+/// keys held are still decided exactly; a key past `max_key_bytes` is
+/// decided as itself.
+#[tokio::test]
+async fn a_full_memory_limiter_answers_a_new_key_by_its_failure_policy() {
+    let text = r#"
+[policies.default]
+limits = ["sliding-log:2/5m"]
+key = "header:x-api-key"
+max_keys = 2
+max_key_bytes = 16
+
+[policies.open]
+limits = ["sliding-log:2/5m"]
+key = "header:x-api-key"
+max_keys = 2
+on_failure = "fail-open"
+
+[policies.closed]
+limits = ["sliding-log:2/5m"]
+key = "header:x-api-key"
+max_keys = 2
+on_failure = "fail-closed"
+
+[policies.fallback]
+limits = ["sliding-log:2/5m"]
+key = "header:x-api-key"
+max_keys = 2
+on_failure = "fallback"
+"#;
+    let config = Config::from_toml("capped.toml", text).unwrap();
+    let registry = Registry::memory(&config);
+    let route = |name: &str| {
+        Router::new()
+            .route(&format!("/{name}"), routing::get(|| async { "ok" }))
+            .route_layer(registry.layer(name).unwrap())
+    };
+    let app = route("default")
+        .merge(route("open"))
+        .merge(route("closed"))
+        .merge(route("fallback"));
+    let addr = serve_router(app).await;
+    let client = client();
+    let get = async |path, key: &str| get_path(&client, addr, path, &[("x-api-key", key)]).await;
+    // Two keys of 64 bytes each (held as digests): the cap is full.
+    let (a, b) = ("a".repeat(64), format!("{}b", "a".repeat(63)));
+    for path in ["/default", "/open", "/closed", "/fallback"] {
+        for key in [&a, &b] {
+            let reply = get(path, key).await;
+            assert_eq!(reply.status, StatusCode::OK, "{path}");
+            assert_eq!(
+                reply.number("x-ratelimit-remaining"),
+                1,
+                "{path}: a key of its own"
+            );
+        }
+    }
+    let new = get("/default", "c").await;
+    assert_eq!(new.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(new.number("retry-after"), 1);
+    assert_eq!(new.header("x-ratelimit-degraded"), None);
+    let open = get("/open", "c").await;
+    assert_eq!(open.status, StatusCode::OK);
+    assert_eq!(open.header("x-ratelimit-degraded"), Some("fail-open"));
+    let closed = get("/closed", "c").await;
+    assert_eq!(closed.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(closed.header("x-ratelimit-degraded"), Some("fail-closed"));
+    assert_eq!(
+        get("/fallback", "c").await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    // The keys held: decided exactly, no outage begun.
+    for path in ["/default", "/open", "/closed", "/fallback"] {
+        let reply = get(path, &a).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}");
+        assert_eq!(reply.number("x-ratelimit-remaining"), 0, "{path}");
+        assert_eq!(get(path, &a).await.status, StatusCode::TOO_MANY_REQUESTS);
+    }
+}
+
+/// Without `max_keys` and `max_key_bytes`, each in-process limiter of a
+/// memory registry holds at most 100,000 keys of 256 bytes: the limiter
+/// and the penalty's counts alike.
+#[test]
+fn a_memory_registry_caps_its_limiters_by_default() {
+    let config = Config::from_toml(
+        "limits.toml",
+        "[policies.login]\nlimits = [\"sliding-log:10/5m\"]\npenalty = { denials = \"5/1m\", ban_for = \"1h\" }\n",
+    )
+    .unwrap();
+    assert_eq!(limiter_tower::DEFAULT_MAX_KEYS, 100_000);
+    let layer = format!("{:?}", Registry::memory(&config).layer("login").unwrap());
+    assert_eq!(
+        layer
+            .matches("max_keys: Some(100000), max_key_bytes: 256")
+            .count(),
+        2,
+        "{layer}"
+    );
 }
 
 /// `on_failure` from the file, on a Redis that refuses every connection:

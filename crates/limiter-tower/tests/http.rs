@@ -175,6 +175,30 @@ async fn sliding_log_headers_equal_the_decision() {
     assert_eq!(last.number("retry-after"), 1);
 }
 
+/// A decision taken from a lease was counted by the fleet-wide limiter: it
+/// gets the IETF headers like the backend's own, and no degraded marker.
+#[tokio::test]
+async fn a_leased_decision_has_the_ietf_headers_and_no_degraded_marker() {
+    let clock = ManualClock::new(T0);
+    let leased = limiter_lease::Leased::builder(memory("sliding-log:100/10s", &clock))
+        .min_lease(10)
+        .build();
+    let leased = Arc::new(leased);
+    let addr = serve(RateLimitLayer::from_arc(leased.clone())).await;
+    let client = client();
+    let first = get(&client, addr).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert!(leased.held("ip:127.0.0.1") > 0, "the first request took a lease");
+    let second = get(&client, addr).await;
+    assert_eq!(second.status, StatusCode::OK);
+    assert!(
+        second.header("ratelimit").is_some_and(|v| v.starts_with("\"sliding-log:100/10s\";r=")),
+        "{:?}",
+        second.header("ratelimit")
+    );
+    assert_eq!(second.header("x-ratelimit-degraded"), None);
+}
+
 /// Every algorithm: each response's headers equal what a twin limiter (in
 /// memory) on the same clock decides for the same requests, admitted and
 /// denied, with the layer's limiter on `backend`.

@@ -1,0 +1,568 @@
+//! [`Leased`]: any [`Limiter`], decided in process from leases on it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use limiter_core::backend::check_policies;
+use limiter_core::{
+    Algorithm, Clock, Decision, DecisionSource, Error, Limiter, Policies, SetDecision,
+};
+
+use crate::builder::LeasedBuilder;
+use crate::key_lease::{Batch, Grant, KeyLease, Sizing, Taken};
+use crate::leases::Leases;
+
+/// A limiter that takes quota from another limiter (the **global** one,
+/// say Redis, shared by every instance) in leases, and decides most
+/// requests in process from the units leased (docs/spec.md section 8).
+///
+/// A lease is an ordinary [`acquire`](Limiter::acquire) of several units on
+/// the global limiter, so it works on every backend, algorithm and tiered
+/// set, and a denied lease counts nothing. The units are then used by this
+/// instance alone, for at most the [lifetime](LeasedBuilder::lifetime) `T`;
+/// what is not used lapses. Near the key's limit leases shrink to what is
+/// left, down to the request itself, which the global limiter then decides
+/// exactly. The price is an over-admission, written per algorithm in
+/// docs/spec.md section 8.2: at most `N * M` units in any window for `N`
+/// instances and a [maximum lease](LeasedBuilder::max_lease) `M`, and no
+/// more than about `T` worth of the rate (none in an aligned fixed window).
+///
+/// It is a [`Limiter`] itself: wrap it in [`Resilient`](limiter_core::Resilient),
+/// an HTTP layer or the CLI unchanged. To keep deciding from leases in hand
+/// while the global limiter fails, put the failure policy inside:
+/// `Leased::new(redis.on_failure(policy))`: leases serve until they expire,
+/// then each request gets the policy's answer.
+///
+/// Decisions taken from a lease have the source [`DecisionSource::Lease`];
+/// docs/spec.md section 8.4 says what their numbers mean (`remaining` is
+/// the units left in this instance's lease). A request the units in hand do
+/// not cover asks the global limiter for a lease and waits for it; so does
+/// the request that leaves fewer than the [refill
+/// threshold](LeasedBuilder::refill_percent), after taking its units, so
+/// that the next requests find a lease in hand. No task is spawned.
+///
+/// ```
+/// use limiter_core::{DecisionSource, Limiter, ManualClock, Policy, Rate};
+/// use limiter_lease::Leased;
+/// use limiter_memory::MemoryLimiter;
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let clock = ManualClock::new(0);
+/// let global = MemoryLimiter::builder(Policy::sliding_log(Rate::per_second(1_000))?)
+///     .clock(clock.clone())
+///     .build();
+/// let leased = Leased::builder(global).clock(clock.clone()).min_lease(10).build();
+/// let first = leased.acquire("tenant:7", 1).await?; // fetches a lease of 10
+/// assert_eq!((first.source, first.remaining), (DecisionSource::Backend, 990));
+/// let next = leased.acquire("tenant:7", 1).await?; // decided in process
+/// assert_eq!((next.source, next.remaining), (DecisionSource::Lease, 8));
+/// assert_eq!(leased.held("tenant:7"), 8);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub struct Leased<L> {
+    inner: L,
+    leases: Leases,
+    sizing: Sizing,
+    max_keys: usize,
+    clock: Arc<dyn Clock>,
+    /// The parts that are fixed windows: a lease ends with their window.
+    fixed_windows: Box<[usize]>,
+    /// The slowest leaky-bucket part's spacing, if any: `(W, L, tick)`.
+    spacing: Option<(u64, u64, u64)>,
+}
+
+/// What a request does, decided under its key's lock.
+enum Plan {
+    /// Taken from the units in hand; fetch a lease of this size ahead of need.
+    Served(Decision, Option<u64>),
+    /// Fetch a lease of this size, the request's cost taken from it.
+    Fetch(u64),
+    /// Ask the wrapped limiter at the request's own cost.
+    Exact,
+}
+
+impl<L: Limiter> Leased<L> {
+    /// The default lease [lifetime](LeasedBuilder::lifetime): 250 ms.
+    pub const DEFAULT_LIFETIME: Duration = Duration::from_millis(250);
+    /// The default [minimum lease](LeasedBuilder::min_lease): 1 unit, so a
+    /// key with little demand is decided exactly.
+    pub const DEFAULT_MIN_LEASE: u64 = 1;
+    /// The default [maximum lease](LeasedBuilder::max_lease): 100 units.
+    pub const DEFAULT_MAX_LEASE: u64 = 100;
+    /// The default [refill threshold](LeasedBuilder::refill_percent): 25% of
+    /// the last lease left in hand.
+    pub const DEFAULT_REFILL_PERCENT: u8 = 25;
+    /// The default [most keys leased](LeasedBuilder::max_keys): 10,000.
+    pub const DEFAULT_MAX_KEYS: usize = 10_000;
+
+    /// `inner` leased with the default options.
+    pub fn new(inner: L) -> Self {
+        Self::builder(inner).build()
+    }
+
+    /// A builder for `inner` leased, to set the options.
+    pub fn builder(inner: L) -> LeasedBuilder<L> {
+        LeasedBuilder::new(inner)
+    }
+
+    pub(crate) fn from_builder(builder: LeasedBuilder<L>) -> Self {
+        let LeasedBuilder {
+            inner,
+            lifetime,
+            min_lease,
+            max_lease,
+            refill_percent,
+            max_keys,
+            clock,
+        } = builder;
+        let policies = inner.policies();
+        let max_lease = max_lease.clamp(1, policies.max_cost());
+        let sizing = Sizing {
+            lifetime_us: u64::try_from(lifetime.as_micros()).unwrap_or(u64::MAX),
+            min_lease: min_lease.clamp(1, max_lease),
+            max_lease,
+            refill_percent: u64::from(refill_percent.min(100)),
+        };
+        let fixed_windows = policies
+            .iter()
+            .enumerate()
+            .filter(|(_, policy)| policy.algorithm() == Algorithm::FixedWindow)
+            .map(|(i, _)| i)
+            .collect();
+        let spacing = policies
+            .iter()
+            .filter(|policy| policy.algorithm() == Algorithm::LeakyBucket)
+            .map(|policy| (policy.window_ticks(), policy.limit(), policy.tick_us()))
+            .max_by_key(|&(window, limit, tick)| {
+                // µs per unit, as a fraction compared without division.
+                Slowness(u128::from(window) * u128::from(tick), u128::from(limit))
+            });
+        Self {
+            leases: Leases::new(max_keys, sizing.lifetime_us),
+            inner,
+            sizing,
+            max_keys,
+            clock,
+            fixed_windows,
+            spacing,
+        }
+    }
+
+    /// The limiter leases are taken from.
+    pub fn inner(&self) -> &L {
+        &self.inner
+    }
+
+    /// `T`, the [lifetime](LeasedBuilder::lifetime) of a lease.
+    pub fn lifetime(&self) -> Duration {
+        Duration::from_micros(self.sizing.lifetime_us)
+    }
+
+    /// `M`, the [maximum lease](LeasedBuilder::max_lease), as capped by the
+    /// policies' maximum cost.
+    pub fn max_lease(&self) -> u64 {
+        self.sizing.max_lease
+    }
+
+    /// `m`, the [minimum lease](LeasedBuilder::min_lease).
+    pub fn min_lease(&self) -> u64 {
+        self.sizing.min_lease
+    }
+
+    /// The [refill threshold](LeasedBuilder::refill_percent), in percent.
+    pub fn refill_percent(&self) -> u8 {
+        u8::try_from(self.sizing.refill_percent).unwrap_or(100)
+    }
+
+    /// The most keys leased at once ([`LeasedBuilder::max_keys`]).
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    /// The keys this instance holds lease state for (idle ones until
+    /// dropped to make room).
+    pub fn len(&self) -> usize {
+        self.leases.len()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The units of `key` this instance holds now, unused and unexpired.
+    pub fn held(&self, key: &str) -> u64 {
+        let now_us = self.clock.now_us();
+        self.leases
+            .with_live(key, now_us, |lease| lease.held())
+            .unwrap_or(0)
+    }
+
+    /// Units this instance leased and never used: lapsed with their lease,
+    /// given up by [`release`](Self::release) or by
+    /// [`reset`](Limiter::reset). The global limiter counted them (the
+    /// under-admission of docs/spec.md section 8.3).
+    pub fn lapsed(&self) -> u64 {
+        self.leases.lapsed()
+    }
+
+    /// Gives up every unit in hand, for a shutdown: returns how many.
+    ///
+    /// No backend has a refund (docs/spec.md section 8.3), so the units
+    /// lapse: the global limiter keeps them counted until its policy lets
+    /// them go. The limiter keeps working: later requests fetch new leases.
+    pub async fn release(&self) -> u64 {
+        self.leases.release(self.clock.now_us())
+    }
+
+    /// Decides a request: from the units in hand, by fetching a lease, or
+    /// by the wrapped limiter at the request's own cost.
+    async fn decide(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+        let now_us = self.clock.now_us();
+        check_policies(self.inner.policies(), now_us, cost)?;
+        if self.sizing.lifetime_us == 0 {
+            return self.exact(key, cost).await;
+        }
+        let plan = self
+            .leases
+            .with_new(key, now_us, |lease| self.plan(lease, cost, now_us))
+            .unwrap_or(Plan::Exact);
+        match plan {
+            Plan::Served(decision, refill) => {
+                if let Some(size) = refill {
+                    self.refill(key, size).await;
+                }
+                Ok(SetDecision::single(decision))
+            }
+            Plan::Fetch(size) => self.fetch(key, cost, size).await,
+            Plan::Exact => self.exact(key, cost).await,
+        }
+    }
+
+    fn plan(&self, lease: &mut KeyLease, cost: u64, now_us: u64) -> Plan {
+        if let Some(taken) = lease.take(cost) {
+            let decision = self.leased_decision(lease.grant(), taken, now_us);
+            let refill = match lease.wants_refill(taken.left, now_us, &self.sizing) {
+                true => lease.ask_ahead(now_us, &self.sizing),
+                false => None,
+            };
+            return Plan::Served(decision, refill);
+        }
+        match lease.ask(cost, now_us, &self.sizing) {
+            Some(size) => Plan::Fetch(size),
+            None => Plan::Exact,
+        }
+    }
+
+    /// The wrapped limiter's decision at the request's own cost.
+    async fn exact(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+        let set = self.inner.acquire_parts(key, cost).await?;
+        if set.decision.allowed {
+            self.leases.with(key, |lease| lease.used_exactly(cost));
+        }
+        Ok(set)
+    }
+
+    /// Fetches a lease of `size` for a request of `cost`, shrinking it on a
+    /// denial to the key's `remaining`, then to `cost` (docs/spec.md
+    /// section 8.1); the request's answer is the last lease decision.
+    async fn fetch(&self, key: &str, cost: u64, mut size: u64) -> Result<SetDecision, Error> {
+        let mut pending = InFlight::new(&self.leases, key);
+        let mut shrunk = false;
+        loop {
+            let sent_us = self.clock.now_us();
+            let set = self.inner.acquire_parts(key, size).await?;
+            let decision = set.decision;
+            if !is_counted(decision.source) {
+                self.degraded(&mut pending);
+                return Ok(set);
+            }
+            if decision.allowed {
+                self.settle(&mut pending, sent_us, size, cost, &set);
+                drop(pending);
+                if let Some(size) = self.ahead(key) {
+                    self.refill(key, size).await;
+                }
+                return Ok(set);
+            }
+            if size == cost {
+                pending.finish(|lease| lease.denied(decision.remaining));
+                return Ok(set);
+            }
+            pending.with(|lease| lease.denied(decision.remaining));
+            size = match decision.remaining {
+                left if !shrunk && left >= cost && left < size => left,
+                _ => cost,
+            };
+            shrunk = true;
+        }
+    }
+
+    /// The size of the lease to fetch ahead of need, if the units in hand
+    /// are at or below the refill threshold (and marks it in flight).
+    fn ahead(&self, key: &str) -> Option<u64> {
+        let now_us = self.clock.now_us();
+        self.leases
+            .with_live(key, now_us, |lease| {
+                match lease.wants_refill(lease.held(), now_us, &self.sizing) {
+                    true => lease.ask_ahead(now_us, &self.sizing),
+                    false => None,
+                }
+            })
+            .flatten()
+    }
+
+    /// Fetches a lease of `size` ahead of need; a denial or a failure
+    /// leaves the next request to ask (and to meet the failure).
+    async fn refill(&self, key: &str, size: u64) {
+        let mut pending = InFlight::new(&self.leases, key);
+        let sent_us = self.clock.now_us();
+        if let Ok(set) = self.inner.acquire_parts(key, size).await {
+            let decision = set.decision;
+            match (is_counted(decision.source), decision.allowed) {
+                (false, _) => self.degraded(&mut pending),
+                (true, true) => self.settle(&mut pending, sent_us, size, 0, &set),
+                (true, false) => pending.finish(|lease| lease.denied(decision.remaining)),
+            }
+        }
+    }
+
+    /// A failure policy answered the lease in flight: it holds nothing,
+    /// and the key is not leased for a lifetime (docs/spec.md section 8.4).
+    fn degraded(&self, pending: &mut InFlight<'_>) {
+        let until_us = self.clock.now_us().saturating_add(self.sizing.lifetime_us);
+        pending.finish(|lease| lease.degraded(until_us));
+    }
+
+    /// Puts a granted lease of `size`, sent at `sent_us`, in hand, less the
+    /// `cost` of the request that fetched it.
+    fn settle(
+        &self,
+        pending: &mut InFlight<'_>,
+        sent_us: u64,
+        size: u64,
+        cost: u64,
+        set: &SetDecision,
+    ) {
+        let now_us = self.clock.now_us();
+        let decision = set.decision;
+        let batch = Batch {
+            units: size - cost,
+            expires_us: self.expiry(sent_us, set),
+            taken: cost,
+            depart_us: now_us.saturating_add(micros(decision.wait)),
+        };
+        let grant = Grant {
+            limit: decision.limit,
+            bound_by: decision.bound_by,
+            reset_at_us: sent_us.saturating_add(micros(decision.reset_after)),
+        };
+        pending.finish(|lease| lease.granted(batch, grant, decision.remaining));
+    }
+
+    /// When a lease sent at `sent_us` lapses: a lifetime after it was sent,
+    /// and no later than the end of the window of any fixed-window part
+    /// that counted it. A set whose parts were not reported one by one
+    /// (a wrapper answered it whole) holds nothing.
+    fn expiry(&self, sent_us: u64, set: &SetDecision) -> u64 {
+        let mut expires_us = sent_us.saturating_add(self.sizing.lifetime_us);
+        if self.fixed_windows.is_empty() {
+            return expires_us;
+        }
+        let parts = set.parts();
+        if parts.len() != self.inner.policies().len() {
+            return sent_us;
+        }
+        for &part in self.fixed_windows.iter() {
+            let window_end = sent_us.saturating_add(micros(parts[part].reset_after));
+            expires_us = expires_us.min(window_end);
+        }
+        expires_us
+    }
+
+    /// A decision taken from a lease (docs/spec.md section 8.4).
+    fn leased_decision(&self, grant: Option<Grant>, taken: Taken, now_us: u64) -> Decision {
+        let grant = grant.unwrap_or(Grant {
+            limit: self.inner.policies().max_cost(),
+            bound_by: 0,
+            reset_at_us: now_us,
+        });
+        let departs_us = match self.spacing {
+            // The `place`-th unit of a lease departs `ceil(place * W / L)`
+            // ticks after its first.
+            Some((window, limit, tick)) => {
+                let ticks =
+                    (u128::from(taken.place) * u128::from(window)).div_ceil(u128::from(limit));
+                let after = u64::try_from(ticks * u128::from(tick)).unwrap_or(u64::MAX);
+                taken.depart_us.saturating_add(after)
+            }
+            None => now_us,
+        };
+        Decision::admit(grant.limit, taken.left, now_us)
+            .with_reset_after(Duration::from_micros(
+                grant.reset_at_us.saturating_sub(now_us),
+            ))
+            .with_wait(Duration::from_micros(departs_us.saturating_sub(now_us)))
+            .with_source(DecisionSource::Lease)
+            .with_bound_by(grant.bound_by)
+    }
+
+    /// [`leased_decision`](Self::leased_decision) on `cost` from the units
+    /// in hand, taken (`acquire`) or not (`peek`), if they cover it and,
+    /// when taken, leave no lease to fetch.
+    fn decide_now(&self, key: &str, cost: u64, take: bool) -> Option<Result<Decision, Error>> {
+        if self.sizing.lifetime_us == 0 {
+            return None;
+        }
+        let now_us = self.clock.now_us();
+        if let Err(error) = check_policies(self.inner.policies(), now_us, cost) {
+            return Some(Err(error));
+        }
+        self.leases
+            .with_live(key, now_us, |lease| {
+                let taken = lease.peek(cost)?;
+                if take {
+                    if lease.wants_refill(taken.left, now_us, &self.sizing) {
+                        // The async path fetches the next lease.
+                        return None;
+                    }
+                    lease.take(cost);
+                }
+                Some(Ok(self.leased_decision(lease.grant(), taken, now_us)))
+            })
+            .flatten()
+    }
+}
+
+/// `µs per unit` as the fraction `(µs, units)`, ordered by value.
+#[derive(PartialEq, Eq)]
+struct Slowness(u128, u128);
+
+impl PartialOrd for Slowness {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Slowness {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.0 * other.1).cmp(&(other.0 * self.1))
+    }
+}
+
+/// Whether a decision's units were counted by the global limiter: not a
+/// failure policy's answer (whose numbers hold no count).
+fn is_counted(source: DecisionSource) -> bool {
+    matches!(source, DecisionSource::Backend | DecisionSource::Lease)
+}
+
+fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// A key's lease request in flight: settles it when answered, and when
+/// dropped unanswered (the caller's future dropped, or an error), so the
+/// key can fetch again.
+struct InFlight<'a> {
+    leases: &'a Leases,
+    key: &'a str,
+    settled: bool,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(leases: &'a Leases, key: &'a str) -> Self {
+        Self {
+            leases,
+            key,
+            settled: false,
+        }
+    }
+
+    /// Runs `f` on the key's leases, the request still in flight.
+    fn with(&self, f: impl FnOnce(&mut KeyLease)) {
+        self.leases.with(self.key, f);
+    }
+
+    /// Runs `f` on the key's leases and settles the request, under one lock.
+    fn finish(&mut self, f: impl FnOnce(&mut KeyLease)) {
+        self.settled = true;
+        self.leases.with(self.key, |lease| {
+            f(lease);
+            lease.settled();
+        });
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.leases.with(self.key, KeyLease::settled);
+        }
+    }
+}
+
+impl<L: Limiter> fmt::Debug for Leased<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Leased")
+            .field("inner", &self.inner)
+            .field("lifetime", &self.lifetime())
+            .field("min_lease", &self.sizing.min_lease)
+            .field("max_lease", &self.sizing.max_lease)
+            .field("refill_percent", &self.sizing.refill_percent)
+            .field("max_keys", &self.max_keys)
+            .field("keys_held", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl<L: Limiter> Limiter for Leased<L> {
+    fn policies(&self) -> &Policies {
+        self.inner.policies()
+    }
+
+    async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        self.decide(key, cost).await.map(|set| set.decision)
+    }
+
+    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        self.peek_parts(key, cost).await.map(|set| set.decision)
+    }
+
+    /// [`acquire`](Limiter::acquire) with every part's decision: the
+    /// wrapped limiter's when it decided; a leased decision is a
+    /// [`SetDecision::single`].
+    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+        self.decide(key, cost).await
+    }
+
+    /// [`peek`](Limiter::peek) with every part's decision: a leased
+    /// decision is a [`SetDecision::single`].
+    async fn peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+        match self.decide_now(key, cost, false) {
+            Some(decided) => decided.map(SetDecision::single),
+            None => self.inner.peek_parts(key, cost).await,
+        }
+    }
+
+    /// Gives up the key's units in hand (they lapse) and resets it on the
+    /// wrapped limiter.
+    async fn reset(&self, key: &str) -> Result<(), Error> {
+        self.leases.release_key(key, self.clock.now_us());
+        self.inner.reset(key).await
+    }
+
+    /// `Some` when the units in hand cover the request and leave no lease
+    /// to fetch; `None` otherwise (call [`acquire`](Limiter::acquire)).
+    fn acquire_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+        self.decide_now(key, cost, true)
+    }
+
+    /// `Some` when the units in hand cover the request.
+    fn peek_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+        self.decide_now(key, cost, false)
+    }
+}

@@ -1,0 +1,282 @@
+//! [`Leases`]: the keys this instance holds leases for, in shards under
+//! their own locks, at most a fixed number of them.
+
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::key_lease::KeyLease;
+
+/// Shards: requests on different keys rarely wait on one lock.
+const SHARDS: usize = 16;
+
+/// Keys to their leases, at most `max_keys` of them (rounded up to a
+/// multiple of the shard count).
+#[derive(Debug)]
+pub(crate) struct Leases {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: RandomState,
+    per_shard: usize,
+    lifetime_us: u64,
+    /// Units given up unused: lapsed, released or reset.
+    lapsed: AtomicU64,
+}
+
+/// A key's leases, under its key's hash.
+#[derive(Debug)]
+struct Entry {
+    key: Box<str>,
+    lease: KeyLease,
+}
+
+/// The key's hash, computed once (it picks the shard too): a key whose
+/// hash another key holds is not leased, and is decided exactly.
+#[derive(Debug, Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    keys: HashMap<u64, Entry, BuildHasherDefault<Prehashed>>,
+    /// No key of the shard can be idle before then: a full shard is not
+    /// swept again until it.
+    no_sweep_before_us: u64,
+}
+
+impl Leases {
+    pub(crate) fn new(max_keys: usize, lifetime_us: u64) -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: RandomState::new(),
+            per_shard: max_keys.div_ceil(SHARDS),
+            lifetime_us,
+            lapsed: AtomicU64::new(0),
+        }
+    }
+
+    /// `key`'s hash and its shard, locked. The shard is read from the
+    /// hash's middle bits: the map reads the low ones and the top seven.
+    fn shard(&self, key: &str) -> (u64, MutexGuard<'_, Shard>) {
+        let hash = self.hasher.hash_one(key);
+        let index = ((hash >> 32) as usize) % SHARDS;
+        let shard = self.shards[index]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        (hash, shard)
+    }
+
+    /// Runs `f` on `key`'s leases, if held.
+    pub(crate) fn with<R>(&self, key: &str, f: impl FnOnce(&mut KeyLease) -> R) -> Option<R> {
+        let (hash, mut shard) = self.shard(key);
+        shard.lease(hash, key).map(f)
+    }
+
+    /// Runs `f` on `key`'s leases, if held, after dropping those that
+    /// lapsed by `now_us`.
+    pub(crate) fn with_live<R>(
+        &self,
+        key: &str,
+        now_us: u64,
+        f: impl FnOnce(&mut KeyLease) -> R,
+    ) -> Option<R> {
+        let (hash, mut shard) = self.shard(key);
+        let lease = shard.lease(hash, key)?;
+        self.lapse(lease.expire(now_us));
+        Some(f(lease))
+    }
+
+    /// Counts `units` given up unused.
+    fn lapse(&self, units: u64) {
+        if units > 0 {
+            self.lapsed.fetch_add(units, Ordering::Relaxed);
+        }
+    }
+
+    /// Units given up unused so far.
+    pub(crate) fn lapsed(&self) -> u64 {
+        self.lapsed.load(Ordering::Relaxed)
+    }
+
+    /// Runs `f` on `key`'s leases (after dropping those that lapsed by
+    /// `now_us`), adding the key if there is room: a full shard first drops
+    /// its idle keys. `None` when there is no room.
+    pub(crate) fn with_new<R>(
+        &self,
+        key: &str,
+        now_us: u64,
+        f: impl FnOnce(&mut KeyLease) -> R,
+    ) -> Option<R> {
+        let (hash, mut shard) = self.shard(key);
+        if let Some(entry) = shard.keys.get_mut(&hash) {
+            if *entry.key != *key {
+                return None;
+            }
+            self.lapse(entry.lease.expire(now_us));
+            return Some(f(&mut entry.lease));
+        }
+        if shard.keys.len() >= self.per_shard {
+            let lapsed = shard.sweep(now_us, self.lifetime_us);
+            self.lapse(lapsed);
+            if shard.keys.len() >= self.per_shard {
+                return None;
+            }
+        }
+        // A new key may be idle at once.
+        shard.no_sweep_before_us = shard.no_sweep_before_us.min(now_us);
+        let entry = shard.keys.entry(hash).or_insert_with(|| Entry {
+            key: Box::from(key),
+            lease: KeyLease::new(),
+        });
+        Some(f(&mut entry.lease))
+    }
+
+    /// Gives up `key`'s units in hand; returns them. The key stays, so
+    /// that a lease in flight settles on it.
+    pub(crate) fn release_key(&self, key: &str, now_us: u64) -> u64 {
+        let released = self.with_live(key, now_us, KeyLease::release).unwrap_or(0);
+        self.lapse(released);
+        released
+    }
+
+    /// Gives up every unit in hand, keeping what sizes the next leases;
+    /// returns the units given up.
+    pub(crate) fn release(&self, now_us: u64) -> u64 {
+        let released = self
+            .shards
+            .iter()
+            .map(|shard| {
+                let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+                shard
+                    .keys
+                    .values_mut()
+                    .map(|Entry { lease, .. }| {
+                        self.lapse(lease.expire(now_us));
+                        lease.release()
+                    })
+                    .sum::<u64>()
+            })
+            .sum();
+        self.lapse(released);
+        released
+    }
+
+    /// The keys held.
+    pub(crate) fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| {
+                shard
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .keys
+                    .len()
+            })
+            .sum()
+    }
+}
+
+impl Shard {
+    /// `key`'s leases, if held under `hash`.
+    fn lease(&mut self, hash: u64, key: &str) -> Option<&mut KeyLease> {
+        self.keys
+            .get_mut(&hash)
+            .filter(|entry| *entry.key == *key)
+            .map(|entry| &mut entry.lease)
+    }
+
+    /// Drops the idle keys, unless none can be idle yet; returns the units
+    /// that lapsed meanwhile.
+    fn sweep(&mut self, now_us: u64, lifetime_us: u64) -> u64 {
+        if now_us < self.no_sweep_before_us {
+            return 0;
+        }
+        let mut next = u64::MAX;
+        let mut lapsed = 0;
+        self.keys.retain(|_, Entry { lease, .. }| {
+            lapsed += lease.expire(now_us);
+            let idle = lease.is_idle(now_us);
+            if !idle {
+                next = next.min(lease.idle_at(now_us, lifetime_us));
+            }
+            !idle
+        });
+        self.no_sweep_before_us = next;
+        lapsed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key_lease::{Batch, Grant, Sizing};
+
+    const SIZING: Sizing = Sizing {
+        lifetime_us: 1_000,
+        min_lease: 1,
+        max_lease: 10,
+        refill_percent: 0,
+    };
+
+    fn hold(lease: &mut KeyLease, units: u64, expires_us: u64) {
+        lease.ask(1, 0, &SIZING);
+        let grant = Grant {
+            limit: 10,
+            bound_by: 0,
+            reset_at_us: 0,
+        };
+        let batch = Batch {
+            units,
+            expires_us,
+            taken: 0,
+            depart_us: 0,
+        };
+        lease.granted(batch, grant, 0);
+    }
+
+    #[test]
+    fn a_full_map_makes_room_from_idle_keys_only() {
+        // One key per shard; 400 keys reach every shard.
+        let leases = Leases::new(SHARDS, 1_000);
+        let keys = |prefix: &'static str| (0..400).map(move |i| format!("{prefix}{i}"));
+        let held = keys("held")
+            .filter(|key| {
+                leases
+                    .with_new(key, 0, |lease| hold(lease, 5, 500))
+                    .is_some()
+            })
+            .count();
+        assert_eq!(held, SHARDS);
+        assert!(
+            keys("early").all(|key| leases.with_new(&key, 499, |_| ()).is_none()),
+            "a live lease is never dropped to make room"
+        );
+        assert_eq!(leases.len(), SHARDS);
+        // Once the leases lapse, their keys make room, and so do new keys
+        // that hold nothing.
+        assert!(keys("late").all(|key| leases.with_new(&key, 500, |_| ()).is_some()));
+        assert_eq!(leases.len(), SHARDS);
+        assert_eq!(leases.release(500), 0);
+        assert_eq!(
+            leases.lapsed(),
+            5 * SHARDS as u64,
+            "every lease lapsed unused"
+        );
+    }
+}

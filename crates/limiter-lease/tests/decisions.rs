@@ -1,0 +1,420 @@
+//! docs/spec.md section 8.4 and the rest of 8.1: what a leased limiter
+//! answers, request by request, against the memory backend on a manual
+//! clock.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use limiter_core::{
+    Decision, DecisionSource, Error, FailurePolicy, FailureReach, Limiter, LimiterExt, ManualClock,
+    Policies, Policy, SetDecision,
+};
+use limiter_lease::{Leased, LeasedBuilder};
+use limiter_memory::MemoryLimiter;
+
+const KEY: &str = "tenant:7";
+
+fn global(policy: &str, clock: &ManualClock) -> MemoryLimiter {
+    MemoryLimiter::builder(policy.parse::<Policy>().unwrap())
+        .clock(clock.clone())
+        .build()
+}
+
+fn leased<L: Limiter>(inner: L, clock: &ManualClock) -> LeasedBuilder<L> {
+    Leased::builder(inner).clock(clock.clone())
+}
+
+#[tokio::test]
+async fn a_leased_decision_reports_the_units_in_hand() {
+    let clock = ManualClock::new(5_000_000);
+    let limiter = leased(global("sliding-log:1000/1s", &clock), &clock)
+        .min_lease(10)
+        .build();
+    let first = limiter.acquire(KEY, 1).await.unwrap();
+    assert_eq!(
+        (first.source, first.remaining),
+        (DecisionSource::Backend, 990)
+    );
+    clock.advance(Duration::from_millis(100));
+    let next = limiter.acquire(KEY, 2).await.unwrap();
+    assert_eq!(next.source, DecisionSource::Lease);
+    assert!(next.allowed && !next.is_degraded());
+    assert_eq!((next.limit, next.remaining), (1_000, 7));
+    assert_eq!(
+        (next.retry_after, next.wait),
+        (Duration::ZERO, Duration::ZERO)
+    );
+    assert_eq!(next.time_us, 5_100_000);
+    // The key's reset as of the lease, from now: a lower bound of the real one.
+    assert_eq!(next.reset_after, Duration::from_millis(900));
+    let global_now = limiter.inner().try_peek(KEY, 1).unwrap();
+    assert!(next.reset_after <= global_now.reset_after);
+    assert_eq!(limiter.held(KEY), 7);
+}
+
+#[tokio::test]
+async fn a_peek_answers_from_the_units_in_hand_without_taking_them() {
+    let clock = ManualClock::new(0);
+    let limiter = leased(global("token-bucket:100/1s", &clock), &clock)
+        .min_lease(10)
+        .build();
+    assert!(limiter.peek_now(KEY, 1).is_none(), "nothing in hand");
+    assert_eq!(limiter.peek(KEY, 1).await.unwrap().remaining, 99);
+    limiter.acquire(KEY, 1).await.unwrap();
+    let peeked = limiter.peek(KEY, 4).await.unwrap();
+    assert_eq!(
+        (peeked.source, peeked.remaining),
+        (DecisionSource::Lease, 5)
+    );
+    assert_eq!(limiter.peek_now(KEY, 4).unwrap().unwrap(), peeked);
+    assert_eq!(limiter.held(KEY), 9);
+    let beyond = limiter.peek(KEY, 10).await.unwrap();
+    assert_eq!(
+        beyond.source,
+        DecisionSource::Backend,
+        "the global limiter's peek"
+    );
+}
+
+#[tokio::test]
+async fn a_leaky_bucket_lease_keeps_each_units_place_in_the_queue() {
+    let clock = ManualClock::new(0);
+    let limiter = leased(global("leaky-bucket:10/1s", &clock), &clock)
+        .min_lease(5)
+        .build();
+    let exact = global("leaky-bucket:10/1s", &clock);
+    for place in 0..5u64 {
+        let decision = limiter.acquire(KEY, 1).await.unwrap();
+        let alone = exact.try_acquire(KEY, 1).unwrap();
+        assert_eq!(decision.wait, alone.wait, "unit {place}");
+        assert_eq!(decision.wait, Duration::from_millis(100 * place));
+    }
+}
+
+#[tokio::test]
+async fn a_denial_is_the_global_limiters_own() {
+    let clock = ManualClock::new(0);
+    let limiter = leased(global("fixed-window:5/1h", &clock), &clock)
+        .min_lease(3)
+        .build();
+    let mut admitted = 0;
+    let denied = loop {
+        let decision = limiter.acquire(KEY, 1).await.unwrap();
+        if !decision.allowed {
+            break decision;
+        }
+        admitted += 1;
+    };
+    assert_eq!(admitted, 5);
+    assert_eq!(denied.source, DecisionSource::Backend);
+    assert_eq!(denied, limiter.inner().try_acquire(KEY, 1).unwrap());
+}
+
+#[tokio::test]
+async fn the_sync_path_answers_only_from_units_in_hand_that_need_no_refill() {
+    let clock = ManualClock::new(0);
+    let limiter = leased(global("sliding-counter:1000/1s", &clock), &clock)
+        .min_lease(8)
+        .refill_percent(25)
+        .build();
+    assert!(limiter.acquire_now(KEY, 1).is_none(), "nothing in hand");
+    limiter.acquire(KEY, 1).await.unwrap(); // 7 left of 8
+    for left in [6, 5, 4, 3] {
+        let decision = limiter.acquire_now(KEY, 1).unwrap().unwrap();
+        assert_eq!(
+            (decision.source, decision.remaining),
+            (DecisionSource::Lease, left)
+        );
+    }
+    // Two left would cross the threshold (25% of 8): the async path refills.
+    assert!(limiter.acquire_now(KEY, 1).is_none());
+    assert_eq!(limiter.held(KEY), 3, "None took nothing");
+    assert!(matches!(
+        limiter.acquire_now(KEY, 0),
+        Some(Err(Error::ZeroCost))
+    ));
+}
+
+#[tokio::test]
+async fn a_fixed_window_lease_ends_with_its_window() {
+    let clock = ManualClock::new(900_000);
+    let limiter = leased(global("fixed-window:100/1s", &clock), &clock)
+        .min_lease(10)
+        .lifetime(Duration::from_secs(5))
+        .build();
+    limiter.acquire(KEY, 1).await.unwrap();
+    clock.set(999_999);
+    assert_eq!(limiter.held(KEY), 9);
+    clock.set(1_000_000);
+    assert_eq!(
+        limiter.held(KEY),
+        0,
+        "lapsed with the window that counted it"
+    );
+    assert_eq!(limiter.lapsed(), 9);
+    let next = limiter.acquire(KEY, 1).await.unwrap();
+    assert_eq!(
+        next.source,
+        DecisionSource::Backend,
+        "a new lease, in the new window"
+    );
+}
+
+#[tokio::test]
+async fn release_and_reset_give_up_the_units_in_hand() {
+    let clock = ManualClock::new(0);
+    let limiter = leased(global("token-bucket:100/1s", &clock), &clock)
+        .min_lease(10)
+        .max_lease(10)
+        .build();
+    limiter.acquire(KEY, 1).await.unwrap();
+    assert_eq!(limiter.release().await, 9);
+    assert_eq!((limiter.held(KEY), limiter.lapsed()), (0, 9));
+    // No refund: the global limiter still counts them.
+    assert_eq!(limiter.inner().try_peek(KEY, 1).unwrap().remaining, 89);
+    limiter.acquire(KEY, 1).await.unwrap(); // a lease of 10 again
+    limiter.reset(KEY).await.unwrap();
+    assert_eq!((limiter.held(KEY), limiter.lapsed()), (0, 18));
+    assert_eq!(limiter.inner().try_peek(KEY, 1).unwrap().remaining, 99);
+}
+
+#[tokio::test]
+async fn a_zero_lifetime_leases_nothing() {
+    let clock = ManualClock::new(0);
+    let limiter = leased(global("sliding-log:5/1s", &clock), &clock)
+        .lifetime(Duration::ZERO)
+        .min_lease(5)
+        .build();
+    for remaining in (0..5).rev() {
+        let decision = limiter.acquire(KEY, 1).await.unwrap();
+        assert_eq!(
+            (decision.source, decision.remaining),
+            (DecisionSource::Backend, remaining)
+        );
+    }
+    assert!(limiter.is_empty());
+}
+
+#[tokio::test]
+async fn keys_beyond_the_cap_are_decided_by_the_global_limiter() {
+    let clock = ManualClock::new(0);
+    let limiter = leased(global("token-bucket:100/1s", &clock), &clock)
+        .min_lease(10)
+        .max_keys(16)
+        .build();
+    for i in 0..200 {
+        let key = format!("k{i}");
+        let decision = limiter.acquire(&key, 1).await.unwrap();
+        assert!(decision.allowed);
+    }
+    assert!(limiter.len() <= 16, "{} keys held", limiter.len());
+    // Every key was counted once, whether leased or not.
+    let leased_units: u64 = (0..200).map(|i| limiter.held(&format!("k{i}"))).sum();
+    let counted: u64 = (0..200)
+        .map(|i| {
+            100 - limiter
+                .inner()
+                .try_peek(&format!("k{i}"), 1)
+                .unwrap()
+                .remaining
+                - 1
+        })
+        .sum();
+    assert_eq!(counted, 200 + leased_units);
+}
+
+/// The cause of a [`Switch`] that is down.
+#[derive(Debug)]
+struct Down;
+
+impl std::fmt::Display for Down {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("down")
+    }
+}
+
+impl std::error::Error for Down {}
+
+/// The memory backend, or a backend that is down.
+#[derive(Debug)]
+struct Switch {
+    global: MemoryLimiter,
+    down: AtomicBool,
+    /// The units of every call that reached the backend, summed.
+    asked: AtomicU64,
+}
+
+impl Switch {
+    fn answer(&self, cost: u64) -> Result<(), Error> {
+        self.asked.fetch_add(cost, Ordering::SeqCst);
+        match self.down.load(Ordering::SeqCst) {
+            true => Err(Error::backend(FailureReach::Backend, Down)),
+            false => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl Limiter for Switch {
+    fn policies(&self) -> &Policies {
+        self.global.policies()
+    }
+
+    async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        self.answer(cost)?;
+        self.global.try_acquire(key, cost)
+    }
+
+    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+        self.answer(cost)?;
+        self.global.try_acquire_parts(key, cost)
+    }
+
+    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        self.global.try_peek(key, cost)
+    }
+
+    async fn reset(&self, key: &str) -> Result<(), Error> {
+        self.global.remove(key);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn leases_in_hand_serve_through_an_outage_then_the_failure_policy_answers() {
+    let clock = ManualClock::new(0);
+    let switch = Arc::new(Switch {
+        global: global("token-bucket:1000/1s", &clock),
+        down: AtomicBool::new(false),
+        asked: AtomicU64::new(0),
+    });
+    let resilient = Arc::clone(&switch)
+        .on_failure(FailurePolicy::FailClosed)
+        .probe_interval(Duration::ZERO);
+    let limiter = leased(resilient, &clock)
+        .min_lease(5)
+        .refill_percent(0)
+        .lifetime(Duration::from_millis(100))
+        .build();
+    limiter.acquire(KEY, 1).await.unwrap();
+    switch.down.store(true, Ordering::SeqCst);
+    for left in (0..4).rev() {
+        let decision = limiter.acquire(KEY, 1).await.unwrap();
+        assert_eq!(
+            (decision.source, decision.remaining),
+            (DecisionSource::Lease, left)
+        );
+    }
+    let asked = switch.asked.load(Ordering::SeqCst);
+    // The lease is used up: the next lease meets the outage.
+    let refused = limiter.acquire(KEY, 1).await.unwrap();
+    assert_eq!(refused.source, DecisionSource::FailClosed);
+    assert_eq!(
+        limiter.held(KEY),
+        0,
+        "a failure policy's answer is no lease"
+    );
+    let lease_asked = switch.asked.load(Ordering::SeqCst) - asked;
+    assert!(lease_asked >= 1);
+    // For a lifetime, the key asks at each request's own cost.
+    let again = limiter.acquire(KEY, 3).await.unwrap();
+    assert_eq!(again.source, DecisionSource::FailClosed);
+    assert_eq!(switch.asked.load(Ordering::SeqCst) - asked - lease_asked, 3);
+    switch.down.store(false, Ordering::SeqCst);
+    clock.advance(Duration::from_millis(100));
+    let back = limiter.acquire(KEY, 1).await.unwrap();
+    assert_eq!(back.source, DecisionSource::Backend, "a lease again");
+    assert!(limiter.held(KEY) > 0);
+}
+
+/// The memory backend behind a gate: calls wait while it is shut.
+#[derive(Debug)]
+struct Gate {
+    global: MemoryLimiter,
+    open: AtomicBool,
+}
+
+/// Ready once the gate is open.
+struct Opened<'a>(&'a AtomicBool);
+
+impl std::future::Future for Opened<'_> {
+    type Output = ();
+
+    fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        match self.0.load(Ordering::SeqCst) {
+            true => std::task::Poll::Ready(()),
+            false => std::task::Poll::Pending,
+        }
+    }
+}
+
+#[async_trait]
+impl Limiter for Gate {
+    fn policies(&self) -> &Policies {
+        self.global.policies()
+    }
+
+    async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        self.acquire_parts(key, cost).await.map(|set| set.decision)
+    }
+
+    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+        Opened(&self.open).await;
+        self.global.try_acquire_parts(key, cost)
+    }
+
+    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        self.global.try_peek(key, cost)
+    }
+
+    async fn reset(&self, key: &str) -> Result<(), Error> {
+        self.global.remove(key);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_lease_request_dropped_unanswered_lets_the_key_ask_again() {
+    let clock = ManualClock::new(0);
+    let gate = Gate {
+        global: global("token-bucket:100/1s", &clock),
+        open: AtomicBool::new(false),
+    };
+    let limiter = leased(gate, &clock).min_lease(10).max_lease(10).build();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut waiting = limiter.acquire(KEY, 1);
+    assert!(
+        waiting.as_mut().poll(&mut cx).is_pending(),
+        "the lease is in flight"
+    );
+    drop(waiting);
+    limiter.inner().open.store(true, Ordering::SeqCst);
+    let decision = limiter.acquire(KEY, 1).await.unwrap();
+    assert_eq!(decision.source, DecisionSource::Backend);
+    assert_eq!(limiter.held(KEY), 9, "a lease, not a request sent alone");
+}
+
+#[tokio::test]
+async fn a_tiered_set_leases_from_every_part_and_reports_the_bound_one() {
+    let clock = ManualClock::new(0);
+    let tiers: Policies = "sliding-log:100/1s;token-bucket:10/1s,capacity=20"
+        .parse()
+        .unwrap();
+    let global = MemoryLimiter::builder(tiers).clock(clock.clone()).build();
+    let limiter = leased(global, &clock).min_lease(50).build();
+    assert_eq!(limiter.max_lease(), 20, "capped by the set's max cost");
+    let first = limiter.acquire(KEY, 1).await.unwrap();
+    assert_eq!(first.source, DecisionSource::Backend);
+    // The bucket bound the lease of 20: its limit (capacity) and index.
+    assert_eq!((first.limit, first.remaining, first.bound_by), (20, 0, 1));
+    let next = limiter.acquire(KEY, 1).await.unwrap();
+    assert_eq!(next.source, DecisionSource::Lease);
+    assert_eq!((next.limit, next.remaining, next.bound_by), (20, 18, 1));
+    let parts = limiter.inner().try_peek_parts(KEY, 1).unwrap();
+    // The set denies (the bucket is empty); the log, as it stands, counted
+    // the lease too: 100 - 20.
+    assert!(!parts.decision.allowed);
+    assert_eq!(parts.parts()[0].remaining, 80);
+}

@@ -1,0 +1,223 @@
+//! A simulated fleet: several [`Leased`] instances, each behind its own
+//! round-trip delays, sharing one exact global limiter (the memory
+//! backend) on one manual clock, driven tick by tick without a runtime.
+#![allow(dead_code)] // each test binary uses a part
+
+pub(crate) mod bound;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use async_trait::async_trait;
+use limiter_core::{Decision, DecisionSource, Error, Limiter, ManualClock, Policies, SetDecision};
+use limiter_lease::Leased;
+use limiter_memory::MemoryLimiter;
+
+/// The key every instance asks for.
+pub(crate) const KEY: &str = "tenant";
+
+/// The options every instance's leases share.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeaseOptions {
+    pub(crate) lifetime_us: u64,
+    pub(crate) min_lease: u64,
+    pub(crate) max_lease: u64,
+}
+
+/// One instance: its round trip, its refill threshold and its requests.
+#[derive(Debug, Clone)]
+pub(crate) struct Instance {
+    /// µs from sending a request to the global limiter deciding it.
+    pub(crate) to_us: u64,
+    /// µs from the decision to the reply arriving.
+    pub(crate) back_us: u64,
+    pub(crate) refill_percent: u8,
+    /// `(arrival µs, cost)`, in time order.
+    pub(crate) requests: Vec<(u64, u64)>,
+}
+
+/// What a run admitted and refused.
+#[derive(Debug)]
+pub(crate) struct Run {
+    /// `(time_us, cost)` of every admitted request: its use time (the
+    /// decision's time: the instance's clock for a leased one, the global
+    /// limiter's count for one it decided).
+    pub(crate) admitted: Vec<(u64, u64)>,
+    /// Units admitted from a lease, in process.
+    pub(crate) leased: u64,
+    /// `(arrival µs, cost)` of every refused request.
+    pub(crate) refused: Vec<(u64, u64)>,
+    /// The most units one instance held at once.
+    pub(crate) most_held: u64,
+    /// Units the instances hold at the end.
+    pub(crate) held: u64,
+    /// Units the instances leased and never used, by the end.
+    pub(crate) lapsed: u64,
+    /// Units the global limiter can still admit at the end.
+    pub(crate) available: u64,
+    /// `M` as the instances applied it (capped by the max cost).
+    pub(crate) max_lease: u64,
+}
+
+/// The global limiter as one instance reaches it: each call waits out the
+/// way there, is decided, and waits out the way back.
+#[derive(Debug)]
+struct Delayed {
+    global: Arc<MemoryLimiter>,
+    clock: ManualClock,
+    to_us: u64,
+    back_us: u64,
+}
+
+/// Ready once the manual clock reaches `due_us`.
+struct Until<'a> {
+    clock: &'a ManualClock,
+    due_us: u64,
+}
+
+impl Future for Until<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        use limiter_core::Clock;
+        match self.clock.now_us() >= self.due_us {
+            true => Poll::Ready(()),
+            false => Poll::Pending,
+        }
+    }
+}
+
+impl Delayed {
+    fn after(&self, us: u64) -> Until<'_> {
+        use limiter_core::Clock;
+        Until {
+            clock: &self.clock,
+            due_us: self.clock.now_us() + us,
+        }
+    }
+}
+
+#[async_trait]
+impl Limiter for Delayed {
+    fn policies(&self) -> &Policies {
+        self.global.policies()
+    }
+
+    async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        self.acquire_parts(key, cost).await.map(|set| set.decision)
+    }
+
+    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+        self.after(self.to_us).await;
+        let decided = self.global.try_acquire_parts(key, cost);
+        self.after(self.back_us).await;
+        decided
+    }
+
+    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        self.global.try_peek(key, cost)
+    }
+
+    async fn reset(&self, key: &str) -> Result<(), Error> {
+        self.global.remove(key);
+        Ok(())
+    }
+}
+
+type Pending<'a> = (
+    u64,
+    u64,
+    Pin<Box<dyn Future<Output = Result<Decision, Error>> + Send + 'a>>,
+);
+
+/// Runs `instances` against one global limiter of `policies`, a µs per
+/// step, until every request is answered.
+pub(crate) fn run(policies: &Policies, lease: LeaseOptions, instances: &[Instance]) -> Run {
+    let clock = ManualClock::new(0);
+    let global = Arc::new(
+        MemoryLimiter::builder(policies.clone())
+            .clock(clock.clone())
+            .build(),
+    );
+    let leased: Vec<Leased<Delayed>> = instances
+        .iter()
+        .map(|instance| {
+            let delayed = Delayed {
+                global: Arc::clone(&global),
+                clock: clock.clone(),
+                to_us: instance.to_us,
+                back_us: instance.back_us,
+            };
+            Leased::builder(delayed)
+                .clock(clock.clone())
+                .lifetime(std::time::Duration::from_micros(lease.lifetime_us))
+                .min_lease(lease.min_lease)
+                .max_lease(lease.max_lease)
+                .refill_percent(instance.refill_percent)
+                .build()
+        })
+        .collect();
+    let mut next = vec![0; instances.len()];
+    let mut pending: Vec<Pending<'_>> = Vec::new();
+    let mut admitted = Vec::new();
+    let mut refused = Vec::new();
+    let mut from_leases = 0;
+    let mut most_held = 0;
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut now = 0;
+    loop {
+        clock.set(now);
+        for (i, instance) in instances.iter().enumerate() {
+            while let Some(&(at, cost)) = instance.requests.get(next[i]) {
+                if at > now {
+                    break;
+                }
+                pending.push((at, cost, leased[i].acquire(KEY, cost)));
+                next[i] += 1;
+            }
+        }
+        pending.retain_mut(|(at, cost, future)| match future.as_mut().poll(&mut cx) {
+            Poll::Pending => true,
+            Poll::Ready(decided) => {
+                let decision = decided.expect("a valid request");
+                if decision.source == DecisionSource::Lease {
+                    from_leases += *cost;
+                }
+                match decision.allowed {
+                    true => admitted.push((decision.time_us, *cost)),
+                    false => refused.push((*at, *cost)),
+                }
+                false
+            }
+        });
+        for instance in &leased {
+            most_held = most_held.max(instance.held(KEY));
+        }
+        let all_sent = instances
+            .iter()
+            .zip(&next)
+            .all(|(instance, &sent)| sent == instance.requests.len());
+        if all_sent && pending.is_empty() {
+            break;
+        }
+        now += 1;
+    }
+    let held = leased.iter().map(|instance| instance.held(KEY)).sum();
+    let lapsed = leased.iter().map(Leased::lapsed).sum();
+    let available = match global.try_peek(KEY, 1).expect("a valid peek") {
+        peeked if peeked.allowed => peeked.remaining + 1,
+        peeked => peeked.remaining,
+    };
+    Run {
+        admitted,
+        leased: from_leases,
+        refused,
+        most_held,
+        held,
+        lapsed,
+        available,
+        max_lease: leased[0].max_lease(),
+    }
+}

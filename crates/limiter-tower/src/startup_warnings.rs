@@ -1,0 +1,67 @@
+//! What a configuration serves, but most likely not as meant: warned at
+//! `warn` once, when a [`Registry`](crate::Registry) is built from it.
+
+use std::collections::HashSet;
+
+use crate::config::Config;
+use crate::key::IpNet;
+
+/// Warns of each policy of `config` whose `trusted_proxies` or
+/// `allow_ips` holds every address, and of policies that trust different
+/// proxies.
+pub(crate) fn warn_about(config: &Config) {
+    let file = config.file();
+    for (name, policy) in config.iter() {
+        for net in policy.trusted.iter().filter(|net| net.is_everything()) {
+            tracing::warn!(
+                target: "limiter_tower",
+                file,
+                policy = name,
+                block = %net,
+                "trusted_proxies holds every address: any client can write X-Forwarded-For \
+                 or Forwarded and be keyed, allowlisted or banned as any address it names"
+            );
+        }
+        for net in policy.allow_ips.iter().filter(|net| net.is_everything()) {
+            tracing::warn!(
+                target: "limiter_tower",
+                file,
+                policy = name,
+                block = %net,
+                "allow_ips holds every address: this policy limits no request of that family"
+            );
+        }
+    }
+    let mut trusts: Vec<(HashSet<IpNet>, Vec<&str>)> = Vec::new();
+    for (name, policy) in config.iter() {
+        let trusted: HashSet<IpNet> = policy.trusted.iter().copied().collect();
+        match trusts.iter_mut().find(|(set, _)| *set == trusted) {
+            Some((_, names)) => names.push(name),
+            None => trusts.push((trusted, vec![name])),
+        }
+    }
+    if trusts.len() > 1 {
+        let listed: Vec<String> = trusts
+            .iter()
+            .map(|(set, names)| format!("{}: {}", names.join(", "), describe(set)))
+            .collect();
+        tracing::warn!(
+            target: "limiter_tower",
+            file,
+            trusted_proxies = listed.join("; "),
+            "the policies trust different proxies: a request through a proxy that one \
+             trusts and another does not is keyed by its client's address under the first, \
+             by the proxy's under the second (every client behind it in one budget)"
+        );
+    }
+}
+
+/// The blocks of `set`, sorted, or `none`.
+fn describe(set: &HashSet<IpNet>) -> String {
+    if set.is_empty() {
+        return "none".to_owned();
+    }
+    let mut blocks: Vec<String> = set.iter().map(ToString::to_string).collect();
+    blocks.sort();
+    blocks.join(" ")
+}
