@@ -414,8 +414,7 @@ pub(crate) fn verdict(
 ) -> Verdict {
     if let Ok(set) = result {
         let decision = set.decision();
-        if decision.allowed && !decision.source.is_degraded() && style == HeaderStyle::None
-        {
+        if decision.allowed && !decision.source.is_degraded() && style == HeaderStyle::None {
             // The most common answer, with nothing to write: inline.
             return Verdict::Pass(RateHeaders::default());
         }

@@ -188,11 +188,16 @@ async fn a_leased_decision_has_the_ietf_headers_and_no_degraded_marker() {
     let client = client();
     let first = get(&client, addr).await;
     assert_eq!(first.status, StatusCode::OK);
-    assert!(leased.held("ip:127.0.0.1") > 0, "the first request took a lease");
+    assert!(
+        leased.held("ip:127.0.0.1") > 0,
+        "the first request took a lease"
+    );
     let second = get(&client, addr).await;
     assert_eq!(second.status, StatusCode::OK);
     assert!(
-        second.header("ratelimit").is_some_and(|v| v.starts_with("\"sliding-log:100/10s\";r=")),
+        second
+            .header("ratelimit")
+            .is_some_and(|v| v.starts_with("\"sliding-log:100/10s\";r=")),
         "{:?}",
         second.header("ratelimit")
     );
