@@ -255,6 +255,44 @@ fn a_scenario_can_be_chosen() {
     );
 }
 
+/// `--lease N`: each lane followed by the same lane decided through N
+/// leased limiters, whose over-admission stays within docs/spec.md
+/// section 8's bound (for the sliding log, `L + N*M` in any window).
+#[test]
+fn leased_lanes_follow_their_exact_lanes_within_the_bound() {
+    let doc = compare_json(&[
+        "--scenario",
+        "on-off-bursts",
+        "--lease",
+        "4",
+        "--lease-max",
+        "20",
+        "--lease-lifetime",
+        "500ms",
+    ]);
+    let scenario = &doc.get("scenarios").array()[0];
+    let lanes = scenario.get("results").array();
+    assert_eq!(lanes.len(), 2 * Algorithm::ALL.len());
+    for (pair, algorithm) in lanes.chunks(2).zip(algorithms()) {
+        assert_eq!(pair[0].get("policy").str(), algorithm);
+        assert_eq!(pair[0].get("leased_instances"), &Json::Null, "{algorithm}");
+        assert_eq!(pair[1].get("algorithm").str(), algorithm);
+        assert_eq!(
+            pair[1].get("policy").str(),
+            format!("{algorithm} leased x4")
+        );
+        assert_eq!(pair[1].get("leased_instances").num(), 4.0);
+        assert!(pair[1].get("admitted").num() > 0.0, "{algorithm}");
+    }
+    let leased_log = &lanes[3];
+    assert_eq!(leased_log.get("policy").str(), "sliding-log leased x4");
+    assert!(
+        leased_log.get("max_units_in_window").num() <= 100.0 + 4.0 * 20.0,
+        "{}",
+        leased_log.get("max_units_in_window").num()
+    );
+}
+
 #[test]
 fn a_user_trace_is_compared_with_its_own_policy() {
     let trace = vectors_dir().join("traces/trace-000.csv");
