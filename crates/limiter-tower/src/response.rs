@@ -21,9 +21,11 @@ pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelim
 /// `X-RateLimit-Reset`: seconds (rounded up) until the binding policy is
 /// back to full (the `RateLimit` field's `t` is until its next unit).
 pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
-/// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers): every policy of the set.
+/// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers): every policy
+/// that applied, of the set and of the layers stacked on the route.
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
-/// `RateLimit` (draft-ietf-httpapi-ratelimit-headers): the binding policy's state.
+/// `RateLimit` (draft-ietf-httpapi-ratelimit-headers): the binding policy's
+/// state, `r` units left and `t` seconds until the next one.
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// `X-RateLimit-Degraded`: set to the decision's source (`fail-open`,
 /// `fail-closed`, `fallback`) when the backend did not decide.
