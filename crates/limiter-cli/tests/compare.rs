@@ -509,6 +509,11 @@ fn the_plot_has_five_lanes_per_scenario() {
     assert!(burst.contains("units admitted per 200ms"), "y axis label");
     assert!(burst.contains(">admitted 200, max/10s 200</text>"));
     assert!(burst.contains(">admitted 100, max/10s 100</text>"));
+    assert!(!burst.contains("keys summed"), "one key: nothing summed");
+    // Many keys: the bars are their sum, max/W is per key, and both say so.
+    let many = section(&svg, "many-keys");
+    assert!(many.contains("units admitted per 20ms, all 1000 keys summed"));
+    assert!(many.contains("a lane's max/W is its busiest key's"));
 }
 
 #[test]
@@ -587,6 +592,12 @@ fn the_leaky_bucket_lane_of_the_plot_is_clearly_visible() {
     let top = ys.iter().copied().fold(f64::INFINITY, f64::min);
     assert!(lane_height - top >= 40.0, "outline {top}: {ys:?}");
     assert!(leaky.contains(">outline: own scale (tallest bar 2)</text>"));
+    // Named beside the lane's title too, in its colour.
+    let note = tags(leaky, "<text class=\"own-scale-title\"")
+        .next()
+        .expect("the own scale named by the title");
+    assert_eq!(attribute(note, "fill"), colour);
+    assert!(leaky.contains(">outline: own scale, 0–2</text>"));
     for algorithm in [
         "fixed-window",
         "sliding-log",
