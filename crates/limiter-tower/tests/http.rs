@@ -813,8 +813,11 @@ async fn stacked_layers_list_every_policy_that_applied_and_the_binding_state() {
     let me = |client: HttpClient| async move {
         get_path(&client, addr, "/me", &[("x-user-id", "alice")]).await
     };
+    // Both policies, the binding layer's first.
     let listed = |reply: &Reply| {
         let mut policy = parse_sf_list(reply.header("ratelimit-policy").unwrap());
+        let state = parse_sf_list(reply.header("ratelimit").unwrap());
+        assert_eq!(policy[0].0, state[0].0, "{reply:?}");
         policy.sort();
         policy
     };
