@@ -46,7 +46,6 @@ mod policy;
 mod policy_text;
 mod rate;
 #[cfg(feature = "trace")]
-#[cfg_attr(docsrs, doc(cfg(feature = "trace")))]
 pub mod trace;
 
 pub use self::{

@@ -36,6 +36,7 @@
 //! limiter in core's [`Resilient`](limiter_core::Resilient)
 //! (`limiter.on_failure(FailurePolicy::FailOpen)`, from
 //! [`LimiterExt`](limiter_core::LimiterExt)).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod builder;
 mod connection;

@@ -666,12 +666,28 @@ pub enum ConfigErrorKind {
 /// (`policies.login.limits[0]`, or the line and column of a syntax error)
 /// and the reason, all three in its `Display`:
 /// `limits.toml: policies.login.limits[0]: unknown algorithm "sliding-lgo"; expected one of: …`.
-#[derive(Debug)]
+///
+/// Its `Debug` is that line too, so `main` returning it with `?` prints
+/// the line; `{:#?}` shows the fields.
 pub struct ConfigError {
     file: String,
     entry: String,
     kind: ConfigErrorKind,
     reason: String,
+}
+
+impl fmt::Debug for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !f.alternate() {
+            return fmt::Display::fmt(self, f);
+        }
+        f.debug_struct("ConfigError")
+            .field("file", &self.file)
+            .field("entry", &self.entry)
+            .field("kind", &self.kind)
+            .field("reason", &self.reason)
+            .finish()
+    }
 }
 
 impl ConfigError {

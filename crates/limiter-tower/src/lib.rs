@@ -72,12 +72,9 @@
 //! entry is checked at startup; a `ConfigError` names the file, the
 //! entry and the reason.
 //!
-//! # Not built yet
-//!
-//! A request cost other than 1 is not built.
-//!
-//! See docs/http.md for the setup with each framework, the proxy trust
-//! model and the full list of what is left.
+//! See docs/http.md for the setup with each framework and the proxy trust
+//! model.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod allow;
 mod ban;

@@ -558,6 +558,9 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             format!("{path}: {entry}: {}", error.reason()),
             "{name}"
         );
+        // `?` in `main` prints the Debug form: the same one line.
+        assert_eq!(format!("{error:?}"), error.to_string(), "{name}");
+        assert!(format!("{error:#?}").starts_with("ConfigError {"), "{name}");
     }
 }
 
