@@ -524,8 +524,17 @@ impl<L: Limiter> Limiter for Leased<L> {
         self.inner.policies()
     }
 
+    /// Decided from the units in hand when they cover the request and leave
+    /// no lease to fetch, as [`acquire_now`](Limiter::acquire_now);
+    /// otherwise by fetching a lease or by the wrapped limiter, in a future
+    /// of its own: the warm path's future stays small.
     async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        self.decide(key, cost).await.map(|set| set.decision)
+        if let Some(decided) = self.decide_now(key, cost, true) {
+            return decided;
+        }
+        Box::pin(self.decide(key, cost))
+            .await
+            .map(|set| set.decision)
     }
 
     async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
@@ -536,7 +545,10 @@ impl<L: Limiter> Limiter for Leased<L> {
     /// wrapped limiter's when it decided; a leased decision is a
     /// [`SetDecision::single`].
     async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-        self.decide(key, cost).await
+        if let Some(decided) = self.decide_now(key, cost, true) {
+            return decided.map(SetDecision::single);
+        }
+        Box::pin(self.decide(key, cost)).await
     }
 
     /// [`peek`](Limiter::peek) with every part's decision: a leased
