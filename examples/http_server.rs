@@ -23,6 +23,11 @@
 //! held as its SHA-256), so clients choosing fresh keys cost a bounded
 //! amount of memory; a new key while it is full is answered 503. With
 //! `--config`, the file's `max_keys` and `max_key_bytes` apply instead.
+//!
+//! The layer's logs go to stderr through `tracing-subscriber`, filtered by
+//! `RUST_LOG` (warnings and errors by default): `RUST_LOG=limiter_tower=debug`
+//! shows each request's key kind, client address and outcome, and a
+//! configuration's startup warnings show at the default level.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -66,6 +71,14 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::builder()
+                .with_default_directive(tracing_subscriber::filter::LevelFilter::WARN.into())
+                .from_env_lossy(),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     match serve(Args::parse()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {

@@ -326,6 +326,37 @@ pub struct CompareArgs {
     /// algorithm and one section per scenario, to this file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Also decide each lane through leased limiters (limiter-lease): this
+    /// many simulated instances lease from the lane's limiter and take the
+    /// requests in turn. The leased lane follows its exact lane, so what
+    /// leases over-admit shows beside it (docs/spec.md section 8).
+    #[arg(long, value_name = "INSTANCES", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub lease: Option<u32>,
+    /// Leased lanes: the lease lifetime [default: limiter-lease's].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "lease")]
+    pub lease_lifetime: Option<Duration>,
+    /// Leased lanes: the largest lease, in units [default: limiter-lease's].
+    #[arg(long, value_name = "UNITS", value_parser = parse_whole_number, requires = "lease")]
+    pub lease_max: Option<u64>,
+}
+
+/// How `compare --lease` leases: the instances, and the options given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LeaseArgs {
+    pub(crate) instances: u32,
+    pub(crate) lifetime: Option<Duration>,
+    pub(crate) max_lease: Option<u64>,
+}
+
+impl CompareArgs {
+    /// The leased lanes asked for, if any.
+    pub(crate) fn lease_args(&self) -> Option<LeaseArgs> {
+        self.lease.map(|instances| LeaseArgs {
+            instances,
+            lifetime: self.lease_lifetime,
+            max_lease: self.lease_max,
+        })
+    }
 }
 
 /// Parses one `--policy`: a policy string, or several joined by `;`

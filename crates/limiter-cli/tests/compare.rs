@@ -255,6 +255,44 @@ fn a_scenario_can_be_chosen() {
     );
 }
 
+/// `--lease N`: each lane followed by the same lane decided through N
+/// leased limiters, whose over-admission stays within docs/spec.md
+/// section 8's bound (for the sliding log, `L + N*M` in any window).
+#[test]
+fn leased_lanes_follow_their_exact_lanes_within_the_bound() {
+    let doc = compare_json(&[
+        "--scenario",
+        "on-off-bursts",
+        "--lease",
+        "4",
+        "--lease-max",
+        "20",
+        "--lease-lifetime",
+        "500ms",
+    ]);
+    let scenario = &doc.get("scenarios").array()[0];
+    let lanes = scenario.get("results").array();
+    assert_eq!(lanes.len(), 2 * Algorithm::ALL.len());
+    for (pair, algorithm) in lanes.chunks(2).zip(algorithms()) {
+        assert_eq!(pair[0].get("policy").str(), algorithm);
+        assert_eq!(pair[0].get("leased_instances"), &Json::Null, "{algorithm}");
+        assert_eq!(pair[1].get("algorithm").str(), algorithm);
+        assert_eq!(
+            pair[1].get("policy").str(),
+            format!("{algorithm} leased x4")
+        );
+        assert_eq!(pair[1].get("leased_instances").num(), 4.0);
+        assert!(pair[1].get("admitted").num() > 0.0, "{algorithm}");
+    }
+    let leased_log = &lanes[3];
+    assert_eq!(leased_log.get("policy").str(), "sliding-log leased x4");
+    assert!(
+        leased_log.get("max_units_in_window").num() <= 100.0 + 4.0 * 20.0,
+        "{}",
+        leased_log.get("max_units_in_window").num()
+    );
+}
+
 #[test]
 fn a_user_trace_is_compared_with_its_own_policy() {
     let trace = vectors_dir().join("traces/trace-000.csv");
@@ -509,6 +547,11 @@ fn the_plot_has_five_lanes_per_scenario() {
     assert!(burst.contains("units admitted per 200ms"), "y axis label");
     assert!(burst.contains(">admitted 200, max/10s 200</text>"));
     assert!(burst.contains(">admitted 100, max/10s 100</text>"));
+    assert!(!burst.contains("keys summed"), "one key: nothing summed");
+    // Many keys: the bars are their sum, max/W is per key, and both say so.
+    let many = section(&svg, "many-keys");
+    assert!(many.contains("units admitted per 20ms, all 1000 keys summed"));
+    assert!(many.contains("a lane's max/W is its busiest key's"));
 }
 
 #[test]
@@ -587,6 +630,12 @@ fn the_leaky_bucket_lane_of_the_plot_is_clearly_visible() {
     let top = ys.iter().copied().fold(f64::INFINITY, f64::min);
     assert!(lane_height - top >= 40.0, "outline {top}: {ys:?}");
     assert!(leaky.contains(">outline: own scale (tallest bar 2)</text>"));
+    // Named beside the lane's title too, in its colour.
+    let note = tags(leaky, "<text class=\"own-scale-title\"")
+        .next()
+        .expect("the own scale named by the title");
+    assert_eq!(attribute(note, "fill"), colour);
+    assert!(leaky.contains(">outline: own scale, 0–2</text>"));
     for algorithm in [
         "fixed-window",
         "sliding-log",

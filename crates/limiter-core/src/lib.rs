@@ -26,6 +26,7 @@
 //! assert_eq!(sms.max_cost(), 10);
 //! # Ok::<(), limiter_core::PolicyError>(())
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod algorithm;
 mod algorithms;
@@ -45,6 +46,7 @@ mod policy;
 mod policy_text;
 mod rate;
 #[cfg(feature = "trace")]
+#[cfg_attr(docsrs, doc(cfg(feature = "trace")))]
 pub mod trace;
 
 pub use self::{

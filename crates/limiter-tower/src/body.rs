@@ -39,6 +39,14 @@ use pin_project_lite::pin_project;
 /// # let _ = service;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "the layer cannot write its refusals in a `{Self}` response body",
+    label = "not a body the rate-limit layer can answer in",
+    note = "axum's `Body` needs limiter-tower's `axum` feature and tonic's its `tonic` feature: \
+            `limiter-tower = {{ ..., features = [\"axum\"] }}`",
+    note = "any other body: map the inner responses with `ResponseBody::inner` under the layer \
+            (see `RefusalBody`)"
+)]
 pub trait RefusalBody: Sized {
     /// A body of `data`, the layer's own answer.
     fn refusal(data: Bytes) -> Self;

@@ -27,6 +27,10 @@ pub const DEFAULT_MAX_KEYS: usize = 100_000;
 /// instead of leaving a route unlimited.
 ///
 /// ```toml
+/// [defaults]                          # any policy field: every policy inherits it
+/// trusted_proxies = ["10.0.0.0/8"]
+/// allow_ips = ["192.0.2.10"]
+///
 /// [policies.login]
 /// limits = ["sliding-log:10/5m"]      # one policy string, or several: a tiered set
 /// key = "ip"                          # ip (default), global, route, header:NAME
@@ -46,7 +50,15 @@ pub const DEFAULT_MAX_KEYS: usize = 100_000;
 /// ban_status = 429                    # a banned request's status: 403 (default) or 429
 /// max_keys = 100000                   # keys held in process at once (the default)
 /// max_key_bytes = 256                 # longer keys held as their SHA-256 (the default)
+/// mask_addresses = true               # debug logs show a client's /24 or /48 only
 /// ```
+///
+/// A policy inherits every field of `[defaults]` it does not set itself,
+/// and a field it sets replaces the default whole (a list is not merged:
+/// `allow_ips = []` allows no one). An error in an inherited field is
+/// named `defaults.FIELD`. A policy whose own table says `trusted_proxies
+/// = []` trusts no proxy on purpose, and is left out of the startup
+/// warning of policies that trust different proxies.
 ///
 /// `on_failure` applies when the backend fails (Redis down): `fallback`
 /// decides meanwhile with this instance's own in-process limiter of the
@@ -111,19 +123,16 @@ impl Config {
                 .unwrap_or_default();
             ConfigError::new(&file, entry, ConfigErrorKind::Syntax, error.message())
         })?;
-        let mut policies = BTreeMap::new();
+        let mut defaults = toml::Table::new();
+        let mut named = toml::Table::new();
         for (name, value) in table {
-            if name != "policies" {
-                let reason = "unknown table; expected `policies`";
-                return Err(ConfigError::new(
-                    &file,
-                    name,
-                    ConfigErrorKind::Schema,
-                    reason,
-                ));
-            }
-            let toml::Value::Table(named) = value else {
-                let reason = "expected a table of named policies ([policies.NAME])";
+            let (toml::Value::Table(value), "policies" | "defaults") = (value, name.as_str())
+            else {
+                let reason = match name.as_str() {
+                    "policies" => "expected a table of named policies ([policies.NAME])",
+                    "defaults" => "expected a table of fields every policy inherits ([defaults])",
+                    _ => "unknown table; expected `defaults` or `policies`",
+                };
                 return Err(ConfigError::new(
                     &file,
                     name,
@@ -131,24 +140,71 @@ impl Config {
                     reason,
                 ));
             };
-            for (name, value) in named {
-                let entry = format!("policies.{}", toml_key(&name));
-                let raw: RawPolicy = serde_path_to_error::deserialize(value).map_err(
-                    |error: serde_path_to_error::Error<toml::de::Error>| {
-                        // The field at fault, when the error is in one.
-                        let entry = match error.path().to_string().as_str() {
-                            "." | "" => entry.clone(),
-                            path => format!("{entry}.{path}"),
-                        };
-                        let reason = error.inner().message().to_owned();
-                        ConfigError::new(&file, entry, ConfigErrorKind::Schema, reason)
-                    },
-                )?;
-                let policy = raw.check().map_err(|(field, kind, reason)| {
-                    ConfigError::new(&file, format!("{entry}.{field}"), kind, reason)
-                })?;
-                policies.insert(name, policy);
+            if name == "defaults" {
+                defaults = value;
+            } else {
+                named = value;
             }
+        }
+        if let Some(unknown) = defaults
+            .keys()
+            .find(|field| !POLICY_FIELDS.contains(&field.as_str()))
+        {
+            let fields: Vec<String> = POLICY_FIELDS.iter().map(|f| format!("`{f}`")).collect();
+            let reason = format!(
+                "unknown field `{unknown}`, expected one of {}",
+                fields.join(", ")
+            );
+            let entry = format!("defaults.{}", toml_key(unknown));
+            return Err(ConfigError::new(
+                &file,
+                entry,
+                ConfigErrorKind::Schema,
+                reason,
+            ));
+        }
+        let mut policies = BTreeMap::new();
+        for (name, value) in named {
+            let entry = format!("policies.{}", toml_key(&name));
+            let toml::Value::Table(own) = value else {
+                let reason = "expected a table of fields ([policies.NAME])";
+                return Err(ConfigError::new(
+                    &file,
+                    entry,
+                    ConfigErrorKind::Schema,
+                    reason,
+                ));
+            };
+            // The table or `defaults` a field at fault came from.
+            let entry_of = |path: &str| {
+                let root = path.split(['.', '[']).next().unwrap_or(path);
+                if !own.contains_key(root) && defaults.contains_key(root) {
+                    format!("defaults.{path}")
+                } else {
+                    format!("{entry}.{path}")
+                }
+            };
+            let trusts_none_on_purpose = own
+                .get("trusted_proxies")
+                .and_then(toml::Value::as_array)
+                .is_some_and(Vec::is_empty);
+            let mut merged = defaults.clone();
+            merged.extend(own.clone());
+            let raw: RawPolicy = serde_path_to_error::deserialize(toml::Value::Table(merged))
+                .map_err(|error: serde_path_to_error::Error<toml::de::Error>| {
+                    // The field at fault, when the error is in one.
+                    let entry = match error.path().to_string().as_str() {
+                        "." | "" => entry.clone(),
+                        path => entry_of(path),
+                    };
+                    let reason = error.inner().message().to_owned();
+                    ConfigError::new(&file, entry, ConfigErrorKind::Schema, reason)
+                })?;
+            let mut policy = raw.check().map_err(|(field, kind, reason)| {
+                ConfigError::new(&file, entry_of(&field), kind, reason)
+            })?;
+            policy.trusts_none_on_purpose = trusts_none_on_purpose;
+            policies.insert(name, policy);
         }
         Ok(Self { file, policies })
     }
@@ -171,7 +227,27 @@ impl Config {
     }
 }
 
-/// One `[policies.NAME]` table as written.
+/// The fields of a policy, which `[defaults]` may set for every policy.
+const POLICY_FIELDS: [&str; 15] = [
+    "limits",
+    "key",
+    "fallback",
+    "trusted_proxies",
+    "ipv6_prefix",
+    "headers",
+    "allow_ips",
+    "allow_keys",
+    "on_failure",
+    "bans",
+    "penalty",
+    "ban_status",
+    "max_keys",
+    "max_key_bytes",
+    "mask_addresses",
+];
+
+/// One `[policies.NAME]` table as written, over the `[defaults]` table's
+/// fields it does not set.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPolicy {
@@ -197,6 +273,8 @@ struct RawPolicy {
     max_keys: Option<i64>,
     /// Likewise.
     max_key_bytes: Option<i64>,
+    #[serde(default)]
+    mask_addresses: bool,
 }
 
 /// `penalty = { denials = "5/1m", ban_for = "15m" }` as written.
@@ -352,6 +430,8 @@ impl RawPolicy {
             penalty,
             ban_status,
             memory,
+            trusts_none_on_purpose: false,
+            mask_addresses: self.mask_addresses,
         })
     }
 }
@@ -489,6 +569,11 @@ pub(crate) struct NamedPolicy {
     ban_status: StatusCode,
     /// What each of its in-process limiters holds at most.
     pub(crate) memory: MemoryBounds,
+    /// Whether its own table says `trusted_proxies = []`: it trusts no
+    /// proxy on purpose, whatever the others trust.
+    pub(crate) trusts_none_on_purpose: bool,
+    /// Whether its layer logs client addresses masked to their network.
+    mask_addresses: bool,
 }
 
 impl NamedPolicy {
@@ -507,7 +592,8 @@ impl NamedPolicy {
             .headers(self.headers)
             .allow_ips(self.allow_ips.iter().copied())
             .allow_keys(self.allow_keys.iter().cloned())
-            .ban_status(self.ban_status);
+            .ban_status(self.ban_status)
+            .mask_addresses(self.mask_addresses);
         if let Some(bans) = bans {
             layer = layer.bans(bans);
         }

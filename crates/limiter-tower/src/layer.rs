@@ -49,6 +49,8 @@ struct Config {
     shaping: Shaping,
     observer: Observer,
     on_limited: Option<OnLimited>,
+    /// Whether the client address is logged masked to its network.
+    mask_addresses: bool,
 }
 
 impl fmt::Debug for Config {
@@ -64,6 +66,7 @@ impl fmt::Debug for Config {
             .field("penalty", &self.penalty)
             .field("shaping", &self.shaping)
             .field("on_limited", &self.on_limited.is_some())
+            .field("mask_addresses", &self.mask_addresses)
             .finish_non_exhaustive()
     }
 }
@@ -126,6 +129,7 @@ impl RateLimitLayer {
                 shaping: Shaping::default(),
                 observer,
                 on_limited: None,
+                mask_addresses: false,
             }),
         }
     }
@@ -136,6 +140,15 @@ impl RateLimitLayer {
     #[must_use]
     pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
         Arc::make_mut(&mut self.config).observer = Observer::new(name);
+        self
+    }
+
+    /// Logs the client address masked to its network (an IPv4 address's
+    /// /24, an IPv6 one's /48) in the layer's `debug` events, where logs
+    /// may not hold whole addresses (unmasked by default).
+    #[must_use]
+    pub fn mask_addresses(mut self, mask: bool) -> Self {
+        Arc::make_mut(&mut self.config).mask_addresses = mask;
         self
     }
 
@@ -593,10 +606,12 @@ where
                 ));
             }
             Err(Missing::PeerAddress) => {
+                config.observer.missing_peer_address();
                 config.observer.record(Outcome::MissingKey, timer);
                 return ResponseFuture::done(missing_peer(accepts_json(req.headers())));
             }
         };
+        config.observer.keyed(&key, ip, config.mask_addresses);
         if config.allow.allows(allowlistable, &key) {
             config.observer.record(Outcome::Allowlisted, timer);
             return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());

@@ -2,6 +2,9 @@
 //! name and the outcome, and (feature `metrics`) a counter per outcome and
 //! a histogram of how long the decision took.
 
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use limiter_core::{DecisionSource, Error};
@@ -95,13 +98,49 @@ impl Timer {
 #[derive(Debug, Clone)]
 pub(crate) struct Observer {
     policy: Arc<str>,
+    /// Whether the missing peer address was logged: once per layer.
+    missing_peer_logged: Arc<AtomicBool>,
 }
 
 impl Observer {
     pub(crate) fn new(policy: impl Into<Arc<str>>) -> Self {
         Self {
             policy: policy.into(),
+            missing_peer_logged: Arc::default(),
         }
+    }
+
+    /// The key a request is limited under, at debug level: its kind (the
+    /// key's prefix: `ip`, `header`, `route`, …, which shows a header key
+    /// falling back to the address) and the client address the layer
+    /// resolved behind its trusted proxies, masked to its network if
+    /// `mask` (see [`Masked`]).
+    #[inline]
+    pub(crate) fn keyed(&self, key: &str, client: Option<IpAddr>, mask: bool) {
+        tracing::debug!(
+            target: "limiter_tower",
+            policy = &*self.policy,
+            key_kind = key.split(':').next().unwrap_or(key),
+            client = %Masked { client, mask },
+            "rate limit key"
+        );
+    }
+
+    /// A request without a peer address met a key by address: logged at
+    /// `error` once per layer, with the fix; each such request is answered
+    /// 500 (and counted as `missing_key`).
+    pub(crate) fn missing_peer_address(&self) {
+        if self.missing_peer_logged.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        tracing::error!(
+            target: "limiter_tower",
+            policy = &*self.policy,
+            "no peer address to rate limit by: every request this layer keys by address is \
+             answered 500 until the server records it. axum: serve \
+             `app.into_make_service_with_connect_info::<SocketAddr>()`; hyper or tower: insert \
+             the connection's `SocketAddr` in each request's extensions (logged once per layer)"
+        );
     }
 
     pub(crate) fn policy(&self) -> &str {
@@ -152,5 +191,57 @@ impl Observer {
         #[cfg(feature = "metrics")]
         metrics::counter!(METRIC_BAN_CHECK_ERRORS, "policy" => metrics::SharedString::from(Arc::clone(&self.policy)))
             .increment(1);
+    }
+}
+
+/// A client address as logged: whole, or masked to its network (an IPv4
+/// address to its /24, an IPv6 one to its /48) where logs may not hold
+/// whole addresses; `none` without one.
+struct Masked {
+    client: Option<IpAddr>,
+    mask: bool,
+}
+
+impl fmt::Display for Masked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.client, self.mask) {
+            (None, _) => f.write_str("none"),
+            (Some(ip), false) => write!(f, "{ip}"),
+            (Some(IpAddr::V4(ip)), true) => {
+                let [a, b, c, _] = ip.octets();
+                write!(f, "{a}.{b}.{c}.0/24")
+            }
+            (Some(IpAddr::V6(ip)), true) => {
+                let network = u128::from(ip) & !(u128::MAX >> 48);
+                write!(f, "{}/48", std::net::Ipv6Addr::from(network))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_masked_address_is_its_network() {
+        let shown = |ip: &str, mask| {
+            Masked {
+                client: Some(ip.parse().unwrap()),
+                mask,
+            }
+            .to_string()
+        };
+        assert_eq!(shown("203.0.113.7", true), "203.0.113.0/24");
+        assert_eq!(shown("203.0.113.7", false), "203.0.113.7");
+        assert_eq!(shown("2001:db8:1:2::7", true), "2001:db8:1::/48");
+        assert_eq!(
+            Masked {
+                client: None,
+                mask: true
+            }
+            .to_string(),
+            "none"
+        );
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, ACCEPT, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
-use limiter_core::{Decision, DecisionSource, Error, Policies, Policy};
+use limiter_core::{Algorithm, Decision, DecisionSource, Error, Policies, Policy};
 
 use crate::decided::Decided;
 use crate::limited::Limited;
@@ -18,11 +18,14 @@ pub(crate) const ERROR_RETRY_AFTER: Duration = Duration::from_secs(1);
 pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 /// `X-RateLimit-Remaining`: units left under the binding policy.
 pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
-/// `X-RateLimit-Reset`: seconds (rounded up) until the binding policy is back to full.
+/// `X-RateLimit-Reset`: seconds (rounded up) until the binding policy is
+/// back to full (the `RateLimit` field's `t` is until its next unit).
 pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
-/// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers): every policy of the set.
+/// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers): every policy
+/// that applied, of the set and of the layers stacked on the route.
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
-/// `RateLimit` (draft-ietf-httpapi-ratelimit-headers): the binding policy's state.
+/// `RateLimit` (draft-ietf-httpapi-ratelimit-headers): the binding policy's
+/// state, `r` units left and `t` seconds until the next one.
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// `X-RateLimit-Degraded`: set to the decision's source (`fail-open`,
 /// `fail-closed`, `fallback`) when the backend did not decide.
@@ -95,6 +98,9 @@ pub(crate) struct PolicyHeaders {
     policy: HeaderValue,
     /// Each part's quoted name.
     names: Vec<String>,
+    /// Each part's time to refill one unit, for a bucket (`None` for the
+    /// other algorithms): how far its next unit is (see [`next_unit_after`]).
+    unit_refills: Vec<Option<Duration>>,
 }
 
 impl PolicyHeaders {
@@ -115,16 +121,57 @@ impl PolicyHeaders {
             .collect();
         let policy = HeaderValue::from_str(&items.join(", "))
             .unwrap_or_else(|_| HeaderValue::from_static("\"policy\""));
-        Self { policy, names }
+        let unit_refills = policies
+            .iter()
+            .map(|policy| {
+                matches!(
+                    policy.algorithm(),
+                    Algorithm::TokenBucket | Algorithm::LeakyBucket
+                )
+                .then(|| policy.window() / u32::try_from(policy.limit()).unwrap_or(u32::MAX))
+            })
+            .collect();
+        Self {
+            policy,
+            names,
+            unit_refills,
+        }
+    }
+}
+
+/// How long until at least one more unit than `part.remaining` is
+/// available to an admitted request's key, under the part whose decision
+/// `part` is: the draft's `t` for that part.
+///
+/// A bucket refills one unit every `unit_refill`, and `reset_after` is its
+/// time to full, so its next unit is exact: `reset_after` less the time of
+/// the units after it. A fixed window frees every unit at its end
+/// (`reset_after`, exact). A sliding log or counter frees its units as its
+/// oldest admissions leave the window, which a decision does not say:
+/// `reset_after` (when the last one leaves) is their upper bound. A part
+/// at full has no more unit to come: zero.
+fn next_unit_after(part: &Decision, unit_refill: Option<Duration>) -> Duration {
+    let missing = part.limit.saturating_sub(part.remaining);
+    if missing == 0 {
+        return Duration::ZERO;
+    }
+    match unit_refill {
+        Some(refill) => {
+            let later_units = u32::try_from(missing - 1).unwrap_or(u32::MAX);
+            part.reset_after
+                .saturating_sub(refill.saturating_mul(later_units))
+        }
+        None => part.reset_after,
     }
 }
 
 /// The `w` of a policy's `q` units in `RateLimit-Policy`: its window, or
 /// for a bucket (whose `q`, its capacity or queue, is the most `r` can
 /// show) the time it takes to go from empty to full, `q × window / limit`,
-/// so that `r <= q` holds for every algorithm, and `t <= w` for all but a
-/// sliding counter: its previous window weighs on the next one, so its
-/// reset (`t`) is up to `2w` away (docs/spec.md section 3).
+/// so that `r <= q` holds for every algorithm, and an admitted response's
+/// `t` is at most `w` for all but a sliding counter: its previous window
+/// weighs on the next one, so its units come back up to `2w` away
+/// (docs/spec.md section 3).
 fn quota_window(policy: &Policy) -> Duration {
     let micros = u128::from(policy.max_cost()) * policy.window().as_micros();
     let micros = micros.div_ceil(u128::from(policy.limit()));
@@ -187,8 +234,10 @@ impl RateHeaders {
     /// binds stands, so stacked layers never show a 429 saying units are
     /// left. Where these replace an inner layer's, every rate-limit header
     /// of the inner one goes, its degraded marker too (a marker describes
-    /// the numbers beside it). Called only when [`is_empty`](Self::is_empty)
-    /// is false: the caller checks first, so that nothing is moved for a
+    /// the numbers beside it), but for its `RateLimit-Policy` items:
+    /// every policy that applied to the request stays listed there,
+    /// whichever binds. Called only when [`is_empty`](Self::is_empty) is
+    /// false: the caller checks first, so that nothing is moved for a
     /// response without headers.
     pub(crate) fn replace_inner(self, headers: &mut HeaderMap) {
         // One pass over the few names of a response: a lookup by a custom
@@ -201,18 +250,26 @@ impl RateHeaders {
         });
         if let Some(theirs) = inner_wrote.then(|| inner_remaining(headers)).flatten() {
             if theirs <= self.remaining.unwrap_or(u64::MAX) {
+                if let Some(ours) = &self.policy {
+                    list_policies(headers, ours);
+                }
                 return;
             }
+            let inner_policy = headers.remove(RATELIMIT_POLICY);
             for name in [
                 X_RATELIMIT_LIMIT,
                 X_RATELIMIT_REMAINING,
                 X_RATELIMIT_RESET,
                 RATELIMIT,
-                RATELIMIT_POLICY,
                 X_RATELIMIT_DEGRADED,
             ] {
                 headers.remove(name);
             }
+            self.insert_all(headers);
+            if let Some(inner_policy) = inner_policy {
+                list_policies(headers, &inner_policy);
+            }
+            return;
         }
         self.insert_all(headers);
     }
@@ -246,6 +303,32 @@ impl RateHeaders {
         if let Some(marker) = self.degraded {
             headers.insert(X_RATELIMIT_DEGRADED, HeaderValue::from_static(marker));
         }
+    }
+}
+
+/// Adds the items of `more` (a `RateLimit-Policy` value) that the
+/// response's `RateLimit-Policy` does not list yet, after its own; a
+/// response without one gets `more` only beside a `RateLimit` field (a
+/// binding layer that sends no IETF headers gets none).
+fn list_policies(headers: &mut HeaderMap, more: &HeaderValue) {
+    let Some(listed) = headers.get(RATELIMIT_POLICY) else {
+        if headers.contains_key(RATELIMIT) {
+            headers.insert(RATELIMIT_POLICY, more.clone());
+        }
+        return;
+    };
+    let (Ok(listed_text), Ok(more_text)) = (listed.to_str(), more.to_str()) else {
+        return;
+    };
+    // Items are separated by ", "; a policy string holds no space.
+    let mut items: Vec<&str> = listed_text.split(", ").collect();
+    for item in more_text.split(", ") {
+        if !items.contains(&item) {
+            items.push(item);
+        }
+    }
+    if let Ok(value) = HeaderValue::from_str(&items.join(", ")) {
+        headers.insert(RATELIMIT_POLICY, value);
     }
 }
 
@@ -312,9 +395,10 @@ fn rate_headers(
         return;
     }
     let reset = ceil_secs(set.bound().reset_after);
+    let bound_by = usize::from(decision.bound_by);
     let name = policy_headers
         .names
-        .get(usize::from(decision.bound_by))
+        .get(bound_by)
         .map_or("\"policy\"", String::as_str);
     let mut text = BytesMut::with_capacity(64 + if ietf { name.len() } else { 0 });
     headers.remaining = Some(decision.remaining);
@@ -335,7 +419,15 @@ fn rate_headers(
         text.extend_from_slice(b";r=");
         put_decimal(&mut text, decision.remaining);
         text.extend_from_slice(b";t=");
-        put_decimal(&mut text, reset);
+        // The draft's `t`: until the next unit (a refusal's `Retry-After`,
+        // which it never points past), not until back to full.
+        let next_unit = if decision.allowed {
+            let refill = policy_headers.unit_refills.get(bound_by).copied().flatten();
+            ceil_secs(next_unit_after(set.bound(), refill))
+        } else {
+            retry_after_secs(decision.retry_after)
+        };
+        put_decimal(&mut text, next_unit);
         headers.lens[3] = value_len(&text, before);
     }
     headers.text = text.freeze();
@@ -414,8 +506,7 @@ pub(crate) fn verdict(
 ) -> Verdict {
     if let Ok(set) = result {
         let decision = set.decision();
-        if decision.allowed && !decision.source.is_degraded() && style == HeaderStyle::None
-        {
+        if decision.allowed && !decision.source.is_degraded() && style == HeaderStyle::None {
             // The most common answer, with nothing to write: inline.
             return Verdict::Pass(RateHeaders::default());
         }

@@ -8,7 +8,7 @@ use crate::key::IpNet;
 
 /// Warns of each policy of `config` whose `trusted_proxies` or
 /// `allow_ips` holds every address, and of policies that trust different
-/// proxies.
+/// proxies (but for those that say `trusted_proxies = []` on purpose).
 pub(crate) fn warn_about(config: &Config) {
     let file = config.file();
     for (name, policy) in config.iter() {
@@ -33,7 +33,10 @@ pub(crate) fn warn_about(config: &Config) {
         }
     }
     let mut trusts: Vec<(HashSet<IpNet>, Vec<&str>)> = Vec::new();
-    for (name, policy) in config.iter() {
+    for (name, policy) in config
+        .iter()
+        .filter(|(_, policy)| !policy.trusts_none_on_purpose)
+    {
         let trusted: HashSet<IpNet> = policy.trusted.iter().copied().collect();
         match trusts.iter_mut().find(|(set, _)| *set == trusted) {
             Some((_, names)) => names.push(name),

@@ -203,7 +203,7 @@ macro_rules! never_an_ip_key {
 
 #[test]
 fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
-    let cases: [(&str, String, ConfigErrorKind, &str, &str); 37] = [
+    let cases: [(&str, String, ConfigErrorKind, &str, &str); 40] = [
         (
             "unknown-algorithm",
             login(r#"["sliding-lgo:10/5m"]"#, ""),
@@ -432,7 +432,8 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             "policies.login.limit",
             "unknown field `limit`, expected one of `limits`, `key`, `fallback`, \
              `trusted_proxies`, `ipv6_prefix`, `headers`, `allow_ips`, `allow_keys`, \
-             `on_failure`, `bans`, `penalty`, `ban_status`, `max_keys`, `max_key_bytes`",
+             `on_failure`, `bans`, `penalty`, `ban_status`, `max_keys`, `max_key_bytes`, \
+             `mask_addresses`",
         ),
         (
             "no-keys",
@@ -516,7 +517,34 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             "[policy.login]\nlimits = [\"sliding-log:10/5m\"]\n".to_owned(),
             ConfigErrorKind::Schema,
             "policy",
-            "unknown table; expected `policies`",
+            "unknown table; expected `defaults` or `policies`",
+        ),
+        (
+            "inherited-bad-address",
+            "[defaults]\ntrusted_proxies = [\"10.0.0.0/33\"]\n\
+             [policies.login]\nlimits = [\"sliding-log:10/5m\"]\n"
+                .to_owned(),
+            ConfigErrorKind::Address,
+            "defaults.trusted_proxies[0]",
+            "invalid address block \"10.0.0.0/33\": expected an address or ADDRESS/PREFIX",
+        ),
+        (
+            "inherited-wrong-type",
+            "[defaults]\nmax_keys = \"many\"\n[policies.login]\nlimits = [\"sliding-log:10/5m\"]\n"
+                .to_owned(),
+            ConfigErrorKind::Schema,
+            "defaults.max_keys",
+            "invalid type: string \"many\", expected i64",
+        ),
+        (
+            "unknown-default",
+            "[defaults]\ntrusted_proxy = [\"10.0.0.1\"]\n".to_owned(),
+            ConfigErrorKind::Schema,
+            "defaults.trusted_proxy",
+            "unknown field `trusted_proxy`, expected one of `limits`, `key`, `fallback`, \
+             `trusted_proxies`, `ipv6_prefix`, `headers`, `allow_ips`, `allow_keys`, \
+             `on_failure`, `bans`, `penalty`, `ban_status`, `max_keys`, `max_key_bytes`, \
+             `mask_addresses`",
         ),
     ];
     for (name, text, kind, entry, reason) in cases {
@@ -531,6 +559,75 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             "{name}"
         );
     }
+}
+
+/// `[defaults]` under two policies: `inherits` takes every field from it,
+/// `overrides` replaces two of them (its allowlist with an empty one).
+const DEFAULTS: &str = r#"
+[defaults]
+limits = ["sliding-log:1/1m"]
+trusted_proxies = ["127.0.0.1"]
+allow_ips = ["192.0.2.10"]
+headers = "legacy"
+
+[policies.inherits]
+
+[policies.overrides]
+allow_ips = []
+headers = "ietf"
+"#;
+
+#[tokio::test]
+async fn every_policy_inherits_the_defaults_and_may_override_each() {
+    let config = Config::from_toml("limits.toml", DEFAULTS).unwrap();
+    let registry = Registry::memory(&config);
+    let inherits = Router::new()
+        .route("/inherits", routing::get(|| async { "ok" }))
+        .route_layer(registry.layer("inherits").unwrap());
+    let overrides = Router::new()
+        .route("/overrides", routing::get(|| async { "ok" }))
+        .route_layer(registry.layer("overrides").unwrap());
+    let addr = serve_router(inherits.merge(overrides)).await;
+    let client = client();
+    let from = |path: &'static str, client_ip: &'static str| {
+        let client = client.clone();
+        async move { get_path(&client, addr, path, &[("x-forwarded-for", client_ip)]).await }
+    };
+    for path in ["/inherits", "/overrides"] {
+        // Both trust the loopback proxy: each client behind it has a
+        // budget of its own, from the inherited limits.
+        assert_eq!(
+            from(path, "203.0.113.1").await.status,
+            StatusCode::OK,
+            "{path}"
+        );
+        let denied = from(path, "203.0.113.1").await;
+        assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS, "{path}");
+        assert_eq!(
+            from(path, "203.0.113.2").await.status,
+            StatusCode::OK,
+            "{path}"
+        );
+    }
+    // The inherited allowlist and header style, and their overrides.
+    let inherited = from("/inherits", "192.0.2.10").await;
+    assert_eq!(inherited.status, StatusCode::OK);
+    assert_eq!(inherited.header("x-ratelimit-remaining"), None);
+    let styled = from("/inherits", "203.0.113.3").await;
+    assert_eq!(styled.number("x-ratelimit-remaining"), 0);
+    assert_eq!(styled.header("ratelimit"), None);
+    let overridden = from("/overrides", "192.0.2.10").await;
+    assert_eq!(overridden.header("x-ratelimit-remaining"), None);
+    assert!(
+        overridden
+            .header("ratelimit")
+            .is_some_and(|value| value.contains(";r=0;")),
+        "{overridden:?}"
+    );
+    assert_eq!(
+        from("/overrides", "192.0.2.10").await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
 }
 
 #[test]

@@ -155,9 +155,10 @@ async fn sliding_log_headers_equal_the_decision() {
     assert_headers_match(&denied, &decision);
     assert_eq!(denied.number("retry-after"), 9); // 8.8 s rounded up
     assert_eq!(denied.number("x-ratelimit-reset"), 10); // 9.3 s rounded up
+                                                        // The draft's `t`: until the next unit, the refusal's Retry-After.
     assert_eq!(
         denied.header("ratelimit"),
-        Some("\"sliding-log:2/10s\";r=0;t=10")
+        Some("\"sliding-log:2/10s\";r=0;t=9")
     );
     assert!(denied
         .header("content-type")
@@ -188,11 +189,16 @@ async fn a_leased_decision_has_the_ietf_headers_and_no_degraded_marker() {
     let client = client();
     let first = get(&client, addr).await;
     assert_eq!(first.status, StatusCode::OK);
-    assert!(leased.held("ip:127.0.0.1") > 0, "the first request took a lease");
+    assert!(
+        leased.held("ip:127.0.0.1") > 0,
+        "the first request took a lease"
+    );
     let second = get(&client, addr).await;
     assert_eq!(second.status, StatusCode::OK);
     assert!(
-        second.header("ratelimit").is_some_and(|v| v.starts_with("\"sliding-log:100/10s\";r=")),
+        second
+            .header("ratelimit")
+            .is_some_and(|v| v.starts_with("\"sliding-log:100/10s\";r=")),
         "{:?}",
         second.header("ratelimit")
     );
@@ -255,6 +261,11 @@ async fn token_bucket_headers_equal_the_decision_and_json_is_answered_as_json() 
     let second = get(&client, addr).await;
     assert_headers_match(&second, &twin.try_acquire("k", 1).unwrap());
     assert_eq!(second.number("x-ratelimit-reset"), 4);
+    // Back to full in 4 s, its next token in 2 s: the draft's `t`.
+    assert_eq!(
+        second.header("ratelimit"),
+        Some("\"token-bucket:1/2s,capacity=2\";r=0;t=2")
+    );
 
     clock.advance(Duration::from_millis(500));
     let json = [("accept", "text/html, application/json;q=0.9")];
@@ -782,6 +793,89 @@ async fn stacked_layers_show_the_numbers_of_the_one_that_binds() {
     assert_eq!(second.header("x-ratelimit-degraded"), None);
 }
 
+/// A per-address default over a per-user limit on one route: every
+/// response's `RateLimit-Policy` lists both (each once), `RateLimit` and
+/// the legacy headers are the binding one's, admitted or refused.
+#[tokio::test]
+async fn stacked_layers_list_every_policy_that_applied_and_the_binding_state() {
+    let clock = ManualClock::new(T0);
+    let per_user = RateLimitLayer::new(memory("fixed-window:3/1m", &clock))
+        .key(KeyExtractor::header("x-user-id"));
+    let router = Router::new()
+        .route(
+            "/me",
+            routing::get(|| async { "you" }).route_layer(per_user),
+        )
+        .route("/", routing::get(|| async { "ok" }))
+        .layer(RateLimitLayer::new(memory("sliding-log:4/10s", &clock)));
+    let addr = serve_router(router).await;
+    let client = client();
+    let me = |client: HttpClient| async move {
+        get_path(&client, addr, "/me", &[("x-user-id", "alice")]).await
+    };
+    // Both policies, the binding layer's first.
+    let listed = |reply: &Reply| {
+        let mut policy = parse_sf_list(reply.header("ratelimit-policy").unwrap());
+        let state = parse_sf_list(reply.header("ratelimit").unwrap());
+        assert_eq!(policy[0].0, state[0].0, "{reply:?}");
+        policy.sort();
+        policy
+    };
+    let expected = vec![
+        (
+            "fixed-window:3/1m".to_owned(),
+            vec![("q".to_owned(), 3), ("w".to_owned(), 60)],
+        ),
+        (
+            "sliding-log:4/10s".to_owned(),
+            vec![("q".to_owned(), 4), ("w".to_owned(), 10)],
+        ),
+    ];
+    // The user has 2 left, the address 3: the per-user limit binds.
+    let first = me(client.clone()).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(listed(&first), expected);
+    assert!(first
+        .header("ratelimit")
+        .unwrap()
+        .starts_with("\"fixed-window:3/1m\";r=2;"));
+    assert_eq!(first.number("x-ratelimit-limit"), 3);
+    assert_eq!(first.number("x-ratelimit-remaining"), 2);
+    // Another route has the per-address default alone.
+    for _ in 0..2 {
+        let other = get(&client, addr).await;
+        assert_eq!(
+            other.header("ratelimit-policy"),
+            Some("\"sliding-log:4/10s\";q=4;w=10")
+        );
+    }
+    // The address has no unit left, the user one: the default binds.
+    let second = me(client.clone()).await;
+    assert_eq!(second.status, StatusCode::OK);
+    assert_eq!(listed(&second), expected);
+    assert_eq!(
+        second.header("ratelimit"),
+        Some("\"sliding-log:4/10s\";r=0;t=10")
+    );
+    assert_eq!(second.number("x-ratelimit-limit"), 4);
+    assert_eq!(second.number("x-ratelimit-remaining"), 0);
+    // The address's units are back; the user's last one, then its refusal,
+    // listing both.
+    clock.advance(Duration::from_secs(11));
+    let third = me(client.clone()).await;
+    assert_eq!(third.status, StatusCode::OK);
+    assert_eq!(listed(&third), expected);
+    let refused = me(client.clone()).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(listed(&refused), expected);
+    assert_eq!(refused.number("x-ratelimit-limit"), 3);
+    assert!(refused
+        .header("ratelimit")
+        .unwrap()
+        .starts_with("\"fixed-window:3/1m\";r=0;"));
+    assert_eq!(ietf_t(&refused), refused.number("retry-after"));
+}
+
 /// A plain tower service answering 200 "hello".
 #[derive(Debug, Clone)]
 struct Hello;
@@ -980,4 +1074,61 @@ async fn the_ietf_headers_follow_the_structured_field_grammar_on_memory() {
 #[tokio::test]
 async fn the_ietf_headers_follow_the_structured_field_grammar_on_redis() {
     the_ietf_headers_follow_the_structured_field_grammar(Backend::Redis).await;
+}
+
+/// The `t` of `reply`'s `RateLimit` field, read with `sfv`; every item of
+/// its `RateLimit-Policy` parsed too, and the binding one named there.
+fn ietf_t(reply: &Reply) -> u64 {
+    let policy = parse_sf_list(reply.header("ratelimit-policy").unwrap());
+    let state = parse_sf_list(reply.header("ratelimit").unwrap());
+    assert_eq!(state.len(), 1, "{reply:?}");
+    let (name, params) = &state[0];
+    assert!(policy.iter().any(|(listed, _)| listed == name), "{reply:?}");
+    let keys: Vec<&str> = params.iter().map(|(key, _)| key.as_str()).collect();
+    assert_eq!(keys, ["r", "t"], "{reply:?}");
+    params[1].1
+}
+
+/// Every algorithm alone and a tiered set: on every 429 the draft's `t`
+/// (until the next unit) is at most `Retry-After`, which the draft says
+/// should not point earlier than `t`; and `t` never exceeds the legacy
+/// `X-RateLimit-Reset` (back to full).
+async fn retry_after_never_points_earlier_than_t(backend: Backend) {
+    let client = client();
+    let mut sets: Vec<String> = Algorithm::ALL
+        .iter()
+        .map(|algorithm| format!("{}:3/10s", algorithm.name()))
+        .collect();
+    sets.push("token-bucket:2/1s,capacity=4;sliding-log:5/10s;fixed-window:8/1m".to_owned());
+    for set in sets {
+        let clock = ManualClock::new(T0);
+        let layer = RateLimitLayer::from_arc(limiter(backend, &set, &clock).await)
+            .shaping(Shaping::PassAtOnce);
+        let addr = serve(layer).await;
+        let mut refusals = 0;
+        for step_ms in [
+            0, 0, 0, 0, 1_300, 0, 200, 50, 2_900, 0, 0, 50, 7_000, 0, 0, 10, 900,
+        ] {
+            clock.advance(Duration::from_millis(step_ms));
+            let reply = get(&client, addr).await;
+            let t = ietf_t(&reply);
+            assert!(t <= reply.number("x-ratelimit-reset"), "{set}: {reply:?}");
+            if reply.status == StatusCode::TOO_MANY_REQUESTS {
+                refusals += 1;
+                assert!(reply.number("retry-after") >= t, "{set}: {reply:?}");
+                assert!(t > 0, "{set}: {reply:?}");
+            }
+        }
+        assert!(refusals > 0, "{set}: the sequence reaches a refusal");
+    }
+}
+
+#[tokio::test]
+async fn retry_after_never_points_earlier_than_t_on_memory() {
+    retry_after_never_points_earlier_than_t(Backend::Memory).await;
+}
+
+#[tokio::test]
+async fn retry_after_never_points_earlier_than_t_on_redis() {
+    retry_after_never_points_earlier_than_t(Backend::Redis).await;
 }

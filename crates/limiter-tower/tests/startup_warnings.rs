@@ -3,68 +3,16 @@
 //! holds every address, and policies that trust different proxies. The
 //! warnings are read by a subscriber of this test's own.
 
-use std::sync::{Arc, Mutex};
+mod support;
 
 use limiter_tower::{Config, Registry};
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Level, Metadata, Subscriber};
-
-/// Every event at `warn` or above, as `message key=value …`.
-#[derive(Clone, Default)]
-struct Warnings(Arc<Mutex<Vec<String>>>);
-
-impl Warnings {
-    fn lines(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-/// An event's fields written out.
-struct Line(String);
-
-impl Visit for Line {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            self.0.insert_str(0, &format!("{value:?}"));
-        } else {
-            self.0.push_str(&format!(" {}={value:?}", field.name()));
-        }
-    }
-
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.record_debug(field, &format_args!("{value}"));
-    }
-}
-
-impl Subscriber for Warnings {
-    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        *metadata.level() <= Level::WARN
-    }
-
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
-        Id::from_u64(1)
-    }
-
-    fn record(&self, _: &Id, _: &Record<'_>) {}
-
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-
-    fn event(&self, event: &Event<'_>) {
-        let mut line = Line(String::new());
-        event.record(&mut line);
-        self.0.lock().unwrap().push(line.0);
-    }
-
-    fn enter(&self, _: &Id) {}
-
-    fn exit(&self, _: &Id) {}
-}
+use support::events::Events;
+use tracing::Level;
 
 /// The warnings logged while a memory registry of `text` is built.
 fn warnings_of(text: &str) -> Vec<String> {
     let config = Config::from_toml("limits.toml", text).unwrap();
-    let warnings = Warnings::default();
+    let warnings = Events::at(Level::WARN);
     tracing::subscriber::with_default(warnings.clone(), || Registry::memory(&config));
     warnings.lines()
 }
@@ -154,5 +102,32 @@ trusted_proxies = ["10.0.0.0/8"]
     assert_eq!(
         warnings_of("[policies.a]\nlimits = [\"sliding-log:10/5m\"]\n[policies.b]\nlimits = [\"fixed-window:1/1s\"]\n"),
         Vec::<String>::new()
+    );
+}
+
+#[test]
+fn defaults_trusted_by_every_policy_are_not_warned_of_and_an_empty_override_on_purpose_neither() {
+    let defaults = r#"
+[defaults]
+trusted_proxies = ["10.0.0.0/8"]
+
+[policies.a]
+limits = ["sliding-log:10/5m"]
+
+[policies.b]
+limits = ["sliding-log:10/5m"]
+"#;
+    assert_eq!(warnings_of(defaults), Vec::<String>::new());
+    let on_purpose = format!(
+        "{defaults}\n[policies.internal]\nlimits = [\"fixed-window:1/1s\"]\ntrusted_proxies = []\n"
+    );
+    assert_eq!(warnings_of(&on_purpose), Vec::<String>::new());
+    // Another list is a mismatch still.
+    let other = format!("{defaults}\n[policies.c]\nlimits = [\"fixed-window:1/1s\"]\ntrusted_proxies = [\"192.168.0.1\"]\n");
+    let warnings = warnings_of(&other);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].ends_with("trusted_proxies=a, b: 10.0.0.0/8; c: 192.168.0.1/32"),
+        "{warnings:?}"
     );
 }

@@ -13,11 +13,14 @@ use crate::json_string::string;
 ///   "window_us", "capacity", "queue", "requests", "keys", "results": [
 ///   {"algorithm", "policy", "max_units_within": [{"window_us", "units"}], "admitted", "admitted_units", "denied", "errors",
 ///    "max_units_in_window", "retry_after_mean_us", "retry_after_max_us",
-///    "wall_time_us", "decisions_per_second", "bytes_per_key"}]}]}
+///    "wall_time_us", "decisions_per_second", "bytes_per_key",
+///    "leased_instances"}]}]}
 /// ```
 ///
 /// `capacity` and `queue` are the token bucket's and leaky bucket's (the
 /// limit unless set); figures that do not apply are `null`.
+/// `leased_instances` is the number of leased limiters of a `--lease`
+/// lane (its `policy` ends in `leased xN`), `null` for the others.
 ///
 /// `admitted_units` is exact (summed in u128, never wrapped). Above 2^53 a
 /// reader that parses numbers as doubles would round it, so the result then
@@ -53,7 +56,8 @@ pub(crate) fn render(reports: &[ScenarioReport], backend: BackendKind) -> String
                 "        {{\"algorithm\": {}, \"policy\": {}, \"max_units_within\": [{}], \"admitted\": {}, \"admitted_units\": {}, \
                  \"denied\": {}, \"errors\": {}, \"max_units_in_window\": {}, \
                  \"retry_after_mean_us\": {}, \"retry_after_max_us\": {}, \
-                 \"wall_time_us\": {}, \"decisions_per_second\": {}, \"bytes_per_key\": {}}}",
+                 \"wall_time_us\": {}, \"decisions_per_second\": {}, \"bytes_per_key\": {}, \
+                 \"leased_instances\": {}}}",
                 string(r.algorithm.name()),
                 string(&r.label),
                 r.max_units_in_windows
@@ -72,6 +76,8 @@ pub(crate) fn render(reports: &[ScenarioReport], backend: BackendKind) -> String
                 r.wall_time.as_micros(),
                 number(r.decisions_per_second),
                 number(r.bytes_per_key),
+                r.leased
+                    .map_or_else(|| "null".to_owned(), |n| n.to_string()),
             );
             if r.admitted_units > u128::from(limiter_core::MAX_TIME_US) {
                 // Inside the object: drop its closing brace, add the note.

@@ -16,14 +16,16 @@ pub use self::scenarios::ScenarioName;
 
 use std::fs;
 use std::io::{self, Write};
+use std::sync::Arc;
 use std::time::Instant;
 
-use limiter_core::{Error, ManualClock, Rate};
+use limiter_core::{Error, Limiter, ManualClock, Rate};
+use limiter_lease::Leased;
 
-use self::scenarios::Scenario;
+use self::scenarios::{Lane, Scenario};
 use self::stats::{AlgorithmResult, Recorder};
 use crate::backend;
-use crate::cli::{BackendArgs, BackendKind, CompareArgs, Format};
+use crate::cli::{BackendArgs, BackendKind, CompareArgs, Format, LeaseArgs};
 use crate::epoch::{self, EpochUnitCheck};
 use crate::failure::Failure;
 use crate::input::trace_name;
@@ -90,7 +92,7 @@ pub async fn run(args: &CompareArgs) -> Result<(), Failure> {
     }
     let mut reports = Vec::with_capacity(scenarios.len());
     for scenario in scenarios {
-        reports.push(run_scenario(scenario, &args.backend).await?);
+        reports.push(run_scenario(scenario, &args.backend, args.lease_args()).await?);
     }
 
     let text = match args.format {
@@ -117,64 +119,100 @@ pub async fn run(args: &CompareArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Runs every algorithm on `scenario`.
+/// Runs every algorithm on `scenario`; with `lease`, each lane a second
+/// time through leased limiters, right after it.
 async fn run_scenario(
     scenario: Scenario,
     backend: &BackendArgs,
+    lease: Option<LeaseArgs>,
 ) -> Result<ScenarioReport, Failure> {
     let lanes = scenario
         .lanes()
         .map_err(|e| Failure::usage("invalid policy").with_source(e))?;
-    let windows = scenario.windows();
     let mut results = Vec::with_capacity(lanes.len());
     for (index, lane) in lanes.iter().enumerate() {
-        let algorithm = &lane.label;
-        let clock = ManualClock::new(0);
-        // Each lane of each scenario on keys of its own, also under a
-        // given prefix: two scenarios may use one key and policy. (A
-        // trace's file name may hold braces, which a prefix may not.)
-        let key_space = format!("{}:{index}", scenario.name.replace(['{', '}'], "_"));
-        let limiter = backend::connect(
-            backend,
-            lane.policies.clone(),
-            clock.clone(),
-            "compare",
-            Some(&key_space),
-        )
-        .await?;
-        let requests = &scenario.requests;
-        let mut recorder = Recorder::new(requests.keys.len());
-        let mut progress = Progress::new(format!("{} / {algorithm}", scenario.name));
-        let started = Instant::now();
-        for request in &requests.requests {
-            clock.set(request.time_us);
-            let key = &requests.keys[request.key as usize];
-            match limiter.acquire(key, request.cost).await {
-                Ok(decision) => {
-                    recorder.decided(request.key, request.time_us, request.cost, &decision)
-                }
-                Err(
-                    Error::ZeroCost
-                    | Error::CostExceedsCapacity { .. }
-                    | Error::TimeOutOfRange { .. },
-                ) => recorder.error(),
-                Err(e) => {
-                    let what = format!(
-                        "{} / {algorithm} (t_us={}, key={key})",
-                        scenario.name, request.time_us
-                    );
-                    return Err(backend::backend_failure(backend, &what, &e));
-                }
-            }
-            progress.tick();
+        results.push(run_lane(&scenario, backend, lane, index, None).await?);
+        if let Some(lease) = lease {
+            results.push(run_lane(&scenario, backend, lane, index, Some(lease)).await?);
         }
-        let elapsed = started.elapsed();
-        progress.finish();
-        let bytes_per_key = (backend.backend == BackendKind::Memory)
-            .then(|| stats::state_bytes_per_key(&lane.policies, requests));
-        results.push(recorder.finish(lane, &windows, elapsed, bytes_per_key));
     }
     Ok(ScenarioReport { scenario, results })
+}
+
+/// Replays `scenario` on one lane: on the backend's limiter, or (with
+/// `lease`) on that many leased limiters over it, dealt the requests in
+/// turn.
+async fn run_lane(
+    scenario: &Scenario,
+    backend: &BackendArgs,
+    lane: &Lane,
+    index: usize,
+    lease: Option<LeaseArgs>,
+) -> Result<AlgorithmResult, Failure> {
+    let clock = ManualClock::new(0);
+    // Each lane of each scenario on keys of its own, also under a given
+    // prefix: two scenarios may use one key and policy. (A trace's file
+    // name may hold braces, which a prefix may not.)
+    let mut key_space = format!("{}:{index}", scenario.name.replace(['{', '}'], "_"));
+    let mut lane = lane.clone();
+    if let Some(lease) = lease {
+        key_space.push_str(":leased");
+        lane.label = format!("{} leased x{}", lane.label, lease.instances);
+        lane.leased = Some(lease.instances);
+    }
+    let global = backend::connect(
+        backend,
+        lane.policies.clone(),
+        clock.clone(),
+        "compare",
+        Some(&key_space),
+    )
+    .await?;
+    let deciders: Vec<Arc<dyn Limiter>> = match lease {
+        None => vec![global],
+        Some(lease) => (0..lease.instances)
+            .map(|_| -> Arc<dyn Limiter> {
+                let mut builder = Leased::builder(Arc::clone(&global)).clock(clock.clone());
+                if let Some(lifetime) = lease.lifetime {
+                    builder = builder.lifetime(lifetime);
+                }
+                if let Some(units) = lease.max_lease {
+                    builder = builder.max_lease(units);
+                }
+                Arc::new(builder.build())
+            })
+            .collect(),
+    };
+    let algorithm = &lane.label;
+    let requests = &scenario.requests;
+    let mut recorder = Recorder::new(requests.keys.len());
+    let mut progress = Progress::new(format!("{} / {algorithm}", scenario.name));
+    let started = Instant::now();
+    for (number, request) in requests.requests.iter().enumerate() {
+        clock.set(request.time_us);
+        let key = &requests.keys[request.key as usize];
+        let limiter = &deciders[number % deciders.len()];
+        match limiter.acquire(key, request.cost).await {
+            Ok(decision) => recorder.decided(request.key, request.time_us, request.cost, &decision),
+            Err(
+                Error::ZeroCost | Error::CostExceedsCapacity { .. } | Error::TimeOutOfRange { .. },
+            ) => recorder.error(),
+            Err(e) => {
+                let what = format!(
+                    "{} / {algorithm} (t_us={}, key={key})",
+                    scenario.name, request.time_us
+                );
+                return Err(backend::backend_failure(backend, &what, &e));
+            }
+        }
+        progress.tick();
+    }
+    let elapsed = started.elapsed();
+    progress.finish();
+    // A leased lane's state is its global limiter's and its leases'.
+    let bytes_per_key = (backend.backend == BackendKind::Memory && lease.is_none())
+        .then(|| stats::state_bytes_per_key(&lane.policies, requests));
+    Ok(recorder.finish(&lane, &scenario.windows(), elapsed, bytes_per_key))
 }
 
 /// `10s`, `1m`, `250ms`: a duration in microseconds in its largest exact unit.

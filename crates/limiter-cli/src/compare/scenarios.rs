@@ -47,6 +47,9 @@ pub(crate) struct Lane {
     pub(crate) label: String,
     pub(crate) algorithm: Algorithm,
     pub(crate) policies: Policies,
+    /// The leased limiters the lane's requests are dealt to (`--lease`),
+    /// or `None`: the backend's limiter decides them.
+    pub(crate) leased: Option<u32>,
 }
 
 /// One request, its key interned as an index into [`Requests::keys`].
@@ -139,6 +142,7 @@ impl Scenario {
                     label: set.to_string(),
                     algorithm: set[0].algorithm(),
                     policies: set.clone(),
+                    leased: None,
                 })
                 .collect()),
             None => Algorithm::ALL
@@ -148,6 +152,7 @@ impl Scenario {
                         label: algorithm.name().to_owned(),
                         algorithm,
                         policies: Policies::from(self.policy(algorithm)?),
+                        leased: None,
                     })
                 })
                 .collect(),

@@ -90,6 +90,7 @@ impl Recorder {
         AlgorithmResult {
             algorithm: lane.algorithm,
             label: lane.label.clone(),
+            leased: lane.leased,
             max_units_in_windows,
             admitted: self.admitted,
             admitted_units: self.admitted_units,
@@ -113,8 +114,11 @@ impl Recorder {
 pub(crate) struct AlgorithmResult {
     /// The lane's algorithm (its first policy's, for a set): its colour.
     pub(crate) algorithm: Algorithm,
-    /// The algorithm's name, or the set's policy string.
+    /// The algorithm's name, or the set's policy string (`leased xN` after
+    /// it for a leased lane).
     pub(crate) label: String,
+    /// The leased limiters that decided the lane, if any.
+    pub(crate) leased: Option<u32>,
     /// `(W, the most units proceeding within any W µs on one key)` for each
     /// window of the scenario ([`Scenario::windows`](super::scenarios::Scenario::windows)).
     pub(crate) max_units_in_windows: Vec<(u64, u64)>,

@@ -142,6 +142,8 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
         })
         .collect();
     let tallest = counts.iter().flatten().copied().max().unwrap_or(0).max(1);
+    // The bars of a scenario of several keys are their sum; max/W is per key.
+    let keys = scenario.requests.keys.len();
     let x = |t: u64| PLOT_LEFT + (t - start) as f64 / span as f64 * (PLOT_RIGHT - PLOT_LEFT);
     let lanes_bottom =
         SECTION_HEADER + report.results.len() as f64 * (LANE_HEIGHT + LANE_GAP) - LANE_GAP;
@@ -150,14 +152,22 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
         out,
         r##"<g class="scenario" data-scenario="{name}" transform="translate(0,{top})">
 <text x="20" y="18" font-size="17" font-weight="bold">{name}: {headline}</text>
-<text x="20" y="38" font-size="12" fill="#444">{description}</text>
-<text x="20" y="58" font-size="11" fill="#444">Bars: units admitted per {bin_label}, plotted when they proceed (t + wait; the leaky bucket queues), same scale in every lane (tallest bar: {tallest}).</text>
+<text x="20" y="38" font-size="12" fill="#444">{description}{per_key}</text>
+<text x="20" y="58" font-size="11" fill="#444">Bars: units admitted per {bin_label}{summed}, when they proceed (t + wait; the leaky bucket queues), same scale in every lane (tallest bar: {tallest}).</text>
 <line x1="{legend_x}" y1="54" x2="{legend_x2}" y2="54" stroke="#333" stroke-dasharray="4 3"/>
 <text x="{legend_text}" y="58" font-size="11" fill="#444">{boundary_label}</text>"##,
         name = escape(&scenario.name),
         headline = escape(&scenario.headline()),
         description = escape(&scenario.description),
         bin_label = compact_duration(bin),
+        summed = match keys {
+            1 => String::new(),
+            keys => format!(", all {keys} keys summed"),
+        },
+        per_key = match keys {
+            1 => "",
+            _ => " — bars sum every key; a lane's max/W is its busiest key's",
+        },
         legend_x = PLOT_RIGHT - 150.0,
         legend_x2 = PLOT_RIGHT - 126.0,
         legend_text = PLOT_RIGHT - 120.0,
@@ -166,6 +176,18 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
     for (lane, (result, counts)) in report.results.iter().zip(&counts).enumerate() {
         let lane_top = SECTION_HEADER + lane as f64 * (LANE_HEIGHT + LANE_GAP);
         let fill = colour(result.algorithm);
+        let peak = counts.iter().copied().max().unwrap_or(0);
+        let own_scale = peak > 0 && (peak as f64) < OWN_SCALE_BELOW * tallest as f64;
+        // An outlined lane's own scale is named beside its title, in its
+        // colour, where the eye starts reading the lane.
+        let own_scale_note = match own_scale {
+            true => format!(
+                r#"<text class="own-scale-title" x="{}" y="{}" text-anchor="end" font-size="10" font-style="italic" fill="{fill}">outline: own scale, 0–{peak}</text>"#,
+                PLOT_LEFT - 12.0,
+                LANE_HEIGHT / 2.0 + 26.0
+            ),
+            false => String::new(),
+        };
         // The baseline comes before the bars, so it never covers the lowest.
         let _ = writeln!(
             out,
@@ -173,6 +195,7 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
 <rect class="lane-background" x="{PLOT_LEFT}" y="0" width="{plot_width}" height="{LANE_HEIGHT}" fill="#f3f3f3"/>
 <text x="{title_x}" y="{title_y}" text-anchor="end" font-size="14" font-weight="bold" fill="{fill}">{alg}</text>
 <text x="{title_x}" y="{subtitle_y}" text-anchor="end" font-size="11" fill="#555">admitted {admitted}, {bursts}</text>
+{own_scale_note}
 <text x="{tick_x}" y="9" font-size="10" fill="#777">{tallest}</text>
 <text x="{tick_x}" y="{LANE_HEIGHT}" font-size="10" fill="#777">0</text>
 <line class="lane-baseline" x1="{PLOT_LEFT}" y1="{LANE_HEIGHT}" x2="{PLOT_RIGHT}" y2="{LANE_HEIGHT}" stroke="#999"/>"##,
@@ -186,8 +209,7 @@ fn render_section(out: &mut String, report: &ScenarioReport, top: f64) {
             tick_x = PLOT_RIGHT + 5.0,
         );
         let bar_width = bin as f64 / span as f64 * (PLOT_RIGHT - PLOT_LEFT);
-        let peak = counts.iter().copied().max().unwrap_or(0);
-        if peak > 0 && (peak as f64) < OWN_SCALE_BELOW * tallest as f64 {
+        if own_scale {
             own_scale_outline(out, counts, peak, fill, &|i| {
                 x(start
                     .saturating_add((i as u64).saturating_mul(bin))

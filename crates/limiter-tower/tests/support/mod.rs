@@ -2,6 +2,8 @@
 //! loopback port and a real client (hyper-util's) that reads whole replies.
 #![allow(dead_code, unreachable_pub)] // each test binary uses a part
 
+pub mod events;
+
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, OnceLock};
@@ -93,6 +95,23 @@ pub async fn get_path(
     headers: &[(&str, &str)],
 ) -> Reply {
     let mut request = Request::get(format!("http://{addr}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    send(client, request).await
+}
+
+/// `method path` on `addr` with `headers`, without a body.
+pub async fn request_with(
+    client: &HttpClient,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Reply {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"));
     for (name, value) in headers {
         request = request.header(*name, *value);
     }

@@ -1,49 +1,21 @@
-//! The replay format of docs/spec.md section 6: request traces in, decision
-//! rows out.
-//!
-//! It is the command line's format (`limiter replay`, `limiter compare
-//! --trace`), the conformance tests' and the fuzz targets', so a trace
-//! means the same thing everywhere. Behind the `trace` feature.
-//!
-//! Input is CSV as RFC 4180 writes it: a field may be quoted (`"a,b"`, with
-//! `""` for a quote inside, and line breaks inside quotes), a UTF-8 byte
-//! order mark before the header is skipped, and lines may end in `\n` or
-//! `\r\n`. Memory stays bounded whatever the input: a record longer than
-//! [`MAX_RECORD_BYTES`] is an error naming its line (the rest of it is
-//! skipped without being held), and every error names the line and the field.
+//! [`TraceReader`]: the requests of a trace, streamed one record at a
+//! time in bounded memory.
 
-use std::fmt;
 use std::io::{self, BufRead};
 
-use crate::Decision;
+use super::error::{row_error, TraceError};
+use super::record::{split_record, strip_line_ending, Record, Split};
+use super::request::{TraceRequest, WrittenNumbers};
 
-/// One request of a trace: `t_us,key,cost`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TraceRequest {
-    /// Request time in µs since the Unix epoch (`u64::MAX` when written
-    /// larger: see `oversized`).
-    pub time_us: u64,
-    /// The key limited.
-    pub key: String,
-    /// Units asked for (1 when the trace has no `cost` column; `u64::MAX`
-    /// when written larger).
-    pub cost: u64,
-    /// The time and cost as written, when either is a whole number above
-    /// `u64::MAX`. Such a time is beyond 2^53 µs and such a cost above every
-    /// maximum cost, so the request is an `error` row (section 6), which
-    /// prints them as written rather than as `u64::MAX`.
-    pub oversized: Option<Box<WrittenNumbers>>,
-}
+/// The longest record read, in bytes (64 KiB), its line ending excluded; a
+/// quoted field's line breaks count. A longer one is an error: this bounds
+/// the memory a trace of any shape takes.
+pub const MAX_RECORD_BYTES: usize = 64 * 1024;
 
-/// A request's time and cost in decimal, as a trace wrote them (leading
-/// zeros dropped, as for every number printed).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WrittenNumbers {
-    /// The `t_us` field.
-    pub time_us: String,
-    /// The `cost` field (`1` when the trace has no `cost` column).
-    pub cost: String,
-}
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// The fields of a trace, in order.
+const FIELDS: [&str; 3] = ["t_us", "key", "cost"];
 
 /// A whole number of a trace field: its value, or its digits when it does
 /// not fit in a `u64`; `None` when the text is not a whole number (digits
@@ -56,77 +28,6 @@ fn whole_number(text: &str) -> Option<Result<u64, String>> {
         text.parse::<u64>()
             .map_err(|_| text.trim_start_matches('0').to_owned()),
     )
-}
-
-/// The header of the decisions CSV.
-pub const DECISION_HEADER: &str =
-    "t_us,key,cost,outcome,limit,remaining,retry_after_us,reset_after_us,wait_us";
-
-/// The longest record read, in bytes (64 KiB), its line ending excluded; a
-/// quoted field's line breaks count. A longer one is an error: this bounds
-/// the memory a trace of any shape takes.
-pub const MAX_RECORD_BYTES: usize = 64 * 1024;
-
-const BOM: &[u8] = b"\xEF\xBB\xBF";
-
-/// Why a trace could not be read; names the line (1-based) and the field.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum TraceError {
-    /// Reading the input failed.
-    Io(io::Error),
-    /// The first line is not `t_us,key,cost` or `t_us,key`.
-    Header {
-        /// The line as found (lossily decoded, at most 200 characters).
-        found: String,
-    },
-    /// A row is malformed.
-    Row {
-        /// 1-based line number (the header is line 1) where the row starts.
-        line: u64,
-        /// The field at fault: `t_us`, `key`, `cost`, or `row` for the
-        /// row as a whole (its length, its field count, its quoting).
-        field: &'static str,
-        /// What was wrong.
-        reason: String,
-    },
-}
-
-impl fmt::Display for TraceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Io(e) => write!(f, "cannot read trace: {e}"),
-            Self::Header { found } => write!(
-                f,
-                "line 1: expected the header `t_us,key,cost` (or `t_us,key`), found {found:?}"
-            ),
-            Self::Row {
-                line,
-                field,
-                reason,
-            } => write!(f, "line {line}, field {field}: {reason}"),
-        }
-    }
-}
-
-impl std::error::Error for TraceError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Io(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-/// The fields of a trace, in order.
-const FIELDS: [&str; 3] = ["t_us", "key", "cost"];
-
-/// One record's raw bytes, read and split by [`TraceReader`].
-enum Record {
-    /// The fields, unquoted (still bytes: UTF-8 is checked per field).
-    Fields(Vec<Vec<u8>>),
-    /// An empty or blank line.
-    Blank,
 }
 
 /// Streams the requests of a trace, one record at a time, so a trace of any
@@ -413,14 +314,6 @@ impl<R: BufRead> Iterator for TraceReader<R> {
     }
 }
 
-fn row_error(line: u64, field: &'static str, reason: String) -> TraceError {
-    TraceError::Row {
-        line,
-        field,
-        reason,
-    }
-}
-
 /// A field's text as shown in a message: debug-quoted, cut at 64 characters.
 fn quoted(text: &str) -> String {
     if text.chars().count() <= 64 {
@@ -428,137 +321,6 @@ fn quoted(text: &str) -> String {
     } else {
         let head: String = text.chars().take(64).collect();
         format!("{head:?}… ({} bytes)", text.len())
-    }
-}
-
-fn strip_line_ending(bytes: &[u8]) -> &[u8] {
-    let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-    bytes.strip_suffix(b"\r").unwrap_or(bytes)
-}
-
-fn trim(bytes: &[u8]) -> &[u8] {
-    let start = bytes
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(bytes.len());
-    let end = bytes
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(start, |i| i + 1);
-    &bytes[start..end]
-}
-
-enum Split {
-    Done(Record),
-    /// The record ends inside a quoted field.
-    OpenQuote,
-    Malformed(String),
-}
-
-/// Splits one record (its line ending removed) into fields, RFC 4180 style:
-/// a field whose first non-blank byte is `"` is quoted, `""` inside it is a
-/// quote, and after its closing quote only blanks may come before the comma.
-/// Unquoted fields are trimmed of ASCII blanks; quoted ones are kept as they are.
-fn split_record(bytes: &[u8]) -> Split {
-    if trim(bytes).is_empty() {
-        return Split::Done(Record::Blank);
-    }
-    let mut fields = Vec::new();
-    let mut rest = bytes;
-    loop {
-        let blanks = rest
-            .iter()
-            .position(|&b| b != b' ' && b != b'\t')
-            .unwrap_or(rest.len());
-        if rest.get(blanks) == Some(&b'"') {
-            let mut field = Vec::new();
-            let mut i = blanks + 1;
-            loop {
-                match rest.get(i) {
-                    None => return Split::OpenQuote,
-                    Some(b'"') if rest.get(i + 1) == Some(&b'"') => {
-                        field.push(b'"');
-                        i += 2;
-                    }
-                    Some(b'"') => {
-                        i += 1;
-                        break;
-                    }
-                    Some(&b) => {
-                        field.push(b);
-                        i += 1;
-                    }
-                }
-            }
-            let after = &rest[i..];
-            let blanks = after
-                .iter()
-                .position(|&b| b != b' ' && b != b'\t')
-                .unwrap_or(after.len());
-            fields.push(field);
-            match after.get(blanks) {
-                None => return Split::Done(Record::Fields(fields)),
-                Some(b',') => rest = &after[blanks + 1..],
-                Some(_) => {
-                    return Split::Malformed(format!(
-                        "text after the closing quote of field {}",
-                        fields.len()
-                    ))
-                }
-            }
-        } else {
-            match rest.iter().position(|&b| b == b',') {
-                Some(i) => {
-                    fields.push(trim(&rest[..i]).to_vec());
-                    rest = &rest[i + 1..];
-                }
-                None => {
-                    fields.push(trim(rest).to_vec());
-                    return Split::Done(Record::Fields(fields));
-                }
-            }
-        }
-    }
-}
-
-/// Formats one decisions row (without a newline). `None` is an error row:
-/// the request could not be decided, and the last five fields stay empty.
-/// A key that needs it is quoted (RFC 4180), so the row reads back as one.
-pub fn decision_row(request: &TraceRequest, decision: Option<&Decision>) -> String {
-    let TraceRequest {
-        time_us,
-        key,
-        cost,
-        oversized,
-    } = request;
-    let key = csv_field(key);
-    if let Some(written) = oversized {
-        return format!("{},{key},{},error,,,,,", written.time_us, written.cost);
-    }
-    match decision {
-        Some(d) => format!(
-            "{time_us},{key},{cost},{},{},{},{},{},{}",
-            if d.allowed { "allowed" } else { "denied" },
-            d.limit,
-            d.remaining,
-            d.retry_after.as_micros(),
-            d.reset_after.as_micros(),
-            d.wait.as_micros()
-        ),
-        None => format!("{time_us},{key},{cost},error,,,,,"),
-    }
-}
-
-/// A CSV field: as it is, or quoted with inner quotes doubled when it holds
-/// a comma, a quote, a line break or blanks at its ends.
-fn csv_field(text: &str) -> std::borrow::Cow<'_, str> {
-    let needs_quotes = text.contains([',', '"', '\n', '\r'])
-        || text.starts_with(|c: char| c.is_ascii_whitespace())
-        || text.ends_with(|c: char| c.is_ascii_whitespace());
-    if needs_quotes {
-        format!("\"{}\"", text.replace('"', "\"\"")).into()
-    } else {
-        text.into()
     }
 }
 
@@ -691,39 +453,5 @@ mod tests {
         assert!(message(b"t_us,key\n1,\"a\"b\n").starts_with("line 2, field row: text after"));
         // A BOM is only a BOM before the header.
         assert!(message(b"t_us,key\n\xEF\xBB\xBF1,a\n").starts_with("line 2, field t_us"));
-    }
-
-    #[test]
-    fn keys_that_need_it_are_quoted_in_decision_rows_and_read_back() {
-        for key in ["plain", "a,b", "say \"hi\"", " padded ", "two\nlines"] {
-            let request = TraceRequest {
-                time_us: 5,
-                key: key.to_owned(),
-                cost: 1,
-                oversized: None,
-            };
-            let row = decision_row(&request, None);
-            let trace = format!(
-                "t_us,key,cost\n{}\n",
-                &row[..row.len() - ",error,,,,,".len()]
-            );
-            let read: Vec<_> = read(trace.as_bytes())
-                .into_iter()
-                .map(Result::unwrap)
-                .collect();
-            assert_eq!(read, [request], "{row}");
-        }
-        assert_eq!(
-            decision_row(
-                &TraceRequest {
-                    time_us: 1,
-                    key: "a,b".into(),
-                    cost: 2,
-                    oversized: None,
-                },
-                None
-            ),
-            "1,\"a,b\",2,error,,,,,"
-        );
     }
 }

@@ -1,15 +1,16 @@
-//! [`Resilient`]: what any [`Limiter`] answers while its backend fails, per
-//! a [`FailurePolicy`].
+//! [`Resilient`]: any [`Limiter`] with a [`FailurePolicy`], which answers
+//! its requests while its backend fails.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
+use super::answer::{Answer, Mode};
+use super::outage::{Outage, Tallies, Tally};
+use super::policy::FailurePolicy;
 use crate::all_of::{check_policies, SetDecision};
 use crate::backend_failure::FailureReach;
 use crate::clock::{Clock, SystemClock};
@@ -25,54 +26,6 @@ fn as_fallbacks(decision: Decision) -> Decision {
     match decision.source {
         DecisionSource::Backend => decision.with_source(DecisionSource::Fallback),
         _ => decision,
-    }
-}
-
-/// What a [`Resilient`] limiter answers while its backend fails with
-/// [`Error::Backend`].
-///
-/// Only backend failures are handled. Request errors (cost 0, cost above
-/// the max cost, time out of range) and configuration errors are returned
-/// as they are, whatever the policy; so is a failed
-/// [`reset`](Limiter::reset).
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub enum FailurePolicy {
-    /// Return the [`Error::Backend`]: the caller decides. The default.
-    #[default]
-    ReturnError,
-    /// Admit the request without counting it: an outage of the limiter does
-    /// not become an outage of the service. The decision's source is
-    /// [`DecisionSource::FailOpen`] and its `remaining` is 0, not a count.
-    FailOpen,
-    /// Deny the request: nothing passes unlimited. The decision's source is
-    /// [`DecisionSource::FailClosed`]; `retry_after` is the time until the
-    /// backend is tried again.
-    FailClosed,
-    /// Ask another limiter (say a [`MemoryLimiter`] with this instance's
-    /// share of the limit), whose decisions have the source
-    /// [`DecisionSource::Fallback`] (a fallback's own degraded answer, fail
-    /// open or closed, keeps its source). Its errors, request errors included
-    /// (its max cost may be smaller), are returned as they are.
-    ///
-    /// [`MemoryLimiter`]: https://docs.rs/limiter-memory
-    Fallback(Arc<dyn Limiter>),
-}
-
-impl FailurePolicy {
-    /// [`FailurePolicy::Fallback`] to `limiter`.
-    pub fn fallback(limiter: impl Limiter + 'static) -> Self {
-        Self::Fallback(Arc::new(limiter))
-    }
-
-    /// `"return-error"`, `"fail-open"`, `"fail-closed"` or `"fallback"`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::ReturnError => "return-error",
-            Self::FailOpen => "fail-open",
-            Self::FailClosed => "fail-closed",
-            Self::Fallback(_) => "fallback",
-        }
     }
 }
 
@@ -145,111 +98,9 @@ impl Degrade {
     }
 }
 
-/// The current outage, if `failing`.
-#[derive(Debug)]
-struct Outage {
-    started: Instant,
-    /// When the next request may try the backend.
-    next_probe: Instant,
-    /// Requests answered by the policy in this outage.
-    degraded: u64,
-    /// The failures logged in this outage.
-    warnings: Tally,
-}
-
-/// Warnings of failures that do not start an outage, per reach.
-#[derive(Debug, Default)]
-struct Tallies {
-    request: Tally,
-    node: Tally,
-}
-
-/// When a kind of failure was last logged, and how many were not since.
-#[derive(Debug, Default)]
-struct Tally {
-    last_warning: Option<Instant>,
-    suppressed: u64,
-}
-
-impl Tally {
-    /// Whether to log the failure seen `now`, with the count not logged
-    /// since the last warning; else counts it.
-    fn warn_now(&mut self, now: Instant) -> Option<u64> {
-        match self.last_warning {
-            Some(last) if now.duration_since(last) < WARNING_PERIOD => {
-                self.suppressed += 1;
-                None
-            }
-            _ => {
-                self.last_warning = Some(now);
-                Some(std::mem::take(&mut self.suppressed))
-            }
-        }
-    }
-}
-
 /// The longest [`Resilient::probe_interval`]: a century, far enough to
 /// mean never, near enough that an `Instant` plus it cannot overflow.
 const LONGEST_PROBE_INTERVAL: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
-
-/// At most one warning per this long.
-const WARNING_PERIOD: Duration = Duration::from_secs(1);
-
-/// Whether a call commits (`acquire`) or not (`peek`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Acquire,
-    Peek,
-}
-
-impl Mode {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Acquire => "acquire",
-            Self::Peek => "peek",
-        }
-    }
-}
-
-/// What a [`Resilient`] call answers: a [`Decision`], or a [`SetDecision`]
-/// with every part's.
-trait Answer: From<Decision> + Send {
-    /// The backend's answer.
-    fn ask<'a, L: Limiter>(
-        inner: &'a L,
-        key: &'a str,
-        cost: u64,
-        mode: Mode,
-    ) -> Pin<Box<dyn Future<Output = Result<Self, Error>> + Send + 'a>>;
-}
-
-impl Answer for Decision {
-    fn ask<'a, L: Limiter>(
-        inner: &'a L,
-        key: &'a str,
-        cost: u64,
-        mode: Mode,
-    ) -> Pin<Box<dyn Future<Output = Result<Self, Error>> + Send + 'a>> {
-        match mode {
-            Mode::Acquire => inner.acquire(key, cost),
-            Mode::Peek => inner.peek(key, cost),
-        }
-    }
-}
-
-impl Answer for SetDecision {
-    fn ask<'a, L: Limiter>(
-        inner: &'a L,
-        key: &'a str,
-        cost: u64,
-        mode: Mode,
-    ) -> Pin<Box<dyn Future<Output = Result<Self, Error>> + Send + 'a>> {
-        match mode {
-            Mode::Acquire => inner.acquire_parts(key, cost),
-            Mode::Peek => inner.peek_parts(key, cost),
-        }
-    }
-}
 
 /// What the call should do next, decided under the outage lock.
 enum Route {

@@ -1,0 +1,30 @@
+//! `limiter bench`: how many decisions per second a deployment gives, at
+//! what latency, beside what the same Redis server gives a trivial script
+//! in the same run (the ceiling).
+//!
+//! `N` tokio tasks on a multi-threaded runtime decide in a loop until the
+//! deadline, one unit at a time, spreading their requests over `K` keys.
+//! Every call's latency goes into a per-task log-bucketed `Histogram`
+//! (bounded memory, percentiles within 1.6 %), merged at the end. On Redis
+//! the same `N` tasks also run for the same duration through the client the
+//! limiter's calls use (a shared multiplexed redis-rs connection; on a
+//! cluster, the backend's own routing), each call an `EVALSHA` of
+//! `return 1` on a key of the same slot as a decision's: the most this
+//! client and server can do per call, against which the limiter's figure
+//! is a ratio. The two alternate in five slices each,
+//! so that a change in the machine's load weighs on both alike.
+//!
+//! `args` holds the flags, `run` the whole run, `phase` one phase's tasks
+//! and their tally (latencies in a `histogram`), `ceiling` the Redis
+//! ceiling's calls, and `report` the table or JSON printed.
+
+mod args;
+mod ceiling;
+mod histogram;
+mod phase;
+mod report;
+mod run;
+
+pub(crate) use self::args::AFTER_HELP;
+pub use self::args::{BenchArgs, OnFailure};
+pub use self::run::run;

@@ -1,0 +1,278 @@
+//! A run of `limiter bench`: the connections made, the limiter's phase
+//! (and on Redis the ceiling's, alternating), the report printed, the
+//! run's keys deleted.
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use limiter_core::{DecisionSource, Error, FailurePolicy, Limiter, LimiterExt, Policies};
+use limiter_memory::MemoryLimiter;
+use limiter_redis::{redact_url, RedisBackend, RedisLimiter};
+
+use super::args::{BenchArgs, OnFailure};
+use super::ceiling::{ceiling, ceiling_key, CeilingClient};
+use super::phase::{phase, Phase, Tally};
+use super::report::Report;
+use crate::backend;
+use crate::cli::{BackendKind, Format};
+use crate::failure::Failure;
+
+/// How long connecting to Redis may take in all before the command gives up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// On Redis, the ceiling and the limiter each run in this many slices of
+/// the duration, alternating, so that a shared machine's changing load
+/// weighs on both phases alike and the ratio holds from run to run.
+const SLICES: u32 = 5;
+/// A task yields to the runtime after this many calls: one that decides
+/// without I/O (memory, or a failure policy while Redis is down) would
+/// otherwise keep its thread, and the other tasks would not run.
+const YIELD_EVERY: u32 = 64;
+
+/// Runs the benchmark and prints its report to stdout.
+pub async fn run(args: &BenchArgs) -> Result<(), Failure> {
+    let policy = Policies::new(args.policy.iter().flat_map(|set| set.iter().cloned()))
+        .map_err(|e| Failure::usage("invalid policy").with_source(e))?;
+    let keys: Arc<[String]> = (0..args.keys).map(|i| format!("bench:{i}")).collect();
+    let report = match args.backend.backend {
+        BackendKind::Memory => {
+            backend::memory_takes_no_redis_flags(&args.backend)?;
+            let limiter = wrap(
+                MemoryLimiter::builder(policy.clone()).build(),
+                args.on_failure,
+            );
+            let decisions = decide(&limiter, &keys, args, args.duration).await?;
+            Report {
+                args,
+                policy,
+                server: None,
+                decisions,
+                ceiling: None,
+                cleanup: None,
+            }
+        }
+        BackendKind::Redis | BackendKind::RedisCluster => {
+            let redis = backend::redis_backend(&args.backend)?;
+            let server = redis.url().to_owned();
+            let (limiter, fresh) = connect_redis(args, &redis, policy.clone()).await?;
+            let slice = args.duration / SLICES;
+            let client = match args.backend.backend {
+                BackendKind::RedisCluster => CeilingClient::Cluster(redis.clone()),
+                _ => CeilingClient::Server(connect_plain(&args.backend.redis_urls()[0]).await?),
+            };
+            let (ceiling, decisions) = alternate(client, &limiter, &keys, args, slice).await?;
+            let cleanup = if fresh {
+                Some(delete_keys(&limiter, &keys, args.concurrency).await?)
+            } else {
+                None
+            };
+            Report {
+                args,
+                policy,
+                server: Some(server),
+                decisions,
+                ceiling: Some(ceiling),
+                cleanup,
+            }
+        }
+    };
+    let text = match args.format {
+        Format::Table => report.table(),
+        Format::Json => report.json(),
+    };
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        // A reader that went away (`| head`) wanted no more.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            return Err(Failure::runtime(format!("cannot write the report: {e}")));
+        }
+        _ => {}
+    }
+    if let Some(failed) = report.cleanup.filter(|&failed| failed > 0) {
+        eprintln!(
+            "warning: {failed} of {} benchmark keys could not be deleted; they expire by their TTL",
+            keys.len()
+        );
+    }
+    Ok(())
+}
+
+/// `limiter` wrapped in the failure policy of `--on-failure`.
+fn wrap(limiter: impl Limiter + 'static, on_failure: OnFailure) -> Arc<dyn Limiter> {
+    match on_failure {
+        OnFailure::Error => Arc::new(limiter),
+        OnFailure::Open => Arc::new(limiter.on_failure(FailurePolicy::FailOpen)),
+        OnFailure::Closed => Arc::new(limiter.on_failure(FailurePolicy::FailClosed)),
+    }
+}
+
+/// The limiter on Redis (Redis `TIME`, no caller clock), and whether its
+/// key prefix is a fresh one of this run's.
+async fn connect_redis(
+    args: &BenchArgs,
+    redis: &RedisBackend,
+    policy: Policies,
+) -> Result<(Arc<dyn Limiter>, bool), Failure> {
+    let (prefix, fresh) = match &args.backend.redis_prefix {
+        Some(prefix) => (prefix.clone(), false),
+        None => (backend::fresh_prefix("bench"), true),
+    };
+    let build = async {
+        redis.connect().await?;
+        RedisLimiter::builder(redis, policy)
+            .key_prefix(prefix)
+            .build()
+            .await
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, build).await {
+        Ok(Ok(limiter)) => Ok((wrap(limiter, args.on_failure), fresh)),
+        Ok(Err(Error::InvalidPolicy(e))) => Err(Failure::usage(format!("invalid policy: {e}"))),
+        Ok(Err(e @ Error::InvalidConfig(_))) => Err(Failure::usage(backend::reason(&e))),
+        Ok(Err(e)) => Err(Failure::runtime(backend::reason(&e))),
+        Err(_) => Err(Failure::runtime(format!(
+            "cannot connect to Redis at {}: no answer within {}s",
+            redis.url(),
+            CONNECT_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+/// The ceiling's connection: plain redis-rs, one multiplexed connection.
+async fn connect_plain(url: &str) -> Result<redis::aio::MultiplexedConnection, Failure> {
+    let failed = |e: &dyn std::fmt::Display| {
+        Failure::runtime(format!(
+            "cannot open the ceiling's redis-rs connection to {}: {e}",
+            redact_url(url)
+        ))
+    };
+    let client = redis::Client::open(url).map_err(|e| failed(&e))?;
+    match tokio::time::timeout(CONNECT_TIMEOUT, client.get_multiplexed_async_connection()).await {
+        Ok(Ok(connection)) => Ok(connection),
+        Ok(Err(e)) => Err(failed(&e)),
+        Err(_) => Err(failed(&"no answer within 5s")),
+    }
+}
+
+/// The limiter's phase: every task decides one unit at a time until the
+/// deadline; the j-th request of task i goes to key (i + j·N) mod K, so
+/// the requests of all tasks together go round-robin over the keys.
+async fn decide(
+    limiter: &Arc<dyn Limiter>,
+    keys: &Arc<[String]>,
+    args: &BenchArgs,
+    duration: Duration,
+) -> Result<Phase, Failure> {
+    let concurrency = args.concurrency as usize;
+    phase(args.concurrency, duration, |first, deadline| {
+        let (limiter, keys) = (Arc::clone(limiter), Arc::clone(keys));
+        async move {
+            let mut tally = Tally::new();
+            let count = keys.len();
+            let step = concurrency % count;
+            let mut index = first % count;
+            let mut calls = 0u32;
+            loop {
+                let started = Instant::now();
+                if started >= deadline {
+                    break;
+                }
+                let key = keys[index].as_str();
+                index += step;
+                if index >= count {
+                    index -= count;
+                }
+                let result = match limiter.acquire_now(key, 1) {
+                    Some(result) => result,
+                    None => limiter.acquire(key, 1).await,
+                };
+                tally.latency.record(started.elapsed());
+                match result {
+                    Ok(decision) => match decision.source {
+                        DecisionSource::FailOpen => tally.fail_open += 1,
+                        DecisionSource::FailClosed => tally.fail_closed += 1,
+                        _ if decision.allowed => tally.admitted += 1,
+                        _ => tally.denied += 1,
+                    },
+                    Err(e) => tally.error(|| backend::reason(&e)),
+                }
+                calls += 1;
+                if calls == YIELD_EVERY {
+                    calls = 0;
+                    tokio::task::yield_now().await;
+                }
+            }
+            tally
+        }
+    })
+    .await
+}
+
+/// The ceiling (on `client`) and the limiter's phase in [`SLICES`] slices
+/// of `slice` each, alternating, the ceiling first: (ceiling, decisions).
+async fn alternate(
+    client: CeilingClient,
+    limiter: &Arc<dyn Limiter>,
+    keys: &Arc<[String]>,
+    args: &BenchArgs,
+    slice: Duration,
+) -> Result<(Phase, Phase), Failure> {
+    let ceiling_keys: Arc<[String]> = keys.iter().map(|k| ceiling_key(k)).collect();
+    let (mut ceilings, mut decisions) = (Phase::empty(), Phase::empty());
+    for _ in 0..SLICES {
+        ceilings.merge(ceiling(client.clone(), &ceiling_keys, args, slice).await?);
+        decisions.merge(decide(limiter, keys, args, slice).await?);
+    }
+    Ok((ceilings, decisions))
+}
+
+/// Deletes the run's keys (`reset`), `concurrency` at a time; how many
+/// could not be.
+async fn delete_keys(
+    limiter: &Arc<dyn Limiter>,
+    keys: &Arc<[String]>,
+    concurrency: u32,
+) -> Result<u64, Failure> {
+    let workers = (concurrency as usize).min(keys.len());
+    let tasks: Vec<_> = (0..workers)
+        .map(|first| {
+            let (limiter, keys) = (Arc::clone(limiter), Arc::clone(keys));
+            tokio::spawn(async move {
+                let mut failed = 0u64;
+                for key in keys.iter().skip(first).step_by(workers) {
+                    if limiter.reset(key).await.is_err() {
+                        failed += 1;
+                    }
+                }
+                failed
+            })
+        })
+        .collect();
+    let mut failed = 0;
+    for task in tasks {
+        failed += task
+            .await
+            .map_err(|e| Failure::runtime(format!("a cleanup task failed: {e}")))?;
+    }
+    Ok(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_lose_their_password() {
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
+        assert_eq!(
+            redact_url("redis://user:secret@host:6379/0"),
+            "redis://user:***@host:6379/0"
+        );
+        assert_eq!(redact_url("rediss://:secret@host"), "rediss://:***@host");
+    }
+}

@@ -1,0 +1,93 @@
+//! An outage: the circuit opened, every caller answered at once, and the
+//! background probe that ends it.
+
+use std::sync::{Arc, Weak};
+
+use super::{cause, Shared};
+use crate::connection::circuit::ProbeTurn;
+use crate::error::{BackendError, BackendErrorKind};
+
+impl Shared {
+    /// The answer while the circuit is open: at once, no round trip.
+    pub(super) fn unavailable(&self) -> BackendError {
+        let (ago, cause) = self
+            .circuit
+            .outage()
+            .map(|o| (o.since.elapsed(), o.cause))
+            .unwrap_or_default();
+        BackendError::new(
+            BackendErrorKind::Unavailable,
+            format!(
+                "Redis at {} unavailable for {}ms ({cause}); probing every {:?}",
+                self.url,
+                ago.as_millis(),
+                self.probe_interval
+            ),
+        )
+    }
+
+    /// Opens the circuit and retires every connection, and makes sure a
+    /// probe runs.
+    pub(super) fn trip(self: &Arc<Self>, cause: &str) {
+        for connection_slot in self.connection_slots.iter() {
+            connection_slot.clear();
+        }
+        if self.circuit.trip(cause) {
+            tracing::warn!(
+                url = %self.url,
+                cause,
+                "Redis unavailable: decisions fail at once until a probe succeeds"
+            );
+        }
+        self.ensure_probe();
+    }
+
+    /// Starts the probe unless one runs: at a trip, and whenever a caller
+    /// finds the circuit open, so that a probe lost with its runtime (shut
+    /// down while Redis was down) is replaced by the next caller's.
+    #[inline]
+    pub(super) fn ensure_probe(self: &Arc<Self>) {
+        if let Some(turn) = self.circuit.probe_turn() {
+            // Without a runtime the probe (and its turn) is dropped: the
+            // next caller on one starts it.
+            let _ = self.runtime.spawn(probe(Arc::downgrade(self), turn));
+        }
+    }
+}
+
+/// The background probe of an outage: one attempt per interval, each
+/// bounded by the timeouts; on success the connection serves connection
+/// slot 0 and the circuit closes. Ends with the outage or with the backend.
+async fn probe(shared: Weak<Shared>, _turn: ProbeTurn) {
+    loop {
+        let Some(interval) = shared.upgrade().map(|s| s.probe_interval) else {
+            return;
+        };
+        tokio::time::sleep(interval).await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        match shared.open_connection().await {
+            Ok(conn) => {
+                shared.connection_slots[0].install(&shared, conn);
+                let lasted = shared.circuit.close().unwrap_or_default();
+                tracing::info!(
+                    url = %shared.url,
+                    outage_ms = lasted.as_millis() as u64,
+                    "Redis available again"
+                );
+                return;
+            }
+            Err(e) if e.kind() == BackendErrorKind::Config => {
+                // Back as a Redis Cluster node: every call is refused, at once.
+                shared.refuse(e);
+                shared.circuit.close();
+                return;
+            }
+            Err(e) => {
+                shared.circuit.trip(cause(&e));
+                tracing::debug!(url = %shared.url, error = %limiter_core::ErrorChain(&e), "Redis probe failed");
+            }
+        }
+    }
+}
