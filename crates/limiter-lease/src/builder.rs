@@ -65,7 +65,8 @@ impl<L: Limiter> LeasedBuilder<L> {
 
     /// `M`: the most units of one key this instance holds at once, the lease
     /// in flight included; the over-admission is at most `N * M` for `N`
-    /// instances. Capped at the policies' maximum cost; at least 1. Defaults
+    /// instances. Capped at the policies' maximum cost and at 2^32 - 1 (a
+    /// key's counts of units are 32 bits); at least 1. Defaults
     /// to [`Leased::DEFAULT_MAX_LEASE`].
     #[must_use]
     pub fn max_lease(mut self, units: u64) -> Self {

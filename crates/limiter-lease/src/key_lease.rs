@@ -26,18 +26,28 @@ pub(crate) struct Grant {
     pub(crate) reset_at_us: u64,
 }
 
-/// One granted lease's units.
+/// One granted lease's units. Counts of units fit in 32 bits: a lease is
+/// at most `M`, which is at most [`MAX_UNITS`].
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Batch {
-    /// Units left.
-    pub(crate) units: u64,
     /// When the units lapse (µs, this instance's clock).
     pub(crate) expires_us: u64,
-    /// Units taken so far, the request that fetched the lease included:
-    /// the next unit's place in the lease's queue (leaky bucket).
-    pub(crate) taken: u64,
     /// When the lease's first unit departs (leaky bucket; µs).
     pub(crate) depart_us: u64,
+    /// Units left.
+    pub(crate) units: u32,
+    /// Units taken so far, the request that fetched the lease included:
+    /// the next unit's place in the lease's queue (leaky bucket).
+    pub(crate) taken: u32,
+}
+
+/// The most units one key's leases hold: the cap on `M`, so that a key's
+/// counts of units pack in 32 bits.
+pub(crate) const MAX_UNITS: u64 = u32::MAX as u64;
+
+/// `units` as a packed count: saturated at [`MAX_UNITS`].
+pub(crate) fn packed(units: u64) -> u32 {
+    u32::try_from(units).unwrap_or(u32::MAX)
 }
 
 /// Units taken from the leases in hand.
@@ -52,41 +62,56 @@ pub(crate) struct Taken {
     pub(crate) place: u64,
 }
 
-/// One key's leases on this instance.
+/// One key's leases on this instance, packed: the lease map holds one per
+/// key, and the smaller it is, the fewer cache lines a decision reads.
+/// Counts of units are 32 bits ([`MAX_UNITS`]); the flags share a word.
 #[derive(Debug)]
 pub(crate) struct KeyLease {
     /// Granted leases with units left, the older (first to lapse) first;
     /// an empty one (no units) only after a full one.
     batches: [Batch; 2],
-    grant: Option<Grant>,
-    /// Whether a lease request is in flight.
-    in_flight: bool,
-    /// The global `remaining` last reported for the key, if any.
-    remaining: Option<u64>,
-    /// The size of the last lease asked, for the refill threshold.
-    last_size: u64,
-    /// Units asked of the key since `since_us`, when the last lease was
-    /// asked (none before the first).
-    used: u64,
-    since_us: Option<u64>,
-    /// The demand (units over half a lifetime) the last lease was sized by.
-    demand: u64,
+    /// The last grant's `limit` and reset (if `has_grant`).
+    grant_limit: u64,
+    grant_reset_at_us: u64,
+    /// When the last lease was asked (if `has_since`): demand is counted
+    /// from then.
+    since_us: u64,
     /// Until then, no lease: a failure policy answered the last one.
     exact_until_us: u64,
+    /// The global `remaining` last reported for the key, saturated; the
+    /// most before any report (it bounds no lease then).
+    remaining: u32,
+    /// The size of the last lease asked, for the refill threshold.
+    last_size: u32,
+    /// Units asked of the key since `since_us` (saturated).
+    used: u32,
+    /// The demand (units over half a lifetime) the last lease was sized by,
+    /// saturated (a lease is at most `M` anyway).
+    demand: u32,
+    /// The last grant's `bound_by`.
+    grant_bound_by: u8,
+    has_grant: bool,
+    has_since: bool,
+    /// Whether a lease request is in flight.
+    in_flight: bool,
 }
 
 impl KeyLease {
     pub(crate) fn new() -> Self {
         Self {
             batches: [Batch::default(); 2],
-            grant: None,
-            in_flight: false,
-            remaining: None,
+            grant_limit: 0,
+            grant_reset_at_us: 0,
+            since_us: 0,
+            exact_until_us: 0,
+            remaining: u32::MAX,
             last_size: 0,
             used: 0,
-            since_us: None,
             demand: 0,
-            exact_until_us: 0,
+            grant_bound_by: 0,
+            has_grant: false,
+            has_since: false,
+            in_flight: false,
         }
     }
 
@@ -96,7 +121,7 @@ impl KeyLease {
         // Expiries follow the order leases were sent in (one in flight at a
         // time): the older lapses first.
         while self.batches[0].units > 0 && self.batches[0].expires_us <= now_us {
-            lapsed += self.batches[0].units;
+            lapsed += u64::from(self.batches[0].units);
             self.pop();
         }
         lapsed
@@ -109,12 +134,16 @@ impl KeyLease {
 
     /// Units in hand (call [`expire`](Self::expire) first).
     pub(crate) fn held(&self) -> u64 {
-        self.batches[0].units + self.batches[1].units
+        u64::from(self.batches[0].units) + u64::from(self.batches[1].units)
     }
 
     /// The grant the units in hand report.
     pub(crate) fn grant(&self) -> Option<Grant> {
-        self.grant
+        self.has_grant.then_some(Grant {
+            limit: self.grant_limit,
+            bound_by: self.grant_bound_by,
+            reset_at_us: self.grant_reset_at_us,
+        })
     }
 
     /// Whether nothing is in hand or in flight: the key may be dropped.
@@ -151,7 +180,7 @@ impl KeyLease {
         (held >= cost).then(|| Taken {
             left: held - cost,
             depart_us: first.depart_us,
-            place: first.taken,
+            place: u64::from(first.taken),
         })
     }
 
@@ -162,15 +191,15 @@ impl KeyLease {
         let mut left = cost;
         while left > 0 {
             let batch = &mut self.batches[0];
-            let from_this = batch.units.min(left);
+            let from_this = batch.units.min(packed(left));
             batch.units -= from_this;
-            batch.taken += from_this;
-            left -= from_this;
+            batch.taken = batch.taken.saturating_add(from_this);
+            left -= u64::from(from_this);
             if batch.units == 0 {
                 self.pop();
             }
         }
-        self.used = self.used.saturating_add(cost);
+        self.used_exactly(cost);
         Some(taken)
     }
 
@@ -186,7 +215,7 @@ impl KeyLease {
 
     /// Counts `cost` units the wrapped limiter admitted on its own: demand.
     pub(crate) fn used_exactly(&mut self, cost: u64) {
-        self.used = self.used.saturating_add(cost);
+        self.used = self.used.saturating_add(packed(cost));
     }
 
     /// The size of a lease asked now for a request of `cost`, and marks it
@@ -195,12 +224,9 @@ impl KeyLease {
     /// `cost` under the maximum lease.
     pub(crate) fn ask(&mut self, cost: u64, now_us: u64, sizing: &Sizing) -> Option<u64> {
         let room = self.room(cost, now_us, sizing)?;
-        self.demand = self.demand(cost, now_us, sizing);
-        let target = self.demand.clamp(sizing.min_lease, sizing.max_lease);
-        let size = target
-            .min(self.remaining.unwrap_or(u64::MAX))
-            .min(room)
-            .max(cost);
+        self.demand = packed(self.demand(cost, now_us, sizing));
+        let target = u64::from(self.demand).clamp(sizing.min_lease, sizing.max_lease);
+        let size = target.min(u64::from(self.remaining)).min(room).max(cost);
         Some(self.asked(size, now_us))
     }
 
@@ -212,12 +238,11 @@ impl KeyLease {
     pub(crate) fn ask_ahead(&mut self, now_us: u64, sizing: &Sizing) -> Option<u64> {
         let room = self.room(1, now_us, sizing)?;
         if self.used > 0 {
-            self.demand = self.demand(0, now_us, sizing);
+            self.demand = packed(self.demand(0, now_us, sizing));
         }
-        let size = self
-            .demand
+        let size = u64::from(self.demand)
             .min(sizing.max_lease)
-            .min(self.remaining.unwrap_or(u64::MAX))
+            .min(u64::from(self.remaining))
             .min(room);
         (size > 0).then(|| self.asked(size, now_us))
     }
@@ -236,11 +261,11 @@ impl KeyLease {
     /// do not take the maximum lease. 0 before the first lease, when no
     /// rate has been seen.
     fn demand(&self, cost: u64, now_us: u64, sizing: &Sizing) -> u64 {
-        let Some(since_us) = self.since_us else {
+        if !self.has_since {
             return 0;
-        };
-        let elapsed = now_us.saturating_sub(since_us).max(1);
-        let units = u128::from(self.used.saturating_add(cost));
+        }
+        let elapsed = now_us.saturating_sub(self.since_us).max(1);
+        let units = u128::from(u64::from(self.used).saturating_add(cost));
         let demand = units * u128::from(sizing.lifetime_us / 2) / u128::from(elapsed);
         u64::try_from(demand.min(2 * units)).unwrap_or(u64::MAX)
     }
@@ -249,9 +274,10 @@ impl KeyLease {
     /// demand is counted anew.
     fn asked(&mut self, size: u64, now_us: u64) -> u64 {
         self.in_flight = true;
-        self.last_size = size;
+        self.last_size = packed(size);
         self.used = 0;
-        self.since_us = Some(now_us);
+        self.since_us = now_us;
+        self.has_since = true;
         size
     }
 
@@ -259,8 +285,11 @@ impl KeyLease {
     /// has no units left), reported as `grant`.
     pub(crate) fn granted(&mut self, batch: Batch, grant: Grant, remaining: u64) {
         self.in_flight = false;
-        self.remaining = Some(remaining);
-        self.grant = Some(grant);
+        self.remaining = packed(remaining);
+        self.has_grant = true;
+        self.grant_limit = grant.limit;
+        self.grant_bound_by = grant.bound_by;
+        self.grant_reset_at_us = grant.reset_at_us;
         if batch.units == 0 {
             return;
         }
@@ -273,7 +302,7 @@ impl KeyLease {
                 // with the older and queues (leaky bucket) after the newer,
                 // never sooner than the global limiter's schedule.
                 let merged = Batch {
-                    units: older.units + newer.units,
+                    units: older.units.saturating_add(newer.units),
                     expires_us: older.expires_us,
                     ..newer
                 };
@@ -284,7 +313,7 @@ impl KeyLease {
 
     /// The lease in flight was denied, with the key's global `remaining`.
     pub(crate) fn denied(&mut self, remaining: u64) {
-        self.remaining = Some(remaining);
+        self.remaining = packed(remaining);
     }
 
     /// A failure policy answered the lease in flight: no lease until
@@ -318,7 +347,7 @@ mod tests {
         refill_percent: 25,
     };
 
-    fn batch(units: u64, expires_us: u64) -> Batch {
+    fn batch(units: u32, expires_us: u64) -> Batch {
         Batch {
             units,
             expires_us,

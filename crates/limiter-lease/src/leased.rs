@@ -11,7 +11,7 @@ use limiter_core::{
 };
 
 use crate::builder::LeasedBuilder;
-use crate::key_lease::{Batch, Grant, KeyLease, Sizing, Taken};
+use crate::key_lease::{packed, Batch, Grant, KeyLease, Sizing, Taken, MAX_UNITS};
 use crate::leases::Leases;
 
 /// A limiter that takes quota from another limiter (the **global** one,
@@ -119,7 +119,7 @@ impl<L: Limiter> Leased<L> {
             clock,
         } = builder;
         let policies = inner.policies();
-        let max_lease = max_lease.clamp(1, policies.max_cost());
+        let max_lease = max_lease.clamp(1, policies.max_cost().min(MAX_UNITS));
         let sizing = Sizing {
             lifetime_us: u64::try_from(lifetime.as_micros()).unwrap_or(u64::MAX),
             min_lease: min_lease.clamp(1, max_lease),
@@ -162,7 +162,7 @@ impl<L: Limiter> Leased<L> {
     }
 
     /// `M`, the [maximum lease](LeasedBuilder::max_lease), as capped by the
-    /// policies' maximum cost.
+    /// policies' maximum cost and 2^32 - 1.
     pub fn max_lease(&self) -> u64 {
         self.sizing.max_lease
     }
@@ -350,9 +350,9 @@ impl<L: Limiter> Leased<L> {
         let now_us = self.clock.now_us();
         let decision = set.decision;
         let batch = Batch {
-            units: size - cost,
+            units: packed(size - cost),
             expires_us: self.expiry(sent_us, set),
-            taken: cost,
+            taken: packed(cost),
             depart_us: now_us.saturating_add(micros(decision.wait)),
         };
         let grant = Grant {
@@ -524,8 +524,17 @@ impl<L: Limiter> Limiter for Leased<L> {
         self.inner.policies()
     }
 
+    /// Decided from the units in hand when they cover the request and leave
+    /// no lease to fetch, as [`acquire_now`](Limiter::acquire_now);
+    /// otherwise by fetching a lease or by the wrapped limiter, in a future
+    /// of its own: the warm path's future stays small.
     async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        self.decide(key, cost).await.map(|set| set.decision)
+        if let Some(decided) = self.decide_now(key, cost, true) {
+            return decided;
+        }
+        Box::pin(self.decide(key, cost))
+            .await
+            .map(|set| set.decision)
     }
 
     async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
@@ -536,7 +545,10 @@ impl<L: Limiter> Limiter for Leased<L> {
     /// wrapped limiter's when it decided; a leased decision is a
     /// [`SetDecision::single`].
     async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-        self.decide(key, cost).await
+        if let Some(decided) = self.decide_now(key, cost, true) {
+            return decided.map(SetDecision::single);
+        }
+        Box::pin(self.decide(key, cost)).await
     }
 
     /// [`peek`](Limiter::peek) with every part's decision: a leased

@@ -1,19 +1,23 @@
 //! [`Leases`]: the keys this instance holds leases for, in shards under
 //! their own locks, at most a fixed number of them.
 
-use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use ahash::RandomState;
+
+use crate::key::Key;
 use crate::key_lease::KeyLease;
 
 /// Shards: requests on different keys rarely wait on one lock.
 const SHARDS: usize = 16;
 
 /// Keys to their leases, at most `max_keys` of them (rounded up to a
-/// multiple of the shard count).
+/// multiple of the shard count). Hashed with aHash under per-process
+/// random keys: clients choose the keys, so the hash must resist flooding,
+/// as the memory backend's map does.
 #[derive(Debug)]
 pub(crate) struct Leases {
     shards: Box<[Mutex<Shard>]>,
@@ -24,10 +28,11 @@ pub(crate) struct Leases {
     lapsed: AtomicU64,
 }
 
-/// A key's leases, under its key's hash.
+/// A key's leases, under its key's hash: the key inline when short, so a
+/// lookup reads one entry and nothing behind it.
 #[derive(Debug)]
 struct Entry {
-    key: Box<str>,
+    key: Key,
     lease: KeyLease,
 }
 
@@ -125,7 +130,7 @@ impl Leases {
     ) -> Option<R> {
         let (hash, mut shard) = self.shard(key);
         if let Some(entry) = shard.keys.get_mut(&hash) {
-            if *entry.key != *key {
+            if !entry.key.is(key) {
                 return None;
             }
             self.lapse(entry.lease.expire(now_us));
@@ -141,7 +146,7 @@ impl Leases {
         // A new key may be idle at once.
         shard.no_sweep_before_us = shard.no_sweep_before_us.min(now_us);
         let entry = shard.keys.entry(hash).or_insert_with(|| Entry {
-            key: Box::from(key),
+            key: Key::new(key),
             lease: KeyLease::new(),
         });
         Some(f(&mut entry.lease))
@@ -197,7 +202,7 @@ impl Shard {
     fn lease(&mut self, hash: u64, key: &str) -> Option<&mut KeyLease> {
         self.keys
             .get_mut(&hash)
-            .filter(|entry| *entry.key == *key)
+            .filter(|entry| entry.key.is(key))
             .map(|entry| &mut entry.lease)
     }
 
@@ -234,7 +239,7 @@ mod tests {
         refill_percent: 0,
     };
 
-    fn hold(lease: &mut KeyLease, units: u64, expires_us: u64) {
+    fn hold(lease: &mut KeyLease, units: u32, expires_us: u64) {
         lease.ask(1, 0, &SIZING);
         let grant = Grant {
             limit: 10,
@@ -248,6 +253,14 @@ mod tests {
             depart_us: 0,
         };
         lease.granted(batch, grant, 0);
+    }
+
+    #[test]
+    fn a_key_with_its_leases_is_packed() {
+        // The map's slot: the hash, then the entry (a key of up to 22
+        // bytes inline).
+        assert_eq!(std::mem::size_of::<(u64, Entry)>(), 136);
+        assert_eq!(std::mem::size_of::<KeyLease>(), 104);
     }
 
     #[test]

@@ -25,6 +25,7 @@
 
 mod builder;
 mod clock;
+mod key;
 mod key_lease;
 mod leased;
 mod leases;

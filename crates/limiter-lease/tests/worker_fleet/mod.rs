@@ -1,0 +1,246 @@
+//! A fleet of real OS processes: [`PROCESSES`] `lease_worker`s (this
+//! package's example), each with [`TASKS`] callers, leasing from one Redis
+//! (a server or a cluster), and what their logs say they admitted.
+#![allow(dead_code)] // each test binary uses a part
+
+#[path = "../fleet/bound.rs"]
+mod bound;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use limiter_core::{Policies, Policy};
+
+/// Worker processes in a fleet.
+pub(crate) const PROCESSES: u64 = 4;
+
+/// Callers in each worker.
+pub(crate) const TASKS: u64 = 64;
+
+/// How long the workers are given to start and connect before the run
+/// begins (they all begin at once).
+const STARTUP: Duration = Duration::from_millis(1_000);
+
+/// Where the workers reach Redis.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    Server(String),
+    Cluster(Vec<String>),
+}
+
+/// One fleet run's settings.
+#[derive(Debug, Clone)]
+pub(crate) struct FleetRun {
+    pub(crate) target: Target,
+    pub(crate) policy: Policy,
+    pub(crate) prefix: String,
+    pub(crate) keys: u64,
+    pub(crate) run: Duration,
+    /// Decisions per second each worker asks for (0: as fast as it can).
+    pub(crate) rate: u64,
+    /// `T`.
+    pub(crate) lifetime: Duration,
+    /// `M` as asked (the workers cap it at the policy's maximum cost).
+    pub(crate) max_lease: u64,
+    /// The failure policy's name, as `lease_worker --on-failure` takes it.
+    pub(crate) on_failure: &'static str,
+}
+
+/// One logged decision: admitted, or answered by a failure policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Logged {
+    pub(crate) time_us: u64,
+    pub(crate) key: u64,
+    pub(crate) cost: u64,
+    /// `DecisionSource::name`.
+    pub(crate) source: String,
+    pub(crate) allowed: bool,
+}
+
+/// What the whole fleet logged and counted.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub(crate) logged: Vec<Logged>,
+    /// Denials the global limiter gave (not logged one by one).
+    pub(crate) denied: u64,
+    /// When the run began (wall-clock µs).
+    pub(crate) start_us: u64,
+}
+
+/// Started workers, killed if the test fails before they end.
+struct Workers(Vec<(Child, PathBuf)>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for (child, log) in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = std::fs::remove_file(log);
+        }
+    }
+}
+
+impl FleetRun {
+    /// `M` as the workers apply it.
+    pub(crate) fn applied_max_lease(&self) -> u64 {
+        self.max_lease.min(self.policy.max_cost()).max(1)
+    }
+
+    /// Starts the workers; `during` runs (with the run's start, wall-clock
+    /// µs) while they work; then collects their logs.
+    pub(crate) fn run_with(&self, during: impl FnOnce(u64)) -> Outcome {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let start_us = wall_us() + micros(STARTUP);
+        let mut workers = Workers(Vec::new());
+        for process in 0..PROCESSES {
+            let log = std::env::temp_dir().join(format!(
+                "lease-fleet-{}-{}-{process}.log",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+            let (flag, target) = match &self.target {
+                Target::Server(url) => ("--redis", url.clone()),
+                Target::Cluster(seeds) => ("--cluster", seeds.join(",")),
+            };
+            let child = Command::new(lease_worker())
+                .args([flag, &target])
+                .args(["--policy", &self.policy.to_string()])
+                .args(["--prefix", &self.prefix])
+                .args(["--keys", &self.keys.to_string()])
+                .args(["--tasks", &TASKS.to_string()])
+                .args(["--start-us", &start_us.to_string()])
+                .args(["--run-ms", &self.run.as_millis().to_string()])
+                .args(["--rate", &self.rate.to_string()])
+                .args(["--lifetime-ms", &self.lifetime.as_millis().to_string()])
+                .args(["--max-lease", &self.max_lease.to_string()])
+                .args(["--on-failure", self.on_failure])
+                .arg("--out")
+                .arg(&log)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("start lease_worker");
+            workers.0.push((child, log));
+        }
+        during(start_us);
+        let mut logged = Vec::new();
+        let mut denied = 0;
+        for (child, log) in std::mem::take(&mut workers.0) {
+            let output = child.wait_with_output().expect("wait for lease_worker");
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            assert!(
+                output.status.success(),
+                "lease_worker ({}) failed: {stdout}",
+                self.policy
+            );
+            denied += stdout
+                .split_whitespace()
+                .skip_while(|&word| word != "denied")
+                .nth(1)
+                .and_then(|count| count.parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("lease_worker printed {stdout:?}"));
+            let text = std::fs::read_to_string(&log).expect("a worker's log");
+            let _ = std::fs::remove_file(&log);
+            logged.extend(text.lines().map(parse_line));
+        }
+        Outcome {
+            logged,
+            denied,
+            start_us,
+        }
+    }
+
+    /// Runs the fleet to its end.
+    pub(crate) fn run(&self) -> Outcome {
+        self.run_with(|_| ())
+    }
+
+    /// Checks docs/spec.md section 8.2's bound, `U(I) <= min(B(d + tau),
+    /// B(d) + N*M)` (fixed window: `L` per aligned window), on every key's
+    /// admitted units, the property tests' check.
+    pub(crate) fn check_bound(&self, outcome: &Outcome) -> Result<(), String> {
+        let mut per_key = BTreeMap::<u64, Vec<(u64, u64)>>::new();
+        for logged in outcome.logged.iter().filter(|l| l.allowed) {
+            per_key
+                .entry(logged.key)
+                .or_default()
+                .push((logged.time_us, logged.cost));
+        }
+        let policies = Policies::from(self.policy.clone());
+        for (key, admitted) in per_key {
+            bound::check(
+                &policies,
+                &admitted,
+                PROCESSES,
+                self.applied_max_lease(),
+                micros(self.lifetime),
+            )
+            .map_err(|e| format!("key k{key}: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+impl Outcome {
+    /// Admitted units of `source`.
+    pub(crate) fn admitted_from(&self, source: &str) -> u64 {
+        self.logged
+            .iter()
+            .filter(|l| l.allowed && l.source == source)
+            .map(|l| l.cost)
+            .sum()
+    }
+
+    /// Admitted units.
+    pub(crate) fn admitted(&self) -> u64 {
+        self.logged
+            .iter()
+            .filter(|l| l.allowed)
+            .map(|l| l.cost)
+            .sum()
+    }
+}
+
+/// `TIME_US KEY COST SOURCE ALLOWED`, as `lease_worker` writes it.
+fn parse_line(line: &str) -> Logged {
+    let fields: Vec<&str> = line.split(' ').collect();
+    let [time_us, key, cost, source, allowed] = fields[..] else {
+        panic!("a log line of five fields: {line:?}");
+    };
+    Logged {
+        time_us: time_us.parse().expect("a time"),
+        key: key.parse().expect("a key"),
+        cost: cost.parse().expect("a cost"),
+        source: source.to_owned(),
+        allowed: allowed.parse().expect("true or false"),
+    }
+}
+
+/// The example built beside this test: `target/<profile>/deps/NAME-…` is
+/// this test, `target/<profile>/examples/lease_worker` the worker.
+fn lease_worker() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile = exe.parent().and_then(|deps| deps.parent()).unwrap();
+    let worker = profile.join("examples").join("lease_worker");
+    assert!(
+        worker.exists(),
+        "{} is missing: `cargo test -p limiter-lease` builds it (or `cargo build -p \
+         limiter-lease --example lease_worker`)",
+        worker.display()
+    );
+    worker
+}
+
+pub(crate) fn wall_us() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("a clock after 1970");
+    micros(since)
+}
+
+pub(crate) fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}
