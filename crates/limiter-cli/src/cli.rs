@@ -367,7 +367,7 @@ pub(crate) fn parse_policies(text: &str) -> Result<Policies, PolicyError> {
 
 /// Parses `--limit`, `--capacity` or `--queue`: digits only, as in a
 /// policy string (`u64::from_str` also takes a leading `+`).
-fn parse_whole_number(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_whole_number(text: &str) -> Result<u64, String> {
     if text.is_empty() || !text.bytes().all(|byte| byte.is_ascii_digit()) {
         return Err(format!("{text:?} is not a whole number (digits only)"));
     }

@@ -11,7 +11,7 @@ use support::json::{self, Json};
 use support::{limiter, stderr, stdout};
 
 /// Every field of the JSON document.
-const FIELDS: [&str; 27] = [
+const FIELDS: [&str; 36] = [
     "backend",
     "server",
     "policy",
@@ -39,6 +39,15 @@ const FIELDS: [&str; 27] = [
     "ceiling_p99_us",
     "ceiling_p999_us",
     "ratio",
+    "lease_lifetime_s",
+    "lease_max",
+    "leased_decisions",
+    "redis_calls",
+    "redis_calls_per_1000",
+    "most_in_window",
+    "exact_most_in_window",
+    "over_admission",
+    "over_admission_bound",
 ];
 
 fn bench(args: &[&str]) -> String {
@@ -194,6 +203,45 @@ fn redis_json_reports_the_ceiling_and_a_ratio() {
     assert!((n("ratio") - ratio).abs() < 0.002, "{doc:?}");
     // The run's keys (under a fresh prefix) are deleted at the end.
     assert_eq!(server.command("DBSIZE"), ":0");
+}
+
+/// `--lease` on Redis: most admissions come from leases, far fewer Redis
+/// calls than decisions, and the most units of the key in one window stay
+/// within the exact algorithm's most plus the bound; one key, a hot one.
+#[test]
+fn redis_json_with_leases_reports_calls_and_the_bound() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let doc = bench_json(&[
+        "--backend",
+        "redis",
+        "--redis-url",
+        &url,
+        "--policy",
+        "sliding-log:1000/1s",
+        "--concurrency",
+        "16",
+        "--duration",
+        "1s",
+        "--lease",
+        "--lease-max",
+        "50",
+    ]);
+    assert_sane(&doc, 16.0, 1.0);
+    let n = |field: &str| doc.get(field).num();
+    assert_eq!(n("lease_max"), 50.0, "{doc:?}");
+    assert!(n("leased_decisions") > 0.0, "{doc:?}");
+    assert!(n("leased_decisions") <= n("admitted"), "{doc:?}");
+    assert!(n("redis_calls") > 0.0, "{doc:?}");
+    assert!(n("redis_calls") < n("decisions"), "{doc:?}");
+    assert_eq!(n("exact_most_in_window"), 1000.0, "{doc:?}");
+    assert_eq!(n("over_admission_bound"), 50.0, "{doc:?}");
+    assert!(n("over_admission") <= n("over_admission_bound"), "{doc:?}");
+    assert_eq!(
+        n("over_admission"),
+        (n("most_in_window") - 1000.0).max(0.0),
+        "{doc:?}"
+    );
 }
 
 /// On a cluster the ceiling goes where the decisions go: over the same

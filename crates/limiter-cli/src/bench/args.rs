@@ -5,7 +5,8 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use limiter_core::{parse_duration, Policies, PolicyError};
 
-use crate::cli::{BackendArgs, Format};
+use super::lease::LeaseOptions;
+use crate::cli::{parse_whole_number, BackendArgs, Format};
 
 /// The most concurrent tasks (each holds a 9 KiB histogram).
 const MAX_CONCURRENCY: i64 = 4096;
@@ -87,6 +88,28 @@ pub struct BenchArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Decide through leases (limiter-lease) on the limiter: most
+    /// decisions in process, and the report shows the most units a key
+    /// admitted in one window beside the exact algorithm's most and the
+    /// bound of docs/spec.md section 8.
+    #[arg(long)]
+    pub lease: bool,
+    /// With --lease: the lease lifetime [default: limiter-lease's].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "lease")]
+    pub lease_lifetime: Option<Duration>,
+    /// With --lease: the largest lease, in units [default: limiter-lease's].
+    #[arg(long, value_name = "UNITS", value_parser = parse_whole_number, requires = "lease")]
+    pub lease_max: Option<u64>,
+}
+
+impl BenchArgs {
+    /// The leases asked for, if any.
+    pub(super) fn lease_options(&self) -> Option<LeaseOptions> {
+        self.lease.then_some(LeaseOptions {
+            lifetime: self.lease_lifetime,
+            max_lease: self.lease_max,
+        })
+    }
 }
 
 /// `--on-failure`: the failure policy around the backend.

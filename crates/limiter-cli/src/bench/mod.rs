@@ -16,11 +16,13 @@
 //!
 //! `args` holds the flags, `run` the whole run, `phase` one phase's tasks
 //! and their tally (latencies in a `histogram`), `ceiling` the Redis
-//! ceiling's calls, and `report` the table or JSON printed.
+//! ceiling's calls, `lease` what `--lease` adds, and `report` the table or
+//! JSON printed.
 
 mod args;
 mod ceiling;
 mod histogram;
+mod lease;
 mod phase;
 mod report;
 mod run;

@@ -12,6 +12,8 @@ use crate::failure::Failure;
 pub(super) struct Tally {
     pub(super) latency: Histogram,
     pub(super) admitted: u64,
+    /// Of the admitted, those decided in process from a lease.
+    pub(super) leased: u64,
     pub(super) denied: u64,
     pub(super) fail_open: u64,
     pub(super) fail_closed: u64,
@@ -24,6 +26,7 @@ impl Tally {
         Self {
             latency: Histogram::new(),
             admitted: 0,
+            leased: 0,
             denied: 0,
             fail_open: 0,
             fail_closed: 0,
@@ -48,6 +51,7 @@ impl Tally {
     fn merge(&mut self, other: Self) {
         self.latency.merge(&other.latency);
         self.admitted += other.admitted;
+        self.leased += other.leased;
         self.denied += other.denied;
         self.fail_open += other.fail_open;
         self.fail_closed += other.fail_closed;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use limiter_core::Policies;
 
 use super::args::BenchArgs;
+use super::lease::LeaseFacts;
 use super::phase::Phase;
 use crate::json_string::string;
 
@@ -19,6 +20,8 @@ pub(super) struct Report<'a> {
     pub(super) ceiling: Option<Phase>,
     /// Keys that could not be deleted, when the run deleted its keys.
     pub(super) cleanup: Option<u64>,
+    /// What `--lease` showed, when asked.
+    pub(super) lease: Option<LeaseFacts>,
 }
 
 impl Report<'_> {
@@ -77,6 +80,28 @@ impl Report<'_> {
         if let Some(e) = &t.first_error {
             let _ = writeln!(out, "  first error: {e}");
         }
+        if let Some(lease) = &self.lease {
+            let _ = writeln!(
+                out,
+                "  leases: lifetime {}, at most {} units; {} of the admitted from leases{}",
+                seconds(lease.lifetime),
+                lease.max_lease,
+                t.leased,
+                lease.redis_calls.map_or_else(String::new, |calls| format!(
+                    "; {calls} Redis calls ({:.1} per 1,000 decisions)",
+                    per_thousand(calls, t.decisions())
+                )),
+            );
+            let _ = writeln!(
+                out,
+                "  most units of a key in one window: {} (the exact algorithm: at most {}); \
+                 over-admission {} (bound {}, docs/spec.md section 8)",
+                lease.most_in_window,
+                lease.exact_most,
+                lease.over_admission(),
+                lease.bound,
+            );
+        }
         if let Some(e) = self
             .ceiling
             .as_ref()
@@ -134,6 +159,34 @@ impl Report<'_> {
             ("ceiling_p999_us", latency(c, 0.999)),
             ("ratio", float(self.ratio(), 3)),
         ];
+        // Every document has the same fields: `null` without --lease.
+        let lease = self.lease.as_ref();
+        let mut fields = fields;
+        fields.extend([
+            (
+                "lease_lifetime_s",
+                float(lease.map(|l| l.lifetime.as_secs_f64()), 3),
+            ),
+            ("lease_max", integer(lease.map(|l| l.max_lease))),
+            ("leased_decisions", integer(lease.map(|_| t.leased))),
+            ("redis_calls", integer(lease.and_then(|l| l.redis_calls))),
+            (
+                "redis_calls_per_1000",
+                float(
+                    lease
+                        .and_then(|l| l.redis_calls)
+                        .map(|calls| per_thousand(calls, t.decisions())),
+                    2,
+                ),
+            ),
+            ("most_in_window", integer(lease.map(|l| l.most_in_window))),
+            ("exact_most_in_window", integer(lease.map(|l| l.exact_most))),
+            (
+                "over_admission",
+                integer(lease.map(LeaseFacts::over_admission)),
+            ),
+            ("over_admission_bound", integer(lease.map(|l| l.bound))),
+        ]);
         let mut out = String::from("{\n");
         for (i, (name, value)) in fields.iter().enumerate() {
             let comma = if i + 1 < fields.len() { "," } else { "" };
@@ -142,6 +195,11 @@ impl Report<'_> {
         out.push_str("}\n");
         out
     }
+}
+
+/// `calls` per 1,000 of `decisions`.
+fn per_thousand(calls: u64, decisions: u64) -> f64 {
+    calls as f64 * 1_000.0 / decisions.max(1) as f64
 }
 
 /// A table row for a phase: `-` throughout when there is none.

@@ -12,6 +12,7 @@ use limiter_redis::{redact_url, RedisBackend, RedisLimiter};
 
 use super::args::{BenchArgs, OnFailure};
 use super::ceiling::{ceiling, ceiling_key, CeilingClient};
+use super::lease::{bound, exact_most_in_window, fcall_calls, leased, LeaseFacts, WindowCounts};
 use super::phase::{phase, Phase, Tally};
 use super::report::Report;
 use crate::backend;
@@ -34,33 +35,58 @@ pub async fn run(args: &BenchArgs) -> Result<(), Failure> {
     let policy = Policies::new(args.policy.iter().flat_map(|set| set.iter().cloned()))
         .map_err(|e| Failure::usage("invalid policy").with_source(e))?;
     let keys: Arc<[String]> = (0..args.keys).map(|i| format!("bench:{i}")).collect();
+    // With --lease: each key's units per window of the first policy.
+    let counts = args
+        .lease_options()
+        .map(|_| Arc::new(WindowCounts::new(keys.len(), policy[0].window_us())));
     let report = match args.backend.backend {
         BackendKind::Memory => {
             backend::memory_takes_no_redis_flags(&args.backend)?;
-            let limiter = wrap(
+            let exact = wrap(
                 MemoryLimiter::builder(policy.clone()).build(),
                 args.on_failure,
             );
-            let decisions = decide(&limiter, &keys, args, args.duration).await?;
+            let (limiter, lease) = lease(exact, args);
+            let decisions = decide(&limiter, &keys, args, args.duration, counts.as_ref()).await?;
             Report {
                 args,
-                policy,
+                policy: policy.clone(),
                 server: None,
                 decisions,
                 ceiling: None,
                 cleanup: None,
+                lease: lease.map(|(lifetime, max_lease)| {
+                    facts(&policy, lifetime, max_lease, counts.as_deref(), None)
+                }),
             }
         }
         BackendKind::Redis | BackendKind::RedisCluster => {
             let redis = backend::redis_backend(&args.backend)?;
             let server = redis.url().to_owned();
-            let (limiter, fresh) = connect_redis(args, &redis, policy.clone()).await?;
+            let (exact, fresh) = connect_redis(args, &redis, policy.clone()).await?;
+            let (limiter, lease) = lease(exact, args);
             let slice = args.duration / SLICES;
-            let client = match args.backend.backend {
-                BackendKind::RedisCluster => CeilingClient::Cluster(redis.clone()),
-                _ => CeilingClient::Server(connect_plain(&args.backend.redis_urls()[0]).await?),
+            let mut plain = match args.backend.backend {
+                BackendKind::RedisCluster => None,
+                _ => Some(connect_plain(&args.backend.redis_urls()[0]).await?),
             };
-            let (ceiling, decisions) = alternate(client, &limiter, &keys, args, slice).await?;
+            let client = match &plain {
+                None => CeilingClient::Cluster(redis.clone()),
+                Some(conn) => CeilingClient::Server(conn.clone()),
+            };
+            let calls_before = match plain.as_mut() {
+                Some(conn) => fcall_calls(conn).await,
+                None => None,
+            };
+            let (ceiling, decisions) =
+                alternate(client, &limiter, &keys, args, slice, counts.as_ref()).await?;
+            let calls_after = match plain.as_mut() {
+                Some(conn) => fcall_calls(conn).await,
+                None => None,
+            };
+            let redis_calls = calls_before
+                .zip(calls_after)
+                .map(|(before, after)| after.saturating_sub(before));
             let cleanup = if fresh {
                 Some(delete_keys(&limiter, &keys, args.concurrency).await?)
             } else {
@@ -68,11 +94,14 @@ pub async fn run(args: &BenchArgs) -> Result<(), Failure> {
             };
             Report {
                 args,
-                policy,
+                policy: policy.clone(),
                 server: Some(server),
                 decisions,
                 ceiling: Some(ceiling),
                 cleanup,
+                lease: lease.map(|(lifetime, max_lease)| {
+                    facts(&policy, lifetime, max_lease, counts.as_deref(), redis_calls)
+                }),
             }
         }
     };
@@ -98,6 +127,37 @@ pub async fn run(args: &BenchArgs) -> Result<(), Failure> {
         );
     }
     Ok(())
+}
+
+/// `exact` behind leases when `--lease` asks for them (with their
+/// lifetime and largest lease), else as it is.
+fn lease(exact: Arc<dyn Limiter>, args: &BenchArgs) -> (Arc<dyn Limiter>, Option<(Duration, u64)>) {
+    match args.lease_options() {
+        None => (exact, None),
+        Some(options) => {
+            let (leased, lifetime, max_lease) = leased(exact, options);
+            (leased, Some((lifetime, max_lease)))
+        }
+    }
+}
+
+/// What a leased run of `policies` showed.
+fn facts(
+    policies: &Policies,
+    lifetime: Duration,
+    max_lease: u64,
+    counts: Option<&WindowCounts>,
+    redis_calls: Option<u64>,
+) -> LeaseFacts {
+    let first = &policies[0];
+    LeaseFacts {
+        lifetime,
+        max_lease,
+        most_in_window: counts.map_or(0, WindowCounts::most),
+        exact_most: exact_most_in_window(first),
+        bound: bound(first, max_lease),
+        redis_calls,
+    }
 }
 
 /// `limiter` wrapped in the failure policy of `--on-failure`.
@@ -164,10 +224,13 @@ async fn decide(
     keys: &Arc<[String]>,
     args: &BenchArgs,
     duration: Duration,
+    counts: Option<&Arc<WindowCounts>>,
 ) -> Result<Phase, Failure> {
     let concurrency = args.concurrency as usize;
+    let counts = counts.cloned();
     phase(args.concurrency, duration, |first, deadline| {
         let (limiter, keys) = (Arc::clone(limiter), Arc::clone(keys));
+        let counts = counts.clone();
         async move {
             let mut tally = Tally::new();
             let count = keys.len();
@@ -179,6 +242,7 @@ async fn decide(
                 if started >= deadline {
                     break;
                 }
+                let key_index = index;
                 let key = keys[index].as_str();
                 index += step;
                 if index >= count {
@@ -193,7 +257,13 @@ async fn decide(
                     Ok(decision) => match decision.source {
                         DecisionSource::FailOpen => tally.fail_open += 1,
                         DecisionSource::FailClosed => tally.fail_closed += 1,
-                        _ if decision.allowed => tally.admitted += 1,
+                        source if decision.allowed => {
+                            tally.admitted += 1;
+                            tally.leased += u64::from(source == DecisionSource::Lease);
+                            if let Some(counts) = &counts {
+                                counts.admitted(key_index, decision.time_us, 1);
+                            }
+                        }
                         _ => tally.denied += 1,
                     },
                     Err(e) => tally.error(|| backend::reason(&e)),
@@ -218,12 +288,13 @@ async fn alternate(
     keys: &Arc<[String]>,
     args: &BenchArgs,
     slice: Duration,
+    counts: Option<&Arc<WindowCounts>>,
 ) -> Result<(Phase, Phase), Failure> {
     let ceiling_keys: Arc<[String]> = keys.iter().map(|k| ceiling_key(k)).collect();
     let (mut ceilings, mut decisions) = (Phase::empty(), Phase::empty());
     for _ in 0..SLICES {
         ceilings.merge(ceiling(client.clone(), &ceiling_keys, args, slice).await?);
-        decisions.merge(decide(limiter, keys, args, slice).await?);
+        decisions.merge(decide(limiter, keys, args, slice, counts).await?);
     }
     Ok((ceilings, decisions))
 }

@@ -1,0 +1,169 @@
+//! `limiter bench --lease`: the limiter behind leases (limiter-lease), and
+//! what the run shows of the lease bound: the most units one key admitted
+//! in one aligned window of the first policy, beside the most the exact
+//! algorithm admits in a window and docs/spec.md section 8's bound.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use limiter_core::{Algorithm, Limiter, Policy};
+use limiter_lease::Leased;
+
+/// The leases asked for: the options given, the rest limiter-lease's.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LeaseOptions {
+    pub(super) lifetime: Option<Duration>,
+    pub(super) max_lease: Option<u64>,
+}
+
+/// What a leased run reports besides its decisions.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LeaseFacts {
+    pub(super) lifetime: Duration,
+    pub(super) max_lease: u64,
+    /// The most units one key admitted in one aligned window.
+    pub(super) most_in_window: u64,
+    /// The most the exact algorithm admits in a window of its length.
+    pub(super) exact_most: u64,
+    /// What leases may add to that (one instance: its largest lease; none
+    /// in a fixed window, whose leases end with it).
+    pub(super) bound: u64,
+    /// `FCALL`s Redis ran in the run (one server only).
+    pub(super) redis_calls: Option<u64>,
+}
+
+impl LeaseFacts {
+    /// The units admitted beyond what the exact algorithm admits at most.
+    pub(super) fn over_admission(&self) -> u64 {
+        self.most_in_window.saturating_sub(self.exact_most)
+    }
+}
+
+/// `inner` behind leases, with the options given; its lifetime and
+/// largest lease.
+pub(super) fn leased(
+    inner: Arc<dyn Limiter>,
+    options: LeaseOptions,
+) -> (Arc<dyn Limiter>, Duration, u64) {
+    let mut builder = Leased::builder(inner);
+    if let Some(lifetime) = options.lifetime {
+        builder = builder.lifetime(lifetime);
+    }
+    if let Some(units) = options.max_lease {
+        builder = builder.max_lease(units);
+    }
+    let leased = builder.build();
+    let (lifetime, max_lease) = (leased.lifetime(), leased.max_lease());
+    (Arc::new(leased), lifetime, max_lease)
+}
+
+/// The most units `policy` admits on one key in any `W` (its window), per
+/// docs/spec.md section 4: `L` for the fixed window (an aligned window)
+/// and the sliding log, `2L` for the sliding counter, and for the buckets
+/// their capacity or queue plus `floor(L*(W-1)/W)` in ticks.
+pub(super) fn exact_most_in_window(policy: &Policy) -> u64 {
+    let limit = policy.limit();
+    let refill = |burst: u64| {
+        let window = u128::from(policy.window_ticks());
+        let more = u128::from(limit) * (window - 1) / window;
+        burst.saturating_add(u64::try_from(more).unwrap_or(u64::MAX))
+    };
+    match policy.algorithm() {
+        Algorithm::SlidingCounter => limit.saturating_mul(2),
+        Algorithm::TokenBucket => refill(policy.capacity().unwrap_or(limit)),
+        Algorithm::LeakyBucket => refill(policy.queue().unwrap_or(limit)),
+        // The fixed window (in an aligned window) and the sliding log.
+        _ => limit,
+    }
+}
+
+/// Docs/spec.md section 8's bound for one instance holding at most
+/// `max_lease` units of a key: nothing more in a fixed window.
+pub(super) fn bound(policy: &Policy, max_lease: u64) -> u64 {
+    match policy.algorithm() {
+        Algorithm::FixedWindow => 0,
+        _ => max_lease,
+    }
+}
+
+/// Units admitted per key in the current aligned window of `window_us`,
+/// and the most any key admitted in one.
+#[derive(Debug)]
+pub(super) struct WindowCounts {
+    window_us: u64,
+    /// Per key: the window's index and the units admitted in it.
+    keys: Box<[Mutex<(u64, u64)>]>,
+    most: AtomicU64,
+}
+
+impl WindowCounts {
+    pub(super) fn new(keys: usize, window_us: u64) -> Self {
+        Self {
+            window_us: window_us.max(1),
+            keys: (0..keys).map(|_| Mutex::new((u64::MAX, 0))).collect(),
+            most: AtomicU64::new(0),
+        }
+    }
+
+    /// `units` admitted on key `index` at `time_us` (the decision's time).
+    pub(super) fn admitted(&self, index: usize, time_us: u64, units: u64) {
+        let window = time_us / self.window_us;
+        let mut entry = self.keys[index]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if entry.0 != window {
+            *entry = (window, 0);
+        }
+        entry.1 += units;
+        self.most.fetch_max(entry.1, Ordering::Relaxed);
+    }
+
+    pub(super) fn most(&self) -> u64 {
+        self.most.load(Ordering::Relaxed)
+    }
+}
+
+/// `FCALL`s the server has run (`INFO commandstats`), or `None` if it
+/// cannot be asked.
+pub(super) async fn fcall_calls(conn: &mut redis::aio::MultiplexedConnection) -> Option<u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .ok()?;
+    // A command never run has no line.
+    match info
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_fcall:calls="))
+    {
+        None => Some(0),
+        Some(rest) => rest.split(',').next()?.parse().ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exact_most_in_a_window_is_each_algorithms() {
+        let most = |text: &str| exact_most_in_window(&text.parse().unwrap());
+        assert_eq!(most("fixed-window:100/10s"), 100);
+        assert_eq!(most("sliding-log:100/10s"), 100);
+        assert_eq!(most("sliding-counter:100/10s"), 200);
+        // Capacity 20, then 100 per 10 s for a window less one tick.
+        assert_eq!(most("token-bucket:100/10s,capacity=20"), 20 + 99);
+        assert_eq!(most("leaky-bucket:100/10s,queue=5"), 5 + 99);
+    }
+
+    #[test]
+    fn window_counts_keep_each_keys_aligned_window() {
+        let counts = WindowCounts::new(2, 1_000);
+        counts.admitted(0, 10, 1);
+        counts.admitted(0, 999, 2);
+        counts.admitted(1, 500, 1);
+        counts.admitted(0, 1_000, 1);
+        assert_eq!(counts.most(), 3);
+    }
+}
