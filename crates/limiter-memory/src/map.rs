@@ -187,7 +187,8 @@ impl<S: AlgorithmState> Stored for S {
     /// conversion ([`TickDecision::into_decision`]) is left to
     /// [`answer`](Stored::answer), out of the lock, and skipped by callers
     /// that only need `allowed`. Always inlined: out of line, its
-    /// `Result` goes through memory (measured: +30 instructions a decision).
+    /// `Result` goes through memory (docs/benchmarks.md, "Where the time
+    /// goes").
     #[inline(always)]
     fn decide(
         &mut self,
@@ -356,9 +357,8 @@ impl MemoryLimiter {
     /// included: one function per stored type, out of line, so that a
     /// decision costs one call whether the caller inlines `try_acquire`
     /// (the map's dispatch) or not. Left to the compiler, a caller that
-    /// did not inline it paid two calls and their frames (measured, a
-    /// token-bucket decision over 10,000 keys: 345 instructions; 323 in
-    /// one call; 304 with everything inlined into the caller's loop).
+    /// did not inline it pays two calls and their frames (docs/benchmarks.md,
+    /// "Where the time goes").
     #[inline(never)]
     pub(crate) fn try_acquire_in<S: Stored>(
         &self,
@@ -382,7 +382,7 @@ impl MemoryLimiter {
         S::check(self, now_us, cost)?;
         let key = self.stored_key(key);
         // No closures: each is a function of its own the compiler may
-        // leave out of line (measured: about 80 instructions a decision).
+        // leave out of line, a call per decision.
         let raw = match map.get_mut(key.as_bytes()) {
             Some(mut state) => {
                 let raw = state.decide(self, now_us, cost);

@@ -126,9 +126,9 @@ pub(crate) fn slot_of_tag(tag: &[u8]) -> u16 {
     crc16_xmodem(tag) % SLOTS as u16
 }
 
-/// CRC16-XMODEM (Redis Cluster's), a byte at a time from a table: the
-/// bit-at-a-time loop cost about 40 instructions a byte, and a decision
-/// on a cluster computes its key's slot a few times.
+/// CRC16-XMODEM (Redis Cluster's), a byte at a time from a table: several
+/// times cheaper than the bit-at-a-time loop, and a decision on a cluster
+/// computes its key's slot a few times.
 fn crc16_xmodem(bytes: &[u8]) -> u16 {
     bytes.iter().fold(0u16, |crc, &byte| {
         (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ byte)]

@@ -56,8 +56,9 @@ use crate::protocol::scripts::{self, Keys, LuaFunction, Request};
 /// the server busy while the client reads an answer, few enough that
 /// concurrent decisions share calls. Two rather than four: a call's fixed
 /// cost to the server (its three commands, reading, reply) is several
-/// decisions' worth, and the larger batches of two gained 5-20% (hot key
-/// and 10,000 keys, one server and a cluster, docs/benchmarks.md).
+/// decisions' worth, and the larger batches of two decide more per second
+/// (hot key and 10,000 keys, one server and a cluster; docs/benchmarks.md,
+/// "Batches").
 const MAX_IN_FLIGHT: usize = 2;
 
 /// Requests per call at most, so that one call holds Redis (which runs one
@@ -92,8 +93,8 @@ enum Grouping {
 }
 
 /// Lanes by slot or node index. Either is already spread (a slot is CRC16
-/// of the key): it is only spread over the word, where SipHash cost a
-/// decision about 130 instructions of the client's 6,300.
+/// of the key): it is only spread over the word, where SipHash would cost
+/// a decision more than the lookup it serves.
 type Lanes = HashMap<u16, Queue, BuildHasherDefault<SlotHasher>>;
 
 #[derive(Default)]

@@ -71,8 +71,9 @@ fn script(policy: &Policy) -> (&'static str, &'static str) {
 }
 
 /// Numbers in one part's answer (the wire format's record). Each number a
-/// reply leaves out costs Redis about 450 instructions less per decision
-/// (`pack`), and the client a field less to read.
+/// reply leaves out is less for Redis to `pack` per decision, and a field
+/// less for the client to read (docs/benchmarks.md, "Server time per
+/// decision").
 fn part_fields(policy: &Policy, parts: usize) -> usize {
     5 + usize::from(parts > 1) + usize::from(policy.algorithm() == Algorithm::LeakyBucket)
 }
@@ -91,8 +92,8 @@ fn record_fields(parts: &[Policy]) -> usize {
 ///
 /// Functions rather than `EVALSHA` scripts: a library's top level runs once
 /// at load, so the helpers and algorithm functions are not created again
-/// on every call (about 1.5 µs of the server's time per decision, measured
-/// with `redis-benchmark` on Redis 7.0). Needs Redis 7.0 or later.
+/// on every call (docs/benchmarks.md, "Server time per decision"). Needs
+/// Redis 7.0 or later.
 #[derive(Debug, Clone)]
 pub(crate) struct LuaFunction {
     /// The library, named as its function.

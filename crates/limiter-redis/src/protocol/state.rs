@@ -9,9 +9,9 @@ use limiter_core::{Algorithm, Policy};
 /// string (`scripts/packed_log.lua`: one command per decision, at most
 /// this many 14-byte records and the edge's); a larger one in a sorted set
 /// (`scripts/sliding_log.lua`: O(log L) commands, whatever the length).
-/// Measured side by side, the string wins up to 128 records and loses from
-/// about 500 (docs/benchmarks.md, "Why 128"); Redis's own flat encoding of
-/// sorted sets stops at the same length (`zset-max-listpack-entries`).
+/// Measured side by side, the string wins up to this length
+/// (docs/benchmarks.md, "Why 128"), where Redis's own flat encoding of
+/// sorted sets stops too (`zset-max-listpack-entries`).
 pub(crate) const PACKED_LOG_MAX: u64 = 128;
 
 /// Whether `policy` is a sliding log kept in one string.
