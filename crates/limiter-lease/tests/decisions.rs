@@ -418,3 +418,22 @@ async fn a_tiered_set_leases_from_every_part_and_reports_the_bound_one() {
     assert!(!parts.decision.allowed);
     assert_eq!(parts.parts()[0].remaining, 80);
 }
+
+/// A leased limiter as a failure policy's fallback: its decisions, leased
+/// or not, are the fallback's (`Fallback`), never `Lease`, which would say
+/// the backend counted them.
+#[tokio::test]
+async fn a_leased_fallbacks_decisions_are_the_fallbacks() {
+    let clock = ManualClock::new(5_000_000);
+    let backend = limiter_test::Flaky::new(Arc::new(global("sliding-log:1000/1s", &clock)));
+    backend.set_failing(true);
+    let share = leased(global("sliding-log:100/1s", &clock), &clock)
+        .min_lease(10)
+        .build();
+    let limiter = backend.on_failure(FailurePolicy::fallback(share));
+    for _ in 0..5 {
+        let decision = limiter.acquire(KEY, 1).await.unwrap();
+        assert!(decision.allowed);
+        assert_eq!(decision.source, DecisionSource::Fallback, "{decision:?}");
+    }
+}

@@ -19,12 +19,16 @@ use crate::error::Error;
 use crate::limiter::Limiter;
 use crate::policies::Policies;
 
-/// A fallback's decision, marked as the fallback's; one that was degraded
-/// itself (a fallback under a failure policy of its own, answering fail
-/// open or closed) keeps its source, which says that nothing was counted.
+/// A fallback's decision, marked as the fallback's (a leased fallback's
+/// too: its units were counted by the fallback, not the backend); one
+/// that was degraded itself (a fallback under a failure policy of its
+/// own, answering fail open or closed) keeps its source, which says that
+/// nothing was counted.
 fn as_fallbacks(decision: Decision) -> Decision {
     match decision.source {
-        DecisionSource::Backend => decision.with_source(DecisionSource::Fallback),
+        DecisionSource::Backend | DecisionSource::Lease => {
+            decision.with_source(DecisionSource::Fallback)
+        }
         _ => decision,
     }
 }
