@@ -35,9 +35,9 @@ use std::sync::Arc;
 use axum::{routing::get, Router};
 use clap::Parser;
 use limiter_core::{Limiter, Policies, Policy};
-use limiter_memory::{MemoryLimiter, DEFAULT_MAX_KEY_BYTES};
+use limiter_memory::{MemoryLimiter, MemoryLimiterBuilder};
 use limiter_redis::{RedisBackend, RedisLimiter};
-use limiter_tower::{Config, KeyExtractor, RateLimitLayer, Registry, DEFAULT_MAX_KEYS};
+use limiter_tower::{Config, KeyExtractor, RateLimitLayer, Registry};
 
 /// The command line.
 #[derive(Debug, Parser)]
@@ -61,11 +61,11 @@ struct Args {
     #[arg(long)]
     redis_url: Option<String>,
     /// The most keys held in process; a new key beyond them is answered 503.
-    #[arg(long, default_value_t = DEFAULT_MAX_KEYS, conflicts_with = "config")]
+    #[arg(long, default_value_t = Config::DEFAULT_MAX_KEYS, conflicts_with = "config")]
     max_keys: usize,
     /// The longest key held as it is in process; a longer one is held as
     /// its SHA-256.
-    #[arg(long, default_value_t = DEFAULT_MAX_KEY_BYTES, conflicts_with = "config")]
+    #[arg(long, default_value_t = MemoryLimiterBuilder::DEFAULT_MAX_KEY_BYTES, conflicts_with = "config")]
     max_key_bytes: usize,
 }
 

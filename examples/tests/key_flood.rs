@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use limiter_core::Policy;
-use limiter_memory::{MemoryLimiter, DEFAULT_MAX_KEY_BYTES};
+use limiter_memory::{MemoryLimiter, MemoryLimiterBuilder};
 
 /// The policy of both servers: a key lives an hour once admitted.
 const POLICY: &str = "sliding-log:10/1h";
@@ -290,7 +290,7 @@ fn long_key(len: usize) -> impl Fn(usize, &mut Vec<u8>) + Sync {
 fn flood_and_measure(server: &Server) {
     let bound = MemoryLimiter::builder(POLICY.parse::<Policy>().unwrap())
         .max_keys(MAX_KEYS)
-        .max_key_bytes(DEFAULT_MAX_KEY_BYTES)
+        .max_key_bytes(MemoryLimiterBuilder::DEFAULT_MAX_KEY_BYTES)
         .build()
         .max_bytes()
         .unwrap() as u64;

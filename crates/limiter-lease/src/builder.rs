@@ -29,6 +29,7 @@ use crate::leased::Leased;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
+#[must_use = "a builder does nothing until `.build()`"]
 pub struct LeasedBuilder<L> {
     pub(crate) inner: L,
     pub(crate) lifetime: Duration,
@@ -57,7 +58,6 @@ impl<L: Limiter> LeasedBuilder<L> {
     /// windowed algorithms and the buckets grows with it (about `L * T / W`);
     /// zero leases nothing, and every request goes to the wrapped limiter.
     /// Whole microseconds; defaults to [`Leased::DEFAULT_LIFETIME`].
-    #[must_use]
     pub fn lifetime(mut self, lifetime: Duration) -> Self {
         self.lifetime = lifetime;
         self
@@ -68,7 +68,6 @@ impl<L: Limiter> LeasedBuilder<L> {
     /// instances. Capped at the policies' maximum cost and at 2^32 - 1 (a
     /// key's counts of units are 32 bits); at least 1. Defaults
     /// to [`Leased::DEFAULT_MAX_LEASE`].
-    #[must_use]
     pub fn max_lease(mut self, units: u64) -> Self {
         self.max_lease = units;
         self
@@ -77,7 +76,6 @@ impl<L: Limiter> LeasedBuilder<L> {
     /// `m`: the smallest lease asked on demand alone (a lease still shrinks
     /// below it to what the key has left). At least 1, at most the maximum
     /// lease. Defaults to [`Leased::DEFAULT_MIN_LEASE`].
-    #[must_use]
     pub fn min_lease(mut self, units: u64) -> Self {
         self.min_lease = units;
         self
@@ -87,7 +85,6 @@ impl<L: Limiter> LeasedBuilder<L> {
     /// last lease's size or less in hand fetches the next lease (0: only
     /// when none is left; at most 100). Defaults to
     /// [`Leased::DEFAULT_REFILL_PERCENT`].
-    #[must_use]
     pub fn refill_percent(mut self, percent: u8) -> Self {
         self.refill_percent = percent.min(100);
         self
@@ -97,7 +94,6 @@ impl<L: Limiter> LeasedBuilder<L> {
     /// decided by the wrapped limiter, at its own cost, until an idle key
     /// (no units in hand, no lease in flight) is dropped to make room.
     /// Zero leases nothing. Defaults to [`Leased::DEFAULT_MAX_KEYS`].
-    #[must_use]
     pub fn max_keys(mut self, keys: usize) -> Self {
         self.max_keys = keys;
         self
@@ -107,7 +103,6 @@ impl<L: Limiter> LeasedBuilder<L> {
     /// the wall clock read once and advanced by [`Instant`](std::time::Instant),
     /// which never steps back; a [`ManualClock`](limiter_core::ManualClock)
     /// in tests. A clock stepped back stretches the leases in hand.
-    #[must_use]
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
         self.clock = Arc::new(clock);
         self

@@ -5,12 +5,7 @@ use std::time::Duration;
 use limiter_core::{Clock, Policies};
 
 use crate::clock::{AnchoredClock, ClockSource};
-use crate::key::DEFAULT_MAX_KEY_BYTES;
 use crate::limiter::MemoryLimiter;
-
-/// How long past its reset a key's state is kept before it may be evicted,
-/// unless [`MemoryLimiterBuilder::eviction_delay`] says otherwise: one second.
-pub const DEFAULT_EVICTION_DELAY: Duration = Duration::from_secs(1);
 
 /// Builds a [`MemoryLimiter`]; every option has a default, so
 /// `MemoryLimiter::builder(policy).build()` equals `MemoryLimiter::new(policy)`.
@@ -30,6 +25,7 @@ pub const DEFAULT_EVICTION_DELAY: Duration = Duration::from_secs(1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
+#[must_use = "a builder does nothing until `.build()`"]
 pub struct MemoryLimiterBuilder {
     pub(crate) policies: Policies,
     pub(crate) clock: ClockSource,
@@ -39,13 +35,24 @@ pub struct MemoryLimiterBuilder {
 }
 
 impl MemoryLimiterBuilder {
+    /// How long past its reset a key's state is kept before it may be
+    /// evicted, unless [`eviction_delay`](Self::eviction_delay) says
+    /// otherwise: one second.
+    pub const DEFAULT_EVICTION_DELAY: Duration = Duration::from_secs(1);
+
+    /// The longest key stored as it is unless
+    /// [`max_key_bytes`](Self::max_key_bytes) says otherwise: 256 bytes (an
+    /// IPv6 key, a UUID, a JWT's subject, most API keys and session ids
+    /// fit). A longer key is stored as its SHA-256.
+    pub const DEFAULT_MAX_KEY_BYTES: usize = 256;
+
     pub(crate) fn new(policies: Policies) -> Self {
         Self {
             policies,
             clock: ClockSource::Anchored(AnchoredClock::new()),
             max_keys: None,
-            max_key_bytes: DEFAULT_MAX_KEY_BYTES,
-            eviction_delay_us: duration_us(DEFAULT_EVICTION_DELAY),
+            max_key_bytes: Self::DEFAULT_MAX_KEY_BYTES,
+            eviction_delay_us: duration_us(Self::DEFAULT_EVICTION_DELAY),
         }
     }
 
@@ -58,7 +65,6 @@ impl MemoryLimiterBuilder {
     ///
     /// Eviction reads the same clock: a key is dropped once this clock has
     /// passed its reset time (plus the [eviction delay](Self::eviction_delay)).
-    #[must_use]
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
         self.clock = ClockSource::Custom(Box::new(clock));
         self
@@ -105,14 +111,13 @@ impl MemoryLimiterBuilder {
     /// }
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    #[must_use]
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = Some(max_keys);
         self
     }
 
     /// The longest key, in bytes, stored as it is. Defaults to
-    /// [`DEFAULT_MAX_KEY_BYTES`] (256).
+    /// [`DEFAULT_MAX_KEY_BYTES`](Self::DEFAULT_MAX_KEY_BYTES) (256).
     ///
     /// A longer key is stored as its SHA-256 digest (33 bytes with a
     /// marker), so what one key costs is bounded however long a client
@@ -136,7 +141,6 @@ impl MemoryLimiterBuilder {
     /// assert!(limiter.try_acquire(&"k".repeat(100_001), 1)?.allowed);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    #[must_use]
     pub fn max_key_bytes(mut self, max_key_bytes: usize) -> Self {
         self.max_key_bytes = max_key_bytes;
         self
@@ -144,7 +148,8 @@ impl MemoryLimiterBuilder {
 
     /// How long past its reset time (the admitting decision's
     /// `time_us + reset_after`) a key is kept before it may be evicted.
-    /// Defaults to [`DEFAULT_EVICTION_DELAY`] (one second); sub-microsecond
+    /// Defaults to [`DEFAULT_EVICTION_DELAY`](Self::DEFAULT_EVICTION_DELAY)
+    /// (one second); sub-microsecond
     /// parts are ignored.
     ///
     /// Evicting exactly at the reset time never changes a decision while
@@ -153,7 +158,6 @@ impl MemoryLimiterBuilder {
     /// earlier can arrive after a sweep; the delay keeps such stragglers,
     /// and a clock stepping back by less than the delay, exact. It costs
     /// only memory: keys live that much longer.
-    #[must_use]
     pub fn eviction_delay(mut self, delay: Duration) -> Self {
         self.eviction_delay_us = duration_us(delay);
         self

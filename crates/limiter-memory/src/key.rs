@@ -12,12 +12,6 @@ use sha2::{Digest as _, Sha256};
 /// size of a `String`, with no allocation behind it.
 pub(crate) const INLINE: usize = 22;
 
-/// The longest key stored as it is unless
-/// [`MemoryLimiterBuilder::max_key_bytes`](crate::MemoryLimiterBuilder::max_key_bytes)
-/// says otherwise: 256 bytes (an IPv6 key, a UUID, a JWT's subject, most
-/// API keys and session ids fit). A longer key is stored as its SHA-256.
-pub const DEFAULT_MAX_KEY_BYTES: usize = 256;
-
 /// The stored form of a key longer than the bound: [`DIGEST_MARK`], then
 /// the SHA-256 of the key's bytes.
 pub(crate) const DIGEST_KEY_BYTES: usize = 1 + 32;

@@ -88,11 +88,6 @@ mod map;
 mod memory_bound;
 mod sweep;
 
-pub use self::{
-    builder::{MemoryLimiterBuilder, DEFAULT_EVICTION_DELAY},
-    clock::AnchoredClock,
-    key::DEFAULT_MAX_KEY_BYTES,
-    limiter::MemoryLimiter,
-};
+pub use self::{builder::MemoryLimiterBuilder, clock::AnchoredClock, limiter::MemoryLimiter};
 /// The error of a new key refused at [`max_keys`](MemoryLimiterBuilder::max_keys).
 pub use limiter_core::KeyLimitReached;

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use limiter_core::{Algorithm, ManualClock, Policies, Policy, Rate};
-use limiter_memory::{MemoryLimiter, DEFAULT_MAX_KEY_BYTES};
+use limiter_memory::{MemoryLimiter, MemoryLimiterBuilder};
+
+const DEFAULT_MAX_KEY_BYTES: usize = MemoryLimiterBuilder::DEFAULT_MAX_KEY_BYTES;
 
 const T0: u64 = 1_700_000_000_000_000;
 

@@ -18,10 +18,6 @@ use crate::key::{is_route_key, Fallback, IpNet, KeyExtractor, KeyKindError};
 use crate::layer::RateLimitLayer;
 use crate::response::HeaderStyle;
 
-/// The keys each in-process limiter of a configured policy holds at most,
-/// unless its `max_keys` says otherwise.
-pub const DEFAULT_MAX_KEYS: usize = 100_000;
-
 /// Named policies, each a [`RateLimitLayer`] to be: read from TOML, every
 /// entry checked before anything is served, so a typo fails the startup
 /// instead of leaving a route unlimited.
@@ -70,8 +66,8 @@ pub const DEFAULT_MAX_KEYS: usize = 100_000;
 /// `max_keys` and `max_key_bytes` bound what clients' keys can cost each
 /// in-process limiter of the policy (its `MemoryLimiter` under
 /// [`Registry::memory`](crate::Registry::memory), its penalty's counts,
-/// and a `fallback`'s): at most [`DEFAULT_MAX_KEYS`] keys, each at most
-/// [`DEFAULT_MAX_KEY_BYTES`](limiter_memory::DEFAULT_MAX_KEY_BYTES) bytes
+/// and a `fallback`'s): at most [`DEFAULT_MAX_KEYS`](Self::DEFAULT_MAX_KEYS) keys, each at most
+/// [`DEFAULT_MAX_KEY_BYTES`](limiter_memory::MemoryLimiterBuilder::DEFAULT_MAX_KEY_BYTES) bytes
 /// long (a longer one is held as its digest), unless the file says
 /// otherwise. A new key while the cap is full is a failure of the
 /// limiter, answered by `on_failure` (docs/http.md, "What clients' keys
@@ -103,6 +99,10 @@ pub struct Config {
 }
 
 impl Config {
+    /// The keys each in-process limiter of a configured policy holds at
+    /// most, unless its `max_keys` says otherwise.
+    pub const DEFAULT_MAX_KEYS: usize = 100_000;
+
     /// Reads and checks the TOML file at `path`.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let path = path.as_ref();
@@ -398,12 +398,12 @@ impl RawPolicy {
         };
 
         let memory = MemoryBounds {
-            max_keys: count("max_keys", self.max_keys, 1, DEFAULT_MAX_KEYS)?,
+            max_keys: count("max_keys", self.max_keys, 1, Config::DEFAULT_MAX_KEYS)?,
             max_key_bytes: count(
                 "max_key_bytes",
                 self.max_key_bytes,
                 0,
-                limiter_memory::DEFAULT_MAX_KEY_BYTES,
+                limiter_memory::MemoryLimiterBuilder::DEFAULT_MAX_KEY_BYTES,
             )?,
         };
 

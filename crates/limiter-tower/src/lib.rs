@@ -114,6 +114,6 @@ pub use self::{
 
 #[cfg(feature = "config")]
 pub use self::{
-    config::{Config, ConfigError, ConfigErrorKind, DEFAULT_MAX_KEYS},
+    config::{Config, ConfigError, ConfigErrorKind},
     registry::Registry,
 };

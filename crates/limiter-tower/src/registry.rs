@@ -50,7 +50,7 @@ impl Registry {
     /// Each policy on its own in-process
     /// [`MemoryLimiter`](limiter_memory::MemoryLimiter) (its ban list and
     /// penalty counts in process too), holding at most the policy's
-    /// `max_keys` keys ([`DEFAULT_MAX_KEYS`](crate::DEFAULT_MAX_KEYS) by
+    /// `max_keys` keys ([`Config::DEFAULT_MAX_KEYS`](crate::Config::DEFAULT_MAX_KEYS) by
     /// default) of at most `max_key_bytes` each, so clients' keys cost at
     /// most its [`max_bytes`](limiter_memory::MemoryLimiter::max_bytes).
     ///

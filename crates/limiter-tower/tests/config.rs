@@ -831,7 +831,7 @@ fn a_memory_registry_caps_its_limiters_by_default() {
         "[policies.login]\nlimits = [\"sliding-log:10/5m\"]\npenalty = { denials = \"5/1m\", ban_for = \"1h\" }\n",
     )
     .unwrap();
-    assert_eq!(limiter_tower::DEFAULT_MAX_KEYS, 100_000);
+    assert_eq!(limiter_tower::Config::DEFAULT_MAX_KEYS, 100_000);
     let layer = format!("{:?}", Registry::memory(&config).layer("login").unwrap());
     assert_eq!(
         layer
