@@ -100,20 +100,9 @@ impl Drop for Server {
     }
 }
 
-/// The example binary built beside this test: `target/<profile>/deps/
-/// key_flood-…` is this test, `target/<profile>/examples/http_server` the
-/// server.
+/// The server: the example, built beside this test.
 fn http_server() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile = exe.parent().and_then(|deps| deps.parent()).unwrap();
-    let server = profile.join("examples").join("http_server");
-    assert!(
-        server.exists(),
-        "{} is missing: `cargo test -p limiter-examples` builds it (or `cargo build -p \
-         limiter-examples --example http_server`)",
-        server.display()
-    );
-    server
+    limiter_test::example_binary("limiter-examples", "http_server")
 }
 
 /// `GET /` with `x-api-key: {key}` into `out`.

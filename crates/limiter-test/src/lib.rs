@@ -36,6 +36,7 @@
 
 pub mod cases;
 pub mod certificates;
+mod example_binary;
 mod flaky;
 mod harness;
 mod model;
@@ -44,6 +45,7 @@ pub mod redis_server;
 mod suite;
 
 pub use self::cases::Rng;
+pub use self::example_binary::example_binary;
 pub use self::flaky::Flaky;
 pub use self::harness::Harness;
 pub use self::model::{ModelHarness, ModelLimiter};

@@ -219,19 +219,9 @@ fn parse_line(line: &str) -> Logged {
     }
 }
 
-/// The example built beside this test: `target/<profile>/deps/NAME-…` is
-/// this test, `target/<profile>/examples/lease_worker` the worker.
+/// The worker: the crate's example, built beside this test.
 fn lease_worker() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile = exe.parent().and_then(|deps| deps.parent()).unwrap();
-    let worker = profile.join("examples").join("lease_worker");
-    assert!(
-        worker.exists(),
-        "{} is missing: `cargo test -p limiter-lease` builds it (or `cargo build -p \
-         limiter-lease --example lease_worker`)",
-        worker.display()
-    );
-    worker
+    limiter_test::example_binary("limiter-lease", "lease_worker")
 }
 
 pub(crate) fn wall_us() -> u64 {
