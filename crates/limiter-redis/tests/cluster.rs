@@ -114,6 +114,36 @@ impl Harness for ClusterHarness {
 // (`conformance::all_of_vectors_replay_byte_for_byte`).
 limiter_test::conformance_suite!(setup = ClusterHarness::start());
 
+/// Load spread over every primary: a sliding log of 10,000 an hour on
+/// `backend`, `per_primary` keys of each primary, whether each key is the
+/// first primary's (the one a test then takes down), and each key with
+/// the limiter, for [`Load::start`].
+#[allow(clippy::type_complexity)] // the three views a fault test reads
+async fn spread_over_primaries(
+    cluster: &RedisCluster,
+    backend: &RedisBackend,
+    name: &str,
+    per_primary: usize,
+) -> (Vec<String>, Vec<bool>, Vec<(Arc<RedisLimiter>, String)>) {
+    let limiter = limiter(
+        backend,
+        Policy::sliding_log(Rate::per_hour(10_000)).unwrap(),
+        name,
+    )
+    .await;
+    let primaries = cluster.primaries();
+    let keys = keys_on(cluster, &limiter, name, &primaries, per_primary);
+    let on_first: Vec<bool> = keys
+        .iter()
+        .map(|k| cluster.node_for_key(&limiter.redis_key(k)) == primaries[0])
+        .collect();
+    let targets = keys
+        .iter()
+        .map(|k| (Arc::clone(&limiter), k.clone()))
+        .collect();
+    (keys, on_first, targets)
+}
+
 /// User keys whose slots the cluster's primaries serve: `per_primary` for
 /// each of `primaries`, named `{name}:{n}` (the user key is the hash tag).
 fn keys_on(
@@ -1452,23 +1482,9 @@ async fn a_hung_primary_costs_its_callers_one_command_timeout_at_most() {
         .probe_interval(PROBE_INTERVAL)
         .build_lazy()
         .unwrap();
-    let limiter = limiter(
-        &backend,
-        Policy::sliding_log(Rate::per_hour(10_000)).unwrap(),
-        "hung",
-    )
-    .await;
-    let primaries = cluster.primaries();
-    let keys = keys_on(&cluster, &limiter, "hung", &primaries, 4);
-    let hung = primaries[0].clone();
-    let on_hung: Vec<bool> = keys
-        .iter()
-        .map(|k| cluster.node_for_key(&limiter.redis_key(k)) == hung)
-        .collect();
-    let targets: Vec<(Arc<RedisLimiter>, String)> = keys
-        .iter()
-        .map(|k| (Arc::clone(&limiter), k.clone()))
-        .collect();
+    let (keys, on_hung, targets) = spread_over_primaries(&cluster, &backend, "hung", 4).await;
+    let hung = cluster.primaries()[0].clone();
+    let limiter = Arc::clone(&targets[0].0);
 
     let load = Load::start(targets.clone(), TASKS);
     // Slow decisions so far, per target: those of the hang are counted from
@@ -1961,23 +1977,9 @@ async fn a_lost_shard_costs_each_call_one_command_timeout_at_most() {
             .unwrap(),
     );
     let backend = probing_backend(&cluster, COMMAND_TIMEOUT);
-    let limiter = limiter(
-        &backend,
-        Policy::sliding_log(Rate::per_hour(10_000)).unwrap(),
-        "lost",
-    )
-    .await;
-    let primaries = cluster.primaries();
-    let keys = keys_on(&cluster, &limiter, "lost", &primaries, 2);
-    let lost = primaries[0].clone();
-    let on_lost: Vec<bool> = keys
-        .iter()
-        .map(|k| cluster.node_for_key(&limiter.redis_key(k)) == lost)
-        .collect();
-    let targets: Vec<(Arc<RedisLimiter>, String)> = keys
-        .iter()
-        .map(|k| (Arc::clone(&limiter), k.clone()))
-        .collect();
+    let (keys, on_lost, targets) = spread_over_primaries(&cluster, &backend, "lost", 2).await;
+    let lost = cluster.primaries()[0].clone();
+    let limiter = Arc::clone(&targets[0].0);
     let sum = |report: &Report, lost_side: bool, figures: &dyn Fn(&Report, usize) -> u64| {
         (0..keys.len())
             .filter(|&i| on_lost[i] == lost_side)
