@@ -114,21 +114,21 @@ fn sliding_log_limit(c: &mut Criterion) {
             .build();
         for _ in 0..limit {
             clock.advance(step);
-            assert!(full.try_acquire("k", 1).unwrap().allowed);
+            assert!(full.try_acquire(b"k", 1).unwrap().allowed);
         }
         group.bench_function(BenchmarkId::new("denied", limit), |b| {
-            b.iter(|| black_box(full.try_acquire("k", 1).unwrap()))
+            b.iter(|| black_box(full.try_acquire(b"k", 1).unwrap()))
         });
 
         let steady = MemoryLimiter::builder(policy).clock(clock.clone()).build();
         for _ in 0..limit {
             clock.advance(step);
-            steady.try_acquire("k", 1).unwrap();
+            steady.try_acquire(b"k", 1).unwrap();
         }
         group.bench_function(BenchmarkId::new("allowed", limit), |b| {
             b.iter(|| {
                 clock.advance(step);
-                let decision = steady.try_acquire("k", 1).unwrap();
+                let decision = steady.try_acquire(b"k", 1).unwrap();
                 assert!(decision.allowed);
                 black_box(decision)
             })

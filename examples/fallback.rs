@@ -40,7 +40,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut admitted = 0;
     for _ in 0..15 {
-        let decision = limiter.acquire("tenant:7", 1).await?;
+        let decision = limiter.acquire(b"tenant:7", 1).await?;
         admitted += u64::from(decision.allowed);
         let expected = match live {
             Some(_) => DecisionSource::Backend,

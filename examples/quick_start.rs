@@ -32,7 +32,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(sent, 10, "10 codes a minute, no more");
 
     // Other keys are not affected.
-    assert!(sms.acquire("sms:+8613900000000", 1).await?.allowed);
+    assert!(sms.acquire(b"sms:+8613900000000", 1).await?.allowed);
 
     // The same decisions without a future, for synchronous code.
     let peek = sms.try_peek(phone, 1)?;

@@ -24,7 +24,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A burst of 7 in one second: the per-second part binds after 5.
     let mut admitted = 0;
     for i in 1..=7 {
-        let decision = limiter.acquire("user:42", 1).await?;
+        let decision = limiter.acquire(b"user:42", 1).await?;
         println!(
             "request {i}: {} (remaining {} of part {}'s {})",
             if decision.allowed {
@@ -48,11 +48,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..19 {
         clock.advance(Duration::from_secs(1));
         for _ in 0..5 {
-            assert!(limiter.acquire("user:42", 1).await?.allowed);
+            assert!(limiter.acquire(b"user:42", 1).await?.allowed);
         }
     }
     clock.advance(Duration::from_secs(1));
-    let decision = limiter.acquire("user:42", 1).await?;
+    let decision = limiter.acquire(b"user:42", 1).await?;
     println!(
         "request 101 in the minute: {} (bound by part {}, retry after {:?})",
         if decision.allowed {

@@ -110,7 +110,7 @@ async fn replay(
         times.observe(request.time_us);
         steps.observe(index as u64 + 1, request.time_us);
         clock.set(request.time_us);
-        let decision = match limiter.acquire(&request.key, request.cost).await {
+        let decision = match limiter.acquire(request.key.as_bytes(), request.cost).await {
             Ok(decision) => Some(decision),
             Err(
                 Error::ZeroCost | Error::CostExceedsCapacity { .. } | Error::TimeOutOfRange { .. },

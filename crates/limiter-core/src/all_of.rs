@@ -1,7 +1,6 @@
 //! Tiered limits (docs/spec.md section 7): one key under every part of a
 //! [`Policies`] set. [`all_of`] combines the parts' decisions, the one
-//! place that rule is written; [`SetState`] is a key's state under a set;
-//! [`SetDecision`] is the combined decision with every part's.
+//! place that rule is written; [`SetState`] is a key's state under a set.
 
 use std::time::Duration;
 
@@ -11,79 +10,6 @@ use crate::error::Error;
 use crate::policies::Policies;
 
 const MAX_PARTS: usize = Policies::MAX_PARTS;
-
-/// The decision on a request under a policy set, with every part's own
-/// decision: what an HTTP layer needs to list each policy in
-/// `RateLimit-Policy` and `RateLimit` headers.
-///
-/// [`decision`](Self::decision) is what [`Limiter::acquire`](crate::Limiter::acquire)
-/// returns. [`parts`](Self::parts) has one decision per part, in the
-/// set's order, each describing that part **as it stands after the
-/// request**:
-///
-/// - the set admitted: each part's admission, the request counted;
-/// - the set denied (nothing counted, docs/spec.md rule 2.1): a part that
-///   denied reports its denial; a part that would have admitted reports
-///   `allowed == true` with its `remaining` and `reset_after` as they stand,
-///   without the request (and no `wait`).
-///
-/// Under one policy, `parts()` is that policy's decision, equal to
-/// `decision`.
-///
-/// ```
-/// use limiter_core::{Decision, SetDecision};
-///
-/// let one = SetDecision::single(Decision::admit(10, 9, 0));
-/// assert_eq!(one.parts(), &[one.decision]);
-/// assert_eq!(one.bound(), &one.decision);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SetDecision {
-    /// The combined decision (docs/spec.md section 7); its
-    /// [`bound_by`](Decision::bound_by) indexes [`parts`](Self::parts).
-    pub decision: Decision,
-    parts: [Decision; MAX_PARTS],
-    len: u8,
-}
-
-impl SetDecision {
-    /// The decision of a single policy, its only part.
-    pub fn single(decision: Decision) -> Self {
-        let mut parts = [decision; MAX_PARTS];
-        parts[0] = decision;
-        Self {
-            decision,
-            parts,
-            len: 1,
-        }
-    }
-
-    /// Every part's decision, in the set's order (see the type's docs).
-    pub fn parts(&self) -> &[Decision] {
-        &self.parts[..usize::from(self.len)]
-    }
-
-    /// The decision of the part that bound the answer
-    /// ([`Decision::bound_by`]).
-    pub fn bound(&self) -> &Decision {
-        let parts = self.parts();
-        parts
-            .get(usize::from(self.decision.bound_by))
-            .unwrap_or(&parts[0])
-    }
-}
-
-impl From<Decision> for SetDecision {
-    fn from(decision: Decision) -> Self {
-        Self::single(decision)
-    }
-}
-
-impl From<SetDecision> for Decision {
-    fn from(set: SetDecision) -> Self {
-        set.decision
-    }
-}
 
 /// Combines the decisions of a policy set's parts on one request into the
 /// set's decision (docs/spec.md section 7): the one place that rule lives.
@@ -120,42 +46,40 @@ impl From<SetDecision> for Decision {
 ///     .with_reset_after(Duration::from_millis(900));
 /// let minute = Decision::admit(100, 93, 7).with_reset_after(Duration::from_secs(60));
 /// let set = all_of(&[second, minute], 1, |_| Duration::from_millis(59_800));
-/// assert!(!set.decision.allowed);
-/// assert_eq!((set.decision.limit, set.decision.remaining, set.decision.bound_by), (5, 0, 0));
-/// assert_eq!(set.decision.retry_after, Duration::from_millis(400));
-/// assert_eq!(set.decision.reset_after, Duration::from_millis(59_800));
+/// assert!(!set.allowed);
+/// assert_eq!((set.limit, set.remaining, set.bound_by), (5, 0, 0));
+/// assert_eq!(set.retry_after, Duration::from_millis(400));
+/// assert_eq!(set.reset_after, Duration::from_millis(59_800));
 /// assert_eq!(set.parts()[1].remaining, 94); // the minute counted nothing
 /// ```
 pub fn all_of(
     parts: &[Decision],
     cost: u64,
     mut reset_as_it_stands: impl FnMut(usize) -> Duration,
-) -> SetDecision {
+) -> Decision {
     debug_assert!(
         (1..=MAX_PARTS).contains(&parts.len()),
         "a set has 1 to 8 parts"
     );
     let parts = &parts[..parts.len().min(MAX_PARTS)];
-    let Some(&first) = parts.first() else {
-        return SetDecision::single(Decision::deny(0, 0, Duration::ZERO, 0));
+    let Some(first) = parts.first() else {
+        return Decision::deny(0, 0, Duration::ZERO, 0);
     };
     if let [only] = parts {
-        return SetDecision::single(*only);
+        return only.clone();
     }
     let allowed = parts.iter().all(|part| part.allowed);
-    let mut stood = [first; MAX_PARTS];
-    stood[..parts.len()].copy_from_slice(parts);
+    let mut stood: [Decision; MAX_PARTS] =
+        std::array::from_fn(|i| parts.get(i).unwrap_or(first).clone());
     // The parts that speak for the request: all of them, or the denying ones.
     let speaks = |part: &Decision| allowed || !part.allowed;
     let mut bound = 0;
-    let mut decision = Decision {
-        allowed,
-        remaining: u64::MAX,
-        retry_after: Duration::ZERO,
-        reset_after: Duration::ZERO,
-        wait: Duration::ZERO,
-        ..first
-    };
+    let mut decision = first.clone();
+    decision.allowed = allowed;
+    decision.remaining = u64::MAX;
+    decision.retry_after = Duration::ZERO;
+    decision.reset_after = Duration::ZERO;
+    decision.wait = Duration::ZERO;
     for (i, part) in stood[..parts.len()].iter_mut().enumerate() {
         if !allowed && part.allowed {
             // Nothing was counted: the part as it stands, without the request.
@@ -180,11 +104,7 @@ pub fn all_of(
     }
     // At most MAX_PARTS (8) parts.
     decision.bound_by = u8::try_from(bound).unwrap_or(u8::MAX);
-    SetDecision {
-        decision,
-        parts: stood,
-        len: u8::try_from(parts.len()).unwrap_or(u8::MAX),
-    }
+    decision.with_parts(&stood[..parts.len()])
 }
 
 /// Checks a request against every part of `policies` (docs/spec.md rules
@@ -207,12 +127,12 @@ pub fn check_policies(policies: &Policies, now_us: u64, cost: u64) -> Result<(),
 ///
 /// let tiers: Policies = "sliding-log:2/1s;sliding-log:3/1m".parse()?;
 /// let mut key = SetState::fresh(&tiers);
-/// assert!(key.acquire(&tiers, 0, 1)?.decision.allowed);
-/// assert!(key.acquire(&tiers, 1, 1)?.decision.allowed);
-/// let denied = key.acquire(&tiers, 2, 1)?.decision;
+/// assert!(key.acquire(&tiers, 0, 1)?.allowed);
+/// assert!(key.acquire(&tiers, 1, 1)?.allowed);
+/// let denied = key.acquire(&tiers, 2, 1)?;
 /// assert!(!denied.allowed && denied.bound_by == 0); // the second tier binds
-/// assert!(key.acquire(&tiers, 1_000_000, 1)?.decision.allowed);
-/// let denied = key.acquire(&tiers, 1_500_000, 1)?.decision;
+/// assert!(key.acquire(&tiers, 1_000_000, 1)?.allowed);
+/// let denied = key.acquire(&tiers, 1_500_000, 1)?;
 /// assert!(!denied.allowed && denied.bound_by == 1); // now the minute binds
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -251,9 +171,9 @@ impl SetState {
         policies: &Policies,
         now_us: u64,
         cost: u64,
-    ) -> Result<SetDecision, Error> {
+    ) -> Result<Decision, Error> {
         let (set, updates) = self.evaluate(policies, now_us, cost)?;
-        if set.decision.allowed {
+        if set.allowed {
             for (state, update) in self.parts.iter_mut().zip(updates) {
                 if let Some(update) = update {
                     state.apply(update);
@@ -264,7 +184,7 @@ impl SetState {
     }
 
     /// Decides a request of `cost` at `now_us` by every part without writing.
-    pub fn peek(&self, policies: &Policies, now_us: u64, cost: u64) -> Result<SetDecision, Error> {
+    pub fn peek(&self, policies: &Policies, now_us: u64, cost: u64) -> Result<Decision, Error> {
         self.evaluate(policies, now_us, cost).map(|(set, _)| set)
     }
 
@@ -272,7 +192,7 @@ impl SetState {
     /// (`SetState::fresh(policies).peek(…)`), without allocating its state:
     /// each part's fresh state is made on the stack. What a backend
     /// answers a peek on a key it does not hold.
-    pub fn peek_fresh(policies: &Policies, now_us: u64, cost: u64) -> Result<SetDecision, Error> {
+    pub fn peek_fresh(policies: &Policies, now_us: u64, cost: u64) -> Result<Decision, Error> {
         let parts = policies.parts();
         let fresh: [KeyState; MAX_PARTS] =
             std::array::from_fn(|i| KeyState::fresh(parts.get(i).unwrap_or(&parts[0])));
@@ -285,7 +205,7 @@ impl SetState {
         policies: &Policies,
         now_us: u64,
         cost: u64,
-    ) -> Result<(SetDecision, [Option<KeyUpdate>; MAX_PARTS]), Error> {
+    ) -> Result<(Decision, [Option<KeyUpdate>; MAX_PARTS]), Error> {
         evaluate(&self.parts, policies, now_us, cost)
     }
 }
@@ -299,9 +219,9 @@ fn evaluate(
     policies: &Policies,
     now_us: u64,
     cost: u64,
-) -> Result<(SetDecision, [Option<KeyUpdate>; MAX_PARTS]), Error> {
+) -> Result<(Decision, [Option<KeyUpdate>; MAX_PARTS]), Error> {
     check_policies(policies, now_us, cost)?;
-    let mut decisions = [Decision::admit(0, 0, now_us); MAX_PARTS];
+    let mut decisions: [Decision; MAX_PARTS] = std::array::from_fn(|_| Decision::admit(0, 0, now_us));
     let mut t_effs = [0; MAX_PARTS];
     let mut updates = [None; MAX_PARTS];
     let mut len = 0;

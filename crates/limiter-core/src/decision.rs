@@ -1,6 +1,7 @@
 //! [`Decision`]: what a limiter answered, in microsecond durations.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::policy::Policy;
@@ -29,7 +30,33 @@ use crate::policy::Policy;
 /// assert_eq!(denied.source, DecisionSource::Backend);
 /// assert!(!denied.is_degraded());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+///
+/// # Tiered sets
+///
+/// Under a tiered set of [`Policies`](crate::Policies) (docs/spec.md
+/// section 7) the fields are the set's combined decision and
+/// [`parts`](Self::parts) holds every part's own, in the set's order, each
+/// describing that part **as it stands after the request**:
+///
+/// - the set admitted: each part's admission, the request counted;
+/// - the set denied (nothing counted, docs/spec.md rule 2.1): a part that
+///   denied reports its denial; a part that would have admitted reports
+///   `allowed == true` with its `remaining` and `reset_after` as they stand,
+///   without the request (and no `wait`).
+///
+/// Under one policy, `parts()` is the decision itself, so a caller reads
+/// both the same way (an HTTP layer lists each part in `RateLimit-Policy`).
+/// The parts live behind one shared allocation, made only for a set: a
+/// single policy's decision is a plain value, cheap to clone.
+///
+/// ```
+/// use limiter_core::Decision;
+///
+/// let one = Decision::admit(10, 9, 0);
+/// assert_eq!(one.parts(), std::slice::from_ref(&one));
+/// assert_eq!(one.bound(), &one);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Decision {
     /// Whether the request was admitted (and, unless peeked, counted).
@@ -59,9 +86,10 @@ pub struct Decision {
     /// Under a tiered set of [`Policies`](crate::Policies), the index of
     /// the part whose `limit` and `remaining` this decision reports: the
     /// part that bound the answer (docs/spec.md section 7). 0 under one
-    /// policy. See [`SetDecision`](crate::SetDecision) for every part's
-    /// decision.
+    /// policy. [`parts`](Self::parts) has every part's decision.
     pub bound_by: u8,
+    /// Every part's decision under a tiered set; `None` under one policy.
+    parts: Option<Arc<[Decision]>>,
 }
 
 /// Who made a [`Decision`]: the backend, a lease the backend granted, or
@@ -140,6 +168,7 @@ impl Decision {
             time_us,
             source: DecisionSource::Backend,
             bound_by: 0,
+            parts: None,
         }
     }
 
@@ -147,11 +176,10 @@ impl Decision {
     /// retried after `retry_after`, made at `time_us` by the backend;
     /// `reset_after` is zero until set.
     pub const fn deny(limit: u64, remaining: u64, retry_after: Duration, time_us: u64) -> Self {
-        Self {
-            allowed: false,
-            retry_after,
-            ..Self::admit(limit, remaining, time_us)
-        }
+        let mut denial = Self::admit(limit, remaining, time_us);
+        denial.allowed = false;
+        denial.retry_after = retry_after;
+        denial
     }
 
     /// With `reset_after`: when the key is back to its initial state.
@@ -180,6 +208,39 @@ impl Decision {
     pub const fn with_bound_by(mut self, part: u8) -> Self {
         self.bound_by = part;
         self
+    }
+
+    /// With `parts`: every part's decision under a tiered set (see the
+    /// type's docs), this decision being the set's combined one
+    /// ([`all_of`](crate::backend::all_of) makes both). A single part is
+    /// not kept: `parts()` of a one-policy decision is the decision itself.
+    #[must_use]
+    pub fn with_parts(mut self, parts: &[Decision]) -> Self {
+        self.parts = (parts.len() > 1).then(|| parts.iter().map(Self::without_parts).collect());
+        self
+    }
+
+    /// This decision alone, without its parts.
+    fn without_parts(&self) -> Self {
+        Self {
+            parts: None,
+            ..*self
+        }
+    }
+
+    /// Every part's decision, in the set's order: under a tiered set, one
+    /// per part (see the type's docs); under one policy, this decision.
+    pub fn parts(&self) -> &[Decision] {
+        self.parts
+            .as_deref()
+            .unwrap_or(std::slice::from_ref(self))
+    }
+
+    /// The decision of the part that bound the answer
+    /// ([`bound_by`](Self::bound_by)); this decision under one policy.
+    pub fn bound(&self) -> &Decision {
+        let parts = self.parts();
+        parts.get(usize::from(self.bound_by)).unwrap_or(&parts[0])
     }
 
     /// Whether a failure policy answered instead of the backend
@@ -288,6 +349,7 @@ impl TickDecision {
             time_us,
             source: DecisionSource::Backend,
             bound_by: 0,
+            parts: None,
         }
     }
 }

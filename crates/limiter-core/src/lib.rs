@@ -50,7 +50,6 @@ pub mod trace;
 
 pub use self::{
     algorithm::Algorithm,
-    all_of::SetDecision,
     backend_failure::{BackendFailure, FailureReach},
     clock::{Clock, ManualClock, SystemClock},
     decision::{Decision, DecisionSource},

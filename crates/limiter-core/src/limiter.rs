@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::all_of::SetDecision;
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::failure::{FailurePolicy, Resilient};
@@ -21,25 +20,45 @@ use crate::policies::Policies;
 /// identically (docs/spec.md sections 2 and 3). `Arc<L>`, `Box<L>` and `&L`
 /// are limiters too, so a function taking `impl Limiter` takes any of them.
 ///
+/// # Keys
+///
+/// A key is bytes, not text: Redis keys are binary-safe, and a key built
+/// from an address or an integer id costs no formatting and no allocation.
+///
+/// ```
+/// # use limiter_core::{Decision, Error, Limiter};
+/// # use std::net::IpAddr;
+/// async fn by_user(limiter: &dyn Limiter, user: &str) -> Result<Decision, Error> {
+///     limiter.acquire(user.as_bytes(), 1).await
+/// }
+/// async fn by_account(limiter: &dyn Limiter, account: u64) -> Result<Decision, Error> {
+///     limiter.acquire(&account.to_be_bytes(), 1).await
+/// }
+/// async fn by_address(limiter: &dyn Limiter, client: IpAddr) -> Result<Decision, Error> {
+///     match client {
+///         IpAddr::V4(v4) => limiter.acquire(&v4.octets(), 1).await,
+///         IpAddr::V6(v6) => limiter.acquire(&v6.octets(), 1).await,
+///     }
+/// }
+/// ```
+///
+/// Keys of different kinds that share one limiter need a prefix that keeps
+/// them apart (a 4-byte address and a 4-byte id are the same key).
+///
+/// # Tiered sets
+///
+/// A tiered set's [`Decision`] carries every part's decision
+/// ([`Decision::parts`]); under one policy `parts()` is the decision
+/// itself, so callers of either use the same calls.
+///
 /// # The synchronous fast path
 ///
 /// [`acquire`](Self::acquire) returns a boxed future (the price of
 /// `dyn Limiter`). A backend that decides without I/O also answers
 /// [`acquire_now`](Self::acquire_now) and [`peek_now`](Self::peek_now)
 /// (`Some`), which cost no allocation through an `Arc<dyn Limiter>`; the
-/// others answer `None`. On a hot path:
-///
-/// ```
-/// # use limiter_core::{Decision, Error, Limiter};
-/// async fn decide(limiter: &dyn Limiter, key: &str) -> Result<Decision, Error> {
-///     match limiter.acquire_now(key, 1) {
-///         Some(decided) => decided,
-///         None => limiter.acquire(key, 1).await,
-///     }
-/// }
-/// ```
-///
-/// [`LimiterExt::until_ready`] does so.
+/// others answer `None`. On a hot path, [`LimiterExt::acquire_fast`] tries
+/// the one, then the other.
 #[async_trait]
 pub trait Limiter: Send + Sync + fmt::Debug {
     /// The policies every key is limited by: one policy, or a tiered set
@@ -50,47 +69,26 @@ pub trait Limiter: Send + Sync + fmt::Debug {
     ///
     /// A denial is `Ok` with `allowed == false`. Errors are for requests that
     /// can never succeed (cost 0 or above the maximum) and for backend failures.
-    async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error>;
+    async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error>;
 
     /// Answers what [`acquire`](Self::acquire) would, without writing anything.
-    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error>;
+    async fn peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error>;
 
     /// Drops `key`'s state: it starts again with a full quota.
-    async fn reset(&self, key: &str) -> Result<(), Error>;
-
-    /// [`acquire`](Self::acquire), with every part's decision beside the
-    /// combined one (see [`SetDecision`]): what to list each policy of a
-    /// tiered set by (an HTTP layer's `RateLimit-Policy`).
-    ///
-    /// The default makes a [`SetDecision::single`] of `acquire`'s decision,
-    /// right for a limiter of one policy; a limiter of a set overrides it.
-    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-        self.acquire(key, cost).await.map(SetDecision::single)
-    }
-
-    /// [`peek`](Self::peek), with every part's decision (see
-    /// [`acquire_parts`](Self::acquire_parts)).
-    async fn peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-        self.peek(key, cost).await.map(SetDecision::single)
-    }
-
-    /// [`acquire`](Self::acquire) with a cost of one unit.
-    async fn acquire_one(&self, key: &str) -> Result<Decision, Error> {
-        self.acquire(key, 1).await
-    }
+    async fn reset(&self, key: &[u8]) -> Result<(), Error>;
 
     /// [`acquire`](Self::acquire), answered now without a future if this
     /// limiter can (it decides in process): `Some(result)`, exactly what
     /// `acquire` would have returned, the request committed if admitted.
     /// `None` (the default) means nothing was done: call `acquire`.
-    fn acquire_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+    fn acquire_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
         let _ = (key, cost);
         None
     }
 
     /// [`peek`](Self::peek), answered now without a future if this limiter
     /// can; `None` (the default) means call `peek`.
-    fn peek_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+    fn peek_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
         let _ = (key, cost);
         None
     }
@@ -105,37 +103,25 @@ macro_rules! forward_limiter {
                 (**self).policies()
             }
 
-            async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-                (**self).acquire_parts(key, cost).await
-            }
-
-            async fn peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-                (**self).peek_parts(key, cost).await
-            }
-
-            async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+            async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
                 (**self).acquire(key, cost).await
             }
 
-            async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+            async fn peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
                 (**self).peek(key, cost).await
             }
 
-            async fn reset(&self, key: &str) -> Result<(), Error> {
+            async fn reset(&self, key: &[u8]) -> Result<(), Error> {
                 (**self).reset(key).await
             }
 
-            async fn acquire_one(&self, key: &str) -> Result<Decision, Error> {
-                (**self).acquire_one(key).await
-            }
-
             #[inline]
-            fn acquire_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+            fn acquire_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
                 (**self).acquire_now(key, cost)
             }
 
             #[inline]
-            fn peek_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+            fn peek_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
                 (**self).peek_now(key, cost)
             }
         }
@@ -147,6 +133,31 @@ forward_limiter!(Arc<L>, Box<L>, &L);
 /// Conveniences for every [`Limiter`].
 #[async_trait]
 pub trait LimiterExt: Limiter {
+    /// [`acquire_now`](Limiter::acquire_now) if this limiter answers it,
+    /// else [`acquire`](Limiter::acquire): the hot path's call, which
+    /// allocates no future on a backend that decides in process.
+    ///
+    /// ```
+    /// # use limiter_core::{Decision, Error, Limiter, LimiterExt};
+    /// async fn decide(limiter: &dyn Limiter, key: &[u8]) -> Result<Decision, Error> {
+    ///     limiter.acquire_fast(key, 1).await
+    /// }
+    /// ```
+    fn acquire_fast<'a>(
+        &'a self,
+        key: &'a [u8],
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + Send + 'a {
+        // Decided before the future exists: the future boxes nothing then.
+        let now = self.acquire_now(key, cost);
+        async move {
+            match now {
+                Some(decided) => decided,
+                None => self.acquire(key, cost).await,
+            }
+        }
+    }
+
     /// Acquires `cost` on `key`, sleeping for `retry_after` while denied and
     /// then for the leaky bucket's `wait`, and returns the admitting decision.
     ///
@@ -154,16 +165,13 @@ pub trait LimiterExt: Limiter {
     /// that advances a [`ManualClock`](crate::ManualClock) in tests); the core
     /// depends on no runtime. Errors (including cost above the maximum) are
     /// returned at once, never retried.
-    async fn until_ready<S, F>(&self, key: &str, cost: u64, mut sleep: S) -> Result<Decision, Error>
+    async fn until_ready<S, F>(&self, key: &[u8], cost: u64, mut sleep: S) -> Result<Decision, Error>
     where
         S: FnMut(Duration) -> F + Send,
         F: Future<Output = ()> + Send,
     {
         loop {
-            let decision = match self.acquire_now(key, cost) {
-                Some(decided) => decided?,
-                None => self.acquire(key, cost).await?,
-            };
+            let decision = self.acquire_fast(key, cost).await?;
             if decision.allowed {
                 if !decision.wait.is_zero() {
                     sleep(decision.wait).await;

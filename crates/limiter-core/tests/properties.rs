@@ -15,7 +15,7 @@ struct Step {
 
 /// An admitted request: its effective time (the time it was counted at)
 /// and what it was told.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Admission {
     t_eff: u64,
     cost: u64,
@@ -134,8 +134,8 @@ fn replay(policy: &Policy, start: u64, steps: &[Step]) -> Result<Vec<Admission>,
             Err(e) => return Err(TestCaseError::fail(format!("unexpected error {e}"))),
             Ok(decision) => {
                 prop_assert_eq!(
-                    peeked.ok(),
-                    Some(decision),
+                    peeked.as_ref().ok(),
+                    Some(&decision),
                     "peek answers what acquire does"
                 );
                 prop_assert!(decision.remaining <= decision.limit);
@@ -145,7 +145,7 @@ fn replay(policy: &Policy, start: u64, steps: &[Step]) -> Result<Vec<Admission>,
                     admitted.push(Admission {
                         t_eff,
                         cost: step.cost,
-                        decision,
+                        decision: decision.clone(),
                     });
                 } else {
                     prop_assert_eq!(&state, &before, "a denied request changes nothing");

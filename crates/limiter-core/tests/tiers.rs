@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use limiter_core::backend::{KeyState, SetState};
-use limiter_core::{Algorithm, Decision, Error, Policies, Policy, Rate, SetDecision, MAX_TIME_US};
+use limiter_core::{Algorithm, Decision, Error, Policies, Policy, Rate, MAX_TIME_US};
 use proptest::prelude::*;
 
 fn small_policy(algorithm: Algorithm) -> impl Strategy<Value = Policy> {
@@ -100,8 +100,8 @@ fn expected(
     )
 }
 
-fn fields(set: &SetDecision) -> (bool, u64, u64, usize, Duration, Duration, Duration) {
-    let d = set.decision;
+fn fields(set: &Decision) -> (bool, u64, u64, usize, Duration, Duration, Duration) {
+    let d = set.clone();
     (
         d.allowed,
         d.remaining,
@@ -145,12 +145,12 @@ proptest! {
                 }
             };
             let got = result.unwrap();
-            prop_assert_eq!(peeked.unwrap(), got, "peek answers what acquire does");
+            prop_assert_eq!(&peeked.unwrap(), &got, "peek answers what acquire does");
             let allowed = alone_decisions.iter().all(|d| d.allowed);
             // As they stand: an admitting part of a denied set is unchanged.
             let mut stood = Vec::new();
             for (i, (policy, state)) in policies.iter().zip(&alone).enumerate() {
-                let part = got.parts()[i];
+                let part = &got.parts()[i];
                 if !allowed && alone_decisions[i].allowed {
                     let reset = part.reset_after;
                     let micros = u64::try_from(reset.as_micros()).unwrap();
@@ -161,7 +161,7 @@ proptest! {
                     }
                     stood.push(reset);
                 } else {
-                    prop_assert_eq!(part, alone_decisions[i]);
+                    prop_assert_eq!(part, &alone_decisions[i]);
                     stood.push(alone_decisions[i].reset_after);
                 }
             }
@@ -174,11 +174,11 @@ proptest! {
             } else {
                 prop_assert_eq!(&set, &before, "a denial leaves every part unchanged");
                 // retry_after is exact: admitted then, not a microsecond earlier.
-                let retry = u64::try_from(got.decision.retry_after.as_micros()).unwrap();
+                let retry = u64::try_from(got.retry_after.as_micros()).unwrap();
                 prop_assert!(retry > 0);
-                prop_assert!(set.peek(&policies, t + retry, cost).unwrap().decision.allowed,
+                prop_assert!(set.peek(&policies, t + retry, cost).unwrap().allowed,
                     "{} at {}µs cost {}: not admitted after retry_after {}µs", policies, t, cost, retry);
-                prop_assert!(!set.peek(&policies, t + retry - 1, cost).unwrap().decision.allowed,
+                prop_assert!(!set.peek(&policies, t + retry - 1, cost).unwrap().allowed,
                     "{} at {}µs cost {}: admitted before retry_after {}µs", policies, t, cost, retry);
             }
             prop_assert_eq!(set.parts(), &alone[..], "every part's state is its own");
@@ -207,7 +207,7 @@ proptest! {
         let mut t: u64 = 1_000;
         for (delta, cost) in steps {
             t = t.saturating_add_signed(delta).min(MAX_TIME_US);
-            let ours = set.acquire(&policies, t, cost).map(|s| s.decision);
+            let ours = set.acquire(&policies, t, cost);
             let theirs = alone.acquire(&policy, t, cost);
             prop_assert_eq!(format!("{ours:?}"), format!("{theirs:?}"));
         }
@@ -235,7 +235,7 @@ fn the_article_case_five_a_second_and_a_hundred_a_minute() {
     let mut admitted = 0;
     // One request every 10 ms for two minutes.
     for i in 0..12_000u64 {
-        if key.acquire(&tiers, i * 10_000, 1).unwrap().decision.allowed {
+        if key.acquire(&tiers, i * 10_000, 1).unwrap().allowed {
             admitted += 1;
         }
     }

@@ -175,7 +175,7 @@ async fn call(
     while wall_us() < deadline_us {
         let key = next() % keys;
         let decision = limiter
-            .acquire(&format!("k{key}"), 1)
+            .acquire(format!("k{key}").as_bytes(), 1)
             .await
             .map_err(|e| format!("key k{key}: {e}"))?;
         if decision.allowed || decision.source.is_degraded() {

@@ -15,25 +15,25 @@ pub(crate) enum Key {
 
 impl Key {
     /// `key`'s bytes, inline if they fit.
-    pub(crate) fn new(key: &str) -> Self {
+    pub(crate) fn new(key: &[u8]) -> Self {
         match u8::try_from(key.len()) {
             Ok(len) if key.len() <= INLINE => {
                 let mut bytes = [0; INLINE];
-                bytes[..key.len()].copy_from_slice(key.as_bytes());
+                bytes[..key.len()].copy_from_slice(key);
                 Self::Inline { len, bytes }
             }
-            _ => Self::Heap(Box::from(key.as_bytes())),
+            _ => Self::Heap(Box::from(key)),
         }
     }
 
     /// Whether this is `key`.
     #[inline]
-    pub(crate) fn is(&self, key: &str) -> bool {
+    pub(crate) fn is(&self, key: &[u8]) -> bool {
         let stored = match self {
             Self::Inline { len, bytes } => &bytes[..usize::from(*len)],
             Self::Heap(bytes) => bytes,
         };
-        stored == key.as_bytes()
+        stored == key
     }
 }
 
@@ -51,11 +51,11 @@ mod tests {
             ("x".repeat(INLINE + 1).as_str(), false),
             ("ключ", true),
         ] {
-            let key = Key::new(text);
+            let key = Key::new(text.as_bytes());
             assert_eq!(matches!(key, Key::Inline { .. }), inline, "{text}");
-            assert!(key.is(text), "{text}");
-            assert!(!key.is(&format!("{text}\0")), "{text}");
+            assert!(key.is(text.as_bytes()), "{text}");
+            assert!(!key.is(format!("{text}\0").as_bytes()), "{text}");
         }
-        assert!(!Key::new("a").is(""));
+        assert!(!Key::new(b"a").is(b""));
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use limiter_core::backend::check_policies;
 use limiter_core::{
-    Algorithm, Clock, Decision, DecisionSource, Error, Limiter, Policies, SetDecision,
+    Algorithm, Clock, Decision, DecisionSource, Error, Limiter, Policies,
 };
 
 use crate::builder::LeasedBuilder;
@@ -54,9 +54,9 @@ use crate::leases::Leases;
 ///     .clock(clock.clone())
 ///     .build();
 /// let leased = Leased::builder(global).clock(clock.clone()).min_lease(10).build();
-/// let first = leased.acquire("tenant:7", 1).await?; // fetches a lease of 10
+/// let first = leased.acquire(b"tenant:7", 1).await?; // fetches a lease of 10
 /// assert_eq!((first.source, first.remaining), (DecisionSource::Backend, 990));
-/// let next = leased.acquire("tenant:7", 1).await?; // decided in process
+/// let next = leased.acquire(b"tenant:7", 1).await?; // decided in process
 /// assert_eq!((next.source, next.remaining), (DecisionSource::Lease, 8));
 /// assert_eq!(leased.held("tenant:7"), 8);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -194,7 +194,7 @@ impl<L: Limiter> Leased<L> {
     }
 
     /// The units of `key` this instance holds now, unused and unexpired.
-    pub fn held(&self, key: &str) -> u64 {
+    pub fn held(&self, key: &[u8]) -> u64 {
         let now_us = self.clock.now_us();
         self.leases
             .with_live(key, now_us, |lease| lease.held())
@@ -220,7 +220,7 @@ impl<L: Limiter> Leased<L> {
 
     /// Decides a request: from the units in hand, by fetching a lease, or
     /// by the wrapped limiter at the request's own cost.
-    async fn decide(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+    async fn decide(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         let now_us = self.clock.now_us();
         check_policies(self.inner.policies(), now_us, cost)?;
         if self.sizing.lifetime_us == 0 {
@@ -235,7 +235,7 @@ impl<L: Limiter> Leased<L> {
                 if let Some(size) = refill {
                     self.refill(key, size).await;
                 }
-                Ok(SetDecision::single(decision))
+                Ok(decision)
             }
             Plan::Fetch(size) => self.fetch(key, cost, size).await,
             Plan::Exact => self.exact(key, cost).await,
@@ -258,9 +258,9 @@ impl<L: Limiter> Leased<L> {
     }
 
     /// The wrapped limiter's decision at the request's own cost.
-    async fn exact(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-        let set = self.inner.acquire_parts(key, cost).await?;
-        if set.decision.allowed {
+    async fn exact(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
+        let set = self.inner.acquire(key, cost).await?;
+        if set.allowed {
             self.leases.with(key, |lease| lease.used_exactly(cost));
         }
         Ok(set)
@@ -269,13 +269,13 @@ impl<L: Limiter> Leased<L> {
     /// Fetches a lease of `size` for a request of `cost`, shrinking it on a
     /// denial to the key's `remaining`, then to `cost` (docs/spec.md
     /// section 8.1); the request's answer is the last lease decision.
-    async fn fetch(&self, key: &str, cost: u64, mut size: u64) -> Result<SetDecision, Error> {
+    async fn fetch(&self, key: &[u8], cost: u64, mut size: u64) -> Result<Decision, Error> {
         let mut pending = InFlight::new(&self.leases, key);
         let mut shrunk = false;
         loop {
             let sent_us = self.clock.now_us();
-            let set = self.inner.acquire_parts(key, size).await?;
-            let decision = set.decision;
+            let set = self.inner.acquire(key, size).await?;
+            let decision = set.clone();
             if !is_counted(decision.source) {
                 self.degraded(&mut pending);
                 return Ok(set);
@@ -303,7 +303,7 @@ impl<L: Limiter> Leased<L> {
 
     /// The size of the lease to fetch ahead of need, if the units in hand
     /// are at or below the refill threshold (and marks it in flight).
-    fn ahead(&self, key: &str) -> Option<u64> {
+    fn ahead(&self, key: &[u8]) -> Option<u64> {
         let now_us = self.clock.now_us();
         self.leases
             .with_live(key, now_us, |lease| {
@@ -317,11 +317,11 @@ impl<L: Limiter> Leased<L> {
 
     /// Fetches a lease of `size` ahead of need; a denial or a failure
     /// leaves the next request to ask (and to meet the failure).
-    async fn refill(&self, key: &str, size: u64) {
+    async fn refill(&self, key: &[u8], size: u64) {
         let mut pending = InFlight::new(&self.leases, key);
         let sent_us = self.clock.now_us();
-        if let Ok(set) = self.inner.acquire_parts(key, size).await {
-            let decision = set.decision;
+        if let Ok(set) = self.inner.acquire(key, size).await {
+            let decision = set.clone();
             match (is_counted(decision.source), decision.allowed) {
                 (false, _) => self.degraded(&mut pending),
                 (true, true) => self.settle(&mut pending, sent_us, size, 0, &set),
@@ -345,10 +345,10 @@ impl<L: Limiter> Leased<L> {
         sent_us: u64,
         size: u64,
         cost: u64,
-        set: &SetDecision,
+        set: &Decision,
     ) {
         let now_us = self.clock.now_us();
-        let decision = set.decision;
+        let decision = set.clone();
         let batch = Batch {
             units: packed(size - cost),
             expires_us: self.expiry(sent_us, set),
@@ -367,7 +367,7 @@ impl<L: Limiter> Leased<L> {
     /// and no later than the end of the window of any fixed-window part
     /// that counted it. A set whose parts were not reported one by one
     /// (a wrapper answered it whole) holds nothing.
-    fn expiry(&self, sent_us: u64, set: &SetDecision) -> u64 {
+    fn expiry(&self, sent_us: u64, set: &Decision) -> u64 {
         let mut expires_us = sent_us.saturating_add(self.sizing.lifetime_us);
         if self.fixed_windows.is_empty() {
             return expires_us;
@@ -413,7 +413,7 @@ impl<L: Limiter> Leased<L> {
     /// [`leased_decision`](Self::leased_decision) on `cost` from the units
     /// in hand, taken (`acquire`) or not (`peek`), if they cover it and,
     /// when taken, leave no lease to fetch.
-    fn decide_now(&self, key: &str, cost: u64, take: bool) -> Option<Result<Decision, Error>> {
+    fn decide_now(&self, key: &[u8], cost: u64, take: bool) -> Option<Result<Decision, Error>> {
         if self.sizing.lifetime_us == 0 {
             return None;
         }
@@ -468,12 +468,12 @@ fn micros(duration: Duration) -> u64 {
 /// key can fetch again.
 struct InFlight<'a> {
     leases: &'a Leases,
-    key: &'a str,
+    key: &'a [u8],
     settled: bool,
 }
 
 impl<'a> InFlight<'a> {
-    fn new(leases: &'a Leases, key: &'a str) -> Self {
+    fn new(leases: &'a Leases, key: &'a [u8]) -> Self {
         Self {
             leases,
             key,
@@ -528,53 +528,38 @@ impl<L: Limiter> Limiter for Leased<L> {
     /// no lease to fetch, as [`acquire_now`](Limiter::acquire_now);
     /// otherwise by fetching a lease or by the wrapped limiter, in a future
     /// of its own: the warm path's future stays small.
-    async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+    async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         if let Some(decided) = self.decide_now(key, cost, true) {
             return decided;
-        }
-        Box::pin(self.decide(key, cost))
-            .await
-            .map(|set| set.decision)
-    }
-
-    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        self.peek_parts(key, cost).await.map(|set| set.decision)
-    }
-
-    /// [`acquire`](Limiter::acquire) with every part's decision: the
-    /// wrapped limiter's when it decided; a leased decision is a
-    /// [`SetDecision::single`].
-    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-        if let Some(decided) = self.decide_now(key, cost, true) {
-            return decided.map(SetDecision::single);
         }
         Box::pin(self.decide(key, cost)).await
     }
 
-    /// [`peek`](Limiter::peek) with every part's decision: a leased
-    /// decision is a [`SetDecision::single`].
-    async fn peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+    /// Decided from the units in hand when they cover the request (a
+    /// leased decision has no parts of its own); otherwise by the wrapped
+    /// limiter.
+    async fn peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         match self.decide_now(key, cost, false) {
-            Some(decided) => decided.map(SetDecision::single),
-            None => self.inner.peek_parts(key, cost).await,
+            Some(decided) => decided,
+            None => self.inner.peek(key, cost).await,
         }
     }
 
     /// Gives up the key's units in hand (they lapse) and resets it on the
     /// wrapped limiter.
-    async fn reset(&self, key: &str) -> Result<(), Error> {
+    async fn reset(&self, key: &[u8]) -> Result<(), Error> {
         self.leases.release_key(key, self.clock.now_us());
         self.inner.reset(key).await
     }
 
     /// `Some` when the units in hand cover the request and leave no lease
     /// to fetch; `None` otherwise (call [`acquire`](Limiter::acquire)).
-    fn acquire_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+    fn acquire_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
         self.decide_now(key, cost, true)
     }
 
     /// `Some` when the units in hand cover the request.
-    fn peek_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+    fn peek_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
         self.decide_now(key, cost, false)
     }
 }

@@ -78,7 +78,7 @@ impl Leases {
 
     /// `key`'s hash and its shard, locked. The shard is read from the
     /// hash's middle bits: the map reads the low ones and the top seven.
-    fn shard(&self, key: &str) -> (u64, MutexGuard<'_, Shard>) {
+    fn shard(&self, key: &[u8]) -> (u64, MutexGuard<'_, Shard>) {
         let hash = self.hasher.hash_one(key);
         let index = ((hash >> 32) as usize) % SHARDS;
         let shard = self.shards[index]
@@ -88,7 +88,7 @@ impl Leases {
     }
 
     /// Runs `f` on `key`'s leases, if held.
-    pub(crate) fn with<R>(&self, key: &str, f: impl FnOnce(&mut KeyLease) -> R) -> Option<R> {
+    pub(crate) fn with<R>(&self, key: &[u8], f: impl FnOnce(&mut KeyLease) -> R) -> Option<R> {
         let (hash, mut shard) = self.shard(key);
         shard.lease(hash, key).map(f)
     }
@@ -97,7 +97,7 @@ impl Leases {
     /// lapsed by `now_us`.
     pub(crate) fn with_live<R>(
         &self,
-        key: &str,
+        key: &[u8],
         now_us: u64,
         f: impl FnOnce(&mut KeyLease) -> R,
     ) -> Option<R> {
@@ -124,7 +124,7 @@ impl Leases {
     /// its idle keys. `None` when there is no room.
     pub(crate) fn with_new<R>(
         &self,
-        key: &str,
+        key: &[u8],
         now_us: u64,
         f: impl FnOnce(&mut KeyLease) -> R,
     ) -> Option<R> {
@@ -154,7 +154,7 @@ impl Leases {
 
     /// Gives up `key`'s units in hand; returns them. The key stays, so
     /// that a lease in flight settles on it.
-    pub(crate) fn release_key(&self, key: &str, now_us: u64) -> u64 {
+    pub(crate) fn release_key(&self, key: &[u8], now_us: u64) -> u64 {
         let released = self.with_live(key, now_us, KeyLease::release).unwrap_or(0);
         self.lapse(released);
         released
@@ -199,7 +199,7 @@ impl Leases {
 
 impl Shard {
     /// `key`'s leases, if held under `hash`.
-    fn lease(&mut self, hash: u64, key: &str) -> Option<&mut KeyLease> {
+    fn lease(&mut self, hash: u64, key: &[u8]) -> Option<&mut KeyLease> {
         self.keys
             .get_mut(&hash)
             .filter(|entry| entry.key.is(key))
@@ -271,19 +271,19 @@ mod tests {
         let held = keys("held")
             .filter(|key| {
                 leases
-                    .with_new(key, 0, |lease| hold(lease, 5, 500))
+                    .with_new(key.as_bytes(), 0, |lease| hold(lease, 5, 500))
                     .is_some()
             })
             .count();
         assert_eq!(held, SHARDS);
         assert!(
-            keys("early").all(|key| leases.with_new(&key, 499, |_| ()).is_none()),
+            keys("early").all(|key| leases.with_new(key.as_bytes(), 499, |_| ()).is_none()),
             "a live lease is never dropped to make room"
         );
         assert_eq!(leases.len(), SHARDS);
         // Once the leases lapse, their keys make room, and so do new keys
         // that hold nothing.
-        assert!(keys("late").all(|key| leases.with_new(&key, 500, |_| ()).is_some()));
+        assert!(keys("late").all(|key| leases.with_new(key.as_bytes(), 500, |_| ()).is_some()));
         assert_eq!(leases.len(), SHARDS);
         assert_eq!(leases.release(500), 0);
         assert_eq!(

@@ -17,7 +17,7 @@
 //! // In production the global limiter is Redis; any limiter will do.
 //! let global = MemoryLimiter::new(Policy::token_bucket(Rate::per_second(10_000))?);
 //! let leased = Leased::new(global);
-//! assert!(leased.acquire("tenant:42", 1).await?.allowed);
+//! assert!(leased.acquire(b"tenant:42", 1).await?.allowed);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
 //! ```

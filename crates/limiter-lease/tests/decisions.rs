@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use limiter_core::{
     Decision, DecisionSource, Error, FailurePolicy, FailureReach, Limiter, LimiterExt, ManualClock,
-    Policies, Policy, SetDecision,
+    Policies, Policy,
 };
 use limiter_lease::{Leased, LeasedBuilder};
 use limiter_memory::MemoryLimiter;
@@ -32,13 +32,13 @@ async fn a_leased_decision_reports_the_units_in_hand() {
     let limiter = leased(global("sliding-log:1000/1s", &clock), &clock)
         .min_lease(10)
         .build();
-    let first = limiter.acquire(KEY, 1).await.unwrap();
+    let first = limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
     assert_eq!(
         (first.source, first.remaining),
         (DecisionSource::Backend, 990)
     );
     clock.advance(Duration::from_millis(100));
-    let next = limiter.acquire(KEY, 2).await.unwrap();
+    let next = limiter.acquire(KEY.as_bytes(), 2).await.unwrap();
     assert_eq!(next.source, DecisionSource::Lease);
     assert!(next.allowed && !next.is_degraded());
     assert_eq!((next.limit, next.remaining), (1_000, 7));
@@ -49,9 +49,9 @@ async fn a_leased_decision_reports_the_units_in_hand() {
     assert_eq!(next.time_us, 5_100_000);
     // The key's reset as of the lease, from now: a lower bound of the real one.
     assert_eq!(next.reset_after, Duration::from_millis(900));
-    let global_now = limiter.inner().try_peek(KEY, 1).unwrap();
+    let global_now = limiter.inner().try_peek(KEY.as_bytes(), 1).unwrap();
     assert!(next.reset_after <= global_now.reset_after);
-    assert_eq!(limiter.held(KEY), 7);
+    assert_eq!(limiter.held(KEY.as_bytes()), 7);
 }
 
 #[tokio::test]
@@ -60,17 +60,17 @@ async fn a_peek_answers_from_the_units_in_hand_without_taking_them() {
     let limiter = leased(global("token-bucket:100/1s", &clock), &clock)
         .min_lease(10)
         .build();
-    assert!(limiter.peek_now(KEY, 1).is_none(), "nothing in hand");
-    assert_eq!(limiter.peek(KEY, 1).await.unwrap().remaining, 99);
-    limiter.acquire(KEY, 1).await.unwrap();
-    let peeked = limiter.peek(KEY, 4).await.unwrap();
+    assert!(limiter.peek_now(KEY.as_bytes(), 1).is_none(), "nothing in hand");
+    assert_eq!(limiter.peek(KEY.as_bytes(), 1).await.unwrap().remaining, 99);
+    limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
+    let peeked = limiter.peek(KEY.as_bytes(), 4).await.unwrap();
     assert_eq!(
         (peeked.source, peeked.remaining),
         (DecisionSource::Lease, 5)
     );
-    assert_eq!(limiter.peek_now(KEY, 4).unwrap().unwrap(), peeked);
-    assert_eq!(limiter.held(KEY), 9);
-    let beyond = limiter.peek(KEY, 10).await.unwrap();
+    assert_eq!(limiter.peek_now(KEY.as_bytes(), 4).unwrap().unwrap(), peeked);
+    assert_eq!(limiter.held(KEY.as_bytes()), 9);
+    let beyond = limiter.peek(KEY.as_bytes(), 10).await.unwrap();
     assert_eq!(
         beyond.source,
         DecisionSource::Backend,
@@ -86,8 +86,8 @@ async fn a_leaky_bucket_lease_keeps_each_units_place_in_the_queue() {
         .build();
     let exact = global("leaky-bucket:10/1s", &clock);
     for place in 0..5u64 {
-        let decision = limiter.acquire(KEY, 1).await.unwrap();
-        let alone = exact.try_acquire(KEY, 1).unwrap();
+        let decision = limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
+        let alone = exact.try_acquire(KEY.as_bytes(), 1).unwrap();
         assert_eq!(decision.wait, alone.wait, "unit {place}");
         assert_eq!(decision.wait, Duration::from_millis(100 * place));
     }
@@ -101,7 +101,7 @@ async fn a_denial_is_the_global_limiters_own() {
         .build();
     let mut admitted = 0;
     let denied = loop {
-        let decision = limiter.acquire(KEY, 1).await.unwrap();
+        let decision = limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
         if !decision.allowed {
             break decision;
         }
@@ -109,7 +109,7 @@ async fn a_denial_is_the_global_limiters_own() {
     };
     assert_eq!(admitted, 5);
     assert_eq!(denied.source, DecisionSource::Backend);
-    assert_eq!(denied, limiter.inner().try_acquire(KEY, 1).unwrap());
+    assert_eq!(denied, limiter.inner().try_acquire(KEY.as_bytes(), 1).unwrap());
 }
 
 #[tokio::test]
@@ -119,20 +119,20 @@ async fn the_sync_path_answers_only_from_units_in_hand_that_need_no_refill() {
         .min_lease(8)
         .refill_percent(25)
         .build();
-    assert!(limiter.acquire_now(KEY, 1).is_none(), "nothing in hand");
-    limiter.acquire(KEY, 1).await.unwrap(); // 7 left of 8
+    assert!(limiter.acquire_now(KEY.as_bytes(), 1).is_none(), "nothing in hand");
+    limiter.acquire(KEY.as_bytes(), 1).await.unwrap(); // 7 left of 8
     for left in [6, 5, 4, 3] {
-        let decision = limiter.acquire_now(KEY, 1).unwrap().unwrap();
+        let decision = limiter.acquire_now(KEY.as_bytes(), 1).unwrap().unwrap();
         assert_eq!(
             (decision.source, decision.remaining),
             (DecisionSource::Lease, left)
         );
     }
     // Two left would cross the threshold (25% of 8): the async path refills.
-    assert!(limiter.acquire_now(KEY, 1).is_none());
-    assert_eq!(limiter.held(KEY), 3, "None took nothing");
+    assert!(limiter.acquire_now(KEY.as_bytes(), 1).is_none());
+    assert_eq!(limiter.held(KEY.as_bytes()), 3, "None took nothing");
     assert!(matches!(
-        limiter.acquire_now(KEY, 0),
+        limiter.acquire_now(KEY.as_bytes(), 0),
         Some(Err(Error::ZeroCost))
     ));
 }
@@ -144,17 +144,17 @@ async fn a_fixed_window_lease_ends_with_its_window() {
         .min_lease(10)
         .lifetime(Duration::from_secs(5))
         .build();
-    limiter.acquire(KEY, 1).await.unwrap();
+    limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
     clock.set(999_999);
-    assert_eq!(limiter.held(KEY), 9);
+    assert_eq!(limiter.held(KEY.as_bytes()), 9);
     clock.set(1_000_000);
     assert_eq!(
-        limiter.held(KEY),
+        limiter.held(KEY.as_bytes()),
         0,
         "lapsed with the window that counted it"
     );
     assert_eq!(limiter.lapsed(), 9);
-    let next = limiter.acquire(KEY, 1).await.unwrap();
+    let next = limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
     assert_eq!(
         next.source,
         DecisionSource::Backend,
@@ -169,15 +169,15 @@ async fn release_and_reset_give_up_the_units_in_hand() {
         .min_lease(10)
         .max_lease(10)
         .build();
-    limiter.acquire(KEY, 1).await.unwrap();
+    limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
     assert_eq!(limiter.release().await, 9);
-    assert_eq!((limiter.held(KEY), limiter.lapsed()), (0, 9));
+    assert_eq!((limiter.held(KEY.as_bytes()), limiter.lapsed()), (0, 9));
     // No refund: the global limiter still counts them.
-    assert_eq!(limiter.inner().try_peek(KEY, 1).unwrap().remaining, 89);
-    limiter.acquire(KEY, 1).await.unwrap(); // a lease of 10 again
-    limiter.reset(KEY).await.unwrap();
-    assert_eq!((limiter.held(KEY), limiter.lapsed()), (0, 18));
-    assert_eq!(limiter.inner().try_peek(KEY, 1).unwrap().remaining, 99);
+    assert_eq!(limiter.inner().try_peek(KEY.as_bytes(), 1).unwrap().remaining, 89);
+    limiter.acquire(KEY.as_bytes(), 1).await.unwrap(); // a lease of 10 again
+    limiter.reset(KEY.as_bytes()).await.unwrap();
+    assert_eq!((limiter.held(KEY.as_bytes()), limiter.lapsed()), (0, 18));
+    assert_eq!(limiter.inner().try_peek(KEY.as_bytes(), 1).unwrap().remaining, 99);
 }
 
 #[tokio::test]
@@ -188,7 +188,7 @@ async fn a_zero_lifetime_leases_nothing() {
         .min_lease(5)
         .build();
     for remaining in (0..5).rev() {
-        let decision = limiter.acquire(KEY, 1).await.unwrap();
+        let decision = limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
         assert_eq!(
             (decision.source, decision.remaining),
             (DecisionSource::Backend, remaining)
@@ -206,17 +206,17 @@ async fn keys_beyond_the_cap_are_decided_by_the_global_limiter() {
         .build();
     for i in 0..200 {
         let key = format!("k{i}");
-        let decision = limiter.acquire(&key, 1).await.unwrap();
+        let decision = limiter.acquire(key.as_bytes(), 1).await.unwrap();
         assert!(decision.allowed);
     }
     assert!(limiter.len() <= 16, "{} keys held", limiter.len());
     // Every key was counted once, whether leased or not.
-    let leased_units: u64 = (0..200).map(|i| limiter.held(&format!("k{i}"))).sum();
+    let leased_units: u64 = (0..200).map(|i| limiter.held(format!("k{i}").as_bytes())).sum();
     let counted: u64 = (0..200)
         .map(|i| {
             100 - limiter
                 .inner()
-                .try_peek(&format!("k{i}"), 1)
+                .try_peek(format!("k{i}").as_bytes(), 1)
                 .unwrap()
                 .remaining
                 - 1
@@ -262,21 +262,16 @@ impl Limiter for Switch {
         self.global.policies()
     }
 
-    async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+    async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         self.answer(cost)?;
         self.global.try_acquire(key, cost)
     }
 
-    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-        self.answer(cost)?;
-        self.global.try_acquire_parts(key, cost)
-    }
-
-    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+    async fn peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         self.global.try_peek(key, cost)
     }
 
-    async fn reset(&self, key: &str) -> Result<(), Error> {
+    async fn reset(&self, key: &[u8]) -> Result<(), Error> {
         self.global.remove(key);
         Ok(())
     }
@@ -298,10 +293,10 @@ async fn leases_in_hand_serve_through_an_outage_then_the_failure_policy_answers(
         .refill_percent(0)
         .lifetime(Duration::from_millis(100))
         .build();
-    limiter.acquire(KEY, 1).await.unwrap();
+    limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
     switch.down.store(true, Ordering::SeqCst);
     for left in (0..4).rev() {
-        let decision = limiter.acquire(KEY, 1).await.unwrap();
+        let decision = limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
         assert_eq!(
             (decision.source, decision.remaining),
             (DecisionSource::Lease, left)
@@ -309,24 +304,24 @@ async fn leases_in_hand_serve_through_an_outage_then_the_failure_policy_answers(
     }
     let asked = switch.asked.load(Ordering::SeqCst);
     // The lease is used up: the next lease meets the outage.
-    let refused = limiter.acquire(KEY, 1).await.unwrap();
+    let refused = limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
     assert_eq!(refused.source, DecisionSource::FailClosed);
     assert_eq!(
-        limiter.held(KEY),
+        limiter.held(KEY.as_bytes()),
         0,
         "a failure policy's answer is no lease"
     );
     let lease_asked = switch.asked.load(Ordering::SeqCst) - asked;
     assert!(lease_asked >= 1);
     // For a lifetime, the key asks at each request's own cost.
-    let again = limiter.acquire(KEY, 3).await.unwrap();
+    let again = limiter.acquire(KEY.as_bytes(), 3).await.unwrap();
     assert_eq!(again.source, DecisionSource::FailClosed);
     assert_eq!(switch.asked.load(Ordering::SeqCst) - asked - lease_asked, 3);
     switch.down.store(false, Ordering::SeqCst);
     clock.advance(Duration::from_millis(100));
-    let back = limiter.acquire(KEY, 1).await.unwrap();
+    let back = limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
     assert_eq!(back.source, DecisionSource::Backend, "a lease again");
-    assert!(limiter.held(KEY) > 0);
+    assert!(limiter.held(KEY.as_bytes()) > 0);
 }
 
 /// The memory backend behind a gate: calls wait while it is shut.
@@ -356,20 +351,16 @@ impl Limiter for Gate {
         self.global.policies()
     }
 
-    async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        self.acquire_parts(key, cost).await.map(|set| set.decision)
-    }
-
-    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+    async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         Opened(&self.open).await;
-        self.global.try_acquire_parts(key, cost)
+        self.global.try_acquire(key, cost)
     }
 
-    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+    async fn peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         self.global.try_peek(key, cost)
     }
 
-    async fn reset(&self, key: &str) -> Result<(), Error> {
+    async fn reset(&self, key: &[u8]) -> Result<(), Error> {
         self.global.remove(key);
         Ok(())
     }
@@ -384,16 +375,16 @@ async fn a_lease_request_dropped_unanswered_lets_the_key_ask_again() {
     };
     let limiter = leased(gate, &clock).min_lease(10).max_lease(10).build();
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    let mut waiting = limiter.acquire(KEY, 1);
+    let mut waiting = limiter.acquire(KEY.as_bytes(), 1);
     assert!(
         waiting.as_mut().poll(&mut cx).is_pending(),
         "the lease is in flight"
     );
     drop(waiting);
     limiter.inner().open.store(true, Ordering::SeqCst);
-    let decision = limiter.acquire(KEY, 1).await.unwrap();
+    let decision = limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
     assert_eq!(decision.source, DecisionSource::Backend);
-    assert_eq!(limiter.held(KEY), 9, "a lease, not a request sent alone");
+    assert_eq!(limiter.held(KEY.as_bytes()), 9, "a lease, not a request sent alone");
 }
 
 #[tokio::test]
@@ -405,17 +396,17 @@ async fn a_tiered_set_leases_from_every_part_and_reports_the_bound_one() {
     let global = MemoryLimiter::builder(tiers).clock(clock.clone()).build();
     let limiter = leased(global, &clock).min_lease(50).build();
     assert_eq!(limiter.max_lease(), 20, "capped by the set's max cost");
-    let first = limiter.acquire(KEY, 1).await.unwrap();
+    let first = limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
     assert_eq!(first.source, DecisionSource::Backend);
     // The bucket bound the lease of 20: its limit (capacity) and index.
     assert_eq!((first.limit, first.remaining, first.bound_by), (20, 0, 1));
-    let next = limiter.acquire(KEY, 1).await.unwrap();
+    let next = limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
     assert_eq!(next.source, DecisionSource::Lease);
     assert_eq!((next.limit, next.remaining, next.bound_by), (20, 18, 1));
-    let parts = limiter.inner().try_peek_parts(KEY, 1).unwrap();
+    let parts = limiter.inner().try_peek(KEY.as_bytes(), 1).unwrap();
     // The set denies (the bucket is empty); the log, as it stands, counted
     // the lease too: 100 - 20.
-    assert!(!parts.decision.allowed);
+    assert!(!parts.allowed);
     assert_eq!(parts.parts()[0].remaining, 80);
 }
 
@@ -432,7 +423,7 @@ async fn a_leased_fallbacks_decisions_are_the_fallbacks() {
         .build();
     let limiter = backend.on_failure(FailurePolicy::fallback(share));
     for _ in 0..5 {
-        let decision = limiter.acquire(KEY, 1).await.unwrap();
+        let decision = limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
         assert!(decision.allowed);
         assert_eq!(decision.source, DecisionSource::Fallback, "{decision:?}");
     }

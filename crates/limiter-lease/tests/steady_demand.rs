@@ -100,7 +100,7 @@ fn exact_admits_all(policies: &Policies, instances: &[Instance]) -> bool {
     requests.into_iter().all(|(at, cost)| {
         clock.set(at);
         exact
-            .try_acquire(fleet::KEY, cost)
+            .try_acquire(fleet::KEY.as_bytes(), cost)
             .expect("a valid request")
             .allowed
     })

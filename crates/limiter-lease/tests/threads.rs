@@ -36,9 +36,9 @@ fn racing_threads_admit_each_counted_unit_once() {
                     for i in 0..800usize {
                         let k = (i + thread) % KEYS.len();
                         let cost = 1 + (i % 3) as u64;
-                        let decided = match leased.acquire_now(KEYS[k], cost) {
+                        let decided = match leased.acquire_now(KEYS[k].as_bytes(), cost) {
                             Some(decided) => decided,
-                            None => runtime.block_on(leased.acquire(KEYS[k], cost)),
+                            None => runtime.block_on(leased.acquire(KEYS[k].as_bytes(), cost)),
                         };
                         if decided.unwrap().allowed {
                             admitted[k].fetch_add(cost, Ordering::Relaxed);
@@ -53,11 +53,11 @@ fn racing_threads_admit_each_counted_unit_once() {
         assert_eq!(leased.lapsed(), 0);
         for (k, key) in KEYS.iter().enumerate() {
             let admitted = admitted[k].load(Ordering::Relaxed);
-            let peeked = leased.inner().try_peek(key, 1).unwrap();
+            let peeked = leased.inner().try_peek(key.as_bytes(), 1).unwrap();
             let available = peeked.remaining + u64::from(peeked.allowed);
             assert!(admitted <= LIMIT, "{key}: {admitted} admitted");
             assert_eq!(
-                admitted + leased.held(key),
+                admitted + leased.held(key.as_bytes()),
                 LIMIT - available,
                 "{key} at refill {refill_percent}%: admitted and held make the count"
             );

@@ -92,7 +92,7 @@ fn child(variant: usize, keys: u64) {
             key.clear();
             write!(key, "user:{i:07}").unwrap();
             assert!(
-                limiter.try_acquire(&key, 1).unwrap().allowed,
+                limiter.try_acquire(key.as_bytes(), 1).unwrap().allowed,
                 "{tick} {key}"
             );
         }

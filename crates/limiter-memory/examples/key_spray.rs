@@ -34,7 +34,7 @@ fn main() {
             clock.advance(Duration::from_micros(1));
             key.clear();
             write!(key, "ip:{wave}:{i:07}").unwrap();
-            assert!(limiter.try_acquire(&key, 1).unwrap().allowed);
+            assert!(limiter.try_acquire(key.as_bytes(), 1).unwrap().allowed);
         }
         report(
             &format!("after wave {} of {WAVE} new keys", wave + 1),

@@ -21,7 +21,7 @@ use crate::limiter::MemoryLimiter;
 ///     .max_keys(100_000)
 ///     .eviction_delay(Duration::ZERO)
 ///     .build();
-/// assert!(limiter.try_acquire("sms:+8613800000000", 1)?.allowed);
+/// assert!(limiter.try_acquire(b"sms:+8613800000000", 1)?.allowed);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
@@ -104,8 +104,8 @@ impl MemoryLimiterBuilder {
     /// let limiter = MemoryLimiter::builder(Policy::fixed_window(Rate::per_hour(5))?)
     ///     .max_keys(1)
     ///     .build();
-    /// limiter.try_acquire("alice", 1)?;
-    /// match limiter.try_acquire("bob", 1) {
+    /// limiter.try_acquire(b"alice", 1)?;
+    /// match limiter.try_acquire(b"bob", 1) {
     ///     Err(Error::Backend(e)) => assert!(e.is::<KeyLimitReached>()),
     ///     other => panic!("expected KeyLimitReached, got {other:?}"),
     /// }

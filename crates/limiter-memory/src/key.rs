@@ -16,8 +16,9 @@ pub(crate) const INLINE: usize = 22;
 /// the SHA-256 of the key's bytes.
 pub(crate) const DIGEST_KEY_BYTES: usize = 1 + 32;
 
-/// The first byte of a digest's stored form: a byte that UTF-8 never
-/// holds, so no key stored whole (a `str`'s bytes) can equal a digest.
+/// The first byte of a digest's stored form. No key stored whole starts
+/// with it (a key that does is stored as its digest, whatever its length),
+/// so no key stored whole can equal a digest.
 const DIGEST_MARK: u8 = 0xff;
 
 /// The bytes a key is stored and looked up under: its own, when it is at
@@ -26,8 +27,8 @@ const DIGEST_MARK: u8 = 0xff;
 ///
 /// Two keys share a state only if they are equal: keys stored whole are
 /// compared whole; a digest never equals a key stored whole (it starts
-/// with a byte no `str` holds); two long keys share one only if their
-/// SHA-256 collide, which no one can bring about.
+/// with [`DIGEST_MARK`], which no key stored whole does); two digested keys
+/// share one only if their SHA-256 collide, which no one can bring about.
 #[derive(Debug)]
 pub(crate) enum StoredKey<'a> {
     Whole(&'a [u8]),
@@ -37,9 +38,9 @@ pub(crate) enum StoredKey<'a> {
 impl<'a> StoredKey<'a> {
     /// `key` as stored under a bound of `max_key_bytes`.
     #[inline]
-    pub(crate) fn of(key: &'a str, max_key_bytes: usize) -> Self {
-        if key.len() <= max_key_bytes {
-            Self::Whole(key.as_bytes())
+    pub(crate) fn of(key: &'a [u8], max_key_bytes: usize) -> Self {
+        if key.len() <= max_key_bytes && key.first() != Some(&DIGEST_MARK) {
+            Self::Whole(key)
         } else {
             Self::digest(key)
         }
@@ -48,9 +49,9 @@ impl<'a> StoredKey<'a> {
     /// The digest's stored form of `key`.
     #[cold]
     #[inline(never)]
-    fn digest(key: &str) -> Self {
+    fn digest(key: &[u8]) -> Self {
         let mut stored = [DIGEST_MARK; DIGEST_KEY_BYTES];
-        stored[1..].copy_from_slice(&Sha256::digest(key.as_bytes()));
+        stored[1..].copy_from_slice(&Sha256::digest(key));
         Self::Digest(stored)
     }
 
@@ -178,8 +179,8 @@ mod tests {
     }
 
     /// The stored form of `key` under a bound of `max`, as a [`Key`].
-    fn stored(key: &str, max: usize) -> Key {
-        Key::new(StoredKey::of(key, max).as_bytes())
+    fn stored(key: impl AsRef<[u8]>, max: usize) -> Key {
+        Key::new(StoredKey::of(key.as_ref(), max).as_bytes())
     }
 
     #[test]
@@ -200,12 +201,15 @@ mod tests {
 
     #[test]
     fn a_digest_never_equals_a_key_stored_whole() {
-        // The longest key stored whole, whatever its bytes, is a `str`'s:
-        // valid UTF-8, which never holds the digest's first byte.
         let long = "x".repeat(300);
         let digest = stored(&long, 256);
-        let as_text = String::from_utf8_lossy(digest.as_bytes()).into_owned();
-        assert_ne!(stored(&as_text, 256), digest);
-        assert!(std::str::from_utf8(digest.as_bytes()).is_err());
+        // A key of the digest's very bytes starts with its mark: it is
+        // stored as its own digest, not whole.
+        let lookalike = digest.as_bytes().to_vec();
+        assert_ne!(stored(&lookalike, 256), digest);
+        assert_eq!(stored(&lookalike, 256).as_bytes()[0], DIGEST_MARK);
+        assert_eq!(stored([DIGEST_MARK], 256).as_bytes().len(), DIGEST_KEY_BYTES);
+        // Any other first byte, within the bound: stored whole.
+        assert_eq!(stored([0xfe, 1], 256).as_bytes(), [0xfe, 1]);
     }
 }

@@ -8,7 +8,7 @@
 //! use limiter_memory::MemoryLimiter;
 //!
 //! let sms = MemoryLimiter::new(Policy::sliding_log(Rate::per_minute(10))?);
-//! let decision = sms.try_acquire("sms:+8613800000000", 1)?;
+//! let decision = sms.try_acquire(b"sms:+8613800000000", 1)?;
 //! assert!(decision.allowed && decision.remaining == 9);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use limiter_core::{Decision, Error, Limiter, Policies, Policy, SetDecision};
+use limiter_core::{Decision, Error, Limiter, Policies, Policy};
 
 use crate::builder::MemoryLimiterBuilder;
 use crate::clock::ClockSource;
@@ -27,7 +27,7 @@ use crate::sweep::Sweep;
 /// use limiter_memory::MemoryLimiter;
 ///
 /// let limiter = MemoryLimiter::new(Policy::fixed_window(Rate::per_second(2))?);
-/// assert!(limiter.try_acquire("ip:10.0.0.1", 1)?.allowed);
+/// assert!(limiter.try_acquire(b"ip:10.0.0.1", 1)?.allowed);
 /// assert_eq!(limiter.len(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -121,10 +121,10 @@ impl MemoryLimiter {
     /// [`max_keys`](MemoryLimiterBuilder::max_keys) keys are held (live,
     /// or expired and awaiting a sweep: see `max_keys`).
     #[inline]
-    pub fn try_acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+    pub fn try_acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         with_single_map!(&self.keys,
             map => self.try_acquire_in(map, key, cost),
-            set => self.try_acquire_in(set, key, cost).map(|set| set.decision)
+            set => self.try_acquire_in(set, key, cost)
         )
     }
 
@@ -137,19 +137,9 @@ impl MemoryLimiter {
     ///
     /// As [`try_acquire`](Self::try_acquire).
     #[inline]
-    pub fn try_acquire_allowed(&self, key: &str, cost: u64) -> Result<bool, Error> {
+    pub fn try_acquire_allowed(&self, key: &[u8], cost: u64) -> Result<bool, Error> {
         let now_us = self.clock.now_us();
         with_map!(&self.keys, map => self.acquire_allowed_in(map, key, now_us, cost))
-    }
-
-    /// [`try_acquire`](Self::try_acquire), with every part's decision (see
-    /// [`SetDecision`]): the synchronous form of [`Limiter::acquire_parts`].
-    pub fn try_acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-        let now_us = self.clock.now_us();
-        with_single_map!(&self.keys,
-            map => self.acquire_in(map, key, now_us, cost).map(SetDecision::single),
-            set => self.acquire_in(set, key, now_us, cost)
-        )
     }
 
     /// Answers what [`try_acquire`](Self::try_acquire) would, now, without
@@ -160,27 +150,17 @@ impl MemoryLimiter {
     ///
     /// As [`try_acquire`](Self::try_acquire), except that a full map is no
     /// error: a peek stores nothing.
-    pub fn try_peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+    pub fn try_peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         let now_us = self.clock.now_us();
         with_single_map!(&self.keys,
             map => self.peek_in(map, key, now_us, cost),
-            set => self.peek_in(set, key, now_us, cost).map(|set| set.decision)
-        )
-    }
-
-    /// [`try_peek`](Self::try_peek), with every part's decision: the
-    /// synchronous form of [`Limiter::peek_parts`].
-    pub fn try_peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-        let now_us = self.clock.now_us();
-        with_single_map!(&self.keys,
-            map => self.peek_in(map, key, now_us, cost).map(SetDecision::single),
             set => self.peek_in(set, key, now_us, cost)
         )
     }
 
     /// Drops `key`'s state, so it starts again with a full quota; returns
     /// whether it was held. The synchronous form of [`Limiter::reset`].
-    pub fn remove(&self, key: &str) -> bool {
+    pub fn remove(&self, key: &[u8]) -> bool {
         let key = self.stored_key(key);
         let removed = with_map!(&self.keys, map => map.remove(key.as_bytes()).is_some());
         if removed {
@@ -243,36 +223,28 @@ impl Limiter for MemoryLimiter {
         &self.policies
     }
 
-    async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+    async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         self.try_acquire(key, cost)
     }
 
-    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+    async fn peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         self.try_peek(key, cost)
     }
 
-    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-        self.try_acquire_parts(key, cost)
-    }
-
-    async fn peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-        self.try_peek_parts(key, cost)
-    }
-
-    async fn reset(&self, key: &str) -> Result<(), Error> {
+    async fn reset(&self, key: &[u8]) -> Result<(), Error> {
         self.remove(key);
         Ok(())
     }
 
     /// Always `Some`: [`try_acquire`](Self::try_acquire), without a future.
     #[inline]
-    fn acquire_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+    fn acquire_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
         Some(self.try_acquire(key, cost))
     }
 
     /// Always `Some`: [`try_peek`](Self::try_peek), without a future.
     #[inline]
-    fn peek_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+    fn peek_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
         Some(self.try_peek(key, cost))
     }
 }
@@ -306,7 +278,7 @@ mod tests {
             };
             let (full, allowed_only) = (build(), build());
             for step in 0..40u64 {
-                let (key, cost) = (["a", "b"][(step % 2) as usize], 1 + step % 3);
+                let (key, cost) = ([&b"a"[..], b"b"][(step % 2) as usize], 1 + step % 3);
                 let decision = full.try_acquire(key, cost).unwrap();
                 assert_eq!(
                     allowed_only.try_acquire_allowed(key, cost).unwrap(),
@@ -314,8 +286,8 @@ mod tests {
                     "{policies} step {step}"
                 );
                 assert_eq!(
-                    allowed_only.try_peek_parts(key, 1).unwrap(),
-                    full.try_peek_parts(key, 1).unwrap()
+                    allowed_only.try_peek(key, 1).unwrap(),
+                    full.try_peek(key, 1).unwrap()
                 );
                 clock.advance(Duration::from_millis(97 * (step % 5)));
             }
@@ -323,7 +295,7 @@ mod tests {
             clock.advance(Duration::from_millis(700));
             assert_eq!(allowed_only.sweep_expired(), full.sweep_expired());
             assert_eq!(allowed_only.len(), full.len());
-            assert!(allowed_only.try_acquire_allowed("a", 0).is_err());
+            assert!(allowed_only.try_acquire_allowed(b"a", 0).is_err());
         }
     }
 
@@ -344,9 +316,9 @@ mod tests {
                 std::thread::spawn(move || {
                     for i in 0..5_000u64 {
                         let key = format!("k{}", (i * 7 + thread) % 3_000);
-                        limiter.try_acquire(&key, 1).unwrap();
+                        limiter.try_acquire(key.as_bytes(), 1).unwrap();
                         if i % 97 == 0 {
-                            limiter.remove(&key);
+                            limiter.remove(key.as_bytes());
                         }
                         if thread == 0 && i % 1_000 == 0 {
                             clock.advance(Duration::from_millis(700));

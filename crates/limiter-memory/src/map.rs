@@ -10,7 +10,7 @@ use limiter_core::backend::{
     check_policies, check_request, effective_tick, AlgorithmState, ForAlgorithm, SetState,
     StateFamily, TickDecision,
 };
-use limiter_core::{Decision, Error, Policy, SetDecision};
+use limiter_core::{Decision, Error, Policy};
 
 use crate::compact_counter::CompactCounter;
 use crate::key::{Key, StoredKey};
@@ -90,8 +90,6 @@ impl StateFamily for Maps {
 /// A key's state as a map stores it: one algorithm's state (one policy) or
 /// a [`Tiered`] set's.
 pub(crate) trait Stored: Send + Sync + Sized + 'static {
-    /// The answer to one request: a [`Decision`], or a [`SetDecision`].
-    type Answer: Answer;
 
     /// A key that has seen nothing, under `limiter`'s policies.
     fn fresh(limiter: &MemoryLimiter) -> Self;
@@ -117,7 +115,7 @@ pub(crate) trait Stored: Send + Sync + Sized + 'static {
     fn allowed(raw: &Self::Raw) -> bool;
 
     /// The answer `raw` makes, for a request at `now_us`.
-    fn answer(limiter: &MemoryLimiter, raw: Self::Raw, now_us: u64) -> Self::Answer;
+    fn answer(limiter: &MemoryLimiter, raw: Self::Raw, now_us: u64) -> Decision;
 
     /// Decides and commits if admitted.
     #[inline]
@@ -126,18 +124,18 @@ pub(crate) trait Stored: Send + Sync + Sized + 'static {
         limiter: &MemoryLimiter,
         now_us: u64,
         cost: u64,
-    ) -> Result<Self::Answer, Error> {
+    ) -> Result<Decision, Error> {
         let raw = self.decide(limiter, now_us, cost)?;
         Ok(Self::answer(limiter, raw, now_us))
     }
 
     /// Decides without writing.
-    fn peek(&self, limiter: &MemoryLimiter, now_us: u64, cost: u64) -> Result<Self::Answer, Error>;
+    fn peek(&self, limiter: &MemoryLimiter, now_us: u64, cost: u64) -> Result<Decision, Error>;
 
     /// [`peek`](Self::peek) on a key not held: its fresh state's answer,
     /// without allocating it.
     #[inline]
-    fn peek_fresh(limiter: &MemoryLimiter, now_us: u64, cost: u64) -> Result<Self::Answer, Error> {
+    fn peek_fresh(limiter: &MemoryLimiter, now_us: u64, cost: u64) -> Result<Decision, Error> {
         Self::fresh(limiter).peek(limiter, now_us, cost)
     }
 
@@ -148,28 +146,7 @@ pub(crate) trait Stored: Send + Sync + Sized + 'static {
     fn reset_time_us(&self, limiter: &MemoryLimiter) -> u64;
 }
 
-/// A [`Decision`] or a [`SetDecision`].
-pub(crate) trait Answer: Copy {
-    /// The (combined) decision.
-    fn decision(&self) -> &Decision;
-}
-
-impl Answer for Decision {
-    #[inline]
-    fn decision(&self) -> &Decision {
-        self
-    }
-}
-
-impl Answer for SetDecision {
-    #[inline]
-    fn decision(&self) -> &Decision {
-        &self.decision
-    }
-}
-
 impl<S: AlgorithmState> Stored for S {
-    type Answer = Decision;
 
     #[inline]
     fn fresh(limiter: &MemoryLimiter) -> Self {
@@ -251,7 +228,6 @@ pub(crate) struct Tiered {
 }
 
 impl Stored for Tiered {
-    type Answer = SetDecision;
 
     fn fresh(limiter: &MemoryLimiter) -> Self {
         Self {
@@ -267,7 +243,7 @@ impl Stored for Tiered {
         Ok(())
     }
 
-    type Raw = SetDecision;
+    type Raw = Decision;
 
     #[inline]
     fn decide(
@@ -275,33 +251,33 @@ impl Stored for Tiered {
         limiter: &MemoryLimiter,
         now_us: u64,
         cost: u64,
-    ) -> Result<SetDecision, Error> {
+    ) -> Result<Decision, Error> {
         let answer = self.set.acquire(&limiter.policies, now_us, cost)?;
         // A denial changes nothing, the reset time included (docs/spec.md rule 2.1).
-        if answer.decision.allowed {
-            self.reset_time_us = reset_time_us(&answer.decision);
+        if answer.allowed {
+            self.reset_time_us = reset_time_us(&answer);
         }
         Ok(answer)
     }
 
     #[inline]
-    fn allowed(raw: &SetDecision) -> bool {
-        raw.decision.allowed
+    fn allowed(raw: &Decision) -> bool {
+        raw.allowed
     }
 
     #[inline]
-    fn answer(_: &MemoryLimiter, raw: SetDecision, _: u64) -> SetDecision {
+    fn answer(_: &MemoryLimiter, raw: Decision, _: u64) -> Decision {
         raw
     }
 
     #[inline]
-    fn peek(&self, limiter: &MemoryLimiter, now_us: u64, cost: u64) -> Result<SetDecision, Error> {
+    fn peek(&self, limiter: &MemoryLimiter, now_us: u64, cost: u64) -> Result<Decision, Error> {
         self.set.peek(&limiter.policies, now_us, cost)
     }
 
     /// Each part's fresh state on the stack (a fresh [`SetState`] boxes
     /// them).
-    fn peek_fresh(limiter: &MemoryLimiter, now_us: u64, cost: u64) -> Result<SetDecision, Error> {
+    fn peek_fresh(limiter: &MemoryLimiter, now_us: u64, cost: u64) -> Result<Decision, Error> {
         SetState::peek_fresh(&limiter.policies, now_us, cost)
     }
 
@@ -326,7 +302,7 @@ fn reset_time_us(decision: &Decision) -> u64 {
 impl MemoryLimiter {
     /// The bytes `key` is stored and looked up under (see [`StoredKey`]).
     #[inline]
-    pub(crate) fn stored_key<'a>(&self, key: &'a str) -> StoredKey<'a> {
+    pub(crate) fn stored_key<'a>(&self, key: &'a [u8]) -> StoredKey<'a> {
         StoredKey::of(key, self.max_key_bytes)
     }
 
@@ -343,10 +319,10 @@ impl MemoryLimiter {
     pub(crate) fn peek_in<S: Stored>(
         &self,
         map: &Map<S>,
-        key: &str,
+        key: &[u8],
         now_us: u64,
         cost: u64,
-    ) -> Result<S::Answer, Error> {
+    ) -> Result<Decision, Error> {
         match map.get(self.stored_key(key).as_bytes()) {
             Some(state) => state.peek(self, now_us, cost),
             None => S::peek_fresh(self, now_us, cost),
@@ -363,9 +339,9 @@ impl MemoryLimiter {
     pub(crate) fn try_acquire_in<S: Stored>(
         &self,
         map: &Map<S>,
-        key: &str,
+        key: &[u8],
         cost: u64,
-    ) -> Result<S::Answer, Error> {
+    ) -> Result<Decision, Error> {
         let now_us = self.clock.now_us();
         self.acquire_in(map, key, now_us, cost)
     }
@@ -375,10 +351,10 @@ impl MemoryLimiter {
     pub(crate) fn acquire_in<S: Stored>(
         &self,
         map: &Map<S>,
-        key: &str,
+        key: &[u8],
         now_us: u64,
         cost: u64,
-    ) -> Result<S::Answer, Error> {
+    ) -> Result<Decision, Error> {
         S::check(self, now_us, cost)?;
         let key = self.stored_key(key);
         // No closures: each is a function of its own the compiler may
@@ -402,7 +378,7 @@ impl MemoryLimiter {
     pub(crate) fn acquire_allowed_in<S: Stored>(
         &self,
         map: &Map<S>,
-        key: &str,
+        key: &[u8],
         now_us: u64,
         cost: u64,
     ) -> Result<bool, Error> {
@@ -412,7 +388,7 @@ impl MemoryLimiter {
             return state.decide(self, now_us, cost).map(|raw| S::allowed(&raw));
         }
         self.acquire_new_key(map, key.as_bytes(), now_us, cost)
-            .map(|answer| answer.decision().allowed)
+            .map(|answer| answer.allowed)
     }
 
     /// The slow path of [`try_acquire`](Self::try_acquire): `key` (its
@@ -425,7 +401,7 @@ impl MemoryLimiter {
         key: &[u8],
         now_us: u64,
         cost: u64,
-    ) -> Result<S::Answer, Error> {
+    ) -> Result<Decision, Error> {
         // Requests that can never succeed neither allocate nor reserve.
         check_policies(&self.policies, now_us, cost)?;
         let requests = self.sweep.new_key_requests.fetch_add(1, Ordering::Relaxed) + 1;
@@ -451,7 +427,7 @@ impl MemoryLimiter {
             match decision {
                 // A fresh key admits every valid cost; should it ever
                 // not, a denial stores nothing (docs/spec.md rule 2.1).
-                Ok(answer) if answer.decision().allowed => {
+                Ok(answer) if answer.allowed => {
                     let evict_at = self.evict_at(&state);
                     drop(vacant.insert(state));
                     self.note_evict_at(evict_at);
@@ -504,7 +480,7 @@ mod tests {
         let long = "k".repeat(1 << 20);
         let at_bound = "k".repeat(limiter.max_key_bytes());
         for key in [&long, &at_bound] {
-            assert!(limiter.try_acquire(key, 1).unwrap().allowed);
+            assert!(limiter.try_acquire(key.as_bytes(), 1).unwrap().allowed);
         }
         let mut held: Vec<usize> = with_single_map!(
             &limiter.keys,
@@ -551,7 +527,7 @@ mod tests {
                     } else {
                         clock.advance(Duration::from_micros(step));
                     }
-                    let decision = limiter.try_acquire(key, cost).unwrap();
+                    let decision = limiter.try_acquire(key.as_bytes(), cost).unwrap();
                     if decision.allowed {
                         admissions += 1;
                         let held = with_single_map!(

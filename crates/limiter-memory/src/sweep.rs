@@ -268,9 +268,9 @@ mod tests {
             limiter.sweep.earliest_evict_at.load(Ordering::SeqCst),
             u64::MAX
         );
-        limiter.try_acquire("a", 1).unwrap();
+        limiter.try_acquire(b"a", 1).unwrap();
         clock.set(500_000);
-        limiter.try_acquire("b", 1).unwrap();
+        limiter.try_acquire(b"b", 1).unwrap();
         // "a" resets at 1 s, "b" at 1.5 s.
         assert_eq!(
             limiter.sweep.earliest_evict_at.load(Ordering::SeqCst),
@@ -293,7 +293,7 @@ mod tests {
         let (limiter, clock) = three_a_second();
         for k in 0..1_280u64 {
             clock.set(k);
-            limiter.try_acquire(&format!("k{k}"), 1).unwrap();
+            limiter.try_acquire(format!("k{k}").as_bytes(), 1).unwrap();
         }
         // The first key expires at 1 s: that sweep frees it alone, and the
         // next is put off until a 64th of the 1,279 it kept (19) have

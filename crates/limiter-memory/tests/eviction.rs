@@ -66,12 +66,12 @@ fn evicted_keys_decide_exactly_as_kept_ones() {
                 .acquire(&policy, now, cost)
                 .unwrap();
             assert_eq!(
-                evicting.try_acquire(&key, cost).unwrap(),
+                evicting.try_acquire(key.as_bytes(), cost).unwrap(),
                 expected,
                 "{policy} at {now} on {key}"
             );
             assert_eq!(
-                evicting.try_peek(&key, 1).unwrap(),
+                evicting.try_peek(key.as_bytes(), 1).unwrap(),
                 kept[&key].peek(&policy, now, 1).unwrap()
             );
             evictions += evicting.sweep_expired();
@@ -96,7 +96,7 @@ fn a_key_is_kept_until_its_reset_time_plus_the_eviction_delay() {
     let clock = ManualClock::new(T0);
     let limiter = limiter(&policy, &clock, Duration::from_secs(1));
     assert_eq!(limiter.eviction_delay(), Duration::from_secs(1));
-    let decision = limiter.try_acquire("a", 3).unwrap();
+    let decision = limiter.try_acquire(b"a", 3).unwrap();
     assert_eq!(decision.reset_after, Duration::from_millis(300));
     let evictable_at = T0 + 300_000 + 1_000_000;
     clock.set(evictable_at - 1);
@@ -112,9 +112,9 @@ fn a_denied_request_does_not_extend_a_key_life() {
     let policy = Policy::fixed_window(Rate::new(1, Duration::from_secs(10))).unwrap();
     let clock = ManualClock::new(T0);
     let limiter = limiter(&policy, &clock, Duration::ZERO);
-    assert!(limiter.try_acquire("a", 1).unwrap().allowed);
+    assert!(limiter.try_acquire(b"a", 1).unwrap().allowed);
     clock.set(T0 + 9_999_999);
-    assert!(!limiter.try_acquire("a", 1).unwrap().allowed);
+    assert!(!limiter.try_acquire(b"a", 1).unwrap().allowed);
     assert_eq!(limiter.sweep_expired(), 0);
     clock.set(T0 + 10_000_000); // the window's end: the key is back to its initial state
     assert_eq!(limiter.sweep_expired(), 1);
@@ -124,15 +124,15 @@ fn a_denied_request_does_not_extend_a_key_life() {
 fn requests_that_cannot_succeed_store_nothing() {
     let policy = Policy::sliding_log(Rate::per_minute(3)).unwrap();
     let limiter = MemoryLimiter::new(policy);
-    assert!(matches!(limiter.try_acquire("a", 0), Err(Error::ZeroCost)));
+    assert!(matches!(limiter.try_acquire(b"a", 0), Err(Error::ZeroCost)));
     assert!(matches!(
-        limiter.try_acquire("a", 4),
+        limiter.try_acquire(b"a", 4),
         Err(Error::CostExceedsCapacity {
             cost: 4,
             max_cost: 3
         })
     ));
-    assert!(limiter.try_peek("a", 1).unwrap().allowed);
+    assert!(limiter.try_peek(b"a", 1).unwrap().allowed);
     assert!(limiter.is_empty());
 }
 
@@ -146,31 +146,31 @@ fn max_keys_refuses_new_keys_and_never_evicts_a_live_one() {
         .max_keys(2)
         .build();
     assert_eq!(limiter.max_keys(), Some(2));
-    assert!(limiter.try_acquire("a", 2).unwrap().allowed);
-    assert!(limiter.try_acquire("b", 1).unwrap().allowed);
-    let refused = limiter.try_acquire("c", 1);
+    assert!(limiter.try_acquire(b"a", 2).unwrap().allowed);
+    assert!(limiter.try_acquire(b"b", 1).unwrap().allowed);
+    let refused = limiter.try_acquire(b"c", 1);
     assert!(is_key_limit(&refused), "{refused:?}");
     let message = refused.unwrap_err().chain().to_string();
     assert!(message.contains("maximum of 2 keys"), "{message}");
     // Held keys are still decided exactly: "a" keeps its spent quota.
-    let a = limiter.try_acquire("a", 1).unwrap();
+    let a = limiter.try_acquire(b"a", 1).unwrap();
     assert!(!a.allowed);
     assert_eq!(a.retry_after, Duration::from_secs(10));
-    assert!(limiter.try_acquire("b", 1).unwrap().allowed);
+    assert!(limiter.try_acquire(b"b", 1).unwrap().allowed);
     // A peek stores nothing, so a full map is no error for it.
-    assert!(limiter.try_peek("c", 1).unwrap().allowed);
+    assert!(limiter.try_peek(b"c", 1).unwrap().allowed);
     assert_eq!(limiter.len(), 2);
     // Once "a" and "b" have reset, a new key makes room by sweeping them.
     clock.set(T0 + 10_000_000);
-    let c = limiter.try_acquire("c", 1).unwrap();
+    let c = limiter.try_acquire(b"c", 1).unwrap();
     assert!(c.allowed && c.remaining == 1);
     assert_eq!(limiter.len(), 1);
     // Removing a key frees its place at once.
-    assert!(limiter.try_acquire("d", 1).unwrap().allowed);
-    assert!(is_key_limit(&limiter.try_acquire("e", 1)));
-    assert!(limiter.remove("d"));
-    assert!(!limiter.remove("d"));
-    assert!(limiter.try_acquire("e", 1).unwrap().allowed);
+    assert!(limiter.try_acquire(b"d", 1).unwrap().allowed);
+    assert!(is_key_limit(&limiter.try_acquire(b"e", 1)));
+    assert!(limiter.remove(b"d"));
+    assert!(!limiter.remove(b"d"));
+    assert!(limiter.try_acquire(b"e", 1).unwrap().allowed);
     limiter.clear();
     assert!(limiter.is_empty());
 }
@@ -190,7 +190,7 @@ fn max_keys_holds_under_concurrent_new_keys() {
             std::thread::spawn(move || {
                 let (mut admitted, mut refused) = (0, 0);
                 for i in 0..500 {
-                    let result = limiter.try_acquire(&format!("t{thread}-{i}"), 1);
+                    let result = limiter.try_acquire(format!("t{thread}-{i}").as_bytes(), 1);
                     if is_key_limit(&result) {
                         refused += 1;
                     } else {
@@ -230,7 +230,7 @@ fn spraying_distinct_keys_keeps_the_map_bounded() {
         let mut most_held = 0;
         for i in 0..50_000u64 {
             clock.set(T0 + i * 1_000);
-            let decision = limiter.try_acquire(&format!("ip:{i}"), 5).unwrap();
+            let decision = limiter.try_acquire(format!("ip:{i}").as_bytes(), 5).unwrap();
             assert!(decision.allowed);
             assert!(decision.reset_after <= horizon, "{algorithm}: {decision:?}");
             most_held = most_held.max(limiter.len());
@@ -260,7 +260,7 @@ fn a_long_lived_first_key_does_not_put_off_sweeping_short_lived_ones() {
         .unwrap();
     let clock = ManualClock::new(T0);
     let limiter = limiter(&policy, &clock, Duration::from_secs(1));
-    let drained = limiter.try_acquire("heavy", 2_400).unwrap();
+    let drained = limiter.try_acquire(b"heavy", 2_400).unwrap();
     assert!(drained.allowed && drained.reset_after == Duration::from_secs(86_400));
     // 100 new keys a second, each resetting 36 s after its admission and
     // evictable a second later: 3,700 live at a time.
@@ -268,14 +268,14 @@ fn a_long_lived_first_key_does_not_put_off_sweeping_short_lived_ones() {
     let mut most_held = 0;
     for i in 0..100_000u64 {
         clock.set(T0 + i * 10_000);
-        let decision = limiter.try_acquire(&format!("ip:{i}"), 1).unwrap();
+        let decision = limiter.try_acquire(format!("ip:{i}").as_bytes(), 1).unwrap();
         assert!(decision.allowed && decision.reset_after == Duration::from_secs(36));
         most_held = most_held.max(limiter.len());
     }
     let bound = live + live.max(1_024) + 1;
     assert!(most_held <= bound, "{most_held} keys held, bound {bound}");
     assert!(
-        limiter.try_peek("heavy", 1).unwrap().remaining < 100,
+        limiter.try_peek(b"heavy", 1).unwrap().remaining < 100,
         "the long key is kept"
     );
 }
@@ -292,7 +292,7 @@ fn spraying_distinct_keys_never_exceeds_max_keys() {
     let mut refused = 0;
     for i in 0..20_000u64 {
         clock.set(T0 + i * 1_000);
-        match limiter.try_acquire(&format!("ip:{i}"), 1) {
+        match limiter.try_acquire(format!("ip:{i}").as_bytes(), 1) {
             Ok(decision) => assert!(decision.allowed),
             Err(Error::Backend(e)) if e.is::<KeyLimitReached>() => refused += 1,
             Err(e) => panic!("{e}"),
@@ -328,7 +328,7 @@ fn requests_racing_on_a_new_key_at_the_cap_are_all_decided() {
                 let (limiter, start) = (Arc::clone(&limiter), Arc::clone(&start));
                 std::thread::spawn(move || {
                     start.wait();
-                    limiter.try_acquire("new", 1)
+                    limiter.try_acquire(b"new", 1)
                 })
             })
             .collect();

@@ -40,7 +40,7 @@ impl Limiter for Fake {
         &self.policies
     }
 
-    async fn acquire(&self, _key: &str, cost: u64) -> Result<Decision, Error> {
+    async fn acquire(&self, _key: &[u8], cost: u64) -> Result<Decision, Error> {
         let limit = self.policy.limit();
         let used = self.used.load(Ordering::SeqCst);
         if used + cost <= limit {
@@ -55,13 +55,13 @@ impl Limiter for Fake {
         }
     }
 
-    async fn peek(&self, _key: &str, _cost: u64) -> Result<Decision, Error> {
+    async fn peek(&self, _key: &[u8], _cost: u64) -> Result<Decision, Error> {
         let limit = self.policy.limit();
         let left = limit - self.used.load(Ordering::SeqCst);
         Ok(Decision::admit(limit, left, 0))
     }
 
-    async fn reset(&self, _key: &str) -> Result<(), Error> {
+    async fn reset(&self, _key: &[u8]) -> Result<(), Error> {
         self.used.store(0, Ordering::SeqCst);
         Ok(())
     }
@@ -71,7 +71,7 @@ impl Limiter for Fake {
 async fn admitted(limiter: impl Limiter, requests: usize) -> usize {
     let mut admitted = 0;
     for _ in 0..requests {
-        if limiter.acquire("k", 1).await.unwrap().allowed {
+        if limiter.acquire(b"k", 1).await.unwrap().allowed {
             admitted += 1;
         }
     }
@@ -80,7 +80,7 @@ async fn admitted(limiter: impl Limiter, requests: usize) -> usize {
 
 /// Takes a limiter by reference, generically.
 async fn remaining<L: Limiter + ?Sized>(limiter: &L) -> u64 {
-    limiter.peek("k", 1).await.unwrap().remaining
+    limiter.peek(b"k", 1).await.unwrap().remaining
 }
 
 fn memory(limit: u64) -> MemoryLimiter {
@@ -112,13 +112,13 @@ async fn arc_box_and_references_are_limiters() {
     // The synchronous fast path goes through every wrapper.
     let direct = memory(1);
     assert!(
-        Limiter::acquire_now(&&direct, "k", 1)
+        Limiter::acquire_now(&&direct, b"k", 1)
             .unwrap()
             .unwrap()
             .allowed
     );
-    assert!(!dynamic.acquire_now("k", 2).unwrap().unwrap().allowed);
-    assert!(Box::new(Fake::new(1)).acquire_now("k", 1).is_none());
+    assert!(!dynamic.acquire_now(b"k", 2).unwrap().unwrap().allowed);
+    assert!(Box::new(Fake::new(1)).acquire_now(b"k", 1).is_none());
 }
 
 #[tokio::test]
@@ -126,7 +126,7 @@ async fn a_fake_from_public_constructors_stands_in_for_a_backend() {
     let fake = Arc::new(Fake::new(2));
     let limiter: Arc<dyn Limiter> = fake.clone();
     assert_eq!(admitted(&limiter, 3).await, 2);
-    let denied = limiter.acquire("k", 1).await.unwrap();
+    let denied = limiter.acquire(b"k", 1).await.unwrap();
     assert_eq!(
         (
             denied.allowed,
@@ -137,9 +137,9 @@ async fn a_fake_from_public_constructors_stands_in_for_a_backend() {
         (false, 2, 0, Duration::from_secs(60))
     );
     assert_eq!(denied.source, DecisionSource::Backend);
-    limiter.reset("k").await.unwrap();
+    limiter.reset(b"k").await.unwrap();
     let waited = limiter
-        .until_ready("k", 1, |_| async {
+        .until_ready(b"k", 1, |_| async {
             unreachable!("no denial after a reset")
         })
         .await
@@ -157,18 +157,18 @@ fn the_failure_wrapper_keeps_the_fast_path() {
         .max_keys(1)
         .build();
     let limiter = full.on_failure(FailurePolicy::fallback(memory(1)));
-    let held = limiter.acquire_now("held", 1).unwrap().unwrap();
+    let held = limiter.acquire_now(b"held", 1).unwrap().unwrap();
     assert_eq!((held.source, held.remaining), (DecisionSource::Backend, 4));
-    let refused = limiter.acquire_now("new", 1).unwrap().unwrap();
+    let refused = limiter.acquire_now(b"new", 1).unwrap().unwrap();
     assert_eq!(
         (refused.source, refused.limit),
         (DecisionSource::Fallback, 1)
     );
     assert!(!limiter.is_failing());
-    let again = limiter.acquire_now("new", 1).unwrap().unwrap();
+    let again = limiter.acquire_now(b"new", 1).unwrap().unwrap();
     assert!(!again.allowed && again.is_degraded());
     assert!(matches!(
-        limiter.acquire_now("new", 0),
+        limiter.acquire_now(b"new", 0),
         Some(Err(Error::ZeroCost))
     ));
 }
@@ -188,7 +188,7 @@ fn a_fallback_that_answered_fail_open_is_not_told_as_counted() {
         .max_keys(0)
         .build();
     let limiter = full.on_failure(FailurePolicy::fallback(nothing_held));
-    let answer = limiter.acquire_now("new", 1).unwrap().unwrap();
+    let answer = limiter.acquire_now(b"new", 1).unwrap().unwrap();
     assert!(answer.allowed);
     assert_eq!(answer.source, DecisionSource::FailOpen);
 }
@@ -202,12 +202,12 @@ async fn a_probe_interval_of_duration_max_means_never_probe_again() {
         .on_failure(FailurePolicy::FailClosed)
         .probe_interval(Duration::MAX);
     flaky.set_failing(true);
-    let first = limiter.acquire("k", 1).await.unwrap();
+    let first = limiter.acquire(b"k", 1).await.unwrap();
     assert_eq!(first.source, DecisionSource::FailClosed);
     assert!(limiter.is_failing());
     let calls = flaky.calls();
     flaky.set_failing(false);
-    let later = limiter.acquire("k", 1).await.unwrap();
+    let later = limiter.acquire(b"k", 1).await.unwrap();
     assert_eq!(later.source, DecisionSource::FailClosed);
     assert_eq!(flaky.calls(), calls, "no probe within the interval");
 }

@@ -36,9 +36,9 @@ fn limiter(policies: &Policies, max_key_bytes: usize) -> MemoryLimiter {
 /// Spends `key`'s quota of 2: both admitted, the third denied.
 fn drain(limiter: &MemoryLimiter, key: &str) {
     for n in 0..2 {
-        assert!(limiter.try_acquire(key, 1).unwrap().allowed, "request {n}");
+        assert!(limiter.try_acquire(key.as_bytes(), 1).unwrap().allowed, "request {n}");
     }
-    assert!(!limiter.try_acquire(key, 1).unwrap().allowed);
+    assert!(!limiter.try_acquire(key.as_bytes(), 1).unwrap().allowed);
 }
 
 #[test]
@@ -59,11 +59,11 @@ fn two_different_long_keys_never_share_a_state() {
         let longer = format!("{base}k");
         drain(&limiter, &base);
         for other in [&last, &first, &longer] {
-            let decision = limiter.try_acquire(other, 1).unwrap();
+            let decision = limiter.try_acquire(other.as_bytes(), 1).unwrap();
             assert!(decision.allowed, "{policies}");
             assert_eq!(decision.remaining, 1, "{policies}: a fresh key");
         }
-        assert!(!limiter.try_acquire(&base, 1).unwrap().allowed);
+        assert!(!limiter.try_acquire(base.as_bytes(), 1).unwrap().allowed);
         assert_eq!(limiter.len(), 4);
     }
 }
@@ -84,9 +84,9 @@ fn the_boundary_at_exactly_the_bound_decides_as_every_other_key() {
             assert_eq!(limiter.len(), 3, "{policies} max {max}");
             // Each is the same key again: denied, read and removed as one.
             for key in &keys {
-                assert!(!limiter.try_peek(key, 1).unwrap().allowed);
-                assert!(limiter.remove(key), "{policies} max {max}");
-                assert!(limiter.try_acquire(key, 1).unwrap().allowed);
+                assert!(!limiter.try_peek(key.as_bytes(), 1).unwrap().allowed);
+                assert!(limiter.remove(key.as_bytes()), "{policies} max {max}");
+                assert!(limiter.try_acquire(key.as_bytes(), 1).unwrap().allowed);
             }
         }
     }
@@ -109,8 +109,8 @@ fn long_keys_decide_as_keys_kept_whole() {
         for step in 0..200usize {
             let key = &keys[(step * 7 + step / 5) % keys.len()];
             assert_eq!(
-                hashing.try_acquire(key, 1).unwrap(),
-                whole.try_acquire(key, 1).unwrap(),
+                hashing.try_acquire(key.as_bytes(), 1).unwrap(),
+                whole.try_acquire(key.as_bytes(), 1).unwrap(),
                 "{policies} step {step}"
             );
             clock.advance(Duration::from_secs(60 * (step as u64 % 7)));

@@ -30,18 +30,18 @@ fn max_keys_full_of_expired_keys_admits_every_new_key() {
         max_keys,
     );
     for k in 0..max_keys {
-        let decision = limiter.try_acquire(&format!("old:{k}"), 1).unwrap();
+        let decision = limiter.try_acquire(format!("old:{k}").as_bytes(), 1).unwrap();
         assert!(decision.allowed, "old key {k}");
     }
     assert_eq!(limiter.len(), max_keys);
     // Still live: a new key is refused.
-    assert!(refused_at_the_cap(limiter.try_acquire("early", 1)));
+    assert!(refused_at_the_cap(limiter.try_acquire(b"early", 1)));
 
     // Every old key's window has passed: all of them may go.
     clock.set(T0 + 1_000_000);
     let mut refused = 0;
     for k in 0..max_keys {
-        match limiter.try_acquire(&format!("new:{k}"), 1) {
+        match limiter.try_acquire(format!("new:{k}").as_bytes(), 1) {
             Ok(decision) => assert!(decision.allowed, "new key {k}"),
             Err(e) => {
                 assert!(e.is_key_limit(), "{e:?}");
@@ -55,7 +55,7 @@ fn max_keys_full_of_expired_keys_admits_every_new_key() {
     );
     assert_eq!(limiter.len(), max_keys);
     // Now every held key is live again: the cap refuses once more.
-    assert!(refused_at_the_cap(limiter.try_acquire("late", 1)));
+    assert!(refused_at_the_cap(limiter.try_acquire(b"late", 1)));
 }
 
 /// A sweep waits for a batch of expired keys (a 64th of them), measured
@@ -70,11 +70,11 @@ fn a_batch_of_refused_new_keys_makes_a_sweep_due() {
         max_keys,
     );
     // One key back to full in 1 s, then 999 back to full in 10 ms.
-    assert!(limiter.try_acquire("slow", 100).unwrap().allowed);
+    assert!(limiter.try_acquire(b"slow", 100).unwrap().allowed);
     for k in 1..max_keys {
         assert!(
             limiter
-                .try_acquire(&format!("fast:{k}"), 1)
+                .try_acquire(format!("fast:{k}").as_bytes(), 1)
                 .unwrap()
                 .allowed
         );
@@ -82,7 +82,7 @@ fn a_batch_of_refused_new_keys_makes_a_sweep_due() {
     clock.set(T0 + 20_000);
     let batch = max_keys / 64;
     let refused = (0..=batch)
-        .take_while(|k| refused_at_the_cap(limiter.try_acquire(&format!("new:{k}"), 1)))
+        .take_while(|k| refused_at_the_cap(limiter.try_acquire(format!("new:{k}").as_bytes(), 1)))
         .count();
     assert_eq!(refused, batch, "a batch refused, then a sweep makes room");
     assert_eq!(limiter.len(), 2, "the slow key and the one just admitted");

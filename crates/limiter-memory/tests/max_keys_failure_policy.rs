@@ -22,23 +22,23 @@ fn full_map(failure: FailurePolicy) -> impl Limiter {
 #[tokio::test]
 async fn held_keys_stay_exact_while_new_keys_are_answered_by_fail_open() {
     let limiter = full_map(FailurePolicy::FailOpen);
-    let held = limiter.acquire("a", 1).await.unwrap();
+    let held = limiter.acquire(b"a", 1).await.unwrap();
     assert!(held.allowed && held.source == DecisionSource::Backend);
     for _ in 0..3 {
         // The new key: answered by the policy, marked so.
-        let new = limiter.acquire("b", 1).await.unwrap();
+        let new = limiter.acquire(b"b", 1).await.unwrap();
         assert!(
             new.allowed && new.source == DecisionSource::FailOpen,
             "{new:?}"
         );
         // The held key, its one unit spent: denied by the backend, on
         // both paths.
-        let held = limiter.acquire("a", 1).await.unwrap();
+        let held = limiter.acquire(b"a", 1).await.unwrap();
         assert!(
             !held.allowed && held.source == DecisionSource::Backend,
             "{held:?}"
         );
-        let held = limiter.acquire_now("a", 1).unwrap().unwrap();
+        let held = limiter.acquire_now(b"a", 1).unwrap().unwrap();
         assert!(
             !held.allowed && held.source == DecisionSource::Backend,
             "{held:?}"
@@ -49,15 +49,15 @@ async fn held_keys_stay_exact_while_new_keys_are_answered_by_fail_open() {
 #[tokio::test]
 async fn the_sync_path_answers_a_new_key_by_the_policy_too() {
     let limiter = full_map(FailurePolicy::FailClosed);
-    assert!(limiter.acquire_now("a", 1).unwrap().unwrap().allowed);
-    let new = limiter.acquire_now("b", 1).unwrap().unwrap();
+    assert!(limiter.acquire_now(b"a", 1).unwrap().unwrap().allowed);
+    let new = limiter.acquire_now(b"b", 1).unwrap().unwrap();
     assert!(
         !new.allowed && new.source == DecisionSource::FailClosed,
         "{new:?}"
     );
     // Retry in a probe interval (1 s by default), not at once.
     assert_eq!(new.retry_after, Duration::from_secs(1));
-    let held = limiter.acquire_now("a", 1).unwrap().unwrap();
+    let held = limiter.acquire_now(b"a", 1).unwrap().unwrap();
     assert!(
         !held.allowed && held.source == DecisionSource::Backend,
         "{held:?}"

@@ -126,7 +126,7 @@ fn child(case: &Case) {
         key.extend(std::iter::repeat_n('k', case.key_len - key.len()));
         for _ in 0..case.admissions {
             clock.advance(Duration::from_micros(1));
-            match limiter.try_acquire(&key, 1) {
+            match limiter.try_acquire(key.as_bytes(), 1) {
                 Ok(decision) => assert!(decision.allowed, "{k}"),
                 Err(error) => assert!(k == MAX_KEYS && error.is_key_limit(), "{error}"),
             }

@@ -11,7 +11,7 @@
 //! let redis = RedisBackend::builder("redis://127.0.0.1:6379/").build().await?;
 //! let policy = Policy::sliding_log(Rate::per_minute(10))?; // 10 SMS codes a minute
 //! let limiter = RedisLimiter::builder(&redis, policy).build().await?;
-//! let decision = limiter.acquire("phone:+15550100", 1).await?;
+//! let decision = limiter.acquire(b"phone:+15550100", 1).await?;
 //! if !decision.allowed {
 //!     println!("try again in {:?}", decision.retry_after);
 //! }

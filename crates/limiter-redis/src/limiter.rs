@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use limiter_core::backend::check_policies;
-use limiter_core::{Clock, Decision, Error, Limiter, Policies, SetDecision};
+use limiter_core::{Clock, Decision, Error, Limiter, Policies};
 
 use crate::builder::RedisLimiterBuilder;
 use crate::connection::backend::RedisBackend;
-use crate::protocol::batch::{Answer, Decider};
+use crate::protocol::batch::Decider;
 use crate::protocol::keys::KeyLayout;
 use crate::protocol::scripts::{LuaFunction, Mode, Request};
 
@@ -54,14 +54,14 @@ impl RedisLimiter {
 
     /// The Redis key holding `key`'s state (under the first policy of a
     /// set), e.g. `limiter:{user:42}:sl-3f50e54ee2b6`: what to inspect with
-    /// `redis-cli`.
-    pub fn redis_key(&self, key: &str) -> String {
+    /// `redis-cli`. Bytes, as the key is.
+    pub fn redis_key(&self, key: &[u8]) -> Vec<u8> {
         self.decider.keys[0].state_key(key)
     }
 
     /// The Redis keys holding `key`'s state, one per policy of the set, in
     /// its order (all in one cluster slot).
-    pub fn redis_keys(&self, key: &str) -> Vec<String> {
+    pub fn redis_keys(&self, key: &[u8]) -> Vec<Vec<u8>> {
         self.decider
             .keys
             .iter()
@@ -82,7 +82,7 @@ impl RedisLimiter {
     /// One decision: validate, then decide in the limiter's next call (one
     /// round trip, shared with the decisions that arrived meanwhile: see
     /// `batch.rs`).
-    async fn decide(&self, key: &str, cost: u64, mode: Mode) -> Result<Answer, Error> {
+    async fn decide(&self, key: &[u8], cost: u64, mode: Mode) -> Result<Decision, Error> {
         let time_us = self.clock.as_ref().map(|clock| clock.now_us());
         // With Redis TIME the time is checked by the server's clock, which
         // stays below 2^53 µs until the year 2255.
@@ -103,26 +103,18 @@ impl Limiter for RedisLimiter {
         &self.decider.policies
     }
 
-    async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        Ok(self.decide(key, cost, Mode::Acquire).await?.decision())
+    async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
+        self.decide(key, cost, Mode::Acquire).await
     }
 
-    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        Ok(self.decide(key, cost, Mode::Peek).await?.decision())
-    }
-
-    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-        Ok(self.decide(key, cost, Mode::Acquire).await?.into_set())
-    }
-
-    async fn peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-        Ok(self.decide(key, cost, Mode::Peek).await?.into_set())
+    async fn peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
+        self.decide(key, cost, Mode::Peek).await
     }
 
     /// Deletes the key's state under every part (`DEL`, one command: the
     /// keys share a slot). Fails with [`Error::Backend`] if Redis fails,
     /// whatever the failure policy.
-    async fn reset(&self, key: &str) -> Result<(), Error> {
+    async fn reset(&self, key: &[u8]) -> Result<(), Error> {
         let mut del = redis::cmd("DEL");
         del.arg(self.redis_keys(key));
         self.decider

@@ -75,9 +75,9 @@ async fn run(limiter: &dyn Limiter, key: &str, task: usize, round: usize) -> Vec
     for step in 0..STEPS {
         let (acquire, cost) = request(task, round * STEPS + step);
         let decision = if acquire {
-            limiter.acquire(key, cost).await
+            limiter.acquire(key.as_bytes(), cost).await
         } else {
-            limiter.peek(key, cost).await
+            limiter.peek(key.as_bytes(), cost).await
         };
         decisions.push(decision.unwrap());
     }
@@ -217,7 +217,7 @@ async fn a_hot_key_is_written_once_per_call() {
                     tokio::spawn(async move {
                         let mut decisions = Vec::new();
                         for _ in 0..8 {
-                            decisions.push(limiter.acquire("hot", 1).await.unwrap());
+                            decisions.push(limiter.acquire(b"hot", 1).await.unwrap());
                         }
                         decisions
                     })
@@ -244,7 +244,7 @@ async fn a_hot_key_is_written_once_per_call() {
             if let Some(clock) = clock {
                 let memory = MemoryLimiter::builder(policy.clone()).clock(clock).build();
                 let in_order: Vec<_> = (0..512)
-                    .map(|_| memory.try_acquire("hot", 1).unwrap())
+                    .map(|_| memory.try_acquire(b"hot", 1).unwrap())
                     .collect();
                 // At one time what is left only falls, an admission before
                 // a denial (the sliding log's after 100, alike): the order
@@ -252,8 +252,8 @@ async fn a_hot_key_is_written_once_per_call() {
                 decisions.sort_by_key(|d| (std::cmp::Reverse(d.remaining), !d.allowed));
                 assert_eq!(decisions, in_order, "{case}: the decisions");
                 assert_eq!(
-                    limiter.peek("hot", 1).await.unwrap(),
-                    memory.try_peek("hot", 1).unwrap(),
+                    limiter.peek(b"hot", 1).await.unwrap(),
+                    memory.try_peek(b"hot", 1).unwrap(),
                     "{case}: the state after 512 decisions"
                 );
             }
@@ -282,7 +282,7 @@ async fn a_caller_that_gives_up_fails_no_one_else() {
                 let limiter = Arc::clone(&limiter);
                 tokio::spawn(async move {
                     let key = format!("k{}", task % 8);
-                    let decision = limiter.acquire(&key, 1);
+                    let decision = limiter.acquire(key.as_bytes(), 1);
                     if task.is_multiple_of(2) {
                         let _ = tokio::time::timeout(Duration::ZERO, decision).await;
                         None
@@ -304,7 +304,7 @@ async fn a_caller_that_gives_up_fails_no_one_else() {
         }
     }
     // The calls' turns were all handed on: a lone decision is answered.
-    let decision = tokio::time::timeout(Duration::from_secs(5), limiter.acquire("after", 1))
+    let decision = tokio::time::timeout(Duration::from_secs(5), limiter.acquire(b"after", 1))
         .await
         .expect("a decision after the dropped ones is answered")
         .unwrap();

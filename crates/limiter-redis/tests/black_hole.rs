@@ -132,7 +132,7 @@ async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
             .await
             .unwrap(),
     );
-    assert!(limiter.acquire("k", 1).await.unwrap().allowed);
+    assert!(limiter.acquire(b"k", 1).await.unwrap().allowed);
     proxy.freeze_open_connections();
     let started = Instant::now();
     // Watches the circuit from before the first call's deadline: when it
@@ -155,7 +155,7 @@ async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
     });
     let first = tokio::spawn({
         let limiter = Arc::clone(&limiter);
-        async move { limiter.acquire("k", 1).await }
+        async move { limiter.acquire(b"k", 1).await }
     });
     // Sent on the frozen connection too, half a timeout later: it times
     // out once the probe's new connection has ended the outage the first
@@ -163,7 +163,7 @@ async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
     tokio::time::sleep(COMMAND / 2).await;
     let second = tokio::spawn({
         let limiter = Arc::clone(&limiter);
-        async move { limiter.acquire("k", 1).await }
+        async move { limiter.acquire(b"k", 1).await }
     });
     let first = first.await.unwrap().unwrap_err();
     assert_eq!(
@@ -197,7 +197,7 @@ async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
         backend.is_available(),
         "a stale connection's timeout reopened the circuit the probe closed"
     );
-    assert!(limiter.acquire("k", 1).await.unwrap().allowed);
+    assert!(limiter.acquire(b"k", 1).await.unwrap().allowed);
 }
 
 /// A call whose connection hangs for most of the command timeout and is
@@ -227,7 +227,7 @@ async fn a_connection_lost_late_costs_its_caller_one_command_timeout() {
             .build()
             .await
             .unwrap();
-    assert!(limiter.acquire("k", 1).await.unwrap().allowed);
+    assert!(limiter.acquire(b"k", 1).await.unwrap().allowed);
     proxy.freeze_open_connections();
     proxy.freeze_new_connections(true);
     let cut = {
@@ -238,7 +238,7 @@ async fn a_connection_lost_late_costs_its_caller_one_command_timeout() {
         })
     };
     let started = Instant::now();
-    let answer = limiter.acquire("k", 1).await;
+    let answer = limiter.acquire(b"k", 1).await;
     let waited = started.elapsed();
     cut.join().unwrap();
     assert!(
@@ -267,7 +267,7 @@ async fn a_connection_lost_late_costs_its_caller_one_command_timeout() {
     }
     let asked = Instant::now();
     let down = limiter
-        .acquire("k", 1)
+        .acquire(b"k", 1)
         .await
         .expect_err("the backend is down");
     assert_eq!(common::backend_kind(&down), BackendErrorKind::Unavailable);
@@ -282,5 +282,5 @@ async fn a_connection_lost_late_costs_its_caller_one_command_timeout() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(limiter.acquire("k", 1).await.unwrap().allowed);
+    assert!(limiter.acquire(b"k", 1).await.unwrap().allowed);
 }

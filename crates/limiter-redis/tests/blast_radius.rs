@@ -55,7 +55,7 @@ async fn decide_all(
             handles.push(tokio::spawn(async move {
                 let mut tally = Tally::default();
                 for _ in 0..per_key / tasks {
-                    tally.add(&limiter.acquire(&key, 1).await.unwrap());
+                    tally.add(&limiter.acquire(key.as_bytes(), 1).await.unwrap());
                 }
                 tally
             }));
@@ -104,11 +104,11 @@ async fn a_poisoned_key_degrades_its_own_requests_alone() {
     .await;
     let poisoned = "poisoned";
     let _: () = redis::cmd("SET")
-        .arg(limiter.inner().redis_key(poisoned))
+        .arg(limiter.inner().redis_key(poisoned.as_bytes()))
         .arg("not a sorted set")
         .query(&mut connection(&server.url()))
         .unwrap();
-    let error = limiter.inner().acquire(poisoned, 1).await.unwrap_err();
+    let error = limiter.inner().acquire(poisoned.as_bytes(), 1).await.unwrap_err();
     assert_eq!(error.reach(), Some(FailureReach::Request), "{error:?}");
     assert!(
         error.chain().to_string().contains("WRONGTYPE"),
@@ -154,13 +154,13 @@ async fn an_oom_refusal_is_answered_per_request_and_the_next_is_decided() {
         Policy::fixed_window(Rate::per_hour(10)).unwrap().into(),
     )
     .await;
-    let decision = limiter.acquire("k", 1).await.unwrap();
+    let decision = limiter.acquire(b"k", 1).await.unwrap();
     assert_eq!(
         (decision.source, decision.remaining),
         (DecisionSource::Backend, 9)
     );
     assert_eq!(server.command("CONFIG SET maxmemory 1"), "+OK");
-    let error = limiter.inner().acquire("k", 1).await.unwrap_err();
+    let error = limiter.inner().acquire(b"k", 1).await.unwrap_err();
     assert_eq!(
         error.reach(),
         Some(FailureReach::Request),
@@ -168,7 +168,7 @@ async fn an_oom_refusal_is_answered_per_request_and_the_next_is_decided() {
         error.chain()
     );
     for _ in 0..5 {
-        let decision = limiter.acquire("k", 1).await.unwrap();
+        let decision = limiter.acquire(b"k", 1).await.unwrap();
         assert_eq!(
             decision.source,
             DecisionSource::FailOpen,
@@ -177,7 +177,7 @@ async fn an_oom_refusal_is_answered_per_request_and_the_next_is_decided() {
     }
     assert!(!limiter.is_failing(), "a full server answers: no outage");
     assert_eq!(server.command("CONFIG SET maxmemory 0"), "+OK");
-    let decision = limiter.acquire("k", 1).await.unwrap();
+    let decision = limiter.acquire(b"k", 1).await.unwrap();
     assert_eq!(
         (decision.source, decision.remaining),
         (DecisionSource::Backend, 8),
@@ -214,7 +214,7 @@ async fn a_killed_primary_degrades_its_own_keys_alone() {
         let mut found = 0;
         for i in 0.. {
             let key = format!("user-{i}");
-            if cluster.node_for_key(&limiter.inner().redis_key(&key)) == *primary {
+            if cluster.node_for_key(&limiter.inner().redis_key(key.as_bytes())) == *primary {
                 keys.push(key);
                 found += 1;
                 if found == 2 {
@@ -225,7 +225,7 @@ async fn a_killed_primary_degrades_its_own_keys_alone() {
     }
     let on_victim: Vec<bool> = keys
         .iter()
-        .map(|k| cluster.node_for_key(&limiter.inner().redis_key(k)) == victim)
+        .map(|k| cluster.node_for_key(&limiter.inner().redis_key(k.as_bytes())) == victim)
         .collect();
     // Half the limit on every key, then the kill, then the rest while the
     // replica takes over.
@@ -290,10 +290,10 @@ async fn a_cluster_that_refuses_every_key_is_an_outage() {
     let survivor = cluster.primaries()[1].clone();
     let key = (0..)
         .map(|i| format!("user-{i}"))
-        .find(|key| cluster.node_for_key(&limiter.inner().redis_key(key)) == survivor)
+        .find(|key| cluster.node_for_key(&limiter.inner().redis_key(key.as_bytes())) == survivor)
         .unwrap();
     assert_eq!(
-        limiter.acquire(&key, 1).await.unwrap().source,
+        limiter.acquire(key.as_bytes(), 1).await.unwrap().source,
         DecisionSource::Backend
     );
     let killer = Arc::clone(&cluster);
@@ -307,9 +307,9 @@ async fn a_cluster_that_refuses_every_key_is_an_outage() {
             Instant::now() < deadline,
             "no outage after the shard was lost"
         );
-        limiter.acquire(&key, 1).await.unwrap();
+        limiter.acquire(key.as_bytes(), 1).await.unwrap();
     }
-    let error = limiter.inner().acquire(&key, 1).await.unwrap_err();
+    let error = limiter.inner().acquire(key.as_bytes(), 1).await.unwrap_err();
     assert_eq!(
         error.reach(),
         Some(FailureReach::Backend),
@@ -318,7 +318,7 @@ async fn a_cluster_that_refuses_every_key_is_an_outage() {
     );
     for _ in 0..20 {
         let started = Instant::now();
-        let decision = limiter.acquire(&key, 1).await.unwrap();
+        let decision = limiter.acquire(key.as_bytes(), 1).await.unwrap();
         assert_eq!(decision.source, DecisionSource::FailOpen);
         assert!(
             started.elapsed() < TIMEOUT / 5,

@@ -46,7 +46,7 @@ async fn a_sliding_log_above_the_guard_is_refused_as_unsupported() {
         .build()
         .await
         .unwrap();
-    assert_eq!(limiter.acquire("k", 10_001).await.unwrap().remaining, 0);
+    assert_eq!(limiter.acquire(b"k", 10_001).await.unwrap().remaining, 0);
     // At the guard itself, and for the other algorithms, no limit applies.
     let at_guard = Policy::sliding_log(Rate::per_hour(10_000)).unwrap();
     common::builder(at_guard).build().await.unwrap();
@@ -121,12 +121,12 @@ async fn bad_requests_are_errors_before_any_round_trip() {
         .unwrap()
         .on_failure(limiter_core::FailurePolicy::FailOpen);
     assert!(matches!(
-        limiter.acquire("k", 0).await,
+        limiter.acquire(b"k", 0).await,
         Err(Error::ZeroCost)
     ));
-    assert!(matches!(limiter.peek("k", 0).await, Err(Error::ZeroCost)));
+    assert!(matches!(limiter.peek(b"k", 0).await, Err(Error::ZeroCost)));
     assert!(matches!(
-        limiter.acquire("k", 9).await,
+        limiter.acquire(b"k", 9).await,
         Err(Error::CostExceedsCapacity {
             cost: 9,
             max_cost: 8
@@ -134,7 +134,7 @@ async fn bad_requests_are_errors_before_any_round_trip() {
     ));
     clock.set(limiter_core::MAX_TIME_US + 1);
     assert!(matches!(
-        limiter.acquire("k", 1).await,
+        limiter.acquire(b"k", 1).await,
         Err(Error::TimeOutOfRange { .. })
     ));
 }
@@ -159,7 +159,7 @@ async fn the_defaults_are_as_documented() {
         .await
         .unwrap();
     assert_eq!(limiter.key_prefix(), "limiter");
-    let key = limiter.redis_key("u");
+    let key = common::text(limiter.redis_key(b"u"));
     assert!(key.starts_with("limiter:{u}:fw-"), "{key}");
     assert_eq!(limiter.policies().parts()[0].limit(), 5);
     backend.ping().await.unwrap();
@@ -174,8 +174,8 @@ async fn a_huge_ttl_floor_is_capped_not_an_error() {
         .build()
         .await
         .unwrap();
-    assert!(limiter.acquire("k", 1).await.unwrap().allowed);
-    let ttl = common::pttl(&limiter.redis_key("k")).await;
+    assert!(limiter.acquire(b"k", 1).await.unwrap().allowed);
+    let ttl = common::pttl(&common::text(limiter.redis_key(b"k"))).await;
     assert!(ttl > 1_000_000_000, "PTTL {ttl}");
 }
 
@@ -270,7 +270,7 @@ async fn username_password_and_db_options_reach_the_server() {
         .await
         .unwrap();
     for remaining in [4, 3] {
-        assert_eq!(limiter.acquire("u", 1).await.unwrap().remaining, remaining);
+        assert_eq!(limiter.acquire(b"u", 1).await.unwrap().remaining, remaining);
     }
     let inspect = |db: i64| {
         let info = redis::IntoConnectionInfo::into_connection_info(url.as_str()).unwrap();
@@ -281,7 +281,7 @@ async fn username_password_and_db_options_reach_the_server() {
             .set_db(db);
         redis::Client::open(info.set_redis_settings(settings)).unwrap()
     };
-    let key = limiter.redis_key("u");
+    let key = common::text(limiter.redis_key(b"u"));
     let mut db3 = inspect(3).get_multiplexed_async_connection().await.unwrap();
     let mut db0 = inspect(0).get_multiplexed_async_connection().await.unwrap();
     let in_db3: bool = redis::cmd("EXISTS")

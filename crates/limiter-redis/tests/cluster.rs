@@ -135,7 +135,7 @@ async fn spread_over_primaries(
     let keys = keys_on(cluster, &limiter, name, &primaries, per_primary);
     let on_first: Vec<bool> = keys
         .iter()
-        .map(|k| cluster.node_for_key(&limiter.redis_key(k)) == primaries[0])
+        .map(|k| cluster.node_for_key(&limiter.redis_key(k.as_bytes())) == primaries[0])
         .collect();
     let targets = keys
         .iter()
@@ -162,7 +162,7 @@ fn keys_on(
             break;
         }
         let key = format!("{name}:{n}");
-        let owner = cluster.node_for_key(&limiter.redis_key(&key));
+        let owner = cluster.node_for_key(&limiter.redis_key(key.as_bytes()));
         if let Some(primary) = primaries.iter().find(|p| **p == owner) {
             let keys = found.entry(primary).or_default();
             if keys.len() < per_primary {
@@ -285,7 +285,7 @@ impl Load {
                         n += 1;
                         let (limiter, key) = &targets[i];
                         let sent = Instant::now();
-                        let result = limiter.acquire(key, 1).await;
+                        let result = limiter.acquire(key.as_bytes(), 1).await;
                         let took = sent.elapsed().as_micros() as u64;
                         stats[i].slowest_us.fetch_max(took, Ordering::Relaxed);
                         if took >= SLOW.as_micros() as u64 {
@@ -378,7 +378,7 @@ async fn counted(targets: &[(Arc<RedisLimiter>, String)]) -> Vec<u64> {
     let mut counted = Vec::new();
     for (limiter, key) in targets {
         let decision = limiter
-            .peek(key, 1)
+            .peek(key.as_bytes(), 1)
             .await
             .unwrap_or_else(|e| panic!("peek({key}): {e:#}"));
         counted.push(decision.limit - decision.remaining - u64::from(decision.allowed));
@@ -459,7 +459,7 @@ impl Migration {
     fn start(&self, key: &str) {
         let slot = self
             .cluster
-            .slot_of(&self.limiter.redis_key(key))
+            .slot_of(&self.limiter.redis_key(key.as_bytes()))
             .to_string();
         let (from, to) = (&self.source, &self.target);
         let importing = ["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from.id];
@@ -483,7 +483,7 @@ async fn acquire_over(limiter: &Arc<RedisLimiter>, keys: &[String]) -> BTreeMap<
                 for j in 0..EACH {
                     let key = &keys[(task * EACH + j) % keys.len()];
                     let decision = limiter
-                        .acquire(key, 1)
+                        .acquire(key.as_bytes(), 1)
                         .await
                         .unwrap_or_else(|e| panic!("acquire({key}): {}", chain(&e)));
                     if decision.allowed {
@@ -566,7 +566,7 @@ async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
     );
     assert_eq!(
         m.cluster
-            .keys_matching(&m.target, &m.limiter.redis_key(moving))
+            .keys_matching(&m.target, &m.limiter.redis_key(moving.as_bytes()))
             .len(),
         1,
         "the moving slot's new key lives on the importing node"
@@ -587,7 +587,7 @@ async fn a_batch_never_follows_an_ask_into_another_importing_slot() {
     let m = migration(policy, "asking", 2).await;
     let (new, full) = (&m.keys[0], &m.keys[1]);
     for _ in 0..LIMIT {
-        assert!(m.limiter.acquire(full, 1).await.unwrap().allowed);
+        assert!(m.limiter.acquire(full.as_bytes(), 1).await.unwrap().allowed);
     }
     for key in [new, full] {
         m.start(key);
@@ -613,7 +613,7 @@ async fn keys_spread_over_every_primary() {
         )
         .await;
         for user in 0..USERS {
-            let decision = limiter.acquire(&format!("user:{user}"), 1).await.unwrap();
+            let decision = limiter.acquire(format!("user:{user}").as_bytes(), 1).await.unwrap();
             assert!(decision.allowed, "{algorithm}: {decision:?}");
         }
         let pattern = format!("{}:*", limiter.key_prefix());
@@ -662,20 +662,20 @@ async fn a_tiered_set_on_a_key_without_a_hash_tag_decides_in_one_slot() {
     for user_key in ["", "}", "}x"] {
         let mut admitted = 0;
         for _ in 0..8 {
-            let decision = limiter.acquire(user_key, 1).await.unwrap_or_else(|e| {
+            let decision = limiter.acquire(user_key.as_bytes(), 1).await.unwrap_or_else(|e| {
                 panic!("{user_key:?}: {}", chain(&e));
             });
             assert!(!decision.is_degraded(), "{user_key:?}: {decision:?}");
             admitted += u64::from(decision.allowed);
         }
         assert_eq!(admitted, 5, "{user_key:?}");
-        limiter.reset(user_key).await.unwrap();
+        limiter.reset(user_key.as_bytes()).await.unwrap();
         assert!(
-            limiter.acquire(user_key, 1).await.unwrap().allowed,
+            limiter.acquire(user_key.as_bytes(), 1).await.unwrap().allowed,
             "{user_key:?} after reset"
         );
         let slots: Vec<u16> = limiter
-            .redis_keys(user_key)
+            .redis_keys(user_key.as_bytes())
             .iter()
             .map(|key| cluster.slot_of(key))
             .collect();
@@ -704,7 +704,7 @@ async fn article_load_test_admits_exactly_one_hundred_on_every_primary() {
                 tokio::spawn(async move {
                     let mut admitted = 0;
                     for _ in 0..10 {
-                        let decision = limiter.acquire(&key, 1).await.unwrap();
+                        let decision = limiter.acquire(key.as_bytes(), 1).await.unwrap();
                         admitted += usize::from(decision.allowed);
                     }
                     admitted
@@ -719,7 +719,7 @@ async fn article_load_test_admits_exactly_one_hundred_on_every_primary() {
             admitted,
             100,
             "{key} on node {}",
-            cluster.node_for_key(&limiter.redis_key(&key)).port
+            cluster.node_for_key(&limiter.redis_key(key.as_bytes())).port
         );
     }
 }
@@ -744,12 +744,12 @@ async fn function_flush_on_a_node_recovers_without_an_error() {
 
     // Quiet: a flushed node's first decision reloads the library.
     let first = &keys[0];
-    let owner = cluster.node_for_key(&limiter.redis_key(first));
-    limiter.acquire(first, 1).await.unwrap();
+    let owner = cluster.node_for_key(&limiter.redis_key(first.as_bytes()));
+    limiter.acquire(first.as_bytes(), 1).await.unwrap();
     let reply = cluster.command(&owner, &["FUNCTION", "FLUSH"]);
     assert_eq!(reply, Reply::Status("OK".into()));
     let decision = limiter
-        .acquire(first, 1)
+        .acquire(first.as_bytes(), 1)
         .await
         .unwrap_or_else(|e| panic!("the first decision after FUNCTION FLUSH failed: {e:#}"));
     assert!(decision.allowed && decision.remaining == LIMIT - 2);
@@ -828,13 +828,13 @@ async fn a_full_primary_refuses_its_decisions_and_serves_again_with_room() {
         &[full.clone(), other.clone()],
         1,
     );
-    let on_full = if cluster.node_for_key(&limiter.redis_key(&keys[0])) == full {
+    let on_full = if cluster.node_for_key(&limiter.redis_key(keys[0].as_bytes())) == full {
         [&keys[0], &keys[1]]
     } else {
         [&keys[1], &keys[0]]
     };
     let (key, elsewhere) = (on_full[0], on_full[1]);
-    assert_eq!(limiter.acquire(key, 1).await.unwrap().remaining, 2);
+    assert_eq!(limiter.acquire(key.as_bytes(), 1).await.unwrap().remaining, 2);
     let set = |args: &[&str]| {
         let reply = cluster.command(&full, &[&["CONFIG", "SET"], args].concat());
         assert_eq!(reply, Reply::Status("OK".into()), "CONFIG SET {args:?}");
@@ -850,10 +850,10 @@ async fn a_full_primary_refuses_its_decisions_and_serves_again_with_room() {
         );
         assert!(chain(error).contains("OOM"), "{}", chain(error));
     };
-    refused(&limiter.acquire(key, 1).await.unwrap_err());
-    assert!(limiter.acquire(elsewhere, 1).await.unwrap().allowed);
+    refused(&limiter.acquire(key.as_bytes(), 1).await.unwrap_err());
+    assert!(limiter.acquire(elsewhere.as_bytes(), 1).await.unwrap().allowed);
     let peeked = || async {
-        let peek = limiter.peek(key, 1).await.unwrap();
+        let peek = limiter.peek(key.as_bytes(), 1).await.unwrap();
         assert!(
             peek.allowed && peek.remaining == 1 && !peek.is_degraded(),
             "a full primary answers a peek, as the one admission left it: {peek:?}"
@@ -871,7 +871,7 @@ async fn a_full_primary_refuses_its_decisions_and_serves_again_with_room() {
         killed.integer() >= 1,
         "the limiter's connection is killed: {killed:?}"
     );
-    refused(&limiter.acquire(key, 1).await.unwrap_err());
+    refused(&limiter.acquire(key.as_bytes(), 1).await.unwrap_err());
     peeked().await;
     let backend = backend(&cluster);
     let second = RedisLimiter::builder(&backend, Policy::fixed_window(Rate::per_hour(3)).unwrap())
@@ -879,16 +879,16 @@ async fn a_full_primary_refuses_its_decisions_and_serves_again_with_room() {
         .build()
         .await
         .expect("a limiter builds while a primary is full");
-    assert!(second.acquire(elsewhere, 1).await.unwrap().allowed);
-    refused(&second.acquire(key, 1).await.unwrap_err());
+    assert!(second.acquire(elsewhere.as_bytes(), 1).await.unwrap().allowed);
+    refused(&second.acquire(key.as_bytes(), 1).await.unwrap_err());
 
     set(&["maxmemory", "0"]);
-    let decision = limiter.acquire(key, 1).await.unwrap();
+    let decision = limiter.acquire(key.as_bytes(), 1).await.unwrap();
     assert!(
         decision.allowed && decision.remaining == 1,
         "the refused decisions counted nothing: {decision:?}"
     );
-    assert!(second.acquire(key, 1).await.unwrap().allowed);
+    assert!(second.acquire(key.as_bytes(), 1).await.unwrap().allowed);
 }
 
 /// Live resharding: while 64 tasks decide on 24 keys (8 per primary) of two
@@ -943,8 +943,8 @@ async fn live_resharding_under_load_answers_every_decision_and_never_over_admits
     let mut slots: Vec<u16> = keys
         .iter()
         .map(|k| {
-            let slot = cluster.slot_of(&small.redis_key(k));
-            assert_eq!(slot, cluster.slot_of(&large.redis_key(k)));
+            let slot = cluster.slot_of(&small.redis_key(k.as_bytes()));
+            assert_eq!(slot, cluster.slot_of(&large.redis_key(k.as_bytes())));
             slot
         })
         .collect();
@@ -1100,7 +1100,7 @@ async fn a_reshard_whose_nodes_disagree_for_a_moment_fails_no_decision() {
                     let i = n % targets.len();
                     n += 1;
                     let (_, open, key) = &targets[i];
-                    match open.acquire(key, 1).await {
+                    match open.acquire(key.as_bytes(), 1).await {
                         Ok(d) if !d.source.is_degraded() => {
                             admitted[i] += u64::from(d.allowed);
                             continue;
@@ -1121,7 +1121,7 @@ async fn a_reshard_whose_nodes_disagree_for_a_moment_fails_no_decision() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let slots: Vec<u16> = keys
         .iter()
-        .map(|k| cluster.slot_of(&limiters[0].1.redis_key(k)))
+        .map(|k| cluster.slot_of(&limiters[0].1.redis_key(k.as_bytes())))
         .collect();
     let mover = Arc::clone(&cluster);
     let moved = tokio::task::spawn_blocking(move || {
@@ -1187,7 +1187,7 @@ async fn a_new_primary_gets_the_library_before_its_first_decision() {
     let key = "user:new-primary";
     let mut admitted = 0;
     for _ in 0..5 {
-        admitted += u32::from(limiter.acquire(key, 1).await.unwrap().allowed);
+        admitted += u32::from(limiter.acquire(key.as_bytes(), 1).await.unwrap().allowed);
     }
     let (cluster, new) = tokio::task::spawn_blocking(move || {
         let new = cluster.add_primary();
@@ -1195,13 +1195,13 @@ async fn a_new_primary_gets_the_library_before_its_first_decision() {
     })
     .await
     .unwrap();
-    let slot = cluster.slot_of(&limiter.redis_key(key));
+    let slot = cluster.slot_of(&limiter.redis_key(key.as_bytes()));
     assert_eq!(cluster.migrate_slot(slot, &new), 1, "the key's state moved");
     for _ in 0..15 {
-        admitted += u32::from(limiter.acquire(key, 1).await.unwrap().allowed);
+        admitted += u32::from(limiter.acquire(key.as_bytes(), 1).await.unwrap().allowed);
     }
     assert_eq!(admitted, 10, "the moved state went on counting");
-    assert_eq!(cluster.node_for_key(&limiter.redis_key(key)), new);
+    assert_eq!(cluster.node_for_key(&limiter.redis_key(key.as_bytes())), new);
     assert_eq!(
         error_count(&cluster, &new, "ERR"),
         0,
@@ -1230,7 +1230,7 @@ async fn a_slot_covered_after_the_map_was_read_is_served_once_covered() {
         .await
         .unwrap();
     let key = "user:uncovered";
-    let slot = cluster.slot_of(&first.redis_key(key));
+    let slot = cluster.slot_of(&first.redis_key(key.as_bytes()));
     let owner = cluster.node_of_slot(slot);
     let slot_text = slot.to_string();
     let on_every_node = |args: &[&str]| {
@@ -1254,16 +1254,16 @@ async fn a_slot_covered_after_the_map_was_read_is_served_once_covered() {
         .build()
         .await
         .unwrap();
-    let error = limiter.acquire(key, 1).await.unwrap_err();
+    let error = limiter.acquire(key.as_bytes(), 1).await.unwrap_err();
     assert!(
         chain(&error).contains("no primary serves the slot"),
         "{error}"
     );
     let another = (0..)
         .map(|i| format!("user:another-{i}"))
-        .find(|other| cluster.slot_of(&limiter.redis_key(other)) != slot)
+        .find(|other| cluster.slot_of(&limiter.redis_key(other.as_bytes())) != slot)
         .unwrap();
-    let served = limiter.acquire(&another, 1).await.unwrap();
+    let served = limiter.acquire(another.as_bytes(), 1).await.unwrap();
     assert!(served.allowed, "the other slots are served");
 
     // Covered again by its primary: served within a few probe intervals.
@@ -1271,7 +1271,7 @@ async fn a_slot_covered_after_the_map_was_read_is_served_once_covered() {
     assert!(!reply.is_error(), "CLUSTER ADDSLOTS: {reply:?}");
     let covered_at = Instant::now();
     let decision = loop {
-        match limiter.acquire(key, 1).await {
+        match limiter.acquire(key.as_bytes(), 1).await {
             Ok(decision) => break decision,
             Err(error) if covered_at.elapsed() < Duration::from_secs(10) => {
                 assert!(
@@ -1305,7 +1305,7 @@ async fn decisions_on_a_hot_key_share_calls_and_stay_exact() {
     const LIMIT: u64 = 500;
     let policy = Policy::sliding_log(Rate::per_hour(LIMIT)).unwrap();
     let (cluster, limiter) = own_cluster(policy, "hot").await;
-    let owner = cluster.node_for_key(&limiter.redis_key("global"));
+    let owner = cluster.node_for_key(&limiter.redis_key(b"global"));
     let fcalls = |node: &ClusterNode| command_calls(&cluster, node, "fcall");
     let before = fcalls(&owner);
     let tasks: Vec<_> = (0..TASKS)
@@ -1314,7 +1314,7 @@ async fn decisions_on_a_hot_key_share_calls_and_stay_exact() {
             tokio::spawn(async move {
                 let mut admitted = 0;
                 for _ in 0..EACH {
-                    admitted += u64::from(limiter.acquire("global", 1).await.unwrap().allowed);
+                    admitted += u64::from(limiter.acquire(b"global", 1).await.unwrap().allowed);
                 }
                 admitted
             })
@@ -1383,7 +1383,7 @@ async fn a_backend_built_while_its_first_seed_hangs_serves_the_other_primaries()
             .await?;
         let mut decisions = Vec::new();
         for key in &keys {
-            decisions.push(limiter.acquire(key, 1).await?);
+            decisions.push(limiter.acquire(key.as_bytes(), 1).await?);
         }
         Ok::<_, limiter_core::Error>((took, decisions))
     }
@@ -1437,7 +1437,7 @@ async fn a_cluster_with_a_password_needs_it_and_decides_exactly_with_it() {
         for key in keys {
             let mut admitted = 0;
             for _ in 0..40 {
-                admitted += u32::from(limiter.acquire(&key, 1).await.unwrap().allowed);
+                admitted += u32::from(limiter.acquire(key.as_bytes(), 1).await.unwrap().allowed);
             }
             assert_eq!(admitted, 10, "{key} (backend {i})");
         }
@@ -1514,7 +1514,7 @@ async fn a_hung_primary_costs_its_callers_one_command_timeout_at_most() {
     let report = load.stop().await;
     for (i, key) in keys.iter().enumerate() {
         assert_eq!(
-            cluster.node_for_key(&limiter.redis_key(key)) == hung,
+            cluster.node_for_key(&limiter.redis_key(key.as_bytes())) == hung,
             on_hung[i],
             "no failover was meant to start"
         );
@@ -1621,8 +1621,8 @@ async fn a_late_redirect_to_a_hung_node_costs_the_caller_one_command_timeout() {
     let primaries = cluster.primaries();
     let (stale, hung) = (primaries[0].clone(), primaries[1].clone());
     let key = keys_on(&cluster, &limiter, "late", std::slice::from_ref(&stale), 1).remove(0);
-    assert!(limiter.acquire(&key, 1).await.unwrap().allowed);
-    let slot = cluster.slot_of(&limiter.redis_key(&key));
+    assert!(limiter.acquire(key.as_bytes(), 1).await.unwrap().allowed);
+    let slot = cluster.slot_of(&limiter.redis_key(key.as_bytes()));
     tokio::task::block_in_place(|| cluster.migrate_slot(slot, &hung));
 
     // Hung from the start (the retry meets it whenever it comes), for less
@@ -1637,7 +1637,7 @@ async fn a_late_redirect_to_a_hung_node_costs_the_caller_one_command_timeout() {
         })
     };
     let started = Instant::now();
-    let answer = limiter.acquire(&key, 1).await;
+    let answer = limiter.acquire(key.as_bytes(), 1).await;
     let waited = started.elapsed();
     hang.join().unwrap();
     let error = answer.expect_err("the hung node answered");
@@ -1657,7 +1657,7 @@ async fn a_late_redirect_to_a_hung_node_costs_the_caller_one_command_timeout() {
     // The retry's own timeout has passed: the node is known to be down.
     tokio::time::sleep_until((started + FIRST_HANG + COMMAND_TIMEOUT + SLACK).into()).await;
     let asked = Instant::now();
-    let down = limiter.acquire(&key, 1).await;
+    let down = limiter.acquire(key.as_bytes(), 1).await;
     let failed_in = asked.elapsed();
     cluster.resume(&hung);
     assert!(down.is_err(), "a hung node answered: {down:?}");
@@ -1668,7 +1668,7 @@ async fn a_late_redirect_to_a_hung_node_costs_the_caller_one_command_timeout() {
 
     let back = Instant::now();
     loop {
-        match limiter.acquire(&key, 1).await {
+        match limiter.acquire(key.as_bytes(), 1).await {
             Ok(decision) => break assert!(decision.allowed),
             Err(e) => assert!(
                 back.elapsed() < Duration::from_secs(5),
@@ -1749,7 +1749,7 @@ async fn failover_recovers_within_a_bound_and_over_admits_at_most_one_per_caller
     ));
     let on_victim: Vec<bool> = keys
         .iter()
-        .map(|k| cluster.node_for_key(&limiter.redis_key(k)) == victim)
+        .map(|k| cluster.node_for_key(&limiter.redis_key(k.as_bytes())) == victim)
         .collect();
     let targets: Vec<_> = keys
         .iter()
@@ -1791,7 +1791,7 @@ async fn failover_recovers_within_a_bound_and_over_admits_at_most_one_per_caller
     loop {
         let mut done = true;
         for (limiter, key) in &targets {
-            done &= limiter.peek(key, 1).await.is_ok_and(|d| d.remaining == 0);
+            done &= limiter.peek(key.as_bytes(), 1).await.is_ok_and(|d| d.remaining == 0);
         }
         if done {
             break;
@@ -1943,9 +1943,9 @@ async fn a_single_server_backend_at_a_cluster_node_is_refused() {
         Arc::clone(&limiter),
         limiter_core::FailurePolicy::FailOpen,
     );
-    let message = refused(open.acquire(&elsewhere, 1).await.unwrap_err());
+    let message = refused(open.acquire(elsewhere.as_bytes(), 1).await.unwrap_err());
     assert!(message.contains("MOVED"), "{message}");
-    refused(open.acquire(&here, 1).await.unwrap_err());
+    refused(open.acquire(here.as_bytes(), 1).await.unwrap_err());
 }
 
 /// A lost shard: a primary and its replica killed (`SIGKILL`), so nothing
@@ -2042,7 +2042,7 @@ async fn a_lost_shard_costs_each_call_one_command_timeout_at_most() {
     }
     let served_from = Instant::now();
     for (i, key) in keys.iter().enumerate().filter(|(i, _)| !on_lost[*i]) {
-        while let Err(e) = limiter.acquire(key, 1).await {
+        while let Err(e) = limiter.acquire(key.as_bytes(), 1).await {
             assert!(
                 served_from.elapsed() < MARKED_FAILED,
                 "{key} (target {i}) still fails: {}",

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use limiter_core::backend::SetState;
-use limiter_core::{Algorithm, Error, Limiter, ManualClock, Policies, Policy, Rate, SetDecision};
+use limiter_core::{Algorithm, Error, Limiter, ManualClock, Policies, Policy, Rate, Decision};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -105,7 +105,7 @@ fn case() -> impl Strategy<Value = (Policies, u64, Vec<Step>)> {
 }
 
 /// An answer reduced to what must agree: the decisions, or the error's kind.
-fn outcome(result: Result<SetDecision, Error>) -> Result<SetDecision, String> {
+fn outcome(result: Result<Decision, Error>) -> Result<Decision, String> {
     result.map_err(|e| match e {
         Error::Backend(e) => panic!("Redis failed: {e}"),
         e => format!("{e}"),
@@ -134,7 +134,7 @@ async fn differ(policies: Policies, start: u64, steps: Vec<Step>) -> Result<(), 
                     .or_insert_with(|| SetState::fresh(&policies));
                 (
                     outcome(state.acquire(&policies, now, cost)),
-                    outcome(redis.acquire_parts(&name(key), cost).await),
+                    outcome(redis.acquire(name(key).as_bytes(), cost).await),
                 )
             }
             Op::Peek { key, cost } => {
@@ -143,12 +143,12 @@ async fn differ(policies: Policies, start: u64, steps: Vec<Step>) -> Result<(), 
                     .or_insert_with(|| SetState::fresh(&policies));
                 (
                     outcome(state.peek(&policies, now, cost)),
-                    outcome(redis.peek_parts(&name(key), cost).await),
+                    outcome(redis.peek(name(key).as_bytes(), cost).await),
                 )
             }
             Op::Reset { key } => {
                 model.remove(&key);
-                redis.reset(&name(key)).await.unwrap();
+                redis.reset(name(key).as_bytes()).await.unwrap();
                 continue;
             }
         };

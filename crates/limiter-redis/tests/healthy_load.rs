@@ -62,7 +62,7 @@ async fn sixty_four_callers_on_one_key_are_served_fairly_and_admit_exactly_the_l
                 let mut errors = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
                     let start = Instant::now();
-                    let result = limiter.acquire("one-key", 1).await;
+                    let result = limiter.acquire(b"one-key", 1).await;
                     latencies.push(start.elapsed());
                     made[task].fetch_add(1, Ordering::Relaxed);
                     match result {

@@ -30,10 +30,10 @@ async fn key_after(algorithm: Algorithm, limit: u64, admissions: u64) -> (String
         .await
         .unwrap();
     for _ in 0..admissions {
-        assert!(limiter.acquire("user:1234567", 1).await.unwrap().allowed);
+        assert!(limiter.acquire(b"user:1234567", 1).await.unwrap().allowed);
         clock.advance(Duration::from_millis(1));
     }
-    let key = limiter.redis_key("user:1234567");
+    let key = common::text(limiter.redis_key(b"user:1234567"));
     let bytes = memory_usage(&key).await;
     println!("{algorithm}: {admissions} admissions: {key} uses {bytes} bytes");
     (key, bytes)

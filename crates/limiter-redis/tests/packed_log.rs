@@ -46,7 +46,7 @@ async fn ten_per_second(start_us: u64) -> (RedisLimiter, ManualClock, String) {
         .build()
         .await
         .unwrap();
-    let key = limiter.redis_key("k");
+    let key = common::text(limiter.redis_key(b"k"));
     (limiter, clock, key)
 }
 
@@ -76,7 +76,7 @@ async fn a_total_near_2_pow_53_is_rebased_on_the_edge_and_decides_as_before() {
 
     // 5 + 4 <= 10: admitted, and 2^53 - 3 + 4 would pass 2^53: every kept
     // total loses the edge's.
-    let admitted = limiter.acquire("k", 4).await.unwrap();
+    let admitted = limiter.acquire(b"k", 4).await.unwrap();
     assert!(admitted.allowed);
     assert_eq!(admitted.remaining, 1);
     assert_eq!(admitted.reset_after, Duration::from_secs(1));
@@ -87,7 +87,7 @@ async fn a_total_near_2_pow_53_is_rebased_on_the_edge_and_decides_as_before() {
     );
 
     // 9 + 2 > 10: denied until the admission at 1.5 s leaves the window.
-    let denied = limiter.acquire("k", 2).await.unwrap();
+    let denied = limiter.acquire(b"k", 2).await.unwrap();
     assert!(!denied.allowed);
     assert_eq!(denied.remaining, 1);
     assert_eq!(denied.retry_after, Duration::from_millis(300));
@@ -97,20 +97,20 @@ async fn a_total_near_2_pow_53_is_rebased_on_the_edge_and_decides_as_before() {
 #[tokio::test]
 async fn admissions_keep_the_edge_record_and_share_a_tick() {
     let (limiter, clock, key) = ten_per_second(1_000_000).await;
-    assert!(limiter.acquire("k", 2).await.unwrap().allowed);
-    assert!(limiter.acquire("k", 1).await.unwrap().allowed);
+    assert!(limiter.acquire(b"k", 2).await.unwrap().allowed);
+    assert!(limiter.acquire(b"k", 1).await.unwrap().allowed);
     assert_eq!(records(&get(&key).await), [(1_000_000, 3)]);
     clock.advance(Duration::from_millis(600));
-    assert!(limiter.acquire("k", 1).await.unwrap().allowed);
+    assert!(limiter.acquire(b"k", 1).await.unwrap().allowed);
     clock.advance(Duration::from_millis(600));
-    assert!(limiter.acquire("k", 1).await.unwrap().allowed);
+    assert!(limiter.acquire(b"k", 1).await.unwrap().allowed);
     assert_eq!(
         records(&get(&key).await),
         [(1_000_000, 3), (1_600_000, 4), (2_200_000, 5)],
         "the record at 1.0 s is the edge's: kept"
     );
     clock.advance(Duration::from_millis(500));
-    assert!(limiter.acquire("k", 1).await.unwrap().allowed);
+    assert!(limiter.acquire(b"k", 1).await.unwrap().allowed);
     assert_eq!(
         records(&get(&key).await),
         [(1_600_000, 4), (2_200_000, 5), (2_700_000, 6)],
@@ -145,7 +145,7 @@ async fn a_policy_repeated_in_a_set_commits_its_log_once() {
     ] {
         now += dt;
         clock.set(now as u64);
-        let answer = limiter.acquire_parts("k", cost).await.unwrap().decision;
+        let answer = limiter.acquire(b"k", cost).await.unwrap();
         answers.push((answer.allowed, answer.remaining));
     }
     assert_eq!(

@@ -15,7 +15,7 @@ use limiter_redis::RedisLimiter;
 async fn admitted(limiter: &dyn Limiter, key: &str, requests: u64) -> u64 {
     let mut admitted = 0;
     for _ in 0..requests {
-        if limiter.acquire(key, 1).await.unwrap().allowed {
+        if limiter.acquire(key.as_bytes(), 1).await.unwrap().allowed {
             admitted += 1;
         }
     }
@@ -39,7 +39,7 @@ async fn two_policies_on_one_user_key_are_independent_as_on_memory() {
         on_redis(&short).await.unwrap(),
         on_redis(&long).await.unwrap(),
     );
-    assert_ne!(redis_short.redis_key("user"), redis_long.redis_key("user"));
+    assert_ne!(redis_short.redis_key(b"user"), redis_long.redis_key(b"user"));
     let memory_short = MemoryLimiter::builder(short).clock(clock.clone()).build();
     let memory_long = MemoryLimiter::builder(long).clock(clock.clone()).build();
     let redis = (
@@ -72,7 +72,7 @@ async fn a_set_and_one_of_its_policies_alone_are_independent_as_on_memory() {
             .unwrap();
         redis.push(limiter);
     }
-    assert_ne!(redis[0].redis_key("user"), redis[1].redis_key("user"));
+    assert_ne!(redis[0].redis_key(b"user"), redis[1].redis_key(b"user"));
     let memory_alone = MemoryLimiter::builder(alone).clock(clock.clone()).build();
     let memory_set = MemoryLimiter::builder(set).clock(clock.clone()).build();
     let on_redis = (
@@ -104,7 +104,7 @@ async fn the_same_policy_on_two_backends_shares_state() {
             .unwrap();
         instances.push(limiter);
     }
-    assert_eq!(instances[0].redis_key("k"), instances[1].redis_key("k"));
+    assert_eq!(instances[0].redis_key(b"k"), instances[1].redis_key(b"k"));
     let first = admitted(&instances[0], "k", 7).await;
     let second = admitted(&instances[1], "k", 7).await;
     assert_eq!((first, second), (7, 3), "one bucket of 10 for both");

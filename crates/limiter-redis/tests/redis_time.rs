@@ -15,7 +15,7 @@ async fn burst(limiter: RedisLimiter, requests: usize) -> Vec<Decision> {
     let tasks: Vec<_> = (0..requests)
         .map(|_| {
             let limiter = Arc::clone(&limiter);
-            tokio::spawn(async move { limiter.acquire("hot-key", 1).await.unwrap() })
+            tokio::spawn(async move { limiter.acquire(b"hot-key", 1).await.unwrap() })
         })
         .collect();
     let mut decisions = Vec::with_capacity(requests);
@@ -95,8 +95,8 @@ async fn every_key_written_with_redis_time_outlives_its_reset_after() {
         for i in 0..12 {
             let key = format!("user:{}", i % 2);
             let started = Instant::now();
-            let decision = limiter.acquire(&key, 1).await.unwrap();
-            let ttl = common::pttl(&limiter.redis_keys(&key)[0]).await;
+            let decision = limiter.acquire(key.as_bytes(), 1).await.unwrap();
+            let ttl = common::pttl(&limiter.redis_keys(key.as_bytes())[0]).await;
             let elapsed = started.elapsed().as_millis() as i64;
             let reset = decision.reset_after.as_millis() as i64;
             assert!(
@@ -108,7 +108,7 @@ async fn every_key_written_with_redis_time_outlives_its_reset_after() {
             let most = 2 * (2 * window.as_millis() as i64 + 1);
             assert!(ttl <= most, "{algorithm}: {key} has PTTL {ttl}");
         }
-        limiter.peek("peeked", 1).await.unwrap();
+        limiter.peek(b"peeked", 1).await.unwrap();
         let keys = common::keys_under(limiter.key_prefix()).await;
         assert_eq!(keys.len(), 2, "{algorithm}: peeks write nothing: {keys:?}");
     }
@@ -120,7 +120,7 @@ async fn every_key_written_with_redis_time_outlives_its_reset_after() {
 async fn a_state_without_a_deadline_is_read_and_given_a_ttl() {
     let policy = Policy::token_bucket(Rate::new(10, Duration::from_secs(10))).unwrap();
     let limiter = common::builder(policy).build().await.unwrap();
-    let key = &limiter.redis_keys("user:1")[0];
+    let key = &limiter.redis_keys(b"user:1").into_iter().map(common::text).collect::<Vec<_>>()[0];
     // Two tokens left (scaled by the window, 10,000,000 ticks of 1 µs),
     // last admission now: the next acquire leaves one.
     let now_us = std::time::SystemTime::now()
@@ -135,7 +135,7 @@ async fn a_state_without_a_deadline_is_read_and_given_a_ttl() {
         .query_async(&mut common::connection().await)
         .await
         .unwrap();
-    let decision = limiter.acquire("user:1", 1).await.unwrap();
+    let decision = limiter.acquire(b"user:1", 1).await.unwrap();
     assert!(decision.allowed);
     assert_eq!(decision.remaining, 1, "read from the old state");
     let ttl = common::pttl(key).await;
@@ -160,7 +160,7 @@ async fn every_key_written_with_caller_time_has_at_least_the_floor() {
             .unwrap();
         for i in 0..12u64 {
             clock.set(1_000 + i * 700);
-            limiter.acquire(&format!("k{}", i % 3), 1).await.unwrap();
+            limiter.acquire(format!("k{}", i % 3).as_bytes(), 1).await.unwrap();
         }
         let keys = common::keys_under(limiter.key_prefix()).await;
         assert_eq!(keys.len(), 3, "{algorithm}: {keys:?}");
@@ -179,13 +179,13 @@ async fn every_key_written_with_caller_time_has_at_least_the_floor() {
 async fn keys_are_prefixed_and_hash_tagged_by_user_key() {
     let policy = Policy::sliding_log(Rate::per_second(5)).unwrap();
     let limiter = common::builder(policy).build().await.unwrap();
-    limiter.acquire("user:42", 1).await.unwrap();
+    limiter.acquire(b"user:42", 1).await.unwrap();
     let prefix = limiter.key_prefix().to_owned();
     assert_eq!(
         common::keys_under(&prefix).await,
-        vec![limiter.redis_key("user:42")]
+        vec![common::text(limiter.redis_key(b"user:42"))]
     );
-    let key = limiter.redis_key("user:42");
+    let key = common::text(limiter.redis_key(b"user:42"));
     let tag = key
         .strip_prefix(&format!("{prefix}:{{user:42}}:sl-"))
         .unwrap_or_else(|| panic!("{key} is not under {prefix}"));
@@ -193,7 +193,7 @@ async fn keys_are_prefixed_and_hash_tagged_by_user_key() {
         tag.len() == 12 && tag.chars().all(|c| c.is_ascii_hexdigit()),
         "{key}"
     );
-    limiter.reset("user:42").await.unwrap();
+    limiter.reset(b"user:42").await.unwrap();
     assert!(
         common::keys_under(&prefix).await.is_empty(),
         "reset deletes the key"
@@ -217,10 +217,10 @@ async fn a_reloaded_server_keeps_every_state_and_its_ttl() {
             .build()
             .await
             .unwrap();
-        let key = limiter.redis_keys("user:1")[0].clone();
+        let key = limiter.redis_keys(b"user:1").into_iter().map(common::text).collect::<Vec<_>>()[0].clone();
         let pttl = || server.query(&format!("PTTL {key}"));
         for _ in 0..2 {
-            assert!(limiter.acquire("user:1", 1).await.unwrap().allowed);
+            assert!(limiter.acquire(b"user:1", 1).await.unwrap().allowed);
         }
         let before: i64 = pttl().trim_start_matches(':').parse().unwrap();
         assert_eq!(server.command("DEBUG RELOAD"), "+OK", "{algorithm}");
@@ -229,7 +229,7 @@ async fn a_reloaded_server_keeps_every_state_and_its_ttl() {
             after > 0 && after <= before,
             "{algorithm}: PTTL {before} ms before the reload, {after} after"
         );
-        let third = limiter.acquire("user:1", 1).await.unwrap();
+        let third = limiter.acquire(b"user:1", 1).await.unwrap();
         assert!(third.allowed, "{algorithm}");
         assert_eq!(third.remaining, 0, "{algorithm}: the count went on");
         let ttl: i64 = pttl().trim_start_matches(':').parse().unwrap();
@@ -238,7 +238,7 @@ async fn a_reloaded_server_keeps_every_state_and_its_ttl() {
             "{algorithm}: PTTL {ttl} ms below its reset {:?}",
             third.reset_after
         );
-        let fourth = limiter.acquire("user:1", 1).await.unwrap();
+        let fourth = limiter.acquire(b"user:1", 1).await.unwrap();
         assert!(!fourth.allowed, "{algorithm}: nothing admitted again");
     }
 }

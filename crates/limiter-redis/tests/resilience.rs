@@ -223,7 +223,7 @@ impl Load {
                     let mut calls = Vec::new();
                     while !stop.load(Ordering::Relaxed) {
                         let start = base.elapsed();
-                        let result = limiter.acquire("shared", 1).await;
+                        let result = limiter.acquire(b"shared", 1).await;
                         let end = base.elapsed();
                         let outcome = match &result {
                             Ok(d) if d.allowed => Outcome::Admitted,
@@ -668,7 +668,7 @@ async fn a_fault_while_idle_costs_no_decision() {
     let mut server = RedisServer::start();
     let backend = backend_builder(&server.url()).build().await.unwrap();
     let limiter = limiter_on(&backend, FailurePolicy::ReturnError).await;
-    assert_eq!(limiter.acquire("k", 1).await.unwrap().remaining, LIMIT - 1);
+    assert_eq!(limiter.acquire(b"k", 1).await.unwrap().remaining, LIMIT - 1);
     // (fault, how to inject it, `remaining` before the decisions)
     type IdleFault = (&'static str, fn(&mut RedisServer), u64);
     let faults: [IdleFault; 3] = [
@@ -692,7 +692,7 @@ async fn a_fault_while_idle_costs_no_decision() {
         let started = Instant::now();
         let decisions = futures_join_all((0..TASKS).map(|_| {
             let limiter = Arc::clone(&limiter);
-            tokio::spawn(async move { limiter.acquire("k", 1).await })
+            tokio::spawn(async move { limiter.acquire(b"k", 1).await })
         }))
         .await;
         let took = started.elapsed();
@@ -965,22 +965,22 @@ async fn a_refused_port_gives_the_failure_policys_answer_at_once() {
     let closed = guarded(&url, FailurePolicy::FailClosed).await;
     for _ in 0..3 {
         let started = Instant::now();
-        let admitted = open.acquire("k", 1).await.unwrap();
+        let admitted = open.acquire(b"k", 1).await.unwrap();
         assert!(admitted.allowed);
         assert_eq!(admitted.source, DecisionSource::FailOpen, "marked degraded");
         assert_eq!((admitted.remaining, admitted.time_us), (0, 5_000_000));
-        assert!(open.peek("k", 3).await.unwrap().allowed);
+        assert!(open.peek(b"k", 3).await.unwrap().allowed);
 
-        let denied = closed.acquire("k", 1).await.unwrap();
+        let denied = closed.acquire(b"k", 1).await.unwrap();
         assert!(!denied.allowed);
         assert_eq!(denied.source, DecisionSource::FailClosed, "marked degraded");
-        assert!(!closed.peek("k", 1).await.unwrap().allowed);
+        assert!(!closed.peek(b"k", 1).await.unwrap().allowed);
         assert!(started.elapsed() <= FAST, "{:?}", started.elapsed());
     }
     // Request errors stay errors, decided before any round trip.
-    assert!(matches!(open.acquire("k", 0).await, Err(Error::ZeroCost)));
+    assert!(matches!(open.acquire(b"k", 0).await, Err(Error::ZeroCost)));
     assert!(matches!(
-        closed.acquire("k", 4).await,
+        closed.acquire(b"k", 4).await,
         Err(Error::CostExceedsCapacity {
             cost: 4,
             max_cost: 3
@@ -988,7 +988,7 @@ async fn a_refused_port_gives_the_failure_policys_answer_at_once() {
     ));
     // A reset cannot be faked: it fails whatever the policy.
     for limiter in [&open, &closed] {
-        let kind = common::backend_kind(&limiter.reset("k").await.unwrap_err());
+        let kind = common::backend_kind(&limiter.reset(b"k").await.unwrap_err());
         assert!(
             matches!(
                 kind,
@@ -1011,13 +1011,13 @@ async fn a_killed_server_gives_the_failure_policys_answer_at_once_then_recovers(
         guarded(&url, FailurePolicy::FailClosed).await,
     ];
     for limiter in &limiters {
-        assert!(limiter.acquire("k", 1).await.unwrap().allowed);
+        assert!(limiter.acquire(b"k", 1).await.unwrap().allowed);
     }
     server.kill();
     for _ in 0..3 {
         let started = Instant::now();
         let [error, open, closed] = &limiters;
-        let e = error.acquire("k", 1).await.unwrap_err();
+        let e = error.acquire(b"k", 1).await.unwrap_err();
         assert!(
             matches!(
                 common::backend_kind(&e),
@@ -1025,8 +1025,8 @@ async fn a_killed_server_gives_the_failure_policys_answer_at_once_then_recovers(
             ),
             "{e}"
         );
-        assert!(open.acquire("k", 1).await.unwrap().allowed);
-        assert!(!closed.acquire("k", 1).await.unwrap().allowed);
+        assert!(open.acquire(b"k", 1).await.unwrap().allowed);
+        assert!(!closed.acquire(b"k", 1).await.unwrap().allowed);
         assert!(started.elapsed() <= FAST, "{:?}", started.elapsed());
     }
     server.restart();
@@ -1034,7 +1034,7 @@ async fn a_killed_server_gives_the_failure_policys_answer_at_once_then_recovers(
     for limiter in &limiters {
         let backend = limiter.inner().backend();
         wait_until("the probe to reconnect", || backend.is_available()).await;
-        let decision = limiter.acquire("k", 1).await.unwrap();
+        let decision = limiter.acquire(b"k", 1).await.unwrap();
         assert_eq!(
             (decision.allowed, decision.remaining, decision.source),
             (true, 2, DecisionSource::Backend),
@@ -1052,11 +1052,11 @@ async fn a_limiter_built_while_redis_is_down_connects_when_it_comes_up() {
     let url = server.url();
     server.stop();
     let limiter = guarded(&url, FailurePolicy::FailClosed).await;
-    assert!(!limiter.acquire("k", 1).await.unwrap().allowed);
+    assert!(!limiter.acquire(b"k", 1).await.unwrap().allowed);
     server.restart();
     let backend = limiter.inner().backend();
     wait_until("the probe to connect", || backend.is_available()).await;
-    let decision = limiter.acquire("k", 1).await.unwrap();
+    let decision = limiter.acquire(b"k", 1).await.unwrap();
     assert_eq!((decision.allowed, decision.remaining), (true, 2));
 }
 
@@ -1070,13 +1070,13 @@ async fn a_function_flush_between_calls_is_recovered_with_state_intact() {
     let server = common::server();
     for expected_remaining in [2, 1, 0] {
         assert_eq!(server.command("FUNCTION FLUSH"), "+OK");
-        let decision = limiter.acquire("k", 1).await.unwrap();
+        let decision = limiter.acquire(b"k", 1).await.unwrap();
         assert!(decision.allowed);
         assert_eq!(decision.remaining, expected_remaining);
     }
     assert_eq!(server.command("FUNCTION FLUSH"), "+OK");
-    assert!(!limiter.peek("k", 1).await.unwrap().allowed);
-    assert!(!limiter.acquire("k", 1).await.unwrap().allowed);
+    assert!(!limiter.peek(b"k", 1).await.unwrap().allowed);
+    assert!(!limiter.acquire(b"k", 1).await.unwrap().allowed);
 }
 
 /// A full Redis (`maxmemory` reached, `noeviction`, as docs/backends.md
@@ -1094,10 +1094,10 @@ async fn a_full_redis_refuses_every_decision_and_counts_nothing() {
         .build()
         .await
         .unwrap();
-    assert_eq!(limiter.acquire("k", 1).await.unwrap().remaining, 2);
+    assert_eq!(limiter.acquire(b"k", 1).await.unwrap().remaining, 2);
     assert_eq!(server.command("CONFIG SET maxmemory 1"), "+OK");
     for _ in 0..3 {
-        let error = limiter.acquire("k", 1).await.unwrap_err();
+        let error = limiter.acquire(b"k", 1).await.unwrap_err();
         assert_eq!(common::backend_kind(&error), BackendErrorKind::Redis);
         assert!(
             error.chain().to_string().contains("OOM"),
@@ -1107,7 +1107,7 @@ async fn a_full_redis_refuses_every_decision_and_counts_nothing() {
     }
     assert!(backend.is_available(), "a full server still answers");
     let peeked = || async {
-        let peek = limiter.peek("k", 1).await.unwrap();
+        let peek = limiter.peek(b"k", 1).await.unwrap();
         assert!(
             peek.allowed && peek.remaining == 1 && !peek.is_degraded(),
             "a full server answers a peek, as the one admission left it: {peek:?}"
@@ -1119,7 +1119,7 @@ async fn a_full_redis_refuses_every_decision_and_counts_nothing() {
     // built (its function is loaded once there is room).
     let killed = server.command("CLIENT KILL TYPE normal SKIPME yes");
     assert_eq!(killed, ":1", "the backend's one connection is killed");
-    let error = limiter.acquire("k", 1).await.unwrap_err();
+    let error = limiter.acquire(b"k", 1).await.unwrap_err();
     assert_eq!(
         common::backend_kind(&error),
         BackendErrorKind::Redis,
@@ -1136,14 +1136,14 @@ async fn a_full_redis_refuses_every_decision_and_counts_nothing() {
         .await
         .expect("a limiter builds on a full server");
     let closed = limiter.on_failure(FailurePolicy::FailClosed);
-    let decision = closed.acquire("k", 1).await.unwrap();
+    let decision = closed.acquire(b"k", 1).await.unwrap();
     assert!(!decision.allowed);
     assert_eq!(decision.source, DecisionSource::FailClosed);
     assert_eq!(server.command("CONFIG SET maxmemory 0"), "+OK");
     // (The wrapper itself retries the backend after its probe interval.)
-    let decision = closed.inner().acquire("k", 1).await.unwrap();
+    let decision = closed.inner().acquire(b"k", 1).await.unwrap();
     assert!(decision.allowed && decision.remaining == 1, "{decision:?}");
-    assert!(second.acquire("k", 1).await.unwrap().allowed);
+    assert!(second.acquire(b"k", 1).await.unwrap().allowed);
 }
 
 /// A reload Redis refuses (an ACL that denies `FUNCTION` to the
@@ -1162,10 +1162,10 @@ async fn a_refused_reload_is_redis_s_refusal_not_an_outage() {
         .build()
         .await
         .unwrap();
-    assert_eq!(limiter.acquire("k", 1).await.unwrap().remaining, 2);
+    assert_eq!(limiter.acquire(b"k", 1).await.unwrap().remaining, 2);
     assert_eq!(server.command("ACL SETUSER app -function"), "+OK");
     assert_eq!(server.command("FUNCTION FLUSH"), "+OK");
-    let error = limiter.acquire("k", 1).await.unwrap_err();
+    let error = limiter.acquire(b"k", 1).await.unwrap_err();
     let chain = error.chain().to_string();
     assert_eq!(
         common::backend_kind(&error),
@@ -1176,7 +1176,7 @@ async fn a_refused_reload_is_redis_s_refusal_not_an_outage() {
     assert_eq!(chain.matches("NoPerm").count(), 1, "{chain}");
     assert!(backend.is_available(), "a refusal is no outage");
     assert_eq!(server.command("ACL SETUSER app +function"), "+OK");
-    let decision = limiter.acquire("k", 1).await.unwrap();
+    let decision = limiter.acquire(b"k", 1).await.unwrap();
     assert!(decision.allowed && decision.remaining == 1, "{decision:?}");
 }
 

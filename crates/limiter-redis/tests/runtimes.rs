@@ -70,7 +70,7 @@ fn a_caller_outside_any_tokio_context_is_decided() {
     let limiter = three_an_hour_on(&runtime);
     let outcomes = thread::spawn(move || {
         (0..5)
-            .map(|_| block_on(limiter.acquire("k", 1)).unwrap().allowed)
+            .map(|_| block_on(limiter.acquire(b"k", 1)).unwrap().allowed)
             .collect::<Vec<_>>()
     })
     .join()
@@ -105,7 +105,7 @@ fn a_caller_outside_any_runtime_once_the_first_is_gone_is_told_so() {
     drop(first);
     // Not a backend failure (which a fail-open policy would admit): the
     // caller's to fix.
-    let error = block_on(limiter.acquire("k", 1)).unwrap_err();
+    let error = block_on(limiter.acquire(b"k", 1)).unwrap_err();
     assert!(matches!(error, Error::InvalidConfig(_)), "{error:?}");
     let cause = std::error::Error::source(&error).unwrap().to_string();
     assert!(cause.contains("has shut down"), "{cause}");
@@ -159,7 +159,7 @@ fn a_cluster_node_probe_lost_with_its_runtime_is_started_again_by_the_next_calle
             .await
             .unwrap()
     });
-    let node = cluster.node_for_key(&limiter.redis_key("k"));
+    let node = cluster.node_for_key(&limiter.redis_key(b"k"));
     // Hung for the call's timeout and a little more: less than the
     // cluster's node timeout, so no failover starts.
     probe_lost_with_its_runtime(&first, &limiter, "k", |down| {
@@ -183,14 +183,14 @@ fn probe_lost_with_its_runtime(
 ) {
     set_down(true);
     let second = runtime();
-    let failed = second.block_on(limiter.acquire(key, 1));
+    let failed = second.block_on(limiter.acquire(key.as_bytes(), 1));
     assert!(failed.is_err(), "{failed:?}");
     drop(second);
     set_down(false);
     let deadline = Instant::now() + Duration::from_secs(10);
     let decided = first.block_on(async {
         loop {
-            match limiter.acquire(key, 1).await {
+            match limiter.acquire(key.as_bytes(), 1).await {
                 Ok(decision) => return decision,
                 Err(_) if Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(20)).await;

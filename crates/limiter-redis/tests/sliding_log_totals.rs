@@ -36,7 +36,7 @@ async fn redis_sliding_log_matches_core_after_2_pow_53_units_admitted() {
         };
         clock.set(now);
         let expected = core.acquire(&policy, now, cost).unwrap();
-        let actual = limiter.acquire("k", cost).await.unwrap();
+        let actual = limiter.acquire(b"k", cost).await.unwrap();
         assert_eq!(actual, expected, "step {step}: t={now} cost={cost}");
         if expected.allowed {
             admitted_units += u128::from(cost);

@@ -124,7 +124,7 @@ async fn burst(limiter: Arc<dyn Limiter>) -> Burst {
             let limiter = Arc::clone(&limiter);
             tokio::spawn(async move {
                 let start = Instant::now();
-                let result = limiter.acquire("k", 1).await;
+                let result = limiter.acquire(b"k", 1).await;
                 (start.elapsed(), result)
             })
         })
@@ -141,7 +141,7 @@ async fn burst(limiter: Arc<dyn Limiter>) -> Burst {
 
 /// The units of key `k` taken in `limiter`'s count.
 async fn taken(limiter: &impl Limiter) -> u64 {
-    LIMIT - 1 - limiter.peek("k", 1).await.unwrap().remaining
+    LIMIT - 1 - limiter.peek(b"k", 1).await.unwrap().remaining
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,7 +213,7 @@ async fn a_failure_policy_answers_the_requests_not_sent_and_no_outage_starts() {
     assert!(!limiter.is_failing(), "a server that answers is no outage");
     // The next request is the backend's, and the count holds exactly the
     // admitted ones.
-    let next = limiter.acquire("k", 1).await.unwrap();
+    let next = limiter.acquire(b"k", 1).await.unwrap();
     assert_eq!(next.source, DecisionSource::Backend);
     assert_eq!(taken(&*limiter).await, admitted as u64 + 1);
     assert!(backend.is_available());

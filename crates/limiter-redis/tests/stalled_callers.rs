@@ -55,7 +55,7 @@ async fn stall<'a>(
     limiter: &'a RedisLimiter,
     key: &'a str,
 ) -> Vec<impl Future<Output = Result<Decision, Error>> + 'a> {
-    let mut stalled: Vec<_> = (0..STALLED).map(|_| limiter.acquire(key, 1)).collect();
+    let mut stalled: Vec<_> = (0..STALLED).map(|_| limiter.acquire(key.as_bytes(), 1)).collect();
     for decision in &mut stalled {
         poll_once(decision).await;
     }
@@ -65,12 +65,12 @@ async fn stall<'a>(
 /// Units of `key` taken, by a peek (which tells what an acquire of one
 /// would leave).
 async fn taken(limiter: &RedisLimiter, key: &str) -> u64 {
-    LIMIT - 1 - limiter.peek(key, 1).await.unwrap().remaining
+    LIMIT - 1 - limiter.peek(key.as_bytes(), 1).await.unwrap().remaining
 }
 
 /// Another caller's acquire of `key`, answered within the bound.
 async fn answered(limiter: &RedisLimiter, key: &str) -> Decision {
-    tokio::time::timeout(COMMAND + MARGIN, limiter.acquire(key, 1))
+    tokio::time::timeout(COMMAND + MARGIN, limiter.acquire(key.as_bytes(), 1))
         .await
         .expect("a caller waited on stalled ones past the command timeout")
         .unwrap()

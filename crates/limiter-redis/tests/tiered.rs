@@ -45,9 +45,9 @@ async fn content(key: &str) -> Vec<Vec<u8>> {
 async fn every_part_has_its_own_key_under_one_hash_tag_with_its_own_ttl() {
     // Redis TIME (no caller clock): each TTL is its part's reset_after.
     let limiter = common::builder(article()).build().await.unwrap();
-    let decision = limiter.acquire("user:7", 1).await.unwrap();
+    let decision = limiter.acquire(b"user:7", 1).await.unwrap();
     assert!(decision.allowed);
-    let keys = limiter.redis_keys("user:7");
+    let keys = limiter.redis_keys(b"user:7").into_iter().map(common::text).collect::<Vec<_>>();
     assert_eq!(keys.len(), 2);
     assert_ne!(keys[0], keys[1], "one key per part");
     for key in &keys {
@@ -64,7 +64,7 @@ async fn every_part_has_its_own_key_under_one_hash_tag_with_its_own_ttl() {
         (59_000..=120_002).contains(&minute),
         "the 1 min part's PTTL {minute}"
     );
-    limiter.reset("user:7").await.unwrap();
+    limiter.reset(b"user:7").await.unwrap();
     for key in &keys {
         assert_eq!(common::pttl(key).await, -2, "reset deletes every part");
     }
@@ -81,16 +81,16 @@ async fn a_denial_writes_nothing_to_any_part() {
         .build()
         .await
         .unwrap();
-    assert!(limiter.acquire("k", 1).await.unwrap().allowed);
-    let keys = limiter.redis_keys("k");
+    assert!(limiter.acquire(b"k", 1).await.unwrap().allowed);
+    let keys = limiter.redis_keys(b"k").into_iter().map(common::text).collect::<Vec<_>>();
     let mut before = Vec::new();
     for key in &keys {
         before.push((content(key).await, common::pttl(key).await));
     }
     clock.advance(std::time::Duration::from_millis(500));
-    let denied = limiter.acquire_parts("k", 1).await.unwrap();
-    assert!(!denied.decision.allowed, "the fixed window's one is spent");
-    assert_eq!(denied.decision.bound_by, 0, "the fixed window denied");
+    let denied = limiter.acquire(b"k", 1).await.unwrap();
+    assert!(!denied.allowed, "the fixed window's one is spent");
+    assert_eq!(denied.bound_by, 0, "the fixed window denied");
     assert!(denied.parts()[1].allowed && denied.parts()[2].allowed);
     for (key, (content_before, ttl_before)) in keys.iter().zip(before) {
         assert_eq!(content(key).await, content_before, "{key} changed");
@@ -121,8 +121,8 @@ async fn a_set_is_one_round_trip() {
     };
     let before = calls();
     for _ in 0..10 {
-        limiter.acquire("k", 1).await.unwrap();
-        limiter.peek("k", 1).await.unwrap();
+        limiter.acquire(b"k", 1).await.unwrap();
+        limiter.peek(b"k", 1).await.unwrap();
     }
     assert_eq!(calls() - before, 20, "one FCALL per decision");
 }

@@ -52,8 +52,8 @@ async fn rediss_with_a_private_ca_decides_as_the_core() {
         for (step, advance_ms, cost) in [(0, 0, 1), (1, 0, 2), (2, 0, 1), (3, 400, 1), (4, 1000, 3)]
         {
             clock.advance(Duration::from_millis(advance_ms));
-            let got = redis.acquire("k", cost).await.unwrap();
-            let want = model.acquire("k", cost).await.unwrap();
+            let got = redis.acquire(b"k", cost).await.unwrap();
+            let want = model.acquire(b"k", cost).await.unwrap();
             assert_eq!(
                 (got.allowed, got.remaining, got.retry_after, got.reset_after),
                 (
@@ -160,7 +160,7 @@ async fn a_tls_cluster_is_reached_on_every_primary() {
     let mut keys: Vec<(String, u16)> = Vec::new();
     for n in 0.. {
         let key = format!("user:{n}");
-        let owner = cluster.node_for_key(&limiter.redis_key(&key)).port;
+        let owner = cluster.node_for_key(&limiter.redis_key(key.as_bytes())).port;
         if !keys.iter().any(|(_, port)| *port == owner) {
             keys.push((key, owner));
         }
@@ -171,7 +171,7 @@ async fn a_tls_cluster_is_reached_on_every_primary() {
     for (key, owner) in keys {
         let mut admitted = 0;
         for _ in 0..40 {
-            admitted += u32::from(limiter.acquire(&key, 1).await.unwrap().allowed);
+            admitted += u32::from(limiter.acquire(key.as_bytes(), 1).await.unwrap().allowed);
         }
         assert_eq!(admitted, 10, "{key} on the primary of port {owner}");
     }

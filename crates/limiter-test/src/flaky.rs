@@ -58,7 +58,7 @@ impl Limiter for Flaky {
         self.inner.policies()
     }
 
-    async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+    async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         check_policies(self.inner.policies(), 0, cost)?;
         match self.outage() {
             Some(error) => Err(error),
@@ -66,7 +66,7 @@ impl Limiter for Flaky {
         }
     }
 
-    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+    async fn peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         check_policies(self.inner.policies(), 0, cost)?;
         match self.outage() {
             Some(error) => Err(error),
@@ -74,7 +74,7 @@ impl Limiter for Flaky {
         }
     }
 
-    async fn reset(&self, key: &str) -> Result<(), Error> {
+    async fn reset(&self, key: &[u8]) -> Result<(), Error> {
         match self.outage() {
             Some(error) => Err(error),
             None => self.inner.reset(key).await,

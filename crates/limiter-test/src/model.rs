@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use limiter_core::backend::SetState;
-use limiter_core::{Clock, Decision, Error, Limiter, ManualClock, Policies, Policy, SetDecision};
+use limiter_core::{Clock, Decision, Error, Limiter, ManualClock, Policies, Policy};
 
 use crate::Harness;
 
@@ -19,7 +19,7 @@ use crate::Harness;
 pub struct ModelLimiter {
     policies: Policies,
     clock: Box<dyn Clock>,
-    keys: Mutex<HashMap<String, SetState>>,
+    keys: Mutex<HashMap<Box<[u8]>, SetState>>,
 }
 
 impl ModelLimiter {
@@ -33,7 +33,7 @@ impl ModelLimiter {
         }
     }
 
-    fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<String, SetState>> {
+    fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<Box<[u8]>, SetState>> {
         self.keys.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -44,31 +44,23 @@ impl Limiter for ModelLimiter {
         &self.policies
     }
 
-    async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        self.acquire_parts(key, cost).await.map(|set| set.decision)
-    }
-
-    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        self.peek_parts(key, cost).await.map(|set| set.decision)
-    }
-
-    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+    async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         let now_us = self.clock.now_us();
         let mut keys = self.keys();
         match keys.get_mut(key) {
             Some(state) => state.acquire(&self.policies, now_us, cost),
             None => {
                 let mut state = SetState::fresh(&self.policies);
-                let set = state.acquire(&self.policies, now_us, cost)?;
-                if set.decision.allowed {
-                    keys.insert(key.to_owned(), state);
+                let decision = state.acquire(&self.policies, now_us, cost)?;
+                if decision.allowed {
+                    keys.insert(key.into(), state);
                 }
-                Ok(set)
+                Ok(decision)
             }
         }
     }
 
-    async fn peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+    async fn peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         let now_us = self.clock.now_us();
         match self.keys().get(key) {
             Some(state) => state.peek(&self.policies, now_us, cost),
@@ -76,7 +68,7 @@ impl Limiter for ModelLimiter {
         }
     }
 
-    async fn reset(&self, key: &str) -> Result<(), Error> {
+    async fn reset(&self, key: &[u8]) -> Result<(), Error> {
         self.keys().remove(key);
         Ok(())
     }

@@ -478,8 +478,10 @@ impl RedisCluster {
             .collect()
     }
 
-    /// The slot of `key` (`CLUSTER KEYSLOT`: its hash tag's, if it has one).
-    pub fn slot_of(&self, key: &str) -> u16 {
+    /// The slot of `key` (`CLUSTER KEYSLOT`: its hash tag's, if it has one),
+    /// a text key or a limiter's `redis_key`.
+    pub fn slot_of(&self, key: impl AsRef<[u8]>) -> u16 {
+        let key = as_text(key.as_ref());
         let slot = self.command(&self.any_live(), &["CLUSTER", "KEYSLOT", key]);
         u16::try_from(slot.integer()).expect("a slot below 16384")
     }
@@ -505,7 +507,7 @@ impl RedisCluster {
     }
 
     /// The primary serving `key`'s slot.
-    pub fn node_for_key(&self, key: &str) -> ClusterNode {
+    pub fn node_for_key(&self, key: impl AsRef<[u8]>) -> ClusterNode {
         self.node_of_slot(self.slot_of(key))
     }
 
@@ -525,7 +527,8 @@ impl RedisCluster {
     }
 
     /// Every key on `node` matching the glob `pattern` (by `SCAN`).
-    pub fn keys_matching(&self, node: &ClusterNode, pattern: &str) -> Vec<String> {
+    pub fn keys_matching(&self, node: &ClusterNode, pattern: impl AsRef<[u8]>) -> Vec<String> {
+        let pattern = as_text(pattern.as_ref());
         let mut cursor = "0".to_owned();
         let mut keys = Vec::new();
         loop {
@@ -1357,4 +1360,9 @@ mod tests {
             "directories left: {dirs:?}"
         );
     }
+}
+
+/// A key as the text this harness's commands carry: the tests' keys are text.
+fn as_text(key: &[u8]) -> &str {
+    std::str::from_utf8(key).expect("the cluster harness sends text keys")
 }

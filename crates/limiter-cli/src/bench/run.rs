@@ -248,9 +248,9 @@ async fn decide(
                 if index >= count {
                     index -= count;
                 }
-                let result = match limiter.acquire_now(key, 1) {
+                let result = match limiter.acquire_now(key.as_bytes(), 1) {
                     Some(result) => result,
-                    None => limiter.acquire(key, 1).await,
+                    None => limiter.acquire(key.as_bytes(), 1).await,
                 };
                 tally.latency.record(started.elapsed());
                 match result {
@@ -313,7 +313,7 @@ async fn delete_keys(
             tokio::spawn(async move {
                 let mut failed = 0u64;
                 for key in keys.iter().skip(first).step_by(workers) {
-                    if limiter.reset(key).await.is_err() {
+                    if limiter.reset(key.as_bytes()).await.is_err() {
                         failed += 1;
                     }
                 }

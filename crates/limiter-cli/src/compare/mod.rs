@@ -192,7 +192,7 @@ async fn run_lane(
         clock.set(request.time_us);
         let key = &requests.keys[request.key as usize];
         let limiter = &deciders[number % deciders.len()];
-        match limiter.acquire(key, request.cost).await {
+        match limiter.acquire(key.as_bytes(), request.cost).await {
             Ok(decision) => recorder.decided(request.key, request.time_us, request.cost, &decision),
             Err(
                 Error::ZeroCost | Error::CostExceedsCapacity { .. } | Error::TimeOutOfRange { .. },

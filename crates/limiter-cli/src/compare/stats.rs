@@ -199,7 +199,7 @@ pub(crate) fn state_bytes_per_key(policies: &Policies, requests: &Requests) -> f
                 let key = request.key as usize;
                 let state = states[key].get_or_insert_with(|| SetState::fresh(policies));
                 let decided = state.acquire(policies, request.time_us, request.cost);
-                held[key] |= decided.is_ok_and(|d| d.decision.allowed);
+                held[key] |= decided.is_ok_and(|d| d.allowed);
             }
             states
                 .iter()

@@ -2,10 +2,10 @@
 //! backend fails, per a [`FailurePolicy`].
 //!
 //! `policy` holds the [`FailurePolicy`], `resilient` the wrapper, `outage`
-//! its bookkeeping of a failing backend, and `answer` what a call asks of
+//! its bookkeeping of a failing backend, and `mode` what a call asks of
 //! the backend.
 
-mod answer;
+mod mode;
 mod outage;
 mod policy;
 mod resilient;

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use super::answer::{Answer, Mode};
+use super::mode::Mode;
 use super::outage::{Outage, Tallies, Tally};
 use super::policy::FailurePolicy;
-use crate::all_of::{check_policies, SetDecision};
+use crate::all_of::check_policies;
 use crate::backend_failure::FailureReach;
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, DecisionSource};
@@ -65,7 +65,7 @@ fn as_fallbacks(decision: Decision) -> Decision {
 /// use limiter_core::{DecisionSource, FailurePolicy, LimiterExt, Limiter, Policy};
 /// # async fn example(redis: impl Limiter, local_share: impl Limiter + 'static) -> Result<(), limiter_core::Error> {
 /// let limiter = redis.on_failure(FailurePolicy::fallback(local_share));
-/// let decision = limiter.acquire("user:42", 1).await?;
+/// let decision = limiter.acquire(b"user:42", 1).await?;
 /// if decision.source == DecisionSource::Fallback {
 ///     // Redis is down: decided by this instance's share of the limit.
 /// }
@@ -217,7 +217,7 @@ impl<L: Limiter> Resilient<L> {
 
     /// Records a backend failure: starts an outage, or continues it; logs
     /// at most one warning per second.
-    fn failed(&self, error: &Error, key: &str, mode: Mode, source: DecisionSource) {
+    fn failed(&self, error: &Error, key: &[u8], mode: Mode, source: DecisionSource) {
         let mut outage = self.outage();
         let now = Instant::now();
         if !self.failing.load(Ordering::Acquire) {
@@ -232,7 +232,7 @@ impl<L: Limiter> Resilient<L> {
         drop(outage);
         tracing::warn!(
             error = %error.chain(),
-            key,
+            key = %key.escape_ascii(),
             call = mode.name(),
             answer = source.name(),
             suppressed,
@@ -265,7 +265,7 @@ impl<L: Limiter> Resilient<L> {
         &self,
         outcome: &Result<T, Error>,
         probe: bool,
-        key: &str,
+        key: &[u8],
         mode: Mode,
     ) -> Option<&Degrade> {
         match (outcome, &self.degrade) {
@@ -300,7 +300,7 @@ impl<L: Limiter> Resilient<L> {
         &self,
         reach: FailureReach,
         error: &Error,
-        key: &str,
+        key: &[u8],
         mode: Mode,
         source: DecisionSource,
     ) {
@@ -316,7 +316,7 @@ impl<L: Limiter> Resilient<L> {
         tracing::warn!(
             error = %error.chain(),
             reach = reach.name(),
-            key,
+            key = %key.escape_ascii(),
             call = mode.name(),
             answer = source.name(),
             suppressed,
@@ -330,18 +330,16 @@ impl<L: Limiter> Resilient<L> {
     fn degrade_now(
         &self,
         degrade: &Degrade,
-        key: &str,
+        key: &[u8],
         cost: u64,
         mode: Mode,
     ) -> Option<Result<Decision, Error>> {
         let answer = match degrade {
             Degrade::Open => Some(self.fixed_answer(DecisionSource::FailOpen, cost)),
             Degrade::Closed => Some(self.fixed_answer(DecisionSource::FailClosed, cost)),
-            Degrade::Fallback(fallback) => match mode {
-                Mode::Acquire => fallback.acquire_now(key, cost),
-                Mode::Peek => fallback.peek_now(key, cost),
-            }
-            .map(|answer| answer.map(as_fallbacks)),
+            Degrade::Fallback(fallback) => mode
+                .ask_now(&**fallback, key, cost)
+                .map(|answer| answer.map(as_fallbacks)),
         };
         if answer.is_some() {
             self.outage().degraded += 1;
@@ -353,7 +351,7 @@ impl<L: Limiter> Resilient<L> {
     async fn degrade(
         &self,
         degrade: &Degrade,
-        key: &str,
+        key: &[u8],
         cost: u64,
         mode: Mode,
     ) -> Result<Decision, Error> {
@@ -362,11 +360,7 @@ impl<L: Limiter> Resilient<L> {
         }
         if let Degrade::Fallback(fallback) = degrade {
             self.outage().degraded += 1;
-            let answer = match mode {
-                Mode::Acquire => fallback.acquire(key, cost).await,
-                Mode::Peek => fallback.peek(key, cost).await,
-            };
-            return answer.map(as_fallbacks);
+            return mode.ask(&**fallback, key, cost).await.map(as_fallbacks);
         }
         // Fail open and fail closed always answered at once.
         self.fixed_answer(degrade.source(), cost)
@@ -400,24 +394,24 @@ impl<L: Limiter> Resilient<L> {
         Ok(decision.with_source(source))
     }
 
-    async fn decide<T: Answer>(&self, key: &str, cost: u64, mode: Mode) -> Result<T, Error> {
+    async fn decide(&self, key: &[u8], cost: u64, mode: Mode) -> Result<Decision, Error> {
         let probe = match self.route() {
             Route::Backend { probe } => probe,
             Route::Degrade => {
                 if let Some(degrade) = &self.degrade {
-                    return self.degrade(degrade, key, cost, mode).await.map(T::from);
+                    return self.degrade(degrade, key, cost, mode).await;
                 }
                 false
             }
         };
-        let outcome = T::ask(&self.inner, key, cost, mode).await;
+        let outcome = mode.ask(&self.inner, key, cost).await;
         match self.after_backend(&outcome, probe, key, mode) {
-            Some(degrade) => self.degrade(degrade, key, cost, mode).await.map(T::from),
+            Some(degrade) => self.degrade(degrade, key, cost, mode).await,
             None => outcome,
         }
     }
 
-    fn decide_now(&self, key: &str, cost: u64, mode: Mode) -> Option<Result<Decision, Error>> {
+    fn decide_now(&self, key: &[u8], cost: u64, mode: Mode) -> Option<Result<Decision, Error>> {
         if let Some(degrade) = &self.degrade {
             if self.degrading_without_probe() {
                 return self.degrade_now(degrade, key, cost, mode);
@@ -427,10 +421,7 @@ impl<L: Limiter> Resilient<L> {
             // A probe is due: the async path takes it.
             return None;
         }
-        let outcome = match mode {
-            Mode::Acquire => self.inner.acquire_now(key, cost),
-            Mode::Peek => self.inner.peek_now(key, cost),
-        }?;
+        let outcome = mode.ask_now(&self.inner, key, cost)?;
         match self.after_backend(&outcome, false, key, mode) {
             // `None` with the outage started: the async path asks the
             // fallback without calling the backend again.
@@ -446,29 +437,17 @@ impl<L: Limiter> Limiter for Resilient<L> {
         self.inner.policies()
     }
 
-    async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+    async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         self.decide(key, cost, Mode::Acquire).await
     }
 
-    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        self.decide(key, cost, Mode::Peek).await
-    }
-
-    /// The backend's [`acquire_parts`](Limiter::acquire_parts) while it
-    /// answers; a degraded answer is a [`SetDecision::single`].
-    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
-        self.decide(key, cost, Mode::Acquire).await
-    }
-
-    /// The backend's [`peek_parts`](Limiter::peek_parts) while it answers;
-    /// a degraded answer is a [`SetDecision::single`].
-    async fn peek_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+    async fn peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         self.decide(key, cost, Mode::Peek).await
     }
 
     /// Resets the key on the backend (an error if it fails, whatever the
     /// policy) and on the fallback, if any.
-    async fn reset(&self, key: &str) -> Result<(), Error> {
+    async fn reset(&self, key: &[u8]) -> Result<(), Error> {
         let backend = self.inner.reset(key).await;
         if let Some(Degrade::Fallback(fallback)) = &self.degrade {
             fallback.reset(key).await?;
@@ -476,11 +455,11 @@ impl<L: Limiter> Limiter for Resilient<L> {
         backend
     }
 
-    fn acquire_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+    fn acquire_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
         self.decide_now(key, cost, Mode::Acquire)
     }
 
-    fn peek_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+    fn peek_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
         self.decide_now(key, cost, Mode::Peek)
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use async_trait::async_trait;
-use limiter_core::{Decision, DecisionSource, Error, Limiter, ManualClock, Policies, SetDecision};
+use limiter_core::{Decision, DecisionSource, Error, Limiter, ManualClock, Policies};
 use limiter_lease::Leased;
 use limiter_memory::MemoryLimiter;
 
@@ -105,22 +105,18 @@ impl Limiter for Delayed {
         self.global.policies()
     }
 
-    async fn acquire(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        self.acquire_parts(key, cost).await.map(|set| set.decision)
-    }
-
-    async fn acquire_parts(&self, key: &str, cost: u64) -> Result<SetDecision, Error> {
+    async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         self.after(self.to_us).await;
-        let decided = self.global.try_acquire_parts(key, cost);
+        let decided = self.global.try_acquire(key, cost);
         self.after(self.back_us).await;
         decided
     }
 
-    async fn peek(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+    async fn peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         self.global.try_peek(key, cost)
     }
 
-    async fn reset(&self, key: &str) -> Result<(), Error> {
+    async fn reset(&self, key: &[u8]) -> Result<(), Error> {
         self.global.remove(key);
         Ok(())
     }
@@ -174,7 +170,7 @@ pub(crate) fn run(policies: &Policies, lease: LeaseOptions, instances: &[Instanc
                 if at > now {
                     break;
                 }
-                pending.push((at, cost, leased[i].acquire(KEY, cost)));
+                pending.push((at, cost, leased[i].acquire(KEY.as_bytes(), cost)));
                 next[i] += 1;
             }
         }
@@ -193,7 +189,7 @@ pub(crate) fn run(policies: &Policies, lease: LeaseOptions, instances: &[Instanc
             }
         });
         for instance in &leased {
-            most_held = most_held.max(instance.held(KEY));
+            most_held = most_held.max(instance.held(KEY.as_bytes()));
         }
         let all_sent = instances
             .iter()
@@ -204,9 +200,9 @@ pub(crate) fn run(policies: &Policies, lease: LeaseOptions, instances: &[Instanc
         }
         now += 1;
     }
-    let held = leased.iter().map(|instance| instance.held(KEY)).sum();
+    let held = leased.iter().map(|instance| instance.held(KEY.as_bytes())).sum();
     let lapsed = leased.iter().map(Leased::lapsed).sum();
-    let available = match global.try_peek(KEY, 1).expect("a valid peek") {
+    let available = match global.try_peek(KEY.as_bytes(), 1).expect("a valid peek") {
         peeked if peeked.allowed => peeked.remaining + 1,
         peeked => peeked.remaining,
     };

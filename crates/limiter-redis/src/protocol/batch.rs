@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use limiter_core::backend::all_of;
-use limiter_core::{Decision, Policies, SetDecision};
+use limiter_core::{Decision, Policies};
 use tokio::sync::oneshot;
 
 use crate::connection::backend::RedisBackend;
@@ -126,7 +126,7 @@ struct Queue {
 
 struct Waiting {
     request: Request,
-    answer: oneshot::Sender<Result<Answer, BackendError>>,
+    answer: oneshot::Sender<Result<Decision, BackendError>>,
 }
 
 /// A request in a lane's queue, until its deadline: queued at, plus the
@@ -187,7 +187,7 @@ impl Decider {
     /// when Redis answers. The request is sent once first polled: a
     /// decision whose caller gave up is still decided, once, and counts,
     /// unheard (which can only deny others, never over-admit).
-    pub(crate) async fn decide(self: &Arc<Self>, request: Request) -> Result<Answer, BackendError> {
+    pub(crate) async fn decide(self: &Arc<Self>, request: Request) -> Result<Decision, BackendError> {
         let lane = self.lane(&request);
         let (answer, answered) = oneshot::channel();
         let waiting = Waiting { request, answer };
@@ -270,7 +270,7 @@ impl Decider {
     }
 
     /// One call deciding `request` alone.
-    async fn call_alone(&self, request: &Request) -> Result<Answer, BackendError> {
+    async fn call_alone(&self, request: &Request) -> Result<Decision, BackendError> {
         let mut answers = self.call_declared(std::slice::from_ref(request)).await?;
         answers
             .pop()
@@ -326,7 +326,7 @@ impl Decider {
     async fn call(
         &self,
         requests: &[Request],
-    ) -> Result<Vec<Result<Answer, BackendError>>, BackendError> {
+    ) -> Result<Vec<Result<Decision, BackendError>>, BackendError> {
         if !self.spans_slots(requests) {
             return self.call_declared(requests).await;
         }
@@ -362,7 +362,7 @@ impl Decider {
     async fn call_declared(
         &self,
         requests: &[Request],
-    ) -> Result<Vec<Result<Answer, BackendError>>, BackendError> {
+    ) -> Result<Vec<Result<Decision, BackendError>>, BackendError> {
         let cmd = self
             .function
             .decide(&self.keys, requests.iter(), Keys::Declared);
@@ -379,7 +379,7 @@ impl Decider {
         &self,
         reply: &redis::Value,
         requests: &[Request],
-    ) -> Result<Vec<Result<Answer, BackendError>>, BackendError> {
+    ) -> Result<Vec<Result<Decision, BackendError>>, BackendError> {
         let (server_us, records) =
             scripts::split_reply(self.policies.parts(), reply, requests.len())
                 .ok_or_else(|| self.unexpected(reply))?;
@@ -402,7 +402,7 @@ impl Decider {
 
     /// One request's decision from its part of the reply: each part
     /// converted, then combined (docs/spec.md section 7).
-    fn read(&self, record: &[u8], time_us: u64, cost: u64) -> Result<Answer, BackendError> {
+    fn read(&self, record: &[u8], time_us: u64, cost: u64) -> Result<Decision, BackendError> {
         let parts = self.policies.parts();
         if scripts::holds_another_type(parts, record) {
             return Err(BackendError::new(
@@ -415,11 +415,9 @@ impl Decider {
             let mut one = None;
             scripts::read_reply(parts, record, time_us, |part| one = Some(part.decision))
                 .and(one)
-                .map(Answer::One)
                 .ok_or_else(|| self.unexpected(&record))
         } else {
             self.read_set(record, time_us, cost)
-                .map(|set| Answer::Set(Box::new(set)))
         }
     }
 
@@ -429,9 +427,10 @@ impl Decider {
         record: &[u8],
         time_us: u64,
         cost: u64,
-    ) -> Result<SetDecision, BackendError> {
+    ) -> Result<Decision, BackendError> {
         let parts = self.policies.parts();
-        let mut decisions = [Decision::admit(0, 0, 0); Policies::MAX_PARTS];
+        let mut decisions: [Decision; Policies::MAX_PARTS] =
+            std::array::from_fn(|_| Decision::admit(0, 0, 0));
         let mut reset_now = [std::time::Duration::ZERO; Policies::MAX_PARTS];
         let mut read = 0;
         scripts::read_reply(parts, record, time_us, |part| {
@@ -472,35 +471,6 @@ fn queued_too_long(timeout: Duration) -> BackendError {
         ),
         timeout,
     )
-}
-
-/// A decision on its way from a call to its caller: one policy's as it
-/// is, a set's boxed. A [`SetDecision`] holds every part's decision (720
-/// bytes), and a decision is moved several times between the reply and its
-/// caller (into the channel, out of it, out of each future): the single
-/// policy, the common case, moves a tenth of that and allocates nothing.
-#[derive(Debug)]
-pub(crate) enum Answer {
-    One(Decision),
-    Set(Box<SetDecision>),
-}
-
-impl Answer {
-    /// The (combined) decision.
-    pub(crate) fn decision(&self) -> Decision {
-        match self {
-            Self::One(decision) => *decision,
-            Self::Set(set) => set.decision,
-        }
-    }
-
-    /// The decision with every part's.
-    pub(crate) fn into_set(self) -> SetDecision {
-        match self {
-            Self::One(decision) => SetDecision::single(decision),
-            Self::Set(set) => *set,
-        }
-    }
 }
 
 /// A call's turn in a lane, held by the task that sends the call, then
@@ -558,12 +528,12 @@ mod tests {
 
     const TIMEOUT: Duration = Duration::from_secs(1);
 
-    type Answered = oneshot::Receiver<Result<Answer, BackendError>>;
+    type Answered = oneshot::Receiver<Result<Decision, BackendError>>;
 
     /// A request of `mode` queued at `queued_at`, and its caller's end.
     fn queued(mode: Mode, queued_at: Instant) -> (Queued, Answered) {
         let request = Request {
-            key: "k".into(),
+            key: b"k"[..].into(),
             cost: 1,
             mode,
             time_us: None,

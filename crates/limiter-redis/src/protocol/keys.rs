@@ -148,7 +148,7 @@ impl KeyLayout {
     }
 
     /// The length of `user_key`'s state key in bytes.
-    pub(crate) fn len(&self, user_key: &str) -> usize {
+    pub(crate) fn len(&self, user_key: &[u8]) -> usize {
         let head = match digest_tag(user_key) {
             Some(_) => self.digest_head.len() + DIGEST_TAG_LEN + 1,
             None => self.head.len(),
@@ -158,7 +158,7 @@ impl KeyLayout {
 
     /// `user_key`'s state key as a command argument, written straight into
     /// the command (no `String` per decision).
-    pub(crate) fn arg<'a>(&'a self, user_key: &'a str) -> StateKey<'a> {
+    pub(crate) fn arg<'a>(&'a self, user_key: &'a [u8]) -> StateKey<'a> {
         StateKey {
             layout: self,
             user_key,
@@ -168,23 +168,23 @@ impl KeyLayout {
     /// The Redis Cluster slot of `user_key`'s state key, without making
     /// the key: its hash tag is the user key up to its first `}` (the
     /// prefix has no braces), or the digest when that is empty.
-    pub(crate) fn slot(&self, user_key: &str) -> u16 {
+    pub(crate) fn slot(&self, user_key: &[u8]) -> u16 {
         if let Some(tag) = digest_tag(user_key) {
             return slot_of_tag(&tag);
         }
-        let end = user_key.find('}').unwrap_or(user_key.len());
-        slot_of_tag(&user_key.as_bytes()[..end])
+        let end = user_key.iter().position(|&b| b == b'}').unwrap_or(user_key.len());
+        slot_of_tag(&user_key[..end])
     }
 
     /// The Redis key of `user_key`'s state, e.g. `limiter:{user:42}:sl-e77675966f00`.
-    pub(crate) fn state_key(&self, user_key: &str) -> String {
+    pub(crate) fn state_key(&self, user_key: &[u8]) -> Vec<u8> {
         let mut key = Vec::with_capacity(self.len(user_key));
         self.write(user_key, &mut key);
-        String::from_utf8(key).expect("a state key is made of UTF-8 parts")
+        key
     }
 
     /// Writes `user_key`'s state key.
-    fn write(&self, user_key: &str, out: &mut impl std::io::Write) {
+    fn write(&self, user_key: &[u8], out: &mut impl std::io::Write) {
         // Writing into a buffer in memory cannot fail.
         match digest_tag(user_key) {
             Some(tag) => {
@@ -196,7 +196,7 @@ impl KeyLayout {
                 let _ = out.write_all(self.head.as_bytes());
             }
         }
-        let _ = out.write_all(user_key.as_bytes());
+        let _ = out.write_all(user_key);
         let _ = out.write_all(self.tail.as_bytes());
     }
 }
@@ -204,11 +204,11 @@ impl KeyLayout {
 /// The hash tag of a user key that would leave its own tag empty (it is
 /// empty or starts with `}`): 48 bits of its FNV-1a digest in hex. `None`
 /// for every other key, whose tag is the key itself.
-fn digest_tag(user_key: &str) -> Option<[u8; DIGEST_TAG_LEN]> {
-    if !(user_key.is_empty() || user_key.starts_with('}')) {
+fn digest_tag(user_key: &[u8]) -> Option<[u8; DIGEST_TAG_LEN]> {
+    if !(user_key.is_empty() || user_key.starts_with(b"}")) {
         return None;
     }
-    let digest = fnv1a(user_key.as_bytes()) >> 16;
+    let digest = fnv1a(user_key) >> 16;
     let mut tag = [0; DIGEST_TAG_LEN];
     for (i, digit) in tag.iter_mut().enumerate() {
         let nibble = (digest >> (4 * (DIGEST_TAG_LEN - 1 - i))) & 0xf;
@@ -220,7 +220,7 @@ fn digest_tag(user_key: &str) -> Option<[u8; DIGEST_TAG_LEN]> {
 /// A state key as a command argument (see [`KeyLayout::arg`]).
 pub(crate) struct StateKey<'a> {
     layout: &'a KeyLayout,
-    user_key: &'a str,
+    user_key: &'a [u8],
 }
 
 impl ToRedisArgs for StateKey<'_> {
@@ -241,6 +241,13 @@ mod tests {
     use limiter_core::{Algorithm, Rate};
 
     use super::*;
+
+    impl KeyLayout {
+        /// The state key of a text key, as text.
+        fn state_text(&self, user_key: &str) -> String {
+            String::from_utf8(self.state_key(user_key.as_bytes())).unwrap()
+        }
+    }
     use crate::connection::slot_map::slot_of;
 
     #[test]
@@ -260,8 +267,8 @@ mod tests {
             "ip:::1",
         ] {
             assert_eq!(
-                layout.slot(user_key),
-                slot_of(layout.state_key(user_key).as_bytes()),
+                layout.slot(user_key.as_bytes()),
+                slot_of(layout.state_text(user_key).as_bytes()),
                 "{user_key:?}"
             );
         }
@@ -270,7 +277,7 @@ mod tests {
     #[test]
     fn keys_carry_the_user_key_as_hash_tag_and_the_policy() {
         let policy = Policy::sliding_log(Rate::per_hour(100)).unwrap();
-        let key = KeyLayout::new("limiter", &policy).state_key("user:42");
+        let key = KeyLayout::new("limiter", &policy).state_text("user:42");
         assert!(key.starts_with("limiter:{user:42}:sl-"), "{key}");
         assert_eq!(key.len(), "limiter:{user:42}:sl-".len() + 12);
     }
@@ -279,7 +286,7 @@ mod tests {
     fn a_key_without_a_tag_of_its_own_gets_a_digest_tag_every_policy_shares() {
         let per_second = KeyLayout::new("app", &Policy::token_bucket(Rate::per_second(5)).unwrap());
         let per_hour = KeyLayout::new("app", &Policy::sliding_log(Rate::per_hour(100)).unwrap());
-        let empty = per_second.state_key("");
+        let empty = per_second.state_text("");
         assert!(empty.starts_with("app:#{"), "{empty}");
         assert_eq!(
             empty.len(),
@@ -287,15 +294,15 @@ mod tests {
         );
         for user_key in ["", "}", "}x", "}}"] {
             // What Redis hashes: the tag between the first `{` and the next `}`.
-            let key = per_second.state_key(user_key);
+            let key = per_second.state_text(user_key);
             let open = key.find('{').unwrap();
             let close = open + key[open..].find('}').unwrap();
             assert!(close > open + 1, "{key} has an empty tag");
-            assert_eq!(per_second.slot(user_key), per_hour.slot(user_key));
+            assert_eq!(per_second.slot(user_key.as_bytes()), per_hour.slot(user_key.as_bytes()));
         }
         let keys: HashSet<String> = ["", "}", "}x", "x", "#", "#{", "x}"]
             .into_iter()
-            .map(|user_key| per_second.state_key(user_key))
+            .map(|user_key| per_second.state_text(user_key))
             .collect();
         assert_eq!(
             keys.len(),
@@ -312,13 +319,13 @@ mod tests {
         let key = |policies: Policies| {
             KeyLayout::for_set("app", &policies)
                 .iter()
-                .map(|layout| layout.state_key("user:7"))
+                .map(|layout| layout.state_text("user:7"))
                 .collect::<Vec<_>>()
         };
         let alone = key(Policies::from(per_second.clone()));
         assert_eq!(
             alone,
-            [KeyLayout::new("app", &per_second).state_key("user:7")]
+            [KeyLayout::new("app", &per_second).state_text("user:7")]
         );
         let set = key(Policies::new([per_second.clone(), per_minute.clone()]).unwrap());
         let other = key(Policies::new([per_second.clone(), per_hour]).unwrap());
@@ -334,11 +341,11 @@ mod tests {
         let policy = Policy::token_bucket(Rate::per_second(5)).unwrap();
         let layout = KeyLayout::new("app", &policy);
         let mut cmd = redis::cmd("GET");
-        cmd.arg(layout.arg("user:{7}"));
+        cmd.arg(layout.arg(b"user:{7}"));
         let mut expected = redis::cmd("GET");
-        expected.arg(layout.state_key("user:{7}"));
+        expected.arg(layout.state_text("user:{7}"));
         assert_eq!(cmd.get_packed_command(), expected.get_packed_command());
-        assert_eq!(layout.len("user:{7}"), layout.state_key("user:{7}").len());
+        assert_eq!(layout.len(b"user:{7}"), layout.state_text("user:{7}").len());
     }
 
     #[test]

@@ -370,7 +370,7 @@ const REQUEST_ARG_BYTES: usize = 24;
 /// time in µs (`None` for Redis `TIME`).
 #[derive(Debug)]
 pub(crate) struct Request {
-    pub(crate) key: Box<str>,
+    pub(crate) key: Box<[u8]>,
     pub(crate) cost: u64,
     pub(crate) mode: Mode,
     pub(crate) time_us: Option<u64>,
@@ -397,7 +397,7 @@ pub(crate) enum Mode {
 }
 
 /// One part's answer in a function's reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PartReply {
     /// The part's decision; `reset_after` is the reset after the commit
     /// when the part admits.
@@ -513,7 +513,7 @@ mod tests {
 
     fn request(key: &str, mode: Mode, cost: u64) -> Request {
         Request {
-            key: key.into(),
+            key: key.as_bytes().into(),
             cost,
             mode,
             time_us: None,
@@ -557,7 +557,7 @@ mod tests {
             request("c", Mode::Acquire, 1),
         ];
         let (args, layout) = fcall_arguments(&requests, Keys::AcrossSlots);
-        let key = |k: &str| layout.state_key(k).into_bytes();
+        let key = |k: &str| layout.state_key(k.as_bytes());
         assert_eq!(args[0], b"FCALL");
         assert_eq!(args[2], b"1", "one key declared: the first request's");
         assert_eq!(args[3], key("a"));
@@ -586,7 +586,7 @@ mod tests {
         ];
         let (args, layout) = fcall_arguments(&hot, Keys::Declared);
         assert_eq!(args[2], b"1", "one key declared");
-        assert_eq!(args[3], layout.state_key("a").into_bytes());
+        assert_eq!(args[3], layout.state_key(b"a"));
         assert_eq!(
             fields(&args[4]),
             [1.0, 1.0, -1.0, 3.0],

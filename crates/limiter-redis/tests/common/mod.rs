@@ -56,7 +56,7 @@ pub async fn connection() -> redis::aio::MultiplexedConnection {
 }
 
 /// A key's remaining time to live in ms (`PTTL`: -1 without one, -2 if absent).
-pub async fn pttl(key: &str) -> i64 {
+pub async fn pttl(key: impl redis::ToRedisArgs + Send + Sync) -> i64 {
     redis::cmd("PTTL")
         .arg(key)
         .query_async(&mut connection().await)
@@ -114,4 +114,9 @@ pub fn backend_kind(error: &Error) -> BackendErrorKind {
             .kind(),
         other => panic!("expected a backend error, got {other:?}"),
     }
+}
+
+/// A Redis key made of text, as text (the tests' keys are text).
+pub fn text(key: Vec<u8>) -> String {
+    String::from_utf8(key).expect("a text key")
 }

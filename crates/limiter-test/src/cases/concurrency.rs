@@ -25,7 +25,7 @@ pub(crate) async fn race(
                 for i in 0..REQUESTS_PER_TASK {
                     let key = keys(task, i);
                     let decision = limiter
-                        .acquire(&key, 1)
+                        .acquire(key.as_bytes(), 1)
                         .await
                         .unwrap_or_else(|e| panic!("task {task}: acquire({key:?}) failed: {e}"));
                     if decision.allowed {
@@ -55,7 +55,7 @@ pub async fn concurrent_acquires_on_one_key_admit_exactly_the_limit<H: Harness>(
             total, 1_000,
             "{policy}: admitted on one key by {TASKS} racing tasks"
         );
-        let after = subject.limiter.peek("hot", 1).await.unwrap();
+        let after = subject.limiter.peek(b"hot", 1).await.unwrap();
         assert!(
             !after.allowed && after.remaining == 0,
             "{policy}: {after:?}"

@@ -14,7 +14,7 @@ async fn until_ready_on_the_manual_clock(s: &Subject, cost: u64) -> (Decision, V
     let mut slept = Vec::new();
     let decision = s
         .limiter
-        .until_ready("k", cost, |d: Duration| {
+        .until_ready(b"k", cost, |d: Duration| {
             slept.push(d);
             s.clock.advance(d);
             std::future::ready(())
@@ -29,7 +29,7 @@ pub async fn acquire_one_costs_one_unit<H: Harness>(harness: &H) {
     let policy = Policy::fixed_window(Rate::new(3, secs(10))).unwrap();
     let s = Subject::new(harness, &policy).await;
     s.clock.set(T0);
-    let decision = s.limiter.acquire_one("k").await.unwrap();
+    let decision = s.limiter.acquire(b"k", 1).await.unwrap();
     assert!(decision.allowed);
     assert_eq!(decision.remaining, 2);
 }
@@ -44,8 +44,8 @@ pub async fn until_ready_sleeps_retry_after_then_wait<H: Harness>(harness: &H) {
     let policy = Policy::leaky_bucket(Rate::per_second(2)).unwrap();
     let s = Subject::new(harness, &policy).await;
     s.clock.set(T0);
-    assert!(s.limiter.acquire("k", 1).await.unwrap().allowed);
-    assert!(s.limiter.acquire("k", 1).await.unwrap().allowed);
+    assert!(s.limiter.acquire(b"k", 1).await.unwrap().allowed);
+    assert!(s.limiter.acquire(b"k", 1).await.unwrap().allowed);
 
     let (decision, slept) = until_ready_on_the_manual_clock(&s, 1).await;
     assert!(decision.allowed);
@@ -59,7 +59,7 @@ pub async fn until_ready_sleeps_retry_after_then_wait<H: Harness>(harness: &H) {
     let policy = Policy::sliding_log(Rate::new(1, secs(3))).unwrap();
     let s = Subject::new(harness, &policy).await;
     s.clock.set(T0);
-    assert!(s.limiter.acquire("k", 1).await.unwrap().allowed);
+    assert!(s.limiter.acquire(b"k", 1).await.unwrap().allowed);
     s.clock.set(T0 + 1_000_000);
     let (decision, slept) = until_ready_on_the_manual_clock(&s, 1).await;
     assert!(decision.allowed);
@@ -68,7 +68,7 @@ pub async fn until_ready_sleeps_retry_after_then_wait<H: Harness>(harness: &H) {
     // A cost that can never fit is returned at once, never slept on.
     let result = s
         .limiter
-        .until_ready("k", 2, |_: Duration| -> std::future::Ready<()> {
+        .until_ready(b"k", 2, |_: Duration| -> std::future::Ready<()> {
             panic!("until_ready slept on a request that can never be admitted")
         })
         .await;

@@ -44,7 +44,7 @@ pub async fn failure_policies_answer_while_the_backend_fails<H: Harness>(harness
     ] {
         let name = on_failure.name();
         let (flaky, limiter, clock) = wrapped(harness, on_failure, NEVER).await;
-        let first = limiter.acquire("k", 1).await.expect("backend answers");
+        let first = limiter.acquire(b"k", 1).await.expect("backend answers");
         assert_eq!(
             (first.source, first.remaining),
             (DecisionSource::Backend, 2),
@@ -52,7 +52,7 @@ pub async fn failure_policies_answer_while_the_backend_fails<H: Harness>(harness
         );
         flaky.set_failing(true);
         for _ in 0..3 {
-            let answer = limiter.acquire("k", 1).await;
+            let answer = limiter.acquire(b"k", 1).await;
             match name {
                 "return-error" => {
                     let error = answer.expect_err("the error is returned");
@@ -78,12 +78,12 @@ pub async fn failure_policies_answer_while_the_backend_fails<H: Harness>(harness
             }
             // Request errors are the request's, not the backend's.
             assert!(
-                matches!(limiter.acquire("k", 0).await, Err(Error::ZeroCost)),
+                matches!(limiter.acquire(b"k", 0).await, Err(Error::ZeroCost)),
                 "{name}"
             );
             assert!(
                 matches!(
-                    limiter.peek("k", 4).await,
+                    limiter.peek(b"k", 4).await,
                     Err(Error::CostExceedsCapacity {
                         cost: 4,
                         max_cost: 3
@@ -93,7 +93,7 @@ pub async fn failure_policies_answer_while_the_backend_fails<H: Harness>(harness
             );
         }
         // A failed reset is an error whatever the policy.
-        assert!(limiter.reset("k").await.expect_err(name).is_backend());
+        assert!(limiter.reset(b"k").await.expect_err(name).is_backend());
         let calls = flaky.calls();
         match name {
             // Every call reached the backend: 1 + 3 acquires and the reset.
@@ -104,7 +104,7 @@ pub async fn failure_policies_answer_while_the_backend_fails<H: Harness>(harness
         }
         flaky.set_failing(false);
         // Nothing answered while failing was counted by the backend.
-        let after = flaky.peek("k", 1).await.expect("backend answers");
+        let after = flaky.peek(b"k", 1).await.expect("backend answers");
         assert_eq!(after.remaining, 1, "{name}: {after:?}");
     }
 }
@@ -119,21 +119,21 @@ pub async fn fallback_decides_until_the_backend_answers_again<H: Harness>(harnes
     let interval = Duration::from_millis(500);
     let (flaky, limiter, _clock) =
         wrapped(harness, FailurePolicy::Fallback(fallback), interval).await;
-    assert_eq!(limiter.acquire("k", 1).await.unwrap().remaining, 2);
+    assert_eq!(limiter.acquire(b"k", 1).await.unwrap().remaining, 2);
     flaky.set_failing(true);
 
-    let admitted = limiter.acquire("k", 1).await.expect("the fallback answers");
+    let admitted = limiter.acquire(b"k", 1).await.expect("the fallback answers");
     assert_eq!(admitted.source, DecisionSource::Fallback);
     assert_eq!(
         (admitted.allowed, admitted.limit, admitted.remaining),
         (true, 1, 0)
     );
     assert!(limiter.is_failing());
-    let denied = limiter.acquire("k", 1).await.expect("the fallback answers");
+    let denied = limiter.acquire(b"k", 1).await.expect("the fallback answers");
     assert_eq!(denied.source, DecisionSource::Fallback);
     assert!(!denied.allowed, "the fallback's own limit: {denied:?}");
     assert_eq!(
-        limiter.peek("other", 1).await.unwrap().source,
+        limiter.peek(b"other", 1).await.unwrap().source,
         DecisionSource::Fallback
     );
     assert_eq!(
@@ -144,14 +144,14 @@ pub async fn fallback_decides_until_the_backend_answers_again<H: Harness>(harnes
 
     // Still failing at the next probe: one call, the fallback answers.
     tokio::time::sleep(interval + Duration::from_millis(10)).await;
-    let during = limiter.acquire("k", 1).await.unwrap();
+    let during = limiter.acquire(b"k", 1).await.unwrap();
     assert_eq!(during.source, DecisionSource::Fallback);
     assert_eq!(flaky.calls(), 3, "one probe per interval");
 
     // The backend answers the next probe and takes over again.
     flaky.set_failing(false);
     tokio::time::sleep(interval + Duration::from_millis(10)).await;
-    let back = limiter.acquire("k", 1).await.unwrap();
+    let back = limiter.acquire(b"k", 1).await.unwrap();
     assert_eq!(back.source, DecisionSource::Backend);
     assert_eq!(
         (back.allowed, back.limit, back.remaining),
@@ -159,9 +159,9 @@ pub async fn fallback_decides_until_the_backend_answers_again<H: Harness>(harnes
         "{back:?}"
     );
     assert!(!limiter.is_failing());
-    let next = limiter.acquire("k", 1).await.unwrap();
+    let next = limiter.acquire(b"k", 1).await.unwrap();
     assert_eq!((next.source, next.remaining), (DecisionSource::Backend, 0));
     // Reset reaches both.
-    limiter.reset("k").await.unwrap();
-    assert_eq!(limiter.peek("k", 1).await.unwrap().remaining, 2);
+    limiter.reset(b"k").await.unwrap();
+    assert_eq!(limiter.peek(b"k", 1).await.unwrap().remaining, 2);
 }

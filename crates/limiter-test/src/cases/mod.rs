@@ -113,22 +113,22 @@ impl Subject {
     pub(crate) async fn try_acquire(
         &self,
         t_us: u64,
-        key: &str,
+        key: impl AsRef<[u8]>,
         cost: u64,
     ) -> Result<Decision, Error> {
         self.clock.set(t_us);
-        self.limiter.acquire(key, cost).await
+        self.limiter.acquire(key.as_ref(), cost).await
     }
 
     /// `peek` with the clock set to `t_us`.
     pub(crate) async fn try_peek(
         &self,
         t_us: u64,
-        key: &str,
+        key: impl AsRef<[u8]>,
         cost: u64,
     ) -> Result<Decision, Error> {
         self.clock.set(t_us);
-        self.limiter.peek(key, cost).await
+        self.limiter.peek(key.as_ref(), cost).await
     }
 
     /// Acquires each `(time, cost, expected)` in turn on one key and checks
@@ -144,20 +144,23 @@ impl Subject {
     }
 
     /// `acquire` at `t_us`, which must not fail.
-    pub(crate) async fn acquire(&self, t_us: u64, key: &str, cost: u64) -> Decision {
+    pub(crate) async fn acquire(&self, t_us: u64, key: impl AsRef<[u8]>, cost: u64) -> Decision {
+        let key = key.as_ref();
         let result = self.try_acquire(t_us, key, cost).await;
         self.decided(result, "acquire", t_us, key, cost)
     }
 
     /// `peek` at `t_us`, which must not fail.
-    pub(crate) async fn peek(&self, t_us: u64, key: &str, cost: u64) -> Decision {
+    pub(crate) async fn peek(&self, t_us: u64, key: impl AsRef<[u8]>, cost: u64) -> Decision {
+        let key = key.as_ref();
         let result = self.try_peek(t_us, key, cost).await;
         self.decided(result, "peek", t_us, key, cost)
     }
 
-    pub(crate) async fn reset(&self, key: &str) {
+    pub(crate) async fn reset(&self, key: impl AsRef<[u8]>) {
+        let key = key.as_ref();
         if let Err(e) = self.limiter.reset(key).await {
-            panic!("{}: reset({key:?}) failed: {e}", self.policy);
+            panic!("{}: reset({}) failed: {e}", self.policy, key.escape_ascii());
         }
     }
 
@@ -166,13 +169,14 @@ impl Subject {
         result: Result<Decision, Error>,
         op: &str,
         t_us: u64,
-        key: &str,
+        key: &[u8],
         cost: u64,
     ) -> Decision {
         let decision = result.unwrap_or_else(|e| {
             panic!(
-                "{}: {op}({key:?}, {cost}) at {t_us}µs failed: {e}",
-                self.policy
+                "{}: {op}({}, {cost}) at {t_us}µs failed: {e}",
+                self.policy,
+                key.escape_ascii()
             )
         });
         assert_eq!(

@@ -22,7 +22,7 @@ impl Model {
             None => {
                 let mut state = KeyState::fresh(policy);
                 let result = state.acquire(policy, t, cost);
-                if matches!(result, Ok(d) if d.allowed) {
+                if matches!(result, Ok(ref d) if d.allowed) {
                     self.keys.insert(key.to_owned(), state);
                 }
                 result

@@ -248,8 +248,8 @@ pub async fn reset_restores_the_full_quota<H: Harness>(harness: &H) {
         assert!(s.acquire(T0, "k", max).await.allowed);
         assert!(s.acquire(T0, "other", max).await.allowed);
         assert!(!s.acquire(T0 + 1, "k", 1).await.allowed, "{policy}");
-        s.reset("k").await;
-        s.reset("never-used").await;
+        s.reset(b"k").await;
+        s.reset(b"never-used").await;
         assert_eq!(
             s.peek(T0 + 1, "k", max).await,
             fresh,
@@ -266,7 +266,7 @@ pub async fn reset_restores_the_full_quota<H: Harness>(harness: &H) {
         );
         // A reset also drops the key's time: a request stamped earlier than
         // its last admission is decided at its own time again.
-        s.reset("k").await;
+        s.reset(b"k").await;
         assert_eq!(s.acquire(T0 + 1, "k", max).await, fresh, "{policy}");
     }
 }

@@ -107,8 +107,8 @@ pub async fn concurrent_acquires_under_a_policy_set_admit_exactly_the_tightest<H
             total, expected,
             "{policies}: admitted on one key by racing tasks"
         );
-        let after = limiter.peek_parts("hot", 1).await.expect("peek");
-        assert!(!after.decision.allowed, "{policies}: {after:?}");
+        let after = limiter.peek(b"hot", 1).await.expect("peek");
+        assert!(!after.allowed, "{policies}: {after:?}");
         // Every part counted exactly the admitted requests.
         let minute_or_hour = &after.parts()[1];
         let counted = policies[1].max_cost() - minute_or_hour.remaining;
@@ -128,7 +128,7 @@ pub async fn a_cost_above_any_parts_maximum_is_an_error<H: Harness>(harness: &H)
         .expect("valid policies");
     let (limiter, clock) = set_subject(harness, &policies).await;
     assert_eq!(policies.max_cost(), 5);
-    match limiter.acquire("k", 6).await {
+    match limiter.acquire(b"k", 6).await {
         Err(Error::CostExceedsCapacity {
             cost: 6,
             max_cost: 5,
@@ -136,9 +136,9 @@ pub async fn a_cost_above_any_parts_maximum_is_an_error<H: Harness>(harness: &H)
         other => panic!("{policies}: cost 6 gave {other:?}"),
     }
     clock.set(T0 + 1);
-    let decision = limiter.acquire("k", 5).await.expect("cost 5 fits");
+    let decision = limiter.acquire(b"k", 5).await.expect("cost 5 fits");
     assert!(decision.allowed && decision.remaining == 0, "{decision:?}");
-    let parts = limiter.peek_parts("k", 1).await.expect("peek");
+    let parts = limiter.peek(b"k", 1).await.expect("peek");
     assert_eq!(
         parts.parts()[1].remaining,
         95,

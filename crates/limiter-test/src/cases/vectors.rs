@@ -80,7 +80,7 @@ pub(crate) async fn replay_into(limiter: &dyn Limiter, clock: &ManualClock, trac
     for request in TraceReader::new(trace.as_bytes()) {
         let request = request.expect("vector traces are well formed");
         clock.set(request.time_us);
-        let result = limiter.acquire(&request.key, request.cost).await;
+        let result = limiter.acquire(request.key.as_bytes(), request.cost).await;
         let decision = outcome(result).ok();
         out.push_str(&decision_row(&request, decision.as_ref()));
         out.push('\n');
