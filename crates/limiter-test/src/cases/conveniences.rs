@@ -1,5 +1,5 @@
-//! The conveniences every `Limiter` gets: `acquire_one` and
-//! `LimiterExt::until_ready`.
+//! The conveniences every `Limiter` gets from `LimiterExt`: `acquire_fast`
+//! and `until_ready`.
 
 use std::time::Duration;
 
@@ -24,14 +24,19 @@ async fn until_ready_on_the_manual_clock(s: &Subject, cost: u64) -> (Decision, V
     (decision, slept)
 }
 
-/// `acquire_one` is `acquire` with a cost of one unit.
-pub async fn acquire_one_costs_one_unit<H: Harness>(harness: &H) {
+/// `acquire_fast` decides and commits as `acquire` does, through the fast
+/// path where the backend has one.
+pub async fn acquire_fast_answers_what_acquire_does<H: Harness>(harness: &H) {
     let policy = Policy::fixed_window(Rate::new(3, secs(10))).unwrap();
     let s = Subject::new(harness, &policy).await;
     s.clock.set(T0);
-    let decision = s.limiter.acquire(b"k", 1).await.unwrap();
-    assert!(decision.allowed);
-    assert_eq!(decision.remaining, 2);
+    for step in 0..4 {
+        let fast = s.limiter.acquire_fast(b"fast", 1).await.unwrap();
+        let slow = s.limiter.acquire(b"slow", 1).await.unwrap();
+        assert_eq!(fast, slow, "step {step}");
+        assert_eq!(fast.allowed, step < 3, "step {step}");
+    }
+    assert_eq!(s.limiter.peek(b"fast", 1).await.unwrap().remaining, 0);
 }
 
 /// `until_ready` sleeps for `retry_after` while denied, then for the leaky
