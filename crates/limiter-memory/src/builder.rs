@@ -1,4 +1,6 @@
-//! [`MemoryLimiterBuilder`]: the knobs of a [`MemoryLimiter`] and their defaults.
+//! Building a [`MemoryLimiter`]: [`MemoryLimiter::new`] and
+//! [`MemoryLimiter::builder`], and the [`MemoryLimiterBuilder`]'s knobs
+//! and their defaults.
 
 use std::time::Duration;
 
@@ -6,6 +8,24 @@ use limiter_core::{Clock, Policies};
 
 use crate::clock::{AnchoredClock, ClockSource};
 use crate::limiter::MemoryLimiter;
+use crate::store::Store;
+
+impl MemoryLimiter {
+    /// A limiter for `policies` (a [`Policy`](limiter_core::Policy), or a
+    /// tiered set of [`Policies`]) on the [`AnchoredClock`], with no cap
+    /// on keys and the default eviction delay (see
+    /// [`MemoryLimiterBuilder`]).
+    pub fn new(policies: impl Into<Policies>) -> Self {
+        Self::builder(policies).build()
+    }
+
+    /// A builder for a limiter of `policies` (a
+    /// [`Policy`](limiter_core::Policy), or a tiered set of [`Policies`]),
+    /// to set the clock, a cap on keys or the eviction delay.
+    pub fn builder(policies: impl Into<Policies>) -> MemoryLimiterBuilder {
+        MemoryLimiterBuilder::new(policies.into())
+    }
+}
 
 /// Builds a [`MemoryLimiter`]; every option has a default, so
 /// `MemoryLimiter::builder(policy).build()` equals `MemoryLimiter::new(policy)`.
@@ -27,11 +47,11 @@ use crate::limiter::MemoryLimiter;
 #[derive(Debug)]
 #[must_use = "a builder does nothing until `.build()`"]
 pub struct MemoryLimiterBuilder {
-    pub(crate) policies: Policies,
-    pub(crate) clock: ClockSource,
-    pub(crate) max_keys: Option<usize>,
-    pub(crate) max_key_bytes: usize,
-    pub(crate) eviction_delay_us: u64,
+    policies: Policies,
+    clock: ClockSource,
+    max_keys: Option<usize>,
+    max_key_bytes: usize,
+    eviction_delay_us: u64,
 }
 
 impl MemoryLimiterBuilder {
@@ -46,7 +66,7 @@ impl MemoryLimiterBuilder {
     /// fit). A longer key is stored as its SHA-256.
     pub const DEFAULT_MAX_KEY_BYTES: usize = 256;
 
-    pub(crate) fn new(policies: Policies) -> Self {
+    fn new(policies: Policies) -> Self {
         Self {
             policies,
             clock: ClockSource::Anchored(AnchoredClock::new()),
@@ -165,7 +185,13 @@ impl MemoryLimiterBuilder {
 
     /// The limiter.
     pub fn build(self) -> MemoryLimiter {
-        MemoryLimiter::from_builder(self)
+        MemoryLimiter::from_store(Store::new(
+            self.policies,
+            self.clock,
+            self.max_keys,
+            self.max_key_bytes,
+            self.eviction_delay_us,
+        ))
     }
 }
 

@@ -86,6 +86,7 @@ mod key_cap;
 mod limiter;
 mod map;
 mod memory_bound;
+mod store;
 mod sweep;
 
 pub use self::{builder::MemoryLimiterBuilder, clock::AnchoredClock, limiter::MemoryLimiter};

@@ -1,17 +1,14 @@
-//! [`MemoryLimiter`]: the API. The map and the decisions in it are in
-//! `map.rs`, the cap on keys in `key_cap.rs`, eviction in `sweep.rs`.
+//! [`MemoryLimiter`]: the API, a face over the [`Store`] (`store.rs`),
+//! which holds the keys and decides and evicts them; `builder.rs` builds
+//! one.
 
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use limiter_core::{Decision, Error, Limiter, Policies, Policy};
+use limiter_core::{Decision, Error, Limiter, Policies};
 
-use crate::builder::MemoryLimiterBuilder;
-use crate::clock::ClockSource;
-use crate::map::{with_map, with_single_map, Keys};
-use crate::sweep::Sweep;
+use crate::store::Store;
 
 /// A keyed in-process rate limiter: one algorithm state per key in a
 /// sharded [`DashMap`](dashmap::DashMap), every decision made by `limiter-core` under the
@@ -27,82 +24,82 @@ use crate::sweep::Sweep;
 /// use limiter_memory::MemoryLimiter;
 ///
 /// let limiter = MemoryLimiter::new(Policy::fixed_window(Rate::per_second(2))?);
-/// assert!(limiter.try_acquire(b"ip:10.0.0.1", 1)?.allowed);
+/// assert!(limiter.try_acquire("ip:10.0.0.1", 1)?.allowed);
 /// assert_eq!(limiter.len(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct MemoryLimiter {
-    pub(crate) policies: Policies,
-    /// The first (under one policy, the only) part, read on the hot path.
-    pub(crate) policy: Policy,
-    pub(crate) clock: ClockSource,
-    pub(crate) keys: Keys,
-    pub(crate) max_keys: Option<usize>,
-    pub(crate) max_key_bytes: usize,
-    pub(crate) eviction_delay_us: u64,
-    /// Keys held, counted when a slot is reserved (just before its insert).
-    pub(crate) held: AtomicUsize,
-    pub(crate) sweep: Sweep,
+    store: Store,
 }
 
 impl MemoryLimiter {
-    /// A limiter for `policies` (a [`Policy`], or a tiered set of
-    /// [`Policies`]) on the [`AnchoredClock`](crate::AnchoredClock), with no
-    /// cap on keys and the default eviction delay (see
-    /// [`MemoryLimiterBuilder`]).
-    pub fn new(policies: impl Into<Policies>) -> Self {
-        Self::builder(policies).build()
-    }
-
-    /// A builder for a limiter of `policies` (a [`Policy`], or a tiered set
-    /// of [`Policies`]), to set the clock, a cap on keys or the eviction
-    /// delay.
-    pub fn builder(policies: impl Into<Policies>) -> MemoryLimiterBuilder {
-        MemoryLimiterBuilder::new(policies.into())
-    }
-
-    pub(crate) fn from_builder(builder: MemoryLimiterBuilder) -> Self {
-        let MemoryLimiterBuilder {
-            policies,
-            clock,
-            max_keys,
-            max_key_bytes,
-            eviction_delay_us,
-        } = builder;
-        Self {
-            keys: Keys::new(&policies),
-            policy: policies[0].clone(),
-            policies,
-            clock,
-            max_keys,
-            max_key_bytes,
-            eviction_delay_us,
-            held: AtomicUsize::new(0),
-            sweep: Sweep::new(),
-        }
+    /// The limiter over `store`.
+    pub(crate) fn from_store(store: Store) -> Self {
+        Self { store }
     }
 
     /// The policies every key is limited by: one, or a tiered set whose
     /// parts must all admit a request (docs/spec.md section 7).
     pub fn policies(&self) -> &Policies {
-        &self.policies
+        self.store.policies()
     }
 
-    /// The cap on keys held, if any (see [`MemoryLimiterBuilder::max_keys`]).
+    /// The cap on keys held, if any (see [`MemoryLimiterBuilder::max_keys`](crate::MemoryLimiterBuilder::max_keys)).
     pub fn max_keys(&self) -> Option<usize> {
-        self.max_keys
+        self.store.max_keys()
     }
 
     /// The longest key stored as it is; a longer one is stored as its
-    /// digest (see [`MemoryLimiterBuilder::max_key_bytes`]).
+    /// digest (see [`MemoryLimiterBuilder::max_key_bytes`](crate::MemoryLimiterBuilder::max_key_bytes)).
     pub fn max_key_bytes(&self) -> usize {
-        self.max_key_bytes
+        self.store.max_key_bytes()
     }
 
     /// How long past its reset time a key is kept before it may be evicted
-    /// (see [`MemoryLimiterBuilder::eviction_delay`]).
+    /// (see [`MemoryLimiterBuilder::eviction_delay`](crate::MemoryLimiterBuilder::eviction_delay)).
     pub fn eviction_delay(&self) -> Duration {
-        Duration::from_micros(self.eviction_delay_us)
+        self.store.eviction_delay()
+    }
+
+    /// The most bytes one key holds, all counted: its share of the hash
+    /// table, its bytes on the heap (at most
+    /// [`max_key_bytes`](Self::max_key_bytes), or a 33-byte digest of a
+    /// longer key; a key up to 22 bytes is held in the entry) and its
+    /// state's heap (a sliding log's entries, a tiered set's parts), each
+    /// allocation counted with 32 bytes of allocator overhead.
+    ///
+    /// A sliding log holds at most one entry per distinct tick in its
+    /// window and one per unit admitted: at most the smaller of its limit
+    /// `L` and its window in ticks, 16 bytes each, in a deque whose
+    /// capacity doubles (so up to the next power of two, at least 4). The
+    /// other algorithms hold a fixed state in the entry (16 to 24 bytes).
+    /// So a `sliding-log:100/10s` key holds at most 128 entries, 2 KiB,
+    /// where a `fixed-window:100/10s` key holds no state on the heap.
+    ///
+    /// ```
+    /// use limiter_core::{Policy, Rate};
+    /// use limiter_memory::MemoryLimiter;
+    ///
+    /// let limiter = MemoryLimiter::builder(Policy::fixed_window(Rate::per_hour(100))?)
+    ///     .max_keys(100_000)
+    ///     .build();
+    /// // The key (256 bytes at most) and its share of the table.
+    /// assert!(limiter.max_bytes_per_key() < 600);
+    /// assert_eq!(limiter.max_bytes(), Some(100_000 * limiter.max_bytes_per_key()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn max_bytes_per_key(&self) -> usize {
+        self.store.max_bytes_per_key()
+    }
+
+    /// The most bytes the limiter's keys hold:
+    /// [`max_keys`](Self::max_keys) times
+    /// [`max_bytes_per_key`](Self::max_bytes_per_key), beyond the empty
+    /// limiter's own (a few KiB); `None` without a cap on keys, when it is
+    /// bounded by the keys active within their reset time alone.
+    pub fn max_bytes(&self) -> Option<usize> {
+        self.max_keys()
+            .map(|max_keys| max_keys.saturating_mul(self.max_bytes_per_key()))
     }
 
     /// Asks to admit a request of `cost` units on `key` now (by the
@@ -118,14 +115,11 @@ impl MemoryLimiter {
     /// [`Error::ZeroCost`], [`Error::CostExceedsCapacity`] and
     /// [`Error::TimeOutOfRange`] as in the core, none of which writes; and
     /// [`Error::Backend`] wrapping [`KeyLimitReached`](crate::KeyLimitReached) for a new key when
-    /// [`max_keys`](MemoryLimiterBuilder::max_keys) keys are held (live,
+    /// [`max_keys`](crate::MemoryLimiterBuilder::max_keys) keys are held (live,
     /// or expired and awaiting a sweep: see `max_keys`).
     #[inline]
     pub fn try_acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
-        with_single_map!(&self.keys,
-            map => self.try_acquire_in(map, key, cost),
-            set => self.try_acquire_in(set, key, cost)
-        )
+        self.store.try_acquire(key, cost)
     }
 
     /// [`try_acquire`](Self::try_acquire), answering only whether the
@@ -138,8 +132,7 @@ impl MemoryLimiter {
     /// As [`try_acquire`](Self::try_acquire).
     #[inline]
     pub fn try_acquire_allowed(&self, key: &[u8], cost: u64) -> Result<bool, Error> {
-        let now_us = self.clock.now_us();
-        with_map!(&self.keys, map => self.acquire_allowed_in(map, key, now_us, cost))
+        self.store.try_acquire_allowed(key, cost)
     }
 
     /// Answers what [`try_acquire`](Self::try_acquire) would, now, without
@@ -151,37 +144,23 @@ impl MemoryLimiter {
     /// As [`try_acquire`](Self::try_acquire), except that a full map is no
     /// error: a peek stores nothing.
     pub fn try_peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
-        let now_us = self.clock.now_us();
-        with_single_map!(&self.keys,
-            map => self.peek_in(map, key, now_us, cost),
-            set => self.peek_in(set, key, now_us, cost)
-        )
+        self.store.try_peek(key, cost)
     }
 
     /// Drops `key`'s state, so it starts again with a full quota; returns
     /// whether it was held. The synchronous form of [`Limiter::reset`].
     pub fn remove(&self, key: &[u8]) -> bool {
-        let key = self.stored_key(key);
-        let removed = with_map!(&self.keys, map => map.remove(key.as_bytes()).is_some());
-        if removed {
-            self.held.fetch_sub(1, Ordering::AcqRel);
-        }
-        removed
+        self.store.remove(key)
     }
 
     /// Drops every key's state.
     pub fn clear(&self) {
-        let mut removed = 0;
-        with_map!(&self.keys, map => map.retain(|_, _| {
-            removed += 1;
-            false
-        }));
-        self.held.fetch_sub(removed, Ordering::AcqRel);
+        self.store.clear();
     }
 
     /// The number of keys held (expired keys count until a sweep drops them).
     pub fn len(&self) -> usize {
-        self.held.load(Ordering::Acquire)
+        self.store.len()
     }
 
     /// Whether no key is held.
@@ -197,21 +176,18 @@ impl MemoryLimiter {
     /// (say, from a periodic task after a burst of one-off keys). Dropping
     /// never changes a decision while the clock moves forward (docs/spec.md rule 2.5).
     pub fn sweep_expired(&self) -> usize {
-        let _guard = self.sweep_lock();
-        let removed = self.sweep_locked(self.clock.now_us());
-        self.reschedule();
-        removed
+        self.store.sweep_expired()
     }
 }
 
 impl fmt::Debug for MemoryLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryLimiter")
-            .field("policies", &self.policies)
-            .field("clock", &self.clock)
+            .field("policies", self.policies())
+            .field("clock", self.store.clock())
             .field("keys_held", &self.len())
-            .field("max_keys", &self.max_keys)
-            .field("max_key_bytes", &self.max_key_bytes)
+            .field("max_keys", &self.max_keys())
+            .field("max_key_bytes", &self.max_key_bytes())
             .field("eviction_delay", &self.eviction_delay())
             .finish_non_exhaustive()
     }
@@ -220,7 +196,7 @@ impl fmt::Debug for MemoryLimiter {
 #[async_trait]
 impl Limiter for MemoryLimiter {
     fn policies(&self) -> &Policies {
-        &self.policies
+        self.store.policies()
     }
 
     async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
@@ -251,9 +227,9 @@ impl Limiter for MemoryLimiter {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use std::mem::size_of;
 
-    use limiter_core::{ManualClock, Rate};
+    use limiter_core::{ManualClock, Policy, Rate};
 
     use super::*;
 
@@ -300,41 +276,33 @@ mod tests {
     }
 
     #[test]
-    fn the_count_of_keys_held_matches_the_map_after_concurrent_churn() {
-        let clock = ManualClock::new(0);
-        let policy = Policy::fixed_window(Rate::per_second(3)).unwrap();
-        let limiter = Arc::new(
-            MemoryLimiter::builder(policy)
-                .clock(clock.clone())
-                .eviction_delay(Duration::ZERO)
-                .build(),
+    fn the_bound_grows_with_the_key_bound_and_is_capped_by_the_count() {
+        let policy = Policy::fixed_window(Rate::per_hour(10)).unwrap();
+        let short = MemoryLimiter::builder(policy.clone())
+            .max_key_bytes(16)
+            .build();
+        let long = MemoryLimiter::builder(policy.clone())
+            .max_key_bytes(1_000)
+            .build();
+        // Below the digest's 33 bytes, the digest is the longest key held.
+        assert_eq!(short.max_bytes_per_key(), 4 * 41 + 33 + 32);
+        assert_eq!(long.max_bytes_per_key(), 4 * 41 + 1_000 + 32);
+        assert_eq!(long.max_bytes(), None);
+        let capped = MemoryLimiter::builder(policy).max_keys(10).build();
+        assert_eq!(capped.max_bytes(), Some(10 * (4 * 41 + 256 + 32)));
+        let tiered = Policies::new([
+            Policy::token_bucket(Rate::per_second(5)).unwrap(),
+            Policy::sliding_log(Rate::per_minute(100)).unwrap(),
+        ])
+        .unwrap();
+        let set = MemoryLimiter::new(tiered);
+        assert_eq!(
+            set.max_bytes_per_key(),
+            4 * 49
+                + 256
+                + 32
+                + (2 * size_of::<limiter_core::backend::KeyState>() + 32)
+                + (128 * 16 + 32)
         );
-        let threads: Vec<_> = (0..4u64)
-            .map(|thread| {
-                let limiter = Arc::clone(&limiter);
-                let clock = clock.clone();
-                std::thread::spawn(move || {
-                    for i in 0..5_000u64 {
-                        let key = format!("k{}", (i * 7 + thread) % 3_000);
-                        limiter.try_acquire(key.as_bytes(), 1).unwrap();
-                        if i % 97 == 0 {
-                            limiter.remove(key.as_bytes());
-                        }
-                        if thread == 0 && i % 1_000 == 0 {
-                            clock.advance(Duration::from_millis(700));
-                        }
-                    }
-                })
-            })
-            .collect();
-        for thread in threads {
-            thread.join().unwrap();
-        }
-        let map_len = || with_map!(&limiter.keys, map => map.len());
-        assert_eq!(limiter.len(), map_len());
-        clock.advance(Duration::from_secs(2));
-        limiter.sweep_expired();
-        assert_eq!(limiter.len(), 0);
-        assert_eq!(map_len(), 0);
     }
 }

@@ -1,16 +1,15 @@
-//! What keys can cost: the most bytes one key holds, and with a cap on
-//! keys ([`max_keys`](crate::MemoryLimiterBuilder::max_keys)) the most the
-//! limiter holds, whatever keys clients choose.
+//! What keys can cost: the most bytes one key holds, whatever keys
+//! clients choose, which a cap on keys
+//! ([`max_keys`](crate::MemoryLimiterBuilder::max_keys)) multiplies into
+//! the most the limiter holds.
 
 use std::mem::size_of;
 
 use dashmap::DashMap;
 use limiter_core::backend::KeyState;
-use limiter_core::{Algorithm, Policy};
+use limiter_core::{Algorithm, Policies, Policy};
 
 use crate::key::DIGEST_KEY_BYTES;
-use crate::limiter::MemoryLimiter;
-use crate::map::with_map;
 
 /// What the allocator is counted to add to each heap allocation (glibc's
 /// malloc adds at most 23 bytes, rounding to 16 with an 8-byte header).
@@ -28,63 +27,27 @@ const LOG_ENTRY_BYTES: usize = 16;
 /// The fewest entries a sliding log's deque allocates room for.
 const LOG_MIN_CAPACITY: u64 = 4;
 
-impl MemoryLimiter {
-    /// The most bytes one key holds, all counted: its share of the hash
-    /// table, its bytes on the heap (at most
-    /// [`max_key_bytes`](Self::max_key_bytes), or a 33-byte digest of a
-    /// longer key; a key up to 22 bytes is held in the entry) and its
-    /// state's heap (a sliding log's entries, a tiered set's parts), each
-    /// allocation counted with 32 bytes of allocator overhead.
-    ///
-    /// A sliding log holds at most one entry per distinct tick in its
-    /// window and one per unit admitted: at most the smaller of its limit
-    /// `L` and its window in ticks, 16 bytes each, in a deque whose
-    /// capacity doubles (so up to the next power of two, at least 4). The
-    /// other algorithms hold a fixed state in the entry (16 to 24 bytes).
-    /// So a `sliding-log:100/10s` key holds at most 128 entries, 2 KiB,
-    /// where a `fixed-window:100/10s` key holds no state on the heap.
-    ///
-    /// ```
-    /// use limiter_core::{Policy, Rate};
-    /// use limiter_memory::MemoryLimiter;
-    ///
-    /// let limiter = MemoryLimiter::builder(Policy::fixed_window(Rate::per_hour(100))?)
-    ///     .max_keys(100_000)
-    ///     .build();
-    /// // The key (256 bytes at most) and its share of the table.
-    /// assert!(limiter.max_bytes_per_key() < 600);
-    /// assert_eq!(limiter.max_bytes(), Some(100_000 * limiter.max_bytes_per_key()));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn max_bytes_per_key(&self) -> usize {
-        let entry = with_map!(&self.keys, map => entry_bytes(map));
-        let table = TABLE_FACTOR.saturating_mul(entry + 1);
-        // A digest is on the heap (it is longer than the inline bytes).
-        let key = heap(self.max_key_bytes.max(DIGEST_KEY_BYTES));
-        let state = match self.policies.single() {
-            Some(policy) => log_bytes(policy),
-            // A tiered set boxes its parts, each a `KeyState`.
-            None => self.policies.iter().map(log_bytes).fold(
-                heap(self.policies.len() * size_of::<KeyState>()),
-                usize::saturating_add,
-            ),
-        };
-        table.saturating_add(key).saturating_add(state)
-    }
-
-    /// The most bytes the limiter's keys hold:
-    /// [`max_keys`](Self::max_keys) times
-    /// [`max_bytes_per_key`](Self::max_bytes_per_key), beyond the empty
-    /// limiter's own (a few KiB); `None` without a cap on keys, when it is
-    /// bounded by the keys active within their reset time alone.
-    pub fn max_bytes(&self) -> Option<usize> {
-        self.max_keys
-            .map(|max_keys| max_keys.saturating_mul(self.max_bytes_per_key()))
-    }
+/// The most bytes one key holds, all counted (the doc of
+/// `MemoryLimiter::max_bytes_per_key` details them): its share of the hash
+/// table, whose entries are `entry` bytes; its bytes on the heap, up to
+/// `max_key_bytes` or a digest; and its state's heap under `policies`.
+pub(crate) fn max_bytes_per_key(entry: usize, max_key_bytes: usize, policies: &Policies) -> usize {
+    let table = TABLE_FACTOR.saturating_mul(entry + 1);
+    // A digest is on the heap (it is longer than the inline bytes).
+    let key = heap(max_key_bytes.max(DIGEST_KEY_BYTES));
+    let state = match policies.single() {
+        Some(policy) => log_bytes(policy),
+        // A tiered set boxes its parts, each a `KeyState`.
+        None => policies.iter().map(log_bytes).fold(
+            heap(policies.len() * size_of::<KeyState>()),
+            usize::saturating_add,
+        ),
+    };
+    table.saturating_add(key).saturating_add(state)
 }
 
 /// The bytes of one of `map`'s entries: its key and its state.
-fn entry_bytes<K, V, S>(_: &DashMap<K, V, S>) -> usize {
+pub(crate) fn entry_bytes<K, V, S>(_: &DashMap<K, V, S>) -> usize {
     size_of::<(K, V)>()
 }
 
@@ -119,7 +82,7 @@ fn log_bytes(policy: &Policy) -> usize {
 mod tests {
     use std::time::Duration;
 
-    use limiter_core::{Policies, Rate};
+    use limiter_core::Rate;
 
     use super::*;
 
@@ -136,32 +99,5 @@ mod tests {
         assert_eq!(log_bytes(&ticks), 16 * 16 + 32);
         let bucket = Policy::token_bucket(Rate::per_second(1_000)).unwrap();
         assert_eq!(log_bytes(&bucket), 0);
-    }
-
-    #[test]
-    fn the_bound_grows_with_the_key_bound_and_is_capped_by_the_count() {
-        let policy = Policy::fixed_window(Rate::per_hour(10)).unwrap();
-        let short = MemoryLimiter::builder(policy.clone())
-            .max_key_bytes(16)
-            .build();
-        let long = MemoryLimiter::builder(policy.clone())
-            .max_key_bytes(1_000)
-            .build();
-        // Below the digest's 33 bytes, the digest is the longest key held.
-        assert_eq!(short.max_bytes_per_key(), 4 * 41 + 33 + 32);
-        assert_eq!(long.max_bytes_per_key(), 4 * 41 + 1_000 + 32);
-        assert_eq!(long.max_bytes(), None);
-        let capped = MemoryLimiter::builder(policy).max_keys(10).build();
-        assert_eq!(capped.max_bytes(), Some(10 * (4 * 41 + 256 + 32)));
-        let tiered = Policies::new([
-            Policy::token_bucket(Rate::per_second(5)).unwrap(),
-            Policy::sliding_log(Rate::per_minute(100)).unwrap(),
-        ])
-        .unwrap();
-        let set = MemoryLimiter::new(tiered);
-        assert_eq!(
-            set.max_bytes_per_key(),
-            4 * 49 + 256 + 32 + (2 * size_of::<KeyState>() + 32) + (128 * 16 + 32)
-        );
     }
 }
