@@ -3,14 +3,14 @@
 use std::collections::HashSet;
 use std::net::IpAddr;
 
-use crate::key::IpNet;
+use crate::cidr::IpNet;
 
 /// Addresses (blocks) and keys that skip limiting: the office, the health
 /// checker, a partner's API key. Neither the ban list nor the limiter is
 /// asked for them, and their responses carry no rate-limit headers.
 ///
 /// Addresses are matched against the client address the layer resolved
-/// (behind [trusted proxies](crate::RateLimitLayer::trusted_proxies)),
+/// (behind [trusted proxies](crate::LimiterLayer::trusted_proxies)),
 /// normalized: without its port, an IPv4-mapped IPv6 address as its IPv4
 /// address; the layer passes none for a trusted proxy standing in for a
 /// client no header named. Keys are matched against the whole key of the layer's

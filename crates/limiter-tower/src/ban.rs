@@ -124,9 +124,9 @@ impl Clock for SteadyClock {
 }
 
 /// Keys refused outright until their ban ends: checked by a
-/// [`RateLimitLayer`](crate::RateLimitLayer) before its limiter (a banned
+/// [`LimiterLayer`](crate::LimiterLayer) before its limiter (a banned
 /// request is not counted), answered 403 (or 429, see
-/// [`ban_status`](crate::RateLimitLayer::ban_status)) with `Retry-After`.
+/// [`ban_status`](crate::LimiterLayer::ban_status)) with `Retry-After`.
 ///
 /// A key is the layer's whole key, kind prefix included: `ip:203.0.113.7`,
 /// `header:<api key>` (see [`KeyExtractor`](crate::KeyExtractor)). A key
@@ -137,7 +137,7 @@ impl Clock for SteadyClock {
 ///
 /// ```
 /// use std::time::Duration;
-/// use limiter_tower::BanList;
+/// use limiter_tower::ban::BanList;
 ///
 /// # async fn run() -> Result<(), limiter_core::Error> {
 /// let bans = BanList::memory();
@@ -174,7 +174,7 @@ impl BanList {
     /// as `\0sha256:` and its digest's hex), which expires when the ban
     /// ends (Redis's clock decides). Every instance on that Redis sees every
     /// ban. A failed check (Redis down) bans no one: see
-    /// [`RateLimitLayer::bans`](crate::RateLimitLayer::bans).
+    /// [`LimiterLayer::bans`](crate::LimiterLayer::bans).
     #[cfg(feature = "redis")]
     pub fn redis(backend: &limiter_redis::RedisBackend, prefix: impl Into<String>) -> Self {
         Self::of(Store::Redis {
@@ -301,7 +301,7 @@ impl fmt::Debug for BanList {
 /// ```
 /// use std::time::Duration;
 /// use limiter_memory::MemoryLimiter;
-/// use limiter_tower::Penalty;
+/// use limiter_tower::ban::Penalty;
 ///
 /// let five_a_minute = MemoryLimiter::new("sliding-log:5/1m".parse::<limiter_core::Policy>()?);
 /// let penalty = Penalty::new(five_a_minute, Duration::from_secs(15 * 60));

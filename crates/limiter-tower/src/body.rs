@@ -22,7 +22,8 @@ use pin_project_lite::pin_project;
 /// ```
 /// use http_body_util::Empty;
 /// use bytes::Bytes;
-/// use limiter_tower::{RateLimitLayer, ResponseBody};
+/// use limiter_tower::body::ResponseBody;
+/// use limiter_tower::LimiterLayer;
 /// use tower::ServiceBuilder;
 /// # use limiter_memory::MemoryLimiter;
 /// # let limiter = MemoryLimiter::new("fixed-window:10/1s".parse::<limiter_core::Policy>()?);
@@ -31,7 +32,7 @@ use pin_project_lite::pin_project;
 /// # });
 ///
 /// let service = ServiceBuilder::new()
-///     .layer(RateLimitLayer::new(limiter))
+///     .layer(LimiterLayer::new(limiter))
 ///     .map_response(|response: http::Response<Empty<Bytes>>| {
 ///         response.map(ResponseBody::inner)
 ///     })

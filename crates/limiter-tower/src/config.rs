@@ -14,11 +14,12 @@ use limiter_memory::MemoryLimiter;
 use serde::Deserialize;
 
 use crate::ban::{BanList, Penalty};
-use crate::key::{is_route_key, Fallback, IpNet, KeyExtractor, KeyKindError};
-use crate::layer::RateLimitLayer;
-use crate::response::HeaderStyle;
+use crate::cidr::IpNet;
+use crate::headers::HeaderStyle;
+use crate::key::{is_route_key, Fallback, KeyExtractor, KeyKindError};
+use crate::layer::LimiterLayer;
 
-/// Named policies, each a [`RateLimitLayer`] to be: read from TOML, every
+/// Named policies, each a [`LimiterLayer`] to be: read from TOML, every
 /// entry checked before anything is served, so a typo fails the startup
 /// instead of leaving a route unlimited.
 ///
@@ -585,8 +586,8 @@ impl NamedPolicy {
         limiter: Arc<dyn Limiter>,
         bans: Option<BanList>,
         penalty_counter: Option<Arc<dyn Limiter>>,
-    ) -> RateLimitLayer {
-        let mut layer = RateLimitLayer::from_arc(limiter)
+    ) -> LimiterLayer {
+        let mut layer = LimiterLayer::from_arc(limiter)
             .key(self.key.clone())
             .trusted_proxies(self.trusted.iter().copied())
             .headers(self.headers)

@@ -12,7 +12,7 @@ use http::header::{HeaderName, CONTENT_TYPE};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 
 use crate::limited::Refusal;
-use crate::response::retry_after_secs;
+use crate::seconds::retry_after_secs;
 
 /// `grpc-status`: the call's status code.
 const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");

@@ -5,10 +5,10 @@
 //! use std::sync::Arc;
 //! use limiter_core::Policies;
 //! use limiter_memory::MemoryLimiter;
-//! use limiter_tower::{KeyExtractor, RateLimitLayer};
+//! use limiter_tower::{KeyExtractor, LimiterLayer};
 //!
 //! let tiers: Policies = "sliding-log:5/1s;sliding-log:100/1m".parse()?;
-//! let layer = RateLimitLayer::new(MemoryLimiter::new(tiers)).key(KeyExtractor::ip());
+//! let layer = LimiterLayer::new(MemoryLimiter::new(tiers)).key(KeyExtractor::ip());
 //! // Router::new().route("/login", post(login)).route_layer(layer)
 //! # let _ = layer;
 //! # Ok::<(), limiter_core::PolicyError>(())
@@ -31,10 +31,10 @@
 //!   `Retry-After` and `X-RateLimit-Degraded: fail-closed`; a fallback's
 //!   decision is reported with the legacy headers (its own numbers) and
 //!   `X-RateLimit-Degraded: fallback`; an error (`ReturnError`) answers `503`.
-//! - Allowlisted ([`RateLimitLayer::allow_ips`], [`allow_keys`](RateLimitLayer::allow_keys)):
+//! - Allowlisted ([`LimiterLayer::allow_ips`], [`allow_keys`](LimiterLayer::allow_keys)):
 //!   the inner service's response, no rate-limit headers, nothing counted.
-//! - Banned ([`BanList`], in memory or in Redis for every instance;
-//!   [`Penalty`] bans a key denied too often): `403` (or `429`) with
+//! - Banned ([`BanList`](ban::BanList), in memory or in Redis for every
+//!   instance; [`Penalty`](ban::Penalty) bans a key denied too often): `403` (or `429`) with
 //!   `Retry-After` until the ban ends, before the limiter counts anything.
 //! - Admitted by a leaky bucket with a `wait`: the inner service runs once
 //!   the wait is over, so output is smooth ([`Shaping`]; a wait beyond
@@ -46,7 +46,7 @@
 //!
 //! Every refusal (denied, banned, unavailable) can be answered by a
 //! function of yours instead, in your API's error format or as a gRPC
-//! status ([`RateLimitLayer::on_limited`], seeing a [`LimitedContext`]);
+//! status ([`LimiterLayer::on_limited`], seeing a [`LimitedContext`]);
 //! the layer's `Retry-After` and rate-limit headers are kept unless it sets
 //! them.
 //!
@@ -58,10 +58,11 @@
 //! rate-limit headers. With the `tonic` feature the IP key reads tonic's
 //! `TcpConnectInfo`.
 //!
-//! Each request is reported under the layer's [name](RateLimitLayer::name):
+//! Each request is reported under the layer's [name](LimiterLayer::name):
 //! a `tracing` event (target `limiter_tower`) with the outcome and, with the
-//! `metrics` feature, the counter [`METRIC_REQUESTS`] by `policy` and
-//! `outcome` and the histogram [`METRIC_DECISION_SECONDS`].
+//! `metrics` feature, the counter [`METRIC_REQUESTS`](metrics::METRIC_REQUESTS) by `policy` and
+//! `outcome` and the histogram
+//! [`METRIC_DECISION_SECONDS`](metrics::METRIC_DECISION_SECONDS).
 //!
 //! # Named policies
 //!
@@ -77,43 +78,49 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod allow;
-mod ban;
-mod body;
+pub mod ban;
+pub mod body;
+pub mod cidr;
+pub mod client_address;
 #[cfg(feature = "config")]
-mod config;
+pub mod config;
 mod decided;
+mod forwarded_headers;
+pub mod future;
 mod grpc;
-mod key;
+pub mod headers;
+mod ipv4_key;
+pub mod key;
 mod key_text;
 mod layer;
 mod limited;
+pub mod metrics;
+mod normalize;
 mod observe;
+mod pending;
+mod rate_headers;
 #[cfg(feature = "config")]
 mod registry;
 mod response;
+mod seconds;
+mod service;
+mod settings;
 mod shaping;
 #[cfg(feature = "config")]
 mod startup_warnings;
 
 pub use self::{
-    ban::{BanList, Penalty},
-    body::{RefusalBody, ResponseBody},
-    key::{
-        client_ip, normalize_ip, Fallback, IpNet, IpNetError, KeyExtractor, KeyKindError,
-        RequestView,
-    },
-    layer::{RateLimit, RateLimitLayer, ResponseFuture},
+    cidr::IpNet,
+    headers::HeaderStyle,
+    key::{Fallback, KeyExtractor, RequestView},
+    layer::LimiterLayer,
     limited::{LimitedContext, Refusal},
-    observe::{METRIC_BAN_CHECK_ERRORS, METRIC_DECISION_SECONDS, METRIC_REQUESTS},
-    response::{
-        HeaderStyle, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_DEGRADED, X_RATELIMIT_LIMIT,
-        X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
-    },
+    service::LimiterService,
     shaping::Shaping,
 };
 
 #[cfg(feature = "config")]
 pub use self::{
-    config::{Config, ConfigError, ConfigErrorKind},
+    config::{Config, ConfigError},
     registry::Registry,
 };

@@ -1,4 +1,4 @@
-//! [`RateLimitLayer::on_limited`](crate::RateLimitLayer::on_limited): a
+//! [`LimiterLayer::on_limited`](crate::LimiterLayer::on_limited): a
 //! function of the user's that answers the requests the layer refuses.
 
 use std::fmt;
@@ -20,13 +20,13 @@ pub enum Refusal {
     /// allows: the layer answers 429.
     Denied,
     /// The key is banned: the layer answers its
-    /// [`ban_status`](crate::RateLimitLayer::ban_status).
+    /// [`ban_status`](crate::LimiterLayer::ban_status).
     Banned,
     /// The limiter could not decide: fail-closed or an error, 503.
     Unavailable,
 }
 
-/// What an [`on_limited`](crate::RateLimitLayer::on_limited) function sees
+/// What an [`on_limited`](crate::LimiterLayer::on_limited) function sees
 /// of a refused request.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -45,7 +45,7 @@ pub struct LimitedContext<'a> {
     pub request: &'a Parts,
 }
 
-/// The function of [`on_limited`](crate::RateLimitLayer::on_limited).
+/// The function of [`on_limited`](crate::LimiterLayer::on_limited).
 pub(crate) type OnLimited = Arc<dyn Fn(&LimitedContext<'_>) -> Response<Bytes> + Send + Sync>;
 
 /// A refusal to be answered by the user's function, once the request is

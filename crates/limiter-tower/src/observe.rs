@@ -10,20 +10,11 @@ use std::sync::Arc;
 use limiter_core::{DecisionSource, Error};
 
 use crate::decided::Decided;
+#[cfg(feature = "metrics")]
+use crate::metrics::{METRIC_BAN_CHECK_ERRORS, METRIC_DECISION_SECONDS, METRIC_REQUESTS};
 
-/// Requests, by `policy` (the layer's [name](crate::RateLimitLayer::name))
-/// and `outcome`: `allowed`, `denied`, `banned`, `allowlisted`,
-/// `failed_open`, `failed_closed`, `error`, `missing_key` or `skipped`.
-pub const METRIC_REQUESTS: &str = "limiter_http_requests_total";
-/// Seconds from a request's arrival to the layer's answer (the ban check
-/// and the limiter; not a shaped request's wait, nor the inner service),
-/// by `policy`.
-pub const METRIC_DECISION_SECONDS: &str = "limiter_http_decision_seconds";
-/// Ban checks that failed (the ban store unreachable; the request then
-/// goes on to the limiter), by `policy`.
-pub const METRIC_BAN_CHECK_ERRORS: &str = "limiter_http_ban_check_errors_total";
-
-/// What became of a request, the `outcome` label of [`METRIC_REQUESTS`].
+/// What became of a request, the `outcome` label of
+/// [`METRIC_REQUESTS`](crate::metrics::METRIC_REQUESTS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
     /// Admitted by the limiter (or its fallback).

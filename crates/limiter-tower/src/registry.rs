@@ -1,4 +1,4 @@
-//! [`Registry`]: one [`RateLimitLayer`] per named policy of a [`Config`],
+//! [`Registry`]: one [`LimiterLayer`] per named policy of a [`Config`],
 //! on one backend, so routes refer to policies by name.
 
 use std::collections::BTreeMap;
@@ -8,12 +8,12 @@ use limiter_core::{Limiter, LimiterExt as _};
 
 use crate::ban::BanList;
 use crate::config::{Config, ConfigError, ConfigErrorKind};
-use crate::layer::RateLimitLayer;
+use crate::layer::LimiterLayer;
 
 /// The layers of a [`Config`]'s named policies, built once on a backend.
 ///
 /// Each name has its own limiter, so two names with the same limits and
-/// key still count apart, and its layer is [named](RateLimitLayer::name)
+/// key still count apart, and its layer is [named](LimiterLayer::name)
 /// after it in metrics and `tracing` events. A name that is not
 /// configured is an error at startup, where the router is built, never an
 /// unlimited route.
@@ -42,7 +42,7 @@ use crate::layer::RateLimitLayer;
 #[derive(Debug, Clone)]
 pub struct Registry {
     file: String,
-    layers: BTreeMap<String, RateLimitLayer>,
+    layers: BTreeMap<String, LimiterLayer>,
     bans: BTreeMap<String, BanList>,
 }
 
@@ -94,7 +94,7 @@ impl Registry {
     }
 
     /// Policy `name`'s layer, named after it, and its ban list if any.
-    fn add(&mut self, name: &str, layer: RateLimitLayer, bans: Option<BanList>) {
+    fn add(&mut self, name: &str, layer: LimiterLayer, bans: Option<BanList>) {
         self.layers.insert(name.to_owned(), layer.name(name));
         if let Some(bans) = bans {
             self.bans.insert(name.to_owned(), bans);
@@ -176,7 +176,7 @@ impl Registry {
 
     /// The layer of policy `name` (a clone: every clone shares the
     /// limiter), or an error naming the file and the missing entry.
-    pub fn layer(&self, name: &str) -> Result<RateLimitLayer, ConfigError> {
+    pub fn layer(&self, name: &str) -> Result<LimiterLayer, ConfigError> {
         self.layers.get(name).cloned().ok_or_else(|| {
             let names: Vec<&str> = self.layers.keys().map(String::as_str).collect();
             ConfigError::new(

@@ -7,7 +7,7 @@ use limiter_core::SetDecision;
 /// What a request admitted with a [`wait`](limiter_core::Decision::wait)
 /// (a leaky bucket's; zero for every other algorithm) does before the
 /// inner service runs. Set with
-/// [`RateLimitLayer::shaping`](crate::RateLimitLayer::shaping).
+/// [`LimiterLayer::shaping`](crate::LimiterLayer::shaping).
 ///
 /// Waiting is what makes a leaky bucket's output smooth: requests reach
 /// the inner service one interval apart however they arrive. The request

@@ -3,8 +3,8 @@
 
 use std::collections::HashSet;
 
+use crate::cidr::IpNet;
 use crate::config::Config;
-use crate::key::IpNet;
 
 /// Warns of each policy of `config` whose `trusted_proxies` or
 /// `allow_ips` holds every address, and of policies that trust different

@@ -10,13 +10,13 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use axum::{routing, Router};
 use http::StatusCode;
 use limiter_core::ManualClock;
-use limiter_tower::{KeyExtractor, RateLimitLayer};
+use limiter_tower::{KeyExtractor, LimiterLayer};
 use support::{client, get_with_bytes, limiter, serve, serve_router_on, Backend, HttpClient};
 
 /// One request a minute per key: a second request is denied unless allowlisted.
-async fn once_a_minute() -> RateLimitLayer {
+async fn once_a_minute() -> LimiterLayer {
     let clock = ManualClock::new(1_700_000_000_000_000);
-    RateLimitLayer::from_arc(limiter(Backend::Memory, "fixed-window:1/1m", &clock).await)
+    LimiterLayer::from_arc(limiter(Backend::Memory, "fixed-window:1/1m", &clock).await)
 }
 
 /// What three requests with `headers` got: `skipped` (200 without

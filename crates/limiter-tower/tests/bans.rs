@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use http::StatusCode;
 use limiter_core::{Limiter, ManualClock};
-use limiter_tower::{BanList, Penalty, RateLimitLayer};
+use limiter_tower::ban::{BanList, Penalty};
+use limiter_tower::LimiterLayer;
 use support::{
     client, fresh_prefix, get, get_with, limiter, redis_backend, redis_server, serve, Backend,
 };
@@ -30,9 +31,9 @@ fn ban_list(backend: Backend, prefix: &str) -> BanList {
 }
 
 /// A layer of 100 per 10 s on memory that checks `bans`.
-async fn layer_with(bans: &BanList) -> RateLimitLayer {
+async fn layer_with(bans: &BanList) -> LimiterLayer {
     let clock = ManualClock::new(T0);
-    RateLimitLayer::from_arc(limiter(Backend::Memory, "sliding-log:100/10s", &clock).await)
+    LimiterLayer::from_arc(limiter(Backend::Memory, "sliding-log:100/10s", &clock).await)
         .bans(bans.clone())
 }
 
@@ -210,12 +211,8 @@ async fn a_ban_in_redis_holds_on_every_instance() {
 
 /// One request a minute per key (on memory), and a ban of 10 minutes in
 /// `bans` for the third denial within a minute counted by `denials`.
-async fn penalized(
-    bans: BanList,
-    denials: Arc<dyn Limiter>,
-    clock: &ManualClock,
-) -> RateLimitLayer {
-    RateLimitLayer::from_arc(limiter(Backend::Memory, "fixed-window:1/1m", clock).await)
+async fn penalized(bans: BanList, denials: Arc<dyn Limiter>, clock: &ManualClock) -> LimiterLayer {
+    LimiterLayer::from_arc(limiter(Backend::Memory, "fixed-window:1/1m", clock).await)
         .bans(bans)
         .penalty(Penalty::from_arc(denials, Duration::from_secs(600)))
 }

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use axum::routing;
 use axum::Router;
 use http::StatusCode;
-use limiter_tower::{Config, ConfigError, ConfigErrorKind, Registry};
+use limiter_tower::config::ConfigErrorKind;
+use limiter_tower::{Config, ConfigError, Registry};
 use support::{client, fresh_prefix, get_path, redis_backend, redis_server, serve_router};
 
 /// A TOML file holding `text`, removed when dropped.

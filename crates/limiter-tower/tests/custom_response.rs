@@ -1,4 +1,4 @@
-//! `RateLimitLayer::on_limited` over HTTP: a user function answers every
+//! `LimiterLayer::on_limited` over HTTP: a user function answers every
 //! refusal (denied, banned, unavailable) with what it sees of the decision
 //! and the request, keeps the layer's `Retry-After` and rate-limit headers
 //! unless it sets them, and is never called for an admitted request.
@@ -13,7 +13,8 @@ use bytes::Bytes;
 use http::{Response, StatusCode};
 use limiter_core::{FailurePolicy, Limiter, ManualClock, Resilient};
 use limiter_test::Flaky;
-use limiter_tower::{BanList, LimitedContext, RateLimitLayer, Refusal};
+use limiter_tower::ban::BanList;
+use limiter_tower::{LimitedContext, LimiterLayer, Refusal};
 use support::{client, get, get_path, get_with, limiter, serve, Backend};
 
 /// A request time far from the epoch, in µs.
@@ -45,7 +46,7 @@ fn problem(ctx: &LimitedContext<'_>) -> Response<Bytes> {
 }
 
 /// `layer` answering refusals with [`problem`], counting its calls.
-fn counted(layer: RateLimitLayer, calls: &Arc<AtomicUsize>) -> RateLimitLayer {
+fn counted(layer: LimiterLayer, calls: &Arc<AtomicUsize>) -> LimiterLayer {
     let calls = Arc::clone(calls);
     layer.on_limited(move |ctx| {
         calls.fetch_add(1, Ordering::SeqCst);
@@ -59,7 +60,7 @@ async fn a_denial_is_answered_by_the_function_with_the_layers_headers() {
     let calls = Arc::new(AtomicUsize::new(0));
     let tiers = "sliding-log:2/10s;sliding-log:100/1m";
     let layer = counted(
-        RateLimitLayer::from_arc(limiter(Backend::Memory, tiers, &clock).await),
+        LimiterLayer::from_arc(limiter(Backend::Memory, tiers, &clock).await),
         &calls,
     );
     let addr = serve(layer).await;
@@ -104,7 +105,7 @@ async fn the_functions_own_headers_and_status_win() {
     let limiter = limiter(Backend::Memory, "sliding-log:1/1m", &clock).await;
     // A gRPC-style answer: HTTP 200 with grpc-status 8 (RESOURCE_EXHAUSTED)
     // for gRPC calls, the layer's own status for the others.
-    let layer = RateLimitLayer::from_arc(limiter).on_limited(|ctx| {
+    let layer = LimiterLayer::from_arc(limiter).on_limited(|ctx| {
         let grpc = ctx
             .request
             .headers
@@ -147,7 +148,7 @@ async fn a_ban_is_answered_by_the_function_without_a_decision() {
     let calls = Arc::new(AtomicUsize::new(0));
     let bans = BanList::memory();
     let layer = counted(
-        RateLimitLayer::from_arc(limiter(Backend::Memory, "sliding-log:100/10s", &clock).await)
+        LimiterLayer::from_arc(limiter(Backend::Memory, "sliding-log:100/10s", &clock).await)
             .bans(bans.clone()),
         &calls,
     );
@@ -182,9 +183,9 @@ async fn fail_closed_and_errors_are_answered_by_the_function() {
         Resilient::new(Arc::clone(&flaky), FailurePolicy::FailClosed)
             .probe_interval(Duration::ZERO),
     );
-    let closed_addr = serve(counted(RateLimitLayer::from_arc(closed), &calls)).await;
+    let closed_addr = serve(counted(LimiterLayer::from_arc(closed), &calls)).await;
     let error_addr = serve(counted(
-        RateLimitLayer::from_arc(Arc::clone(&flaky) as Arc<dyn Limiter>),
+        LimiterLayer::from_arc(Arc::clone(&flaky) as Arc<dyn Limiter>),
         &calls,
     ))
     .await;

@@ -12,7 +12,8 @@ use http::Response;
 use limiter_core::{FailurePolicy, Limiter, ManualClock, Policies, Resilient};
 use limiter_memory::MemoryLimiter;
 use limiter_test::Flaky;
-use limiter_tower::{BanList, KeyExtractor, RateLimitLayer};
+use limiter_tower::ban::BanList;
+use limiter_tower::{KeyExtractor, LimiterLayer};
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
 use tonic::{Code, Status};
@@ -37,7 +38,7 @@ fn limiter(policies: &str) -> Arc<dyn Limiter> {
 /// Serves the gRPC health service behind `layer` on 127.0.0.1, an
 /// ephemeral port, with tonic's own server (which records each
 /// connection's `TcpConnectInfo`).
-async fn serve(layer: RateLimitLayer) -> SocketAddr {
+async fn serve(layer: LimiterLayer) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (_reporter, health) = tonic_health::server::health_reporter();
@@ -77,7 +78,7 @@ fn metadata<'a>(status: &'a Status, name: &str) -> Option<&'a str> {
 #[tokio::test]
 async fn a_limit_of_n_admits_n_calls_and_exhausts_the_rest() {
     const N: usize = 5;
-    let layer = RateLimitLayer::new(limiter("sliding-log:5/2s")).key(KeyExtractor::global());
+    let layer = LimiterLayer::new(limiter("sliding-log:5/2s")).key(KeyExtractor::global());
     let mut client = client(serve(layer).await).await;
 
     let mut refused = Vec::new();
@@ -102,7 +103,7 @@ async fn a_limit_of_n_admits_n_calls_and_exhausts_the_rest() {
 
 #[tokio::test]
 async fn admitted_calls_pass_with_the_rate_limit_headers() {
-    let layer = RateLimitLayer::new(limiter("sliding-log:5/2s")).key(KeyExtractor::global());
+    let layer = LimiterLayer::new(limiter("sliding-log:5/2s")).key(KeyExtractor::global());
     let mut client = client(serve(layer).await).await;
 
     for remaining in ["4", "3"] {
@@ -117,7 +118,7 @@ async fn admitted_calls_pass_with_the_rate_limit_headers() {
 async fn the_ip_key_reads_tonics_peer_address_and_a_ban_exhausts() {
     let bans = BanList::memory();
     // The default key is the client address: tonic's TcpConnectInfo.
-    let layer = RateLimitLayer::new(limiter("sliding-log:100/1m")).bans(bans.clone());
+    let layer = LimiterLayer::new(limiter("sliding-log:100/1m")).bans(bans.clone());
     let mut client = client(serve(layer).await).await;
     assert_eq!(
         check(&mut client).await.unwrap(),
@@ -155,9 +156,9 @@ async fn fail_closed_and_limiter_errors_are_unavailable() {
         Resilient::new(Arc::clone(&flaky), FailurePolicy::FailClosed)
             .probe_interval(Duration::ZERO),
     );
-    let closed_layer = RateLimitLayer::from_arc(closed).key(KeyExtractor::global());
-    let error_layer = RateLimitLayer::from_arc(Arc::clone(&flaky) as Arc<dyn Limiter>)
-        .key(KeyExtractor::global());
+    let closed_layer = LimiterLayer::from_arc(closed).key(KeyExtractor::global());
+    let error_layer =
+        LimiterLayer::from_arc(Arc::clone(&flaky) as Arc<dyn Limiter>).key(KeyExtractor::global());
     let mut closed_client = client(serve(closed_layer).await).await;
     let mut error_client = client(serve(error_layer).await).await;
     flaky.set_failing(true);
@@ -187,7 +188,7 @@ async fn fail_closed_and_limiter_errors_are_unavailable() {
 
 #[tokio::test]
 async fn an_on_limited_function_still_decides_a_grpc_refusal() {
-    let layer = RateLimitLayer::new(limiter("sliding-log:1/2s"))
+    let layer = LimiterLayer::new(limiter("sliding-log:1/2s"))
         .key(KeyExtractor::global())
         .on_limited(|_| {
             Response::builder()
@@ -223,7 +224,7 @@ async fn over_tls_the_ip_key_reads_the_peer_address() {
 
     let bans = BanList::memory();
     // The default key: the client address.
-    let layer = RateLimitLayer::new(limiter("sliding-log:2/1m")).bans(bans.clone());
+    let layer = LimiterLayer::new(limiter("sliding-log:2/1m")).bans(bans.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (_reporter, health) = tonic_health::server::health_reporter();

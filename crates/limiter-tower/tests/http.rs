@@ -18,7 +18,7 @@ use http::{Request, StatusCode};
 use limiter_core::{Algorithm, Decision, FailurePolicy, Limiter, ManualClock, Policies, Resilient};
 use limiter_memory::MemoryLimiter;
 use limiter_test::Flaky;
-use limiter_tower::{HeaderStyle, KeyExtractor, RateLimitLayer, Shaping};
+use limiter_tower::{HeaderStyle, KeyExtractor, LimiterLayer, Shaping};
 use support::{
     client, get, get_path, get_with, limiter, load, request_path, serve, serve_router, Backend,
     HttpClient, Reply,
@@ -77,7 +77,7 @@ async fn load_on(
     concurrency: usize,
 ) -> BTreeMap<u16, usize> {
     let clock = ManualClock::new(T0);
-    let addr = serve(RateLimitLayer::from_arc(
+    let addr = serve(LimiterLayer::from_arc(
         limiter(backend, policy, &clock).await,
     ))
     .await;
@@ -123,7 +123,7 @@ async fn the_gin_case_admits_exactly_5_of_20_concurrent_on_redis() {
 #[tokio::test]
 async fn sliding_log_headers_equal_the_decision() {
     let clock = ManualClock::new(T0);
-    let addr = serve(RateLimitLayer::new(memory("sliding-log:2/10s", &clock))).await;
+    let addr = serve(LimiterLayer::new(memory("sliding-log:2/10s", &clock))).await;
     // A twin limiter on the same clock decides the same requests.
     let twin = memory("sliding-log:2/10s", &clock);
     let client = client();
@@ -185,7 +185,7 @@ async fn a_leased_decision_has_the_ietf_headers_and_no_degraded_marker() {
         .min_lease(10)
         .build();
     let leased = Arc::new(leased);
-    let addr = serve(RateLimitLayer::from_arc(leased.clone())).await;
+    let addr = serve(LimiterLayer::from_arc(leased.clone())).await;
     let client = client();
     let first = get(&client, addr).await;
     assert_eq!(first.status, StatusCode::OK);
@@ -214,7 +214,7 @@ async fn every_algorithms_headers_equal_the_decision(backend: Backend) {
         let clock = ManualClock::new(T0);
         let policy = format!("{}:3/10s", algorithm.name());
         // Headers, not shaping: a leaky bucket's admissions pass at once.
-        let layer = RateLimitLayer::from_arc(limiter(backend, &policy, &clock).await)
+        let layer = LimiterLayer::from_arc(limiter(backend, &policy, &clock).await)
             .shaping(Shaping::PassAtOnce);
         let addr = serve(layer).await;
         let twin = memory(&policy, &clock);
@@ -244,7 +244,7 @@ async fn every_algorithms_headers_equal_the_decision_on_redis() {
 async fn token_bucket_headers_equal_the_decision_and_json_is_answered_as_json() {
     let clock = ManualClock::new(T0);
     let policy = "token-bucket:1/2s,capacity=2";
-    let addr = serve(RateLimitLayer::new(memory(policy, &clock))).await;
+    let addr = serve(LimiterLayer::new(memory(policy, &clock))).await;
     let twin = memory(policy, &clock);
     let client = client();
 
@@ -285,7 +285,7 @@ async fn token_bucket_headers_equal_the_decision_and_json_is_answered_as_json() 
 #[tokio::test]
 async fn a_tiered_set_lists_both_policies_and_names_the_binding_one() {
     let clock = ManualClock::new(T0);
-    let addr = serve(RateLimitLayer::new(memory(
+    let addr = serve(LimiterLayer::new(memory(
         "sliding-log:2/1s;sliding-log:3/1m",
         &clock,
     )))
@@ -336,7 +336,7 @@ async fn header_styles_select_the_headers() {
     ];
     let client = client();
     for (style, legacy, ietf) in cases {
-        let layer = RateLimitLayer::new(memory("fixed-window:1/1m", &clock)).headers(style);
+        let layer = LimiterLayer::new(memory("fixed-window:1/1m", &clock)).headers(style);
         let addr = serve(layer).await;
         for expected in [StatusCode::OK, StatusCode::TOO_MANY_REQUESTS] {
             let reply = get(&client, addr).await;
@@ -370,7 +370,7 @@ async fn header_styles_select_the_headers() {
 #[tokio::test]
 async fn forwarded_for_from_an_untrusted_peer_is_ignored() {
     let clock = ManualClock::new(T0);
-    let addr = serve(RateLimitLayer::new(memory("sliding-log:2/10s", &clock))).await;
+    let addr = serve(LimiterLayer::new(memory("sliding-log:2/10s", &clock))).await;
     let client = client();
     // Each claims another address; all are 127.0.0.1, which trusts no proxy.
     let mut statuses = Vec::new();
@@ -398,7 +398,7 @@ async fn forwarded_for(client: &HttpClient, addr: SocketAddr, claimed: &str) -> 
 #[tokio::test]
 async fn behind_a_trusted_proxy_the_right_most_untrusted_address_is_the_key() {
     let clock = ManualClock::new(T0);
-    let layer = RateLimitLayer::new(memory("sliding-log:2/10s", &clock))
+    let layer = LimiterLayer::new(memory("sliding-log:2/10s", &clock))
         .trusted_proxies(["127.0.0.1".parse().unwrap(), "10.0.0.0/8".parse().unwrap()]);
     let addr = serve(layer).await;
     let client = client();
@@ -423,7 +423,7 @@ async fn behind_a_trusted_proxy_the_right_most_untrusted_address_is_the_key() {
 #[tokio::test]
 async fn rfc_7239_forwarded_is_ignored_from_an_untrusted_peer_and_walked_behind_a_trusted_one() {
     let clock = ManualClock::new(T0);
-    let direct = serve(RateLimitLayer::new(memory("sliding-log:2/10s", &clock))).await;
+    let direct = serve(LimiterLayer::new(memory("sliding-log:2/10s", &clock))).await;
     let client = client();
     let status = async |addr, headers| get_with(&client, addr, headers).await.status;
     // 127.0.0.1 trusts no proxy: every claim is 127.0.0.1's.
@@ -440,7 +440,7 @@ async fn rfc_7239_forwarded_is_ignored_from_an_untrusted_peer_and_walked_behind_
         StatusCode::TOO_MANY_REQUESTS
     );
 
-    let layer = RateLimitLayer::new(memory("sliding-log:2/10s", &clock))
+    let layer = LimiterLayer::new(memory("sliding-log:2/10s", &clock))
         .trusted_proxies(["127.0.0.1".parse().unwrap(), "10.0.0.0/8".parse().unwrap()]);
     let proxied = serve(layer).await;
     assert_eq!(
@@ -479,7 +479,7 @@ async fn rfc_7239_forwarded_is_ignored_from_an_untrusted_peer_and_walked_behind_
 #[tokio::test]
 async fn with_ipv6_prefix_64_the_addresses_of_one_network_share_a_budget() {
     let clock = ManualClock::new(T0);
-    let layer = RateLimitLayer::new(memory("sliding-log:2/10s", &clock))
+    let layer = LimiterLayer::new(memory("sliding-log:2/10s", &clock))
         .key(KeyExtractor::ip().ipv6_prefix(64))
         .trusted_proxies(["127.0.0.1".parse().unwrap()]);
     let addr = serve(layer).await;
@@ -497,7 +497,7 @@ async fn with_ipv6_prefix_64_the_addresses_of_one_network_share_a_budget() {
 #[tokio::test]
 async fn the_route_key_is_the_method_and_the_matched_route() {
     let clock = ManualClock::new(T0);
-    let layer = RateLimitLayer::new(memory("sliding-log:2/10s", &clock)).key(KeyExtractor::route());
+    let layer = LimiterLayer::new(memory("sliding-log:2/10s", &clock)).key(KeyExtractor::route());
     let addr = serve_router(
         Router::new()
             .route("/users/{id}", routing::get(|| async { "user" }))
@@ -534,7 +534,7 @@ async fn the_route_key_is_the_method_and_the_matched_route() {
 #[tokio::test]
 async fn a_header_key_rejects_or_falls_back_to_the_address() {
     let clock = ManualClock::new(T0);
-    let strict = RateLimitLayer::new(memory("sliding-log:1/10s", &clock))
+    let strict = LimiterLayer::new(memory("sliding-log:1/10s", &clock))
         .key(KeyExtractor::header("x-api-key"));
     let addr = serve(strict).await;
     let client = client();
@@ -560,7 +560,7 @@ async fn a_header_key_rejects_or_falls_back_to_the_address() {
         StatusCode::OK
     );
 
-    let lenient = RateLimitLayer::new(memory("sliding-log:1/10s", &clock))
+    let lenient = LimiterLayer::new(memory("sliding-log:1/10s", &clock))
         .key(KeyExtractor::header("x-api-key").or_ip());
     let addr = serve(lenient).await;
     assert_eq!(get(&client, addr).await.status, StatusCode::OK);
@@ -575,7 +575,7 @@ async fn a_header_key_rejects_or_falls_back_to_the_address() {
 
     // Skip, by choice only: without the header nothing is limited or
     // reported; with it, the header's limit holds.
-    let skipping = RateLimitLayer::new(memory("sliding-log:1/10s", &clock))
+    let skipping = LimiterLayer::new(memory("sliding-log:1/10s", &clock))
         .key(KeyExtractor::header("x-api-key").or_skip());
     let addr = serve(skipping).await;
     for _ in 0..3 {
@@ -596,7 +596,7 @@ async fn a_header_key_rejects_or_falls_back_to_the_address() {
 #[tokio::test]
 async fn a_custom_key_and_the_global_key() {
     let clock = ManualClock::new(T0);
-    let by_path = RateLimitLayer::new(memory("sliding-log:1/10s", &clock))
+    let by_path = LimiterLayer::new(memory("sliding-log:1/10s", &clock))
         .key(KeyExtractor::custom(|req| Some(req.uri.path().to_owned())));
     let addr = serve(by_path).await;
     let client = client();
@@ -606,8 +606,7 @@ async fn a_custom_key_and_the_global_key() {
         StatusCode::TOO_MANY_REQUESTS
     );
 
-    let global =
-        RateLimitLayer::new(memory("sliding-log:1/10s", &clock)).key(KeyExtractor::global());
+    let global = LimiterLayer::new(memory("sliding-log:1/10s", &clock)).key(KeyExtractor::global());
     let addr = serve(global).await;
     assert_eq!(get(&client, addr).await.status, StatusCode::OK);
     let spoof = [("x-forwarded-for", "1.2.3.4")];
@@ -622,7 +621,7 @@ async fn without_a_peer_address_the_ip_key_answers_500_not_unlimited() {
     let clock = ManualClock::new(T0);
     let router = Router::new()
         .route("/", routing::get(|| async { "ok" }))
-        .layer(RateLimitLayer::new(memory("sliding-log:1/10s", &clock)));
+        .layer(LimiterLayer::new(memory("sliding-log:1/10s", &clock)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     // No ConnectInfo: the peer address is not recorded.
@@ -641,7 +640,7 @@ async fn flaky_server(policy: Option<FailurePolicy>) -> (Arc<Flaky>, SocketAddr)
         }
         None => Arc::clone(&flaky) as Arc<dyn Limiter>,
     };
-    (flaky, serve(RateLimitLayer::from_arc(limiter)).await)
+    (flaky, serve(LimiterLayer::from_arc(limiter)).await)
 }
 
 #[tokio::test]
@@ -723,10 +722,10 @@ async fn a_router_default_and_a_stricter_route_layer_both_apply() {
         .route(
             "/login",
             routing::get(|| async { "login" })
-                .route_layer(RateLimitLayer::new(memory("sliding-log:1/10s", &clock))),
+                .route_layer(LimiterLayer::new(memory("sliding-log:1/10s", &clock))),
         )
         .route("/", routing::get(|| async { "ok" }))
-        .layer(RateLimitLayer::new(memory("sliding-log:3/10s", &clock)));
+        .layer(LimiterLayer::new(memory("sliding-log:3/10s", &clock)));
     let addr = serve_router(router).await;
     let client = client();
     let login = |client: HttpClient| async move { get_path(&client, addr, "/login", &[]).await };
@@ -772,9 +771,9 @@ async fn stacked_layers_show_the_numbers_of_the_one_that_binds() {
         .route(
             "/",
             routing::get(|| async { "ok" })
-                .route_layer(RateLimitLayer::new(inner).headers(HeaderStyle::Legacy)),
+                .route_layer(LimiterLayer::new(inner).headers(HeaderStyle::Legacy)),
         )
-        .layer(RateLimitLayer::new(memory("sliding-log:2/10s", &clock)).headers(HeaderStyle::Ietf));
+        .layer(LimiterLayer::new(memory("sliding-log:2/10s", &clock)).headers(HeaderStyle::Ietf));
     let addr = serve_router(router).await;
     let client = client();
     // The outer limit, 2 per 10 s, binds: its IETF headers, not the
@@ -799,7 +798,7 @@ async fn stacked_layers_show_the_numbers_of_the_one_that_binds() {
 #[tokio::test]
 async fn stacked_layers_list_every_policy_that_applied_and_the_binding_state() {
     let clock = ManualClock::new(T0);
-    let per_user = RateLimitLayer::new(memory("fixed-window:3/1m", &clock))
+    let per_user = LimiterLayer::new(memory("fixed-window:3/1m", &clock))
         .key(KeyExtractor::header("x-user-id"));
     let router = Router::new()
         .route(
@@ -807,7 +806,7 @@ async fn stacked_layers_list_every_policy_that_applied_and_the_binding_state() {
             routing::get(|| async { "you" }).route_layer(per_user),
         )
         .route("/", routing::get(|| async { "ok" }))
-        .layer(RateLimitLayer::new(memory("sliding-log:4/10s", &clock)));
+        .layer(LimiterLayer::new(memory("sliding-log:4/10s", &clock)));
     let addr = serve_router(router).await;
     let client = client();
     let me = |client: HttpClient| async move {
@@ -902,7 +901,7 @@ async fn the_same_layer_on_a_hyper_server_with_a_socket_addr_extension() {
     use tower::{Layer, Service};
 
     let clock = ManualClock::new(T0);
-    let limited = RateLimitLayer::new(memory("sliding-log:2/10s", &clock)).layer(Hello);
+    let limited = LimiterLayer::new(memory("sliding-log:2/10s", &clock)).layer(Hello);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -945,12 +944,12 @@ async fn the_same_layer_on_a_hyper_server_with_a_socket_addr_extension() {
 #[tokio::test]
 async fn an_inner_body_of_another_type_goes_through_response_body() {
     use http_body_util::{BodyExt, Empty};
-    use limiter_tower::ResponseBody;
+    use limiter_tower::body::ResponseBody;
     use tower::{ServiceBuilder, ServiceExt};
 
     let clock = ManualClock::new(T0);
     let service = ServiceBuilder::new()
-        .layer(RateLimitLayer::new(memory("fixed-window:1/10s", &clock)))
+        .layer(LimiterLayer::new(memory("fixed-window:1/10s", &clock)))
         .map_response(|response: http::Response<Empty<Bytes>>| response.map(ResponseBody::inner))
         .service_fn(|_: Request<()>| async {
             Ok::<_, std::convert::Infallible>(http::Response::new(Empty::<Bytes>::new()))
@@ -979,7 +978,7 @@ async fn a_fallback_decision_is_reported_with_its_own_numbers_and_marked() {
     let share: Arc<dyn Limiter> = Arc::new(memory("sliding-log:1/10s", &clock));
     let limiter = Resilient::new(Arc::clone(&flaky), FailurePolicy::Fallback(share))
         .probe_interval(Duration::ZERO);
-    let addr = serve(RateLimitLayer::new(limiter)).await;
+    let addr = serve(LimiterLayer::new(limiter)).await;
     let client = client();
     flaky.set_failing(true);
     let admitted = get(&client, addr).await;
@@ -1038,10 +1037,7 @@ fn parse_sf_list(value: &str) -> Vec<(String, Vec<(String, u64)>)> {
 async fn the_ietf_headers_follow_the_structured_field_grammar(backend: Backend) {
     let clock = ManualClock::new(T0);
     let set = "token-bucket:3/250ms,capacity=6;sliding-log:10/1m;leaky-bucket:5/1s,queue=10";
-    let addr = serve(RateLimitLayer::from_arc(
-        limiter(backend, set, &clock).await,
-    ))
-    .await;
+    let addr = serve(LimiterLayer::from_arc(limiter(backend, set, &clock).await)).await;
     let reply = get(&client(), addr).await;
     let policy = parse_sf_list(reply.header("ratelimit-policy").unwrap());
     let expected: Vec<(String, Vec<(String, u64)>)> = [
@@ -1102,7 +1098,7 @@ async fn retry_after_never_points_earlier_than_t(backend: Backend) {
     sets.push("token-bucket:2/1s,capacity=4;sliding-log:5/10s;fixed-window:8/1m".to_owned());
     for set in sets {
         let clock = ManualClock::new(T0);
-        let layer = RateLimitLayer::from_arc(limiter(backend, &set, &clock).await)
+        let layer = LimiterLayer::from_arc(limiter(backend, &set, &clock).await)
             .shaping(Shaping::PassAtOnce);
         let addr = serve(layer).await;
         let mut refusals = 0;

@@ -12,20 +12,20 @@ use axum::routing;
 use axum::Router;
 use http::{Request, StatusCode};
 use limiter_memory::MemoryLimiter;
-use limiter_tower::{KeyExtractor, RateLimitLayer};
+use limiter_tower::{KeyExtractor, LimiterLayer};
 use support::events::Events;
 use tower::ServiceExt;
 use tracing::Level;
 
 /// `GET /` (200 "ok") behind `layer`.
-fn app(layer: RateLimitLayer) -> Router {
+fn app(layer: LimiterLayer) -> Router {
     Router::new()
         .route("/", routing::get(|| async { "ok" }))
         .layer(layer)
 }
 
-fn layer(policy: &str) -> RateLimitLayer {
-    RateLimitLayer::new(MemoryLimiter::new(
+fn layer(policy: &str) -> LimiterLayer {
+    LimiterLayer::new(MemoryLimiter::new(
         policy.parse::<limiter_core::Policy>().unwrap(),
     ))
 }

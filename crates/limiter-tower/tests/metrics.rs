@@ -12,9 +12,9 @@ use std::time::Duration;
 use http::StatusCode;
 use limiter_core::{FailurePolicy, Limiter, ManualClock, Resilient};
 use limiter_test::Flaky;
-use limiter_tower::{
-    BanList, KeyExtractor, RateLimitLayer, METRIC_DECISION_SECONDS, METRIC_REQUESTS,
-};
+use limiter_tower::ban::BanList;
+use limiter_tower::metrics::{METRIC_DECISION_SECONDS, METRIC_REQUESTS};
+use limiter_tower::{KeyExtractor, LimiterLayer};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use support::{client, get, get_with, limiter, serve, Backend};
 
@@ -115,12 +115,11 @@ async fn allowed_denied_banned_allowlisted_missing_and_skipped_keys_are_counted(
     recorder();
     let clock = ManualClock::new(1_700_000_000_000_000);
     let bans = BanList::memory();
-    let layer =
-        RateLimitLayer::from_arc(limiter(Backend::Memory, "sliding-log:2/10s", &clock).await)
-            .name("login")
-            .key(KeyExtractor::header("x-user"))
-            .allow_keys(["header:robot"])
-            .bans(bans.clone());
+    let layer = LimiterLayer::from_arc(limiter(Backend::Memory, "sliding-log:2/10s", &clock).await)
+        .name("login")
+        .key(KeyExtractor::header("x-user"))
+        .allow_keys(["header:robot"])
+        .bans(bans.clone());
     let addr = serve(layer).await;
     let client = client();
     let user = |name: &'static str| [("x-user", name)];
@@ -157,7 +156,7 @@ async fn allowed_denied_banned_allowlisted_missing_and_skipped_keys_are_counted(
 
     // A key skipped by choice is counted as such, not as missing.
     let skipping =
-        RateLimitLayer::from_arc(limiter(Backend::Memory, "sliding-log:2/10s", &clock).await)
+        LimiterLayer::from_arc(limiter(Backend::Memory, "sliding-log:2/10s", &clock).await)
             .name("anonymous")
             .key(KeyExtractor::header("x-user").or_skip());
     let addr = serve(skipping).await;
@@ -183,7 +182,7 @@ async fn failed_open_failed_closed_and_errors_are_counted() {
             }
             None => Arc::clone(&flaky) as Arc<dyn Limiter>,
         };
-        let addr = serve(RateLimitLayer::from_arc(limiter).name(name)).await;
+        let addr = serve(LimiterLayer::from_arc(limiter).name(name)).await;
         let client = client();
         get(&client, addr).await;
         flaky.set_failing(true);

@@ -14,7 +14,8 @@ use http::StatusCode;
 use limiter_core::{FailurePolicy, LimiterExt, Policy};
 use limiter_redis::RedisLimiter;
 use limiter_test::redis_server::RedisServer;
-use limiter_tower::{BanList, RateLimitLayer};
+use limiter_tower::ban::BanList;
+use limiter_tower::LimiterLayer;
 use support::{client, fresh_prefix, get, redis_backend, serve};
 
 /// One answered request: when it started and ended, its status and its
@@ -43,7 +44,7 @@ async fn redis_killed_during_load(policy: FailurePolicy, status: StatusCode, deg
         .unwrap()
         .on_failure(policy)
         .probe_interval(Duration::from_millis(100));
-    let layer = RateLimitLayer::new(limiter).bans(BanList::redis(&backend, fresh_prefix("ban")));
+    let layer = LimiterLayer::new(limiter).bans(BanList::redis(&backend, fresh_prefix("ban")));
     let addr = serve(layer).await;
 
     let stop = Arc::new(AtomicBool::new(false));

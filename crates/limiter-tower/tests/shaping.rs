@@ -12,7 +12,7 @@ use axum::{routing, Router};
 use limiter_core::{Limiter, ManualClock, Policy};
 use limiter_memory::MemoryLimiter;
 use limiter_redis::RedisLimiter;
-use limiter_tower::{KeyExtractor, RateLimitLayer, Shaping};
+use limiter_tower::{KeyExtractor, LimiterLayer, Shaping};
 use support::{
     client, fresh_prefix, get_with, load, redis_backend, redis_server, serve, serve_router,
 };
@@ -57,7 +57,7 @@ async fn twenty_requests_100_ms_apart(limiter: Arc<dyn Limiter>) {
                 async { "ok" }
             }),
         )
-        .layer(RateLimitLayer::from_arc(limiter).key(KeyExtractor::global()));
+        .layer(LimiterLayer::from_arc(limiter).key(KeyExtractor::global()));
     let addr = serve_router(router).await;
 
     let start = Instant::now();
@@ -102,7 +102,7 @@ async fn a_wait_beyond_the_maximum_is_denied() {
     let clock = ManualClock::new(1_700_000_000_000_000);
     let policy: Policy = "leaky-bucket:10/1s,queue=20".parse().unwrap();
     let limiter = MemoryLimiter::builder(policy).clock(clock).build();
-    let layer = RateLimitLayer::new(limiter)
+    let layer = LimiterLayer::new(limiter)
         .key(KeyExtractor::global())
         .shaping(Shaping::WaitAtMost(Duration::from_millis(250)));
     let addr = serve(layer).await;
@@ -117,7 +117,7 @@ async fn a_client_that_waits_the_retry_after_of_a_wait_too_long_is_admitted() {
     let policy: Policy = "leaky-bucket:1/1s,queue=10".parse().unwrap();
     let limiter = MemoryLimiter::builder(policy).clock(clock.clone()).build();
     let max = Duration::from_millis(500);
-    let layer = RateLimitLayer::new(limiter)
+    let layer = LimiterLayer::new(limiter)
         .key(KeyExtractor::global())
         .shaping(Shaping::WaitAtMost(max));
     let addr = serve(layer).await;
@@ -150,7 +150,7 @@ async fn passing_at_once_does_not_wait() {
     let clock = ManualClock::new(1_700_000_000_000_000);
     let policy: Policy = "leaky-bucket:1/1s,queue=5".parse().unwrap();
     let limiter = MemoryLimiter::builder(policy).clock(clock).build();
-    let layer = RateLimitLayer::new(limiter)
+    let layer = LimiterLayer::new(limiter)
         .key(KeyExtractor::global())
         .shaping(Shaping::PassAtOnce);
     let addr = serve(layer).await;

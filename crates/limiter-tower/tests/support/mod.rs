@@ -21,13 +21,13 @@ use limiter_core::{Limiter, ManualClock, Policies};
 use limiter_memory::MemoryLimiter;
 use limiter_redis::{RedisBackend, RedisLimiter};
 use limiter_test::redis_server::RedisServer;
-use limiter_tower::RateLimitLayer;
+use limiter_tower::LimiterLayer;
 
 pub type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 
 /// Serves `GET /` (200 "ok") behind `layer` on 127.0.0.1, an ephemeral
 /// port, recording each connection's peer address as axum's `ConnectInfo`.
-pub async fn serve(layer: RateLimitLayer) -> SocketAddr {
+pub async fn serve(layer: LimiterLayer) -> SocketAddr {
     serve_router(
         Router::new()
             .route("/", routing::get(|| async { "ok" }))

@@ -1,0 +1,150 @@
+//! [`LimiterService`]: the [`tower::Service`] a [`LimiterLayer`](crate::LimiterLayer)
+//! wraps a route in, and its `call`: a request keyed, then let through,
+//! refused, or decided by the limiter.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use tower::Service;
+
+use crate::body::RefusalBody;
+use crate::client_address::{peer_addr, resolve_client, Client};
+use crate::future::ResponseFuture;
+use crate::key::{Missing, RequestView};
+use crate::observe::{Outcome, Timer};
+use crate::pending::{decide_later, follow_up_later, Decide, Pending};
+use crate::rate_headers::RateHeaders;
+use crate::response::{accepts_json, missing_key, missing_peer, Verdict};
+use crate::settings::Settings;
+
+/// The service of a [`LimiterLayer`]: asks the limiter, then calls
+/// `inner` or answers 429 (or 403, 503, 401, 500; see the crate docs).
+#[derive(Debug, Clone)]
+pub struct LimiterService<S> {
+    inner: S,
+    config: Arc<Settings>,
+}
+
+impl<S> LimiterService<S> {
+    /// `inner`, limited as `config` says.
+    pub(crate) fn new(inner: S, config: Arc<Settings>) -> Self {
+        Self { inner, config }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S, B, ResB> Service<Request<B>> for LimiterService<S>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone,
+    ResB: RefusalBody,
+{
+    type Response = Response<ResB>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, S, B>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let timer = Timer::start();
+        let config = &self.config;
+        let client = peer_addr(req.extensions())
+            .map(|peer| resolve_client(peer, req.headers(), &config.trusted));
+        let ip: Option<IpAddr> = client.map(|client| client.ip);
+        let allowlistable = client.and_then(Client::allowlistable);
+        let view = RequestView {
+            method: req.method(),
+            uri: req.uri(),
+            headers: req.headers(),
+            extensions: req.extensions(),
+            client_ip: ip,
+        };
+        let key = match config.key.key(&view) {
+            Ok(key) => key,
+            // An allowlisted address passes before its missing key is held
+            // against it.
+            Err(_) if config.allow.allows_ip(allowlistable) => {
+                config.observer.record(Outcome::Allowlisted, timer);
+                return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());
+            }
+            Err(Missing::Skip) => {
+                config.observer.record(Outcome::Skipped, timer);
+                return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());
+            }
+            Err(Missing::Key) => {
+                config.observer.record(Outcome::MissingKey, timer);
+                return ResponseFuture::done(missing_key(
+                    accepts_json(req.headers()),
+                    config.key.challenge(),
+                ));
+            }
+            Err(Missing::PeerAddress) => {
+                config.observer.missing_peer_address();
+                config.observer.record(Outcome::MissingKey, timer);
+                return ResponseFuture::done(missing_peer(accepts_json(req.headers())));
+            }
+        };
+        config.observer.keyed(&key, ip, config.mask_addresses);
+        if config.allow.allows(allowlistable, &key) {
+            config.observer.record(Outcome::Allowlisted, timer);
+            return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());
+        }
+        let request = Pending {
+            config: &**config,
+            key,
+            reply: req.headers(),
+            timer,
+        };
+        // Synchronously as far as every part decides in process (no bans
+        // or in-process bans, a limiter of one policy in process): no
+        // future, no allocation beyond the key.
+        let banned_now = match &config.bans {
+            None => Some(None),
+            Some(bans) => bans.banned_for_now(&request.key),
+        };
+        let decide: Decide = match banned_now {
+            None => decide_later(config, request, true),
+            Some(banned) => {
+                if let Some(verdict) = request.ban_verdict(Ok(banned)) {
+                    return answer_now(&mut self.inner, verdict, req);
+                }
+                match request.acquire_now() {
+                    Some(result) if !request.needs_follow_up(&result) => {
+                        let verdict = request.finish(result);
+                        return answer_now(&mut self.inner, verdict, req);
+                    }
+                    Some(result) => follow_up_later(config, request, result),
+                    None => decide_later(config, request, false),
+                }
+            }
+        };
+        // The ready service goes with the request; a clone takes its place.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        ResponseFuture::deciding(decide, inner, req)
+    }
+}
+
+/// The future of a request decided synchronously, `inner` its service.
+#[inline(always)]
+fn answer_now<S, B, ResB>(
+    inner: &mut S,
+    verdict: Verdict,
+    req: Request<B>,
+) -> ResponseFuture<S::Future, S, B>
+where
+    S: Service<Request<B>, Response = Response<ResB>>,
+{
+    match verdict {
+        Verdict::Pass(headers) => ResponseFuture::calling(inner.call(req), headers),
+        Verdict::Respond(response) => ResponseFuture::done(*response),
+        Verdict::Limited(limited) => ResponseFuture::done(limited.respond(req)),
+    }
+}

@@ -1,0 +1,58 @@
+//! [`Settings`]: what a [`LimiterLayer`](crate::LimiterLayer) is built up
+//! with, shared by every service it makes.
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::StatusCode;
+use limiter_core::Limiter;
+
+use crate::allow::Allowlist;
+use crate::ban::{BanList, Penalty};
+use crate::cidr::IpNet;
+use crate::headers::HeaderStyle;
+use crate::key::KeyExtractor;
+use crate::limited::OnLimited;
+use crate::observe::Observer;
+use crate::rate_headers::PolicyHeaders;
+use crate::shaping::Shaping;
+
+/// What every [`LimiterService`] of a layer shares.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) limiter: Arc<dyn Limiter>,
+    /// Whether `limiter` enforces one policy (its answer is then a plain
+    /// `Decision`, possibly given now): asked once here, not per request.
+    pub(crate) single_policy: bool,
+    pub(crate) key: KeyExtractor,
+    pub(crate) trusted: Vec<IpNet>,
+    pub(crate) style: HeaderStyle,
+    pub(crate) policy_headers: PolicyHeaders,
+    pub(crate) allow: Allowlist,
+    pub(crate) bans: Option<BanList>,
+    pub(crate) ban_status: StatusCode,
+    pub(crate) penalty: Option<Penalty>,
+    pub(crate) shaping: Shaping,
+    pub(crate) observer: Observer,
+    pub(crate) on_limited: Option<OnLimited>,
+    /// Whether the client address is logged masked to its network.
+    pub(crate) mask_addresses: bool,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("name", &self.observer.policy())
+            .field("limiter", &self.limiter)
+            .field("key", &self.key)
+            .field("trusted", &self.trusted)
+            .field("style", &self.style)
+            .field("allow", &self.allow)
+            .field("bans", &self.bans)
+            .field("penalty", &self.penalty)
+            .field("shaping", &self.shaping)
+            .field("on_limited", &self.on_limited.is_some())
+            .field("mask_addresses", &self.mask_addresses)
+            .finish_non_exhaustive()
+    }
+}
