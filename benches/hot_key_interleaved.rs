@@ -44,10 +44,10 @@ fn main() {
     let key = "user:0".to_owned();
     let ours = limiter_memory(Algorithm::TokenBucket);
     let governor = governor_ahash();
-    assert!(ours.try_acquire(&key, 1).unwrap().allowed);
+    assert!(ours.try_acquire(key.as_bytes(), 1).unwrap().allowed);
     assert!(governor.check_key(&key).is_ok());
     let decide_ours = || {
-        let answer = ours.try_acquire(&key, 1);
+        let answer = ours.try_acquire(key.as_bytes(), 1);
         black_box(&answer);
         answer.unwrap().allowed
     };

@@ -202,7 +202,7 @@ struct Full(MemoryLimiter);
 impl Decide for Full {
     #[inline]
     fn decide(&mut self, key: &String) -> bool {
-        let answer = self.0.try_acquire(key, 1);
+        let answer = self.0.try_acquire(key.as_bytes(), 1);
         black_box(&answer);
         answer.unwrap().allowed
     }
@@ -214,7 +214,7 @@ struct AllowedOnly(MemoryLimiter);
 impl Decide for AllowedOnly {
     #[inline]
     fn decide(&mut self, key: &String) -> bool {
-        let answer = self.0.try_acquire_allowed(key, 1);
+        let answer = self.0.try_acquire_allowed(key.as_bytes(), 1);
         black_box(&answer);
         answer.unwrap()
     }

@@ -15,7 +15,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let phone = "sms:+8613800000000";
     let mut sent = 0;
     for attempt in 1..=12 {
-        let decision = sms.acquire(phone, 1).await?;
+        let decision = sms.acquire(phone.as_bytes(), 1).await?;
         if decision.allowed {
             sent += 1;
             println!(
@@ -35,7 +35,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert!(sms.acquire(b"sms:+8613900000000", 1).await?.allowed);
 
     // The same decisions without a future, for synchronous code.
-    let peek = sms.try_peek(phone, 1)?;
+    let peek = sms.try_peek(phone.as_bytes(), 1)?;
     assert!(!peek.allowed);
     println!("{} keys held", sms.len());
     Ok(())

@@ -330,9 +330,9 @@ impl Penalty {
     /// backend failing) bans no one.
     pub(crate) async fn punish(&self, bans: &BanList, key: &str) -> Result<bool, Error> {
         let denial_key = format!("penalty:{key}");
-        let counted = match self.counter.acquire_now(&denial_key, 1) {
+        let counted = match self.counter.acquire_now(denial_key.as_bytes(), 1) {
             Some(counted) => counted?,
-            None => self.counter.acquire(&denial_key, 1).await?,
+            None => self.counter.acquire(denial_key.as_bytes(), 1).await?,
         };
         let earned = !counted.is_degraded() && (!counted.allowed || counted.remaining == 0);
         if earned {

@@ -84,7 +84,6 @@ pub mod cidr;
 pub mod client_address;
 #[cfg(feature = "config")]
 pub mod config;
-mod decided;
 mod forwarded_headers;
 pub mod future;
 mod grpc;

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
-use limiter_core::SetDecision;
+use limiter_core::Decision;
 
 /// Why the layer refused a request (see [`LimitedContext`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,9 +38,9 @@ pub struct LimitedContext<'a> {
     /// When a retry may succeed (`Retry-After` is these seconds rounded up).
     pub retry_after: Duration,
     /// The limiter's decision, every part of a tiered set in
-    /// [`parts`](SetDecision::parts): for a denial and a fail-closed answer
+    /// [`parts`](Decision::parts): for a denial and a fail-closed answer
     /// (its `source` says which); `None` for a ban and a limiter error.
-    pub decision: Option<&'a SetDecision>,
+    pub decision: Option<&'a Decision>,
     /// The refused request's head: method, URI, headers, extensions.
     pub request: &'a Parts,
 }
@@ -53,7 +53,7 @@ pub(crate) type OnLimited = Arc<dyn Fn(&LimitedContext<'_>) -> Response<Bytes> +
 pub(crate) struct Limited {
     pub(crate) refusal: Refusal,
     pub(crate) retry_after: Duration,
-    pub(crate) decision: Option<SetDecision>,
+    pub(crate) decision: Option<Decision>,
     /// The layer's own answer: its status, and the headers the replacement
     /// gets where it sets none.
     pub(crate) own: Response<Bytes>,

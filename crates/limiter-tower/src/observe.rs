@@ -7,9 +7,8 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use limiter_core::{DecisionSource, Error};
+use limiter_core::{Decision, DecisionSource, Error};
 
-use crate::decided::Decided;
 #[cfg(feature = "metrics")]
 use crate::metrics::{METRIC_BAN_CHECK_ERRORS, METRIC_DECISION_SECONDS, METRIC_REQUESTS};
 
@@ -56,13 +55,13 @@ impl Outcome {
     }
 
     /// The outcome of a limiter's answer.
-    pub(crate) fn of(result: &Result<impl Decided, Error>) -> Self {
+    pub(crate) fn of(result: &Result<Decision, Error>) -> Self {
         match result {
             Err(_) => Self::Error,
-            Ok(answer) => match answer.decision().source {
+            Ok(answer) => match answer.source {
                 DecisionSource::FailOpen => Self::FailedOpen,
                 DecisionSource::FailClosed => Self::FailedClosed,
-                _ if answer.decision().allowed => Self::Allowed,
+                _ if answer.allowed => Self::Allowed,
                 _ => Self::Denied,
             },
         }

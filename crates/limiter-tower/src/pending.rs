@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Response};
-use limiter_core::{Decision, DecisionSource, Error, SetDecision};
+use limiter_core::{Decision, DecisionSource, Error};
 use tracing::Instrument;
 
-use crate::decided::Decided;
 use crate::grpc;
 use crate::key_text::KeyText;
 use crate::limited::{Limited, Refusal};
@@ -114,7 +113,7 @@ impl<C: Deref<Target = Settings>, R: Reply> Pending<C, R> {
         if !self.config.single_policy {
             return None;
         }
-        self.config.limiter.acquire_now(&self.key, 1)
+        self.config.limiter.acquire_now(self.key.as_bytes(), 1)
     }
 
     /// Whether `result` needs more than a synchronous answer: a denial to
@@ -130,7 +129,7 @@ impl<C: Deref<Target = Settings>, R: Reply> Pending<C, R> {
     }
 
     /// The answer to `result`, counted.
-    pub(crate) fn finish(&self, result: Result<impl Decided, Error>) -> Verdict {
+    pub(crate) fn finish(&self, result: Result<Decision, Error>) -> Verdict {
         self.config
             .observer
             .record(Outcome::of(&result), self.timer);
@@ -143,10 +142,10 @@ impl<C: Deref<Target = Settings>, R: Reply> Pending<C, R> {
         ) {
             Verdict::Respond(response) => {
                 let (refusal, retry_after) = match &result {
-                    Ok(answer) if answer.decision().source == DecisionSource::FailClosed => {
-                        (Refusal::Unavailable, answer.decision().retry_after)
+                    Ok(answer) if answer.source == DecisionSource::FailClosed => {
+                        (Refusal::Unavailable, answer.retry_after)
                     }
-                    Ok(answer) => (Refusal::Denied, answer.decision().retry_after),
+                    Ok(answer) => (Refusal::Denied, answer.retry_after),
                     Err(error) => {
                         config.observer.decision_failed(error);
                         (Refusal::Unavailable, ERROR_RETRY_AFTER)
@@ -156,7 +155,7 @@ impl<C: Deref<Target = Settings>, R: Reply> Pending<C, R> {
                     *response,
                     refusal,
                     retry_after,
-                    result.ok().map(Decided::into_set),
+                    result.ok(),
                 )
             }
             pass => pass,
@@ -170,7 +169,7 @@ impl<C: Deref<Target = Settings>, R: Reply> Pending<C, R> {
         own: Response<Bytes>,
         refusal: Refusal,
         retry_after: Duration,
-        decision: Option<SetDecision>,
+        decision: Option<Decision>,
     ) -> Verdict {
         match &self.config.on_limited {
             None if self.reply.grpc() => {
@@ -199,25 +198,25 @@ impl<C: Deref<Target = Settings>, R: Reply> Pending<C, R> {
             }
         }
         let result = match self.acquire_now() {
-            Some(result) => result.map(SetDecision::single),
-            None => self.config.limiter.acquire_parts(&self.key, 1).await,
+            Some(result) => result,
+            None => self.config.limiter.acquire(self.key.as_bytes(), 1).await,
         };
         self.follow_up(result).await
     }
 
     /// The answer to `result`, after counting a denial against the penalty
     /// and sleeping (or refusing) a wait.
-    async fn follow_up(self, result: Result<SetDecision, Error>) -> Verdict {
+    async fn follow_up(self, result: Result<Decision, Error>) -> Verdict {
         let config = &self.config;
         let mut set = match result {
             Ok(set) => set,
             Err(_) => return self.finish(result),
         };
-        if !set.decision.allowed {
+        if !set.allowed {
             if let (Some(penalty), Some(bans), true) = (
                 &config.penalty,
                 &config.bans,
-                counts_as_denial(&set.decision),
+                counts_as_denial(&set),
             ) {
                 match penalty.punish(bans, &self.key).await {
                     Ok(true) => {
@@ -248,7 +247,7 @@ impl<C: Deref<Target = Settings>, R: Reply> Pending<C, R> {
             }
             return self.finish(Ok(set));
         }
-        match config.shaping.plan(set.decision.wait) {
+        match config.shaping.plan(set.wait) {
             Plan::Pass => self.finish(Ok(set)),
             Plan::Sleep(wait) => {
                 let verdict = self.finish(Ok(set));
@@ -300,7 +299,7 @@ pub(crate) fn follow_up_later(
         config,
         request
             .owned(config)
-            .follow_up(result.map(SetDecision::single)),
+            .follow_up(result),
     )
 }
 

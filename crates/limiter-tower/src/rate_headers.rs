@@ -9,7 +9,6 @@ use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderValue};
 use limiter_core::{Algorithm, Decision, DecisionSource, Policies, Policy};
 
-use crate::decided::Decided;
 use crate::headers::{
     HeaderStyle, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_DEGRADED, X_RATELIMIT_LIMIT,
     X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
@@ -301,11 +300,11 @@ fn value_len(text: &BytesMut, before: usize) -> u16 {
 /// policy's).
 pub(crate) fn rate_headers(
     headers: &mut RateHeaders,
-    set: &impl Decided,
+    set: &Decision,
     style: HeaderStyle,
     policy_headers: &PolicyHeaders,
 ) {
-    let decision = set.decision();
+    let decision = set;
     let ietf = style.ietf() && !decision.source.is_degraded();
     if !style.legacy() && !ietf {
         // Nothing to write: no buffer either.

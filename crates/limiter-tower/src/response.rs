@@ -8,7 +8,6 @@ use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use limiter_core::{Decision, DecisionSource, Error};
 
-use crate::decided::Decided;
 use crate::headers::HeaderStyle;
 use crate::limited::Limited;
 use crate::rate_headers::{degraded, rate_headers, PolicyHeaders, RateHeaders};
@@ -93,13 +92,13 @@ fn answer(
 /// The layer's answer to a decision (or a limiter error).
 #[inline]
 pub(crate) fn verdict(
-    result: &Result<impl Decided, Error>,
+    result: &Result<Decision, Error>,
     json: impl Fn() -> bool,
     style: HeaderStyle,
     policy_headers: &PolicyHeaders,
 ) -> Verdict {
     if let Ok(set) = result {
-        let decision = set.decision();
+        let decision = set;
         if decision.allowed && !decision.source.is_degraded() && style == HeaderStyle::None {
             // The most common answer, with nothing to write: inline.
             return Verdict::Pass(RateHeaders::default());
@@ -110,7 +109,7 @@ pub(crate) fn verdict(
 
 /// [`verdict`] for an answer with something to write.
 fn written_verdict(
-    result: &Result<impl Decided, Error>,
+    result: &Result<Decision, Error>,
     json: impl Fn() -> bool,
     style: HeaderStyle,
     policy_headers: &PolicyHeaders,
@@ -129,7 +128,7 @@ fn written_verdict(
             )));
         }
     };
-    let decision: &Decision = set.decision();
+    let decision: &Decision = set;
     match decision.source {
         DecisionSource::FailOpen => {
             // Nothing was counted: no counted headers, only the marker.

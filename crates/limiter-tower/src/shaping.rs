@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use limiter_core::SetDecision;
+use limiter_core::Decision;
 
 /// What a request admitted with a [`wait`](limiter_core::Decision::wait)
 /// (a leaky bucket's; zero for every other algorithm) does before the
@@ -61,13 +61,13 @@ impl Shaping {
 /// answers: nothing left (`remaining` 0), bound by the queue that waits
 /// longest (its limit and reset in the headers, not those of a part that
 /// had room), and a `retry_after` after which a retry waits at most `max`.
-pub(crate) fn refuse(max: Duration, set: &mut SetDecision) {
+pub(crate) fn refuse(max: Duration, set: &mut Decision) {
     let retry_after = retry_after(max, set);
     let longest = (0u8..)
         .zip(set.parts())
         .max_by_key(|(_, part)| part.wait)
         .map(|(index, part)| (index, part.limit));
-    let decision = &mut set.decision;
+    let decision = set;
     decision.allowed = false;
     decision.remaining = 0;
     decision.retry_after = retry_after;
@@ -84,13 +84,13 @@ pub(crate) fn refuse(max: Duration, set: &mut SetDecision) {
 /// `reset_after`, the time each is empty, counts the refused unit. The
 /// parts are the answer's, not the configured set's: a degraded answer
 /// (a fallback's, say) is a single decision for a tiered set.
-fn retry_after(max: Duration, set: &SetDecision) -> Duration {
+fn retry_after(max: Duration, set: &Decision) -> Duration {
     set.parts()
         .iter()
         .filter(|part| !part.wait.is_zero())
         .map(|part| part.reset_after)
         .max()
-        .unwrap_or(set.decision.reset_after)
+        .unwrap_or(set.reset_after)
         .saturating_sub(max)
 }
 
@@ -122,7 +122,7 @@ mod tests {
         key.acquire(&tiers, 0, 1).unwrap();
         let set = key.acquire(&tiers, 0, 1).unwrap();
         // Waits 1 s; the queue is empty at 2 s, the window resets at 1 min.
-        assert_eq!(set.decision.wait, Duration::from_secs(1));
+        assert_eq!(set.wait, Duration::from_secs(1));
         let max = Duration::from_millis(500);
         assert_eq!(retry_after(max, &set), Duration::from_millis(1_500));
     }
@@ -138,9 +138,9 @@ mod tests {
         let mut set = key.acquire(&tiers, 0, 1).unwrap();
         // The window has 2 left, the queue 17: the window binds the
         // admission, but the queue's 200 ms wait is what is refused.
-        assert_eq!(set.decision.bound_by, 0);
+        assert_eq!(set.bound_by, 0);
         refuse(Duration::from_millis(150), &mut set);
-        let refused = set.decision;
+        let refused = set.clone();
         assert!(!refused.allowed);
         assert_eq!(
             (refused.bound_by, refused.limit, refused.remaining),
@@ -157,7 +157,7 @@ mod tests {
             .with_wait(Duration::from_secs(1))
             .with_reset_after(Duration::from_secs(2))
             .with_source(DecisionSource::Fallback);
-        let set = SetDecision::single(decision);
+        let set = decision;
         let max = Duration::from_millis(500);
         assert_eq!(retry_after(max, &set), Duration::from_millis(1_500));
     }

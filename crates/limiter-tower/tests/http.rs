@@ -129,7 +129,7 @@ async fn sliding_log_headers_equal_the_decision() {
     let client = client();
 
     let first = get(&client, addr).await;
-    assert_headers_match(&first, &twin.try_acquire("k", 1).unwrap());
+    assert_headers_match(&first, &twin.try_acquire(b"k", 1).unwrap());
     assert_eq!(first.number("x-ratelimit-remaining"), 1);
     assert_eq!(first.number("x-ratelimit-reset"), 10);
     assert_eq!(
@@ -144,13 +144,13 @@ async fn sliding_log_headers_equal_the_decision() {
 
     clock.advance(Duration::from_millis(500));
     let second = get(&client, addr).await;
-    assert_headers_match(&second, &twin.try_acquire("k", 1).unwrap());
+    assert_headers_match(&second, &twin.try_acquire(b"k", 1).unwrap());
     assert_eq!(second.number("x-ratelimit-remaining"), 0);
 
     // 1.2 s after the first: it leaves the window 8.8 s from now.
     clock.advance(Duration::from_millis(700));
     let denied = get(&client, addr).await;
-    let decision = twin.try_acquire("k", 1).unwrap();
+    let decision = twin.try_acquire(b"k", 1).unwrap();
     assert!(!decision.allowed);
     assert_headers_match(&denied, &decision);
     assert_eq!(denied.number("retry-after"), 9); // 8.8 s rounded up
@@ -170,7 +170,7 @@ async fn sliding_log_headers_equal_the_decision() {
     // Retry-After is 1, never 0.
     clock.advance(Duration::from_millis(8_700));
     let last = get(&client, addr).await;
-    let decision = twin.try_acquire("k", 1).unwrap();
+    let decision = twin.try_acquire(b"k", 1).unwrap();
     assert_eq!(decision.retry_after, Duration::from_millis(100));
     assert_headers_match(&last, &decision);
     assert_eq!(last.number("retry-after"), 1);
@@ -190,7 +190,7 @@ async fn a_leased_decision_has_the_ietf_headers_and_no_degraded_marker() {
     let first = get(&client, addr).await;
     assert_eq!(first.status, StatusCode::OK);
     assert!(
-        leased.held("ip:127.0.0.1") > 0,
+        leased.held("ip:127.0.0.1".as_bytes()) > 0,
         "the first request took a lease"
     );
     let second = get(&client, addr).await;
@@ -222,7 +222,7 @@ async fn every_algorithms_headers_equal_the_decision(backend: Backend) {
         for step_ms in [0, 1_300, 200, 50, 2_900, 50, 7_000, 10, 10_000] {
             clock.advance(Duration::from_millis(step_ms));
             let reply = get(&client, addr).await;
-            let decision = twin.try_acquire("k", 1).unwrap();
+            let decision = twin.try_acquire(b"k", 1).unwrap();
             denied += u32::from(!decision.allowed);
             assert_headers_match(&reply, &decision);
         }
@@ -249,7 +249,7 @@ async fn token_bucket_headers_equal_the_decision_and_json_is_answered_as_json() 
     let client = client();
 
     let first = get(&client, addr).await;
-    assert_headers_match(&first, &twin.try_acquire("k", 1).unwrap());
+    assert_headers_match(&first, &twin.try_acquire(b"k", 1).unwrap());
     assert_eq!(
         (
             first.number("x-ratelimit-limit"),
@@ -259,7 +259,7 @@ async fn token_bucket_headers_equal_the_decision_and_json_is_answered_as_json() 
     );
     assert_eq!(first.number("x-ratelimit-reset"), 2);
     let second = get(&client, addr).await;
-    assert_headers_match(&second, &twin.try_acquire("k", 1).unwrap());
+    assert_headers_match(&second, &twin.try_acquire(b"k", 1).unwrap());
     assert_eq!(second.number("x-ratelimit-reset"), 4);
     // Back to full in 4 s, its next token in 2 s: the draft's `t`.
     assert_eq!(
@@ -270,7 +270,7 @@ async fn token_bucket_headers_equal_the_decision_and_json_is_answered_as_json() 
     clock.advance(Duration::from_millis(500));
     let json = [("accept", "text/html, application/json;q=0.9")];
     let denied = get_with(&client, addr, &json).await;
-    let decision = twin.try_acquire("k", 1).unwrap();
+    let decision = twin.try_acquire(b"k", 1).unwrap();
     assert_eq!(decision.retry_after, Duration::from_millis(1_500));
     assert_headers_match(&denied, &decision);
     assert_eq!(denied.number("retry-after"), 2);
