@@ -84,6 +84,8 @@ pub mod cidr;
 pub mod client_address;
 #[cfg(feature = "config")]
 pub mod config;
+#[cfg(feature = "config")]
+mod config_error;
 mod decided;
 mod forwarded_headers;
 pub mod future;
@@ -95,6 +97,8 @@ mod key_text;
 mod layer;
 mod limited;
 pub mod metrics;
+#[cfg(feature = "config")]
+mod named_policy;
 mod normalize;
 mod observe;
 mod pending;
