@@ -123,7 +123,8 @@ fn held_by(variant: usize, keys: u64) -> u64 {
             let limiter = MemoryLimiter::builder(policy)
                 .clock(ManualClock::new(1_700_000_000_000_000))
                 .build();
-            (0..keys).for_each(|i| assert!(limiter.try_acquire(&key(i), 1).unwrap().allowed));
+            (0..keys)
+                .for_each(|i| assert!(limiter.try_acquire(key(i).as_bytes(), 1).unwrap().allowed));
             assert_eq!(limiter.len() as u64, keys);
             resident_bytes().unwrap()
         }

@@ -1,6 +1,6 @@
 //! The HTTP layer's cost (docs/benchmarks.md, "HTTP layer"): requests/s
 //! of an axum hello-world (`GET /` answers 200 "ok") served on a loopback
-//! ephemeral port with no layer, with limiter-tower's `RateLimitLayer` on
+//! ephemeral port with no layer, with limiter-tower's `LimiterLayer` on
 //! a `MemoryLimiter` token bucket, and with tower_governor's
 //! `GovernorLayer`, both keyed by the peer address, all loaded in the same
 //! run by the same in-process hyper client: `CONNECTIONS` keep-alive

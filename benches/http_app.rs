@@ -17,7 +17,7 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use limiter_core::{Policy, Rate};
 use limiter_memory::MemoryLimiter;
-use limiter_tower::{HeaderStyle, KeyExtractor, RateLimitLayer};
+use limiter_tower::{HeaderStyle, KeyExtractor, LimiterLayer};
 use tokio::net::{TcpListener, TcpStream};
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::GovernorLayer;
@@ -112,7 +112,7 @@ impl Variant {
                 ))
             }
             Self::Limiter(style) => app.layer(
-                RateLimitLayer::new(MemoryLimiter::new(scenario.policy()))
+                LimiterLayer::new(MemoryLimiter::new(scenario.policy()))
                     .key(KeyExtractor::ip())
                     .headers(style),
             ),

@@ -29,9 +29,9 @@ fn keys(n: usize) -> Vec<String> {
 /// `acquire_now`, or `acquire().await` on the runtime when it answers
 /// `None` (a lease to fetch): the hot path of a caller holding a limiter.
 fn decide(limiter: &dyn Limiter, runtime: &tokio::runtime::Runtime, key: &str) -> bool {
-    let decided = match limiter.acquire_now(key, 1) {
+    let decided = match limiter.acquire_now(key.as_bytes(), 1) {
         Some(decided) => decided,
-        None => runtime.block_on(limiter.acquire(key, 1)),
+        None => runtime.block_on(limiter.acquire(key.as_bytes(), 1)),
     };
     decided.unwrap().allowed
 }
@@ -66,7 +66,7 @@ fn warm(c: &mut Criterion) {
                 b.to_async(&runtime).iter(|| {
                     i = (i + 1) % keys.len();
                     let key = &keys[i];
-                    async move { black_box(limiter.acquire(key, 1).await.unwrap().allowed) }
+                    async move { black_box(limiter.acquire(key.as_bytes(), 1).await.unwrap().allowed) }
                 })
             });
         }

@@ -166,7 +166,10 @@ async fn drive(limiter: &Arc<dyn Limiter>, run: Duration) -> (u64, Duration) {
                     state ^= state >> 7;
                     state ^= state << 17;
                     let key = format!("tenant:{}", state % KEYS);
-                    let decision = limiter.acquire(&key, 1).await.expect("a decision");
+                    let decision = limiter
+                        .acquire(key.as_bytes(), 1)
+                        .await
+                        .expect("a decision");
                     assert!(decision.allowed, "demand below the limit");
                     made += 1;
                     if made % 64 == 0 {

@@ -81,13 +81,13 @@ fn algorithms(c: &mut Criterion) {
             for algorithm in Algorithm::ALL {
                 let limiter = MemoryLimiter::new(make(algorithm));
                 for key in &keys {
-                    limiter.try_acquire(key, 1).unwrap();
+                    limiter.try_acquire(key.as_bytes(), 1).unwrap();
                 }
                 let mut i = 0;
                 group.bench_function(BenchmarkId::new(algorithm.name(), "memory"), |b| {
                     b.iter(|| {
                         i = (i + 1) % keys.len();
-                        black_box(limiter.try_acquire(&keys[i], 1).unwrap())
+                        black_box(limiter.try_acquire(keys[i].as_bytes(), 1).unwrap())
                     })
                 });
             }
@@ -174,21 +174,21 @@ fn tiers(c: &mut Criterion) {
             let set = MemoryLimiter::new(Policies::new([first, second]).unwrap());
             for key in &keys {
                 for limiter in alone.iter().chain([&set]) {
-                    limiter.try_acquire(key, 1).unwrap();
+                    limiter.try_acquire(key.as_bytes(), 1).unwrap();
                 }
             }
             let mut i = 0;
             group.bench_function(BenchmarkId::new(name, "sum-of-parts"), |b| {
                 b.iter(|| {
                     i = (i + 1) % keys.len();
-                    black_box(alone[0].try_acquire(&keys[i], 1).unwrap());
-                    black_box(alone[1].try_acquire(&keys[i], 1).unwrap())
+                    black_box(alone[0].try_acquire(keys[i].as_bytes(), 1).unwrap());
+                    black_box(alone[1].try_acquire(keys[i].as_bytes(), 1).unwrap())
                 })
             });
             group.bench_function(BenchmarkId::new(name, "set"), |b| {
                 b.iter(|| {
                     i = (i + 1) % keys.len();
-                    black_box(set.try_acquire(&keys[i], 1).unwrap())
+                    black_box(set.try_acquire(keys[i].as_bytes(), 1).unwrap())
                 })
             });
         }
@@ -226,7 +226,7 @@ fn peers(c: &mut Criterion) {
         for algorithm in Algorithm::ALL {
             let ours = limiter_memory(algorithm);
             for key in &keys {
-                ours.try_acquire(key, 1).unwrap();
+                ours.try_acquire(key.as_bytes(), 1).unwrap();
             }
             assert_eq!(
                 ours.len(),
@@ -236,7 +236,7 @@ fn peers(c: &mut Criterion) {
             let mut i = 0;
             group.bench_function(BenchmarkId::new("limiter-memory", algorithm.name()), |b| {
                 b.iter(|| {
-                    answered(ours.try_acquire(&keys[next(&mut i)], 1), |d| {
+                    answered(ours.try_acquire((keys[next(&mut i)]).as_bytes(), 1), |d| {
                         d.unwrap().allowed
                     })
                 })
@@ -248,7 +248,7 @@ fn peers(c: &mut Criterion) {
             // governor's `check_key` answers.
             let ours = limiter_memory(algorithm);
             for key in &keys {
-                ours.try_acquire(key, 1).unwrap();
+                ours.try_acquire(key.as_bytes(), 1).unwrap();
             }
             assert_eq!(
                 ours.len(),
@@ -260,9 +260,10 @@ fn peers(c: &mut Criterion) {
                 BenchmarkId::new("limiter-memory-allowed-only", algorithm.name()),
                 |b| {
                     b.iter(|| {
-                        answered(ours.try_acquire_allowed(&keys[next(&mut i)], 1), |a| {
-                            a.unwrap()
-                        })
+                        answered(
+                            ours.try_acquire_allowed((keys[next(&mut i)]).as_bytes(), 1),
+                            |a| a.unwrap(),
+                        )
                     })
                 },
             );
@@ -332,7 +333,7 @@ fn dyn_path(c: &mut Criterion) {
     group.bench_function("sync-try_acquire", |b| {
         b.iter(|| {
             i = (i + 1) % keys.len();
-            black_box(memory.try_acquire(&keys[i], 1).unwrap().allowed)
+            black_box(memory.try_acquire(keys[i].as_bytes(), 1).unwrap().allowed)
         })
     });
     let mut i = 0;
@@ -340,14 +341,14 @@ fn dyn_path(c: &mut Criterion) {
         b.to_async(&runtime).iter(|| {
             i = (i + 1) % keys.len();
             let (limiter, key) = (&dynamic, &keys[i]);
-            async move { black_box(limiter.acquire(key, 1).await.unwrap().allowed) }
+            async move { black_box(limiter.acquire(key.as_bytes(), 1).await.unwrap().allowed) }
         })
     });
     let mut i = 0;
     group.bench_function("dyn-acquire_now", |b| {
         b.iter(|| {
             i = (i + 1) % keys.len();
-            let decided = dynamic.acquire_now(&keys[i], 1).unwrap();
+            let decided = dynamic.acquire_now(keys[i].as_bytes(), 1).unwrap();
             black_box(decided.unwrap().allowed)
         })
     });
@@ -355,7 +356,7 @@ fn dyn_path(c: &mut Criterion) {
     group.bench_function("dyn-resilient-acquire_now", |b| {
         b.iter(|| {
             i = (i + 1) % keys.len();
-            let decided = resilient.acquire_now(&keys[i], 1).unwrap();
+            let decided = resilient.acquire_now(keys[i].as_bytes(), 1).unwrap();
             black_box(decided.unwrap().allowed)
         })
     });
@@ -364,7 +365,7 @@ fn dyn_path(c: &mut Criterion) {
         b.to_async(&runtime).iter(|| {
             i = (i + 1) % keys.len();
             let (limiter, key) = (&resilient, &keys[i]);
-            async move { black_box(limiter.acquire(key, 1).await.unwrap().allowed) }
+            async move { black_box(limiter.acquire(key.as_bytes(), 1).await.unwrap().allowed) }
         })
     });
     group.finish();
@@ -419,12 +420,12 @@ fn scaling(c: &mut Criterion) {
             let governor = governor_ahash();
             let siphash = governor_siphash();
             for key in &keys {
-                ours.try_acquire(key, 1).unwrap();
+                ours.try_acquire(key.as_bytes(), 1).unwrap();
                 governor.check_key(key).unwrap();
                 siphash.check_key(key).unwrap();
             }
             let decide = |key: &String| {
-                answered(ours.try_acquire(key, 1), |d| d.unwrap().allowed);
+                answered(ours.try_acquire(key.as_bytes(), 1), |d| d.unwrap().allowed);
             };
             group.bench_function(
                 BenchmarkId::new("limiter-memory-token-bucket", threads),
@@ -478,7 +479,7 @@ fn bench_acquires(
                 let (limiter, keys) = (Arc::clone(&limiter), Arc::clone(&keys));
                 async move {
                     let key = &keys[(i.wrapping_mul(7919) % keys.len() as u64) as usize];
-                    black_box(limiter.acquire(key, 1).await.unwrap());
+                    black_box(limiter.acquire(key.as_bytes(), 1).await.unwrap());
                 }
             })
         })

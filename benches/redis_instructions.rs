@@ -85,7 +85,7 @@ fn main() {
             let (limiter, keys) = (Arc::clone(&limiter), Arc::clone(&keys));
             Box::pin(async move {
                 let key = &keys[(i.wrapping_mul(7919) % KEYS) as usize];
-                assert!(limiter.acquire(key, 1).await.unwrap().allowed);
+                assert!(limiter.acquire(key.as_bytes(), 1).await.unwrap().allowed);
             })
         })
     };

@@ -37,7 +37,7 @@ use clap::Parser;
 use limiter_core::{Limiter, Policies, Policy};
 use limiter_memory::{MemoryLimiter, MemoryLimiterBuilder};
 use limiter_redis::{RedisBackend, RedisLimiter};
-use limiter_tower::{Config, KeyExtractor, RateLimitLayer, Registry};
+use limiter_tower::{Config, KeyExtractor, LimiterLayer, Registry};
 
 /// The command line.
 #[derive(Debug, Parser)]
@@ -114,7 +114,7 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                         .build(),
                 ),
             };
-            RateLimitLayer::from_arc(limiter).key(args.key)
+            LimiterLayer::from_arc(limiter).key(args.key)
         }
     };
     let app = Router::new()

@@ -26,7 +26,10 @@ struct Api {
 
 impl Api {
     async fn handle(&self, user: &str, cost: u64) -> Result<(u16, Decision), Error> {
-        let decision = self.limiter.acquire(format!("api:{user}").as_bytes(), cost).await?;
+        let decision = self
+            .limiter
+            .acquire(format!("api:{user}").as_bytes(), cost)
+            .await?;
         let status = if decision.allowed { 200 } else { 429 };
         Ok((status, decision))
     }

@@ -221,7 +221,8 @@ fn evaluate(
     cost: u64,
 ) -> Result<(Decision, [Option<KeyUpdate>; MAX_PARTS]), Error> {
     check_policies(policies, now_us, cost)?;
-    let mut decisions: [Decision; MAX_PARTS] = std::array::from_fn(|_| Decision::admit(0, 0, now_us));
+    let mut decisions: [Decision; MAX_PARTS] =
+        std::array::from_fn(|_| Decision::admit(0, 0, now_us));
     let mut t_effs = [0; MAX_PARTS];
     let mut updates = [None; MAX_PARTS];
     let mut len = 0;

@@ -231,9 +231,7 @@ impl Decision {
     /// Every part's decision, in the set's order: under a tiered set, one
     /// per part (see the type's docs); under one policy, this decision.
     pub fn parts(&self) -> &[Decision] {
-        self.parts
-            .as_deref()
-            .unwrap_or(std::slice::from_ref(self))
+        self.parts.as_deref().unwrap_or(std::slice::from_ref(self))
     }
 
     /// The decision of the part that bound the answer

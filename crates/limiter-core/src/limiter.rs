@@ -165,7 +165,12 @@ pub trait LimiterExt: Limiter {
     /// that advances a [`ManualClock`](crate::ManualClock) in tests); the core
     /// depends on no runtime. Errors (including cost above the maximum) are
     /// returned at once, never retried.
-    async fn until_ready<S, F>(&self, key: &[u8], cost: u64, mut sleep: S) -> Result<Decision, Error>
+    async fn until_ready<S, F>(
+        &self,
+        key: &[u8],
+        cost: u64,
+        mut sleep: S,
+    ) -> Result<Decision, Error>
     where
         S: FnMut(Duration) -> F + Send,
         F: Future<Output = ()> + Send,

@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use limiter_core::backend::check_policies;
-use limiter_core::{
-    Algorithm, Clock, Decision, DecisionSource, Error, Limiter, Policies,
-};
+use limiter_core::{Algorithm, Clock, Decision, DecisionSource, Error, Limiter, Policies};
 
 use crate::builder::LeasedBuilder;
 use crate::key_lease::{packed, Batch, Grant, KeyLease, Sizing, Taken, MAX_UNITS};

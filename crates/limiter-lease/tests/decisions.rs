@@ -60,7 +60,10 @@ async fn a_peek_answers_from_the_units_in_hand_without_taking_them() {
     let limiter = leased(global("token-bucket:100/1s", &clock), &clock)
         .min_lease(10)
         .build();
-    assert!(limiter.peek_now(KEY.as_bytes(), 1).is_none(), "nothing in hand");
+    assert!(
+        limiter.peek_now(KEY.as_bytes(), 1).is_none(),
+        "nothing in hand"
+    );
     assert_eq!(limiter.peek(KEY.as_bytes(), 1).await.unwrap().remaining, 99);
     limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
     let peeked = limiter.peek(KEY.as_bytes(), 4).await.unwrap();
@@ -68,7 +71,10 @@ async fn a_peek_answers_from_the_units_in_hand_without_taking_them() {
         (peeked.source, peeked.remaining),
         (DecisionSource::Lease, 5)
     );
-    assert_eq!(limiter.peek_now(KEY.as_bytes(), 4).unwrap().unwrap(), peeked);
+    assert_eq!(
+        limiter.peek_now(KEY.as_bytes(), 4).unwrap().unwrap(),
+        peeked
+    );
     assert_eq!(limiter.held(KEY.as_bytes()), 9);
     let beyond = limiter.peek(KEY.as_bytes(), 10).await.unwrap();
     assert_eq!(
@@ -109,7 +115,10 @@ async fn a_denial_is_the_global_limiters_own() {
     };
     assert_eq!(admitted, 5);
     assert_eq!(denied.source, DecisionSource::Backend);
-    assert_eq!(denied, limiter.inner().try_acquire(KEY.as_bytes(), 1).unwrap());
+    assert_eq!(
+        denied,
+        limiter.inner().try_acquire(KEY.as_bytes(), 1).unwrap()
+    );
 }
 
 #[tokio::test]
@@ -119,7 +128,10 @@ async fn the_sync_path_answers_only_from_units_in_hand_that_need_no_refill() {
         .min_lease(8)
         .refill_percent(25)
         .build();
-    assert!(limiter.acquire_now(KEY.as_bytes(), 1).is_none(), "nothing in hand");
+    assert!(
+        limiter.acquire_now(KEY.as_bytes(), 1).is_none(),
+        "nothing in hand"
+    );
     limiter.acquire(KEY.as_bytes(), 1).await.unwrap(); // 7 left of 8
     for left in [6, 5, 4, 3] {
         let decision = limiter.acquire_now(KEY.as_bytes(), 1).unwrap().unwrap();
@@ -173,11 +185,25 @@ async fn release_and_reset_give_up_the_units_in_hand() {
     assert_eq!(limiter.release().await, 9);
     assert_eq!((limiter.held(KEY.as_bytes()), limiter.lapsed()), (0, 9));
     // No refund: the global limiter still counts them.
-    assert_eq!(limiter.inner().try_peek(KEY.as_bytes(), 1).unwrap().remaining, 89);
+    assert_eq!(
+        limiter
+            .inner()
+            .try_peek(KEY.as_bytes(), 1)
+            .unwrap()
+            .remaining,
+        89
+    );
     limiter.acquire(KEY.as_bytes(), 1).await.unwrap(); // a lease of 10 again
     limiter.reset(KEY.as_bytes()).await.unwrap();
     assert_eq!((limiter.held(KEY.as_bytes()), limiter.lapsed()), (0, 18));
-    assert_eq!(limiter.inner().try_peek(KEY.as_bytes(), 1).unwrap().remaining, 99);
+    assert_eq!(
+        limiter
+            .inner()
+            .try_peek(KEY.as_bytes(), 1)
+            .unwrap()
+            .remaining,
+        99
+    );
 }
 
 #[tokio::test]
@@ -211,7 +237,9 @@ async fn keys_beyond_the_cap_are_decided_by_the_global_limiter() {
     }
     assert!(limiter.len() <= 16, "{} keys held", limiter.len());
     // Every key was counted once, whether leased or not.
-    let leased_units: u64 = (0..200).map(|i| limiter.held(format!("k{i}").as_bytes())).sum();
+    let leased_units: u64 = (0..200)
+        .map(|i| limiter.held(format!("k{i}").as_bytes()))
+        .sum();
     let counted: u64 = (0..200)
         .map(|i| {
             100 - limiter
@@ -384,7 +412,11 @@ async fn a_lease_request_dropped_unanswered_lets_the_key_ask_again() {
     limiter.inner().open.store(true, Ordering::SeqCst);
     let decision = limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
     assert_eq!(decision.source, DecisionSource::Backend);
-    assert_eq!(limiter.held(KEY.as_bytes()), 9, "a lease, not a request sent alone");
+    assert_eq!(
+        limiter.held(KEY.as_bytes()),
+        9,
+        "a lease, not a request sent alone"
+    );
 }
 
 #[tokio::test]

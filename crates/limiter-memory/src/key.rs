@@ -208,7 +208,10 @@ mod tests {
         let lookalike = digest.as_bytes().to_vec();
         assert_ne!(stored(&lookalike, 256), digest);
         assert_eq!(stored(&lookalike, 256).as_bytes()[0], DIGEST_MARK);
-        assert_eq!(stored([DIGEST_MARK], 256).as_bytes().len(), DIGEST_KEY_BYTES);
+        assert_eq!(
+            stored([DIGEST_MARK], 256).as_bytes().len(),
+            DIGEST_KEY_BYTES
+        );
         // Any other first byte, within the bound: stored whole.
         assert_eq!(stored([0xfe, 1], 256).as_bytes(), [0xfe, 1]);
     }

@@ -106,7 +106,6 @@ impl Rules {
 /// A key's state as a map stores it: one algorithm's state (one policy) or
 /// a [`Tiered`] set's.
 pub(crate) trait Stored: Send + Sync + Sized + 'static {
-
     /// A key that has seen nothing, under the policies.
     fn fresh(rules: &Rules) -> Self;
 
@@ -146,7 +145,6 @@ pub(crate) trait Stored: Send + Sync + Sized + 'static {
 }
 
 impl<S: AlgorithmState> Stored for S {
-
     #[inline]
     fn fresh(rules: &Rules) -> Self {
         S::fresh(&rules.first)
@@ -222,7 +220,6 @@ pub(crate) struct Tiered {
 }
 
 impl Stored for Tiered {
-
     fn fresh(rules: &Rules) -> Self {
         Self {
             set: SetState::fresh(&rules.policies),

@@ -230,7 +230,9 @@ fn spraying_distinct_keys_keeps_the_map_bounded() {
         let mut most_held = 0;
         for i in 0..50_000u64 {
             clock.set(T0 + i * 1_000);
-            let decision = limiter.try_acquire(format!("ip:{i}").as_bytes(), 5).unwrap();
+            let decision = limiter
+                .try_acquire(format!("ip:{i}").as_bytes(), 5)
+                .unwrap();
             assert!(decision.allowed);
             assert!(decision.reset_after <= horizon, "{algorithm}: {decision:?}");
             most_held = most_held.max(limiter.len());
@@ -268,7 +270,9 @@ fn a_long_lived_first_key_does_not_put_off_sweeping_short_lived_ones() {
     let mut most_held = 0;
     for i in 0..100_000u64 {
         clock.set(T0 + i * 10_000);
-        let decision = limiter.try_acquire(format!("ip:{i}").as_bytes(), 1).unwrap();
+        let decision = limiter
+            .try_acquire(format!("ip:{i}").as_bytes(), 1)
+            .unwrap();
         assert!(decision.allowed && decision.reset_after == Duration::from_secs(36));
         most_held = most_held.max(limiter.len());
     }

@@ -36,7 +36,10 @@ fn limiter(policies: &Policies, max_key_bytes: usize) -> MemoryLimiter {
 /// Spends `key`'s quota of 2: both admitted, the third denied.
 fn drain(limiter: &MemoryLimiter, key: &str) {
     for n in 0..2 {
-        assert!(limiter.try_acquire(key.as_bytes(), 1).unwrap().allowed, "request {n}");
+        assert!(
+            limiter.try_acquire(key.as_bytes(), 1).unwrap().allowed,
+            "request {n}"
+        );
     }
     assert!(!limiter.try_acquire(key.as_bytes(), 1).unwrap().allowed);
 }

@@ -30,7 +30,9 @@ fn max_keys_full_of_expired_keys_admits_every_new_key() {
         max_keys,
     );
     for k in 0..max_keys {
-        let decision = limiter.try_acquire(format!("old:{k}").as_bytes(), 1).unwrap();
+        let decision = limiter
+            .try_acquire(format!("old:{k}").as_bytes(), 1)
+            .unwrap();
         assert!(decision.allowed, "old key {k}");
     }
     assert_eq!(limiter.len(), max_keys);

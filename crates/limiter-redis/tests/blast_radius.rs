@@ -108,7 +108,11 @@ async fn a_poisoned_key_degrades_its_own_requests_alone() {
         .arg("not a sorted set")
         .query(&mut connection(&server.url()))
         .unwrap();
-    let error = limiter.inner().acquire(poisoned.as_bytes(), 1).await.unwrap_err();
+    let error = limiter
+        .inner()
+        .acquire(poisoned.as_bytes(), 1)
+        .await
+        .unwrap_err();
     assert_eq!(error.reach(), Some(FailureReach::Request), "{error:?}");
     assert!(
         error.chain().to_string().contains("WRONGTYPE"),
@@ -309,7 +313,11 @@ async fn a_cluster_that_refuses_every_key_is_an_outage() {
         );
         limiter.acquire(key.as_bytes(), 1).await.unwrap();
     }
-    let error = limiter.inner().acquire(key.as_bytes(), 1).await.unwrap_err();
+    let error = limiter
+        .inner()
+        .acquire(key.as_bytes(), 1)
+        .await
+        .unwrap_err();
     assert_eq!(
         error.reach(),
         Some(FailureReach::Backend),

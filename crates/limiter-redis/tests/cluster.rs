@@ -613,7 +613,10 @@ async fn keys_spread_over_every_primary() {
         )
         .await;
         for user in 0..USERS {
-            let decision = limiter.acquire(format!("user:{user}").as_bytes(), 1).await.unwrap();
+            let decision = limiter
+                .acquire(format!("user:{user}").as_bytes(), 1)
+                .await
+                .unwrap();
             assert!(decision.allowed, "{algorithm}: {decision:?}");
         }
         let pattern = format!("{}:*", limiter.key_prefix());
@@ -662,16 +665,23 @@ async fn a_tiered_set_on_a_key_without_a_hash_tag_decides_in_one_slot() {
     for user_key in ["", "}", "}x"] {
         let mut admitted = 0;
         for _ in 0..8 {
-            let decision = limiter.acquire(user_key.as_bytes(), 1).await.unwrap_or_else(|e| {
-                panic!("{user_key:?}: {}", chain(&e));
-            });
+            let decision = limiter
+                .acquire(user_key.as_bytes(), 1)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!("{user_key:?}: {}", chain(&e));
+                });
             assert!(!decision.is_degraded(), "{user_key:?}: {decision:?}");
             admitted += u64::from(decision.allowed);
         }
         assert_eq!(admitted, 5, "{user_key:?}");
         limiter.reset(user_key.as_bytes()).await.unwrap();
         assert!(
-            limiter.acquire(user_key.as_bytes(), 1).await.unwrap().allowed,
+            limiter
+                .acquire(user_key.as_bytes(), 1)
+                .await
+                .unwrap()
+                .allowed,
             "{user_key:?} after reset"
         );
         let slots: Vec<u16> = limiter
@@ -719,7 +729,9 @@ async fn article_load_test_admits_exactly_one_hundred_on_every_primary() {
             admitted,
             100,
             "{key} on node {}",
-            cluster.node_for_key(&limiter.redis_key(key.as_bytes())).port
+            cluster
+                .node_for_key(&limiter.redis_key(key.as_bytes()))
+                .port
         );
     }
 }
@@ -834,7 +846,10 @@ async fn a_full_primary_refuses_its_decisions_and_serves_again_with_room() {
         [&keys[1], &keys[0]]
     };
     let (key, elsewhere) = (on_full[0], on_full[1]);
-    assert_eq!(limiter.acquire(key.as_bytes(), 1).await.unwrap().remaining, 2);
+    assert_eq!(
+        limiter.acquire(key.as_bytes(), 1).await.unwrap().remaining,
+        2
+    );
     let set = |args: &[&str]| {
         let reply = cluster.command(&full, &[&["CONFIG", "SET"], args].concat());
         assert_eq!(reply, Reply::Status("OK".into()), "CONFIG SET {args:?}");
@@ -851,7 +866,13 @@ async fn a_full_primary_refuses_its_decisions_and_serves_again_with_room() {
         assert!(chain(error).contains("OOM"), "{}", chain(error));
     };
     refused(&limiter.acquire(key.as_bytes(), 1).await.unwrap_err());
-    assert!(limiter.acquire(elsewhere.as_bytes(), 1).await.unwrap().allowed);
+    assert!(
+        limiter
+            .acquire(elsewhere.as_bytes(), 1)
+            .await
+            .unwrap()
+            .allowed
+    );
     let peeked = || async {
         let peek = limiter.peek(key.as_bytes(), 1).await.unwrap();
         assert!(
@@ -879,7 +900,13 @@ async fn a_full_primary_refuses_its_decisions_and_serves_again_with_room() {
         .build()
         .await
         .expect("a limiter builds while a primary is full");
-    assert!(second.acquire(elsewhere.as_bytes(), 1).await.unwrap().allowed);
+    assert!(
+        second
+            .acquire(elsewhere.as_bytes(), 1)
+            .await
+            .unwrap()
+            .allowed
+    );
     refused(&second.acquire(key.as_bytes(), 1).await.unwrap_err());
 
     set(&["maxmemory", "0"]);
@@ -1201,7 +1228,10 @@ async fn a_new_primary_gets_the_library_before_its_first_decision() {
         admitted += u32::from(limiter.acquire(key.as_bytes(), 1).await.unwrap().allowed);
     }
     assert_eq!(admitted, 10, "the moved state went on counting");
-    assert_eq!(cluster.node_for_key(&limiter.redis_key(key.as_bytes())), new);
+    assert_eq!(
+        cluster.node_for_key(&limiter.redis_key(key.as_bytes())),
+        new
+    );
     assert_eq!(
         error_count(&cluster, &new, "ERR"),
         0,
@@ -1791,7 +1821,10 @@ async fn failover_recovers_within_a_bound_and_over_admits_at_most_one_per_caller
     loop {
         let mut done = true;
         for (limiter, key) in &targets {
-            done &= limiter.peek(key.as_bytes(), 1).await.is_ok_and(|d| d.remaining == 0);
+            done &= limiter
+                .peek(key.as_bytes(), 1)
+                .await
+                .is_ok_and(|d| d.remaining == 0);
         }
         if done {
             break;

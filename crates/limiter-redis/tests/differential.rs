@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use limiter_core::backend::SetState;
-use limiter_core::{Algorithm, Error, Limiter, ManualClock, Policies, Policy, Rate, Decision};
+use limiter_core::{Algorithm, Decision, Error, Limiter, ManualClock, Policies, Policy, Rate};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]

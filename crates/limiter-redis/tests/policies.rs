@@ -39,7 +39,10 @@ async fn two_policies_on_one_user_key_are_independent_as_on_memory() {
         on_redis(&short).await.unwrap(),
         on_redis(&long).await.unwrap(),
     );
-    assert_ne!(redis_short.redis_key(b"user"), redis_long.redis_key(b"user"));
+    assert_ne!(
+        redis_short.redis_key(b"user"),
+        redis_long.redis_key(b"user")
+    );
     let memory_short = MemoryLimiter::builder(short).clock(clock.clone()).build();
     let memory_long = MemoryLimiter::builder(long).clock(clock.clone()).build();
     let redis = (

@@ -120,7 +120,11 @@ async fn every_key_written_with_redis_time_outlives_its_reset_after() {
 async fn a_state_without_a_deadline_is_read_and_given_a_ttl() {
     let policy = Policy::token_bucket(Rate::new(10, Duration::from_secs(10))).unwrap();
     let limiter = common::builder(policy).build().await.unwrap();
-    let key = &limiter.redis_keys(b"user:1").into_iter().map(common::text).collect::<Vec<_>>()[0];
+    let key = &limiter
+        .redis_keys(b"user:1")
+        .into_iter()
+        .map(common::text)
+        .collect::<Vec<_>>()[0];
     // Two tokens left (scaled by the window, 10,000,000 ticks of 1 µs),
     // last admission now: the next acquire leaves one.
     let now_us = std::time::SystemTime::now()
@@ -160,7 +164,10 @@ async fn every_key_written_with_caller_time_has_at_least_the_floor() {
             .unwrap();
         for i in 0..12u64 {
             clock.set(1_000 + i * 700);
-            limiter.acquire(format!("k{}", i % 3).as_bytes(), 1).await.unwrap();
+            limiter
+                .acquire(format!("k{}", i % 3).as_bytes(), 1)
+                .await
+                .unwrap();
         }
         let keys = common::keys_under(limiter.key_prefix()).await;
         assert_eq!(keys.len(), 3, "{algorithm}: {keys:?}");
@@ -217,7 +224,12 @@ async fn a_reloaded_server_keeps_every_state_and_its_ttl() {
             .build()
             .await
             .unwrap();
-        let key = limiter.redis_keys(b"user:1").into_iter().map(common::text).collect::<Vec<_>>()[0].clone();
+        let key = limiter
+            .redis_keys(b"user:1")
+            .into_iter()
+            .map(common::text)
+            .collect::<Vec<_>>()[0]
+            .clone();
         let pttl = || server.query(&format!("PTTL {key}"));
         for _ in 0..2 {
             assert!(limiter.acquire(b"user:1", 1).await.unwrap().allowed);

@@ -55,7 +55,9 @@ async fn stall<'a>(
     limiter: &'a RedisLimiter,
     key: &'a str,
 ) -> Vec<impl Future<Output = Result<Decision, Error>> + 'a> {
-    let mut stalled: Vec<_> = (0..STALLED).map(|_| limiter.acquire(key.as_bytes(), 1)).collect();
+    let mut stalled: Vec<_> = (0..STALLED)
+        .map(|_| limiter.acquire(key.as_bytes(), 1))
+        .collect();
     for decision in &mut stalled {
         poll_once(decision).await;
     }

@@ -47,7 +47,11 @@ async fn every_part_has_its_own_key_under_one_hash_tag_with_its_own_ttl() {
     let limiter = common::builder(article()).build().await.unwrap();
     let decision = limiter.acquire(b"user:7", 1).await.unwrap();
     assert!(decision.allowed);
-    let keys = limiter.redis_keys(b"user:7").into_iter().map(common::text).collect::<Vec<_>>();
+    let keys = limiter
+        .redis_keys(b"user:7")
+        .into_iter()
+        .map(common::text)
+        .collect::<Vec<_>>();
     assert_eq!(keys.len(), 2);
     assert_ne!(keys[0], keys[1], "one key per part");
     for key in &keys {
@@ -82,7 +86,11 @@ async fn a_denial_writes_nothing_to_any_part() {
         .await
         .unwrap();
     assert!(limiter.acquire(b"k", 1).await.unwrap().allowed);
-    let keys = limiter.redis_keys(b"k").into_iter().map(common::text).collect::<Vec<_>>();
+    let keys = limiter
+        .redis_keys(b"k")
+        .into_iter()
+        .map(common::text)
+        .collect::<Vec<_>>();
     let mut before = Vec::new();
     for key in &keys {
         before.push((content(key).await, common::pttl(key).await));

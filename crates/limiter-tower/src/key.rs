@@ -117,7 +117,7 @@ impl KeyExtractor {
     }
 
     /// The client address: the peer's address from the request's
-    /// extensions (a [`SocketAddr`], with the `axum` feature axum's
+    /// extensions (a [`SocketAddr`](std::net::SocketAddr), with the `axum` feature axum's
     /// `ConnectInfo<SocketAddr>`, with the `tonic` feature tonic's
     /// `TcpConnectInfo`), normalized (an IPv4-mapped IPv6 address
     /// is its IPv4 address; the port is dropped), or, when the peer is a

@@ -34,8 +34,9 @@
 //! - Allowlisted ([`LimiterLayer::allow_ips`], [`allow_keys`](LimiterLayer::allow_keys)):
 //!   the inner service's response, no rate-limit headers, nothing counted.
 //! - Banned ([`BanList`](ban::BanList), in memory or in Redis for every
-//!   instance; [`Penalty`](ban::Penalty) bans a key denied too often): `403` (or `429`) with
-//!   `Retry-After` until the ban ends, before the limiter counts anything.
+//!   instance; [`Penalty`](ban::Penalty) bans a key denied too often):
+//!   `403` (or `429`) with `Retry-After` until the ban ends, before the
+//!   limiter counts anything.
 //! - Admitted by a leaky bucket with a `wait`: the inner service runs once
 //!   the wait is over, so output is smooth ([`Shaping`]; a wait beyond
 //!   [`Shaping::WaitAtMost`] answers `429`).
@@ -60,8 +61,9 @@
 //!
 //! Each request is reported under the layer's [name](LimiterLayer::name):
 //! a `tracing` event (target `limiter_tower`) with the outcome and, with the
-//! `metrics` feature, the counter [`METRIC_REQUESTS`](metrics::METRIC_REQUESTS) by `policy` and
-//! `outcome` and the histogram
+//! `metrics` feature, the counter
+//! [`METRIC_REQUESTS`](metrics::METRIC_REQUESTS) by `policy` and `outcome`
+//! and the histogram
 //! [`METRIC_DECISION_SECONDS`](metrics::METRIC_DECISION_SECONDS).
 //!
 //! # Named policies
@@ -72,6 +74,18 @@
 //! backend or on Redis: `route_layer(registry.layer("login")?)`. Every
 //! entry is checked at startup; a `ConfigError` names the file, the
 //! entry and the reason.
+//!
+//! # Where things are
+//!
+//! As in tower's own middleware: the [`LimiterLayer`] and its builder
+//! methods, the [`LimiterService`] it wraps a route in, and the service's
+//! [`future::ResponseFuture`]. The rest of the common path is at the root
+//! ([`KeyExtractor`], [`IpNet`], [`HeaderStyle`], [`Shaping`],
+//! [`LimitedContext`]); the less central parts have modules of their own:
+//! [`ban`] (bans and penalties), [`client_address`] (the client behind
+//! trusted proxies), [`cidr`], [`key`], [`headers`] (the header names),
+//! [`metrics`] (the metric names), [`body`] (the bodies the layer answers
+//! in) and, with the `config` feature, `config`.
 //!
 //! See docs/http.md for the setup with each framework and the proxy trust
 //! model.
@@ -84,6 +98,8 @@ pub mod cidr;
 pub mod client_address;
 #[cfg(feature = "config")]
 pub mod config;
+#[cfg(feature = "config")]
+mod config_error;
 mod forwarded_headers;
 pub mod future;
 mod grpc;
@@ -94,6 +110,8 @@ mod key_text;
 mod layer;
 mod limited;
 pub mod metrics;
+#[cfg(feature = "config")]
+mod named_policy;
 mod normalize;
 mod observe;
 mod pending;

@@ -151,12 +151,7 @@ impl<C: Deref<Target = Settings>, R: Reply> Pending<C, R> {
                         (Refusal::Unavailable, ERROR_RETRY_AFTER)
                     }
                 };
-                self.refuse(
-                    *response,
-                    refusal,
-                    retry_after,
-                    result.ok(),
-                )
+                self.refuse(*response, refusal, retry_after, result.ok())
             }
             pass => pass,
         }
@@ -213,11 +208,9 @@ impl<C: Deref<Target = Settings>, R: Reply> Pending<C, R> {
             Err(_) => return self.finish(result),
         };
         if !set.allowed {
-            if let (Some(penalty), Some(bans), true) = (
-                &config.penalty,
-                &config.bans,
-                counts_as_denial(&set),
-            ) {
+            if let (Some(penalty), Some(bans), true) =
+                (&config.penalty, &config.bans, counts_as_denial(&set))
+            {
                 match penalty.punish(bans, &self.key).await {
                     Ok(true) => {
                         tracing::info!(
@@ -295,12 +288,7 @@ pub(crate) fn follow_up_later(
     request: Pending<&Settings, &HeaderMap>,
     result: Result<Decision, Error>,
 ) -> Decide {
-    boxed(
-        config,
-        request
-            .owned(config)
-            .follow_up(result),
-    )
+    boxed(config, request.owned(config).follow_up(result))
 }
 
 /// `decide`, boxed, in a span naming the layer.

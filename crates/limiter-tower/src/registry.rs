@@ -8,6 +8,7 @@ use limiter_core::{Limiter, LimiterExt as _};
 
 use crate::ban::BanList;
 use crate::config::{Config, ConfigError, ConfigErrorKind};
+use crate::config_error::toml_key;
 use crate::layer::LimiterLayer;
 
 /// The layers of a [`Config`]'s named policies, built once on a backend.
@@ -129,7 +130,7 @@ impl Registry {
             // the penalty's `denials`.
             let refused = |field: &'static str| {
                 move |error: limiter_core::Error| {
-                    let entry = format!("policies.{}.{field}", crate::config::toml_key(name));
+                    let entry = format!("policies.{}.{field}", toml_key(name));
                     let reason = error.chain().to_string();
                     ConfigError::new(config.file(), entry, ConfigErrorKind::Backend, reason)
                 }
@@ -181,7 +182,7 @@ impl Registry {
             let names: Vec<&str> = self.layers.keys().map(String::as_str).collect();
             ConfigError::new(
                 &self.file,
-                format!("policies.{}", crate::config::toml_key(name)),
+                format!("policies.{}", toml_key(name)),
                 ConfigErrorKind::NotConfigured,
                 format!("not configured (the file has: {})", names.join(", ")),
             )

@@ -19,7 +19,7 @@ use crate::rate_headers::RateHeaders;
 use crate::response::{accepts_json, missing_key, missing_peer, Verdict};
 use crate::settings::Settings;
 
-/// The service of a [`LimiterLayer`]: asks the limiter, then calls
+/// The service of a [`LimiterLayer`](crate::LimiterLayer): asks the limiter, then calls
 /// `inner` or answers 429 (or 403, 503, 401, 500; see the crate docs).
 #[derive(Debug, Clone)]
 pub struct LimiterService<S> {

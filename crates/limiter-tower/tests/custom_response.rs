@@ -29,9 +29,7 @@ fn problem(ctx: &LimitedContext<'_>) -> Response<Bytes> {
         _ => "other",
     };
     let parts = ctx.decision.map_or(0, |set| set.parts().len());
-    let bound_by = ctx
-        .decision
-        .map_or(-1, |set| i64::from(set.decision.bound_by));
+    let bound_by = ctx.decision.map_or(-1, |set| i64::from(set.bound_by));
     let body = format!(
         r#"{{"refusal":"{refusal}","status":{},"retry_after_ms":{},"parts":{parts},"bound_by":{bound_by},"path":"{}"}}"#,
         ctx.status.as_u16(),

@@ -200,7 +200,10 @@ pub(crate) fn run(policies: &Policies, lease: LeaseOptions, instances: &[Instanc
         }
         now += 1;
     }
-    let held = leased.iter().map(|instance| instance.held(KEY.as_bytes())).sum();
+    let held = leased
+        .iter()
+        .map(|instance| instance.held(KEY.as_bytes()))
+        .sum();
     let lapsed = leased.iter().map(Leased::lapsed).sum();
     let available = match global.try_peek(KEY.as_bytes(), 1).expect("a valid peek") {
         peeked if peeked.allowed => peeked.remaining + 1,

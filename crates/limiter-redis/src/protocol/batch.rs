@@ -187,7 +187,10 @@ impl Decider {
     /// when Redis answers. The request is sent once first polled: a
     /// decision whose caller gave up is still decided, once, and counts,
     /// unheard (which can only deny others, never over-admit).
-    pub(crate) async fn decide(self: &Arc<Self>, request: Request) -> Result<Decision, BackendError> {
+    pub(crate) async fn decide(
+        self: &Arc<Self>,
+        request: Request,
+    ) -> Result<Decision, BackendError> {
         let lane = self.lane(&request);
         let (answer, answered) = oneshot::channel();
         let waiting = Waiting { request, answer };
@@ -422,12 +425,7 @@ impl Decider {
     }
 
     /// A set's decision from its parts' (docs/spec.md section 7).
-    fn read_set(
-        &self,
-        record: &[u8],
-        time_us: u64,
-        cost: u64,
-    ) -> Result<Decision, BackendError> {
+    fn read_set(&self, record: &[u8], time_us: u64, cost: u64) -> Result<Decision, BackendError> {
         let parts = self.policies.parts();
         let mut decisions: [Decision; Policies::MAX_PARTS] =
             std::array::from_fn(|_| Decision::admit(0, 0, 0));

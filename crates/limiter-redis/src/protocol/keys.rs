@@ -172,7 +172,10 @@ impl KeyLayout {
         if let Some(tag) = digest_tag(user_key) {
             return slot_of_tag(&tag);
         }
-        let end = user_key.iter().position(|&b| b == b'}').unwrap_or(user_key.len());
+        let end = user_key
+            .iter()
+            .position(|&b| b == b'}')
+            .unwrap_or(user_key.len());
         slot_of_tag(&user_key[..end])
     }
 
@@ -298,7 +301,10 @@ mod tests {
             let open = key.find('{').unwrap();
             let close = open + key[open..].find('}').unwrap();
             assert!(close > open + 1, "{key} has an empty tag");
-            assert_eq!(per_second.slot(user_key.as_bytes()), per_hour.slot(user_key.as_bytes()));
+            assert_eq!(
+                per_second.slot(user_key.as_bytes()),
+                per_hour.slot(user_key.as_bytes())
+            );
         }
         let keys: HashSet<String> = ["", "}", "}x", "x", "#", "#{", "x}"]
             .into_iter()

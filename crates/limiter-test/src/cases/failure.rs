@@ -122,14 +122,20 @@ pub async fn fallback_decides_until_the_backend_answers_again<H: Harness>(harnes
     assert_eq!(limiter.acquire(b"k", 1).await.unwrap().remaining, 2);
     flaky.set_failing(true);
 
-    let admitted = limiter.acquire(b"k", 1).await.expect("the fallback answers");
+    let admitted = limiter
+        .acquire(b"k", 1)
+        .await
+        .expect("the fallback answers");
     assert_eq!(admitted.source, DecisionSource::Fallback);
     assert_eq!(
         (admitted.allowed, admitted.limit, admitted.remaining),
         (true, 1, 0)
     );
     assert!(limiter.is_failing());
-    let denied = limiter.acquire(b"k", 1).await.expect("the fallback answers");
+    let denied = limiter
+        .acquire(b"k", 1)
+        .await
+        .expect("the fallback answers");
     assert_eq!(denied.source, DecisionSource::Fallback);
     assert!(!denied.allowed, "the fallback's own limit: {denied:?}");
     assert_eq!(

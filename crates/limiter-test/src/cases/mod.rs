@@ -34,7 +34,9 @@ pub use self::{
     concurrency::{
         concurrent_acquires_on_one_key_admit_exactly_the_limit, concurrent_keys_are_isolated,
     },
-    conveniences::{acquire_fast_answers_what_acquire_does, until_ready_sleeps_retry_after_then_wait},
+    conveniences::{
+        acquire_fast_answers_what_acquire_does, until_ready_sleeps_retry_after_then_wait,
+    },
     failure::{
         failure_policies_answer_while_the_backend_fails,
         fallback_decides_until_the_backend_answers_again,
