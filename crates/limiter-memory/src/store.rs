@@ -19,11 +19,16 @@ use crate::sweep::{Sweep, Sweeper, MIN_SWEEP_INTERVAL};
 /// once expired (docs/spec.md rule 2.5).
 pub(crate) struct Store {
     rules: Rules,
+    /// Read once per request, and by the sweep.
     clock: ClockSource,
     keys: Keys,
+    /// A longer key is stored as its digest (see [`StoredKey`]).
     max_key_bytes: usize,
+    /// How long past its reset time a key is kept.
     eviction_delay_us: u64,
+    /// The count of keys held, and its cap.
     keys_held: KeyCap,
+    /// When to sweep: only new keys and sweeps touch it.
     sweeper: Sweeper,
 }
 
