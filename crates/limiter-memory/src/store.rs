@@ -19,11 +19,16 @@ use crate::sweep::{Sweep, Sweeper, MIN_SWEEP_INTERVAL};
 /// once expired (docs/spec.md rule 2.5).
 pub(crate) struct Store {
     rules: Rules,
+    /// Read once per request, and by the sweep.
     clock: ClockSource,
     keys: Keys,
+    /// A longer key is stored as its digest (see [`StoredKey`]).
     max_key_bytes: usize,
+    /// How long past its reset time a key is kept.
     eviction_delay_us: u64,
+    /// The count of keys held, and its cap.
     keys_held: KeyCap,
+    /// When to sweep: only new keys and sweeps touch it.
     sweeper: Sweeper,
 }
 
@@ -193,8 +198,23 @@ impl Store {
                 drop(state); // the answer is made out of the lock
                 raw
             }
-            None => self.acquire_new_key(map, key.as_bytes(), now_us, cost),
+            // Its own return: merged into the held key's, the decision
+            // goes through memory.
+            None => {
+                let raw = self.acquire_new_key(map, key.as_bytes(), now_us, cost);
+                return self.answer::<S>(raw, now_us);
+            }
         };
+        self.answer::<S>(raw, now_us)
+    }
+
+    /// The answer `raw` makes, for a request at `now_us`.
+    #[inline(always)]
+    fn answer<S: Stored>(
+        &self,
+        raw: Result<S::Raw, Error>,
+        now_us: u64,
+    ) -> Result<S::Answer, Error> {
         match raw {
             Ok(raw) => Ok(S::answer(&self.rules, raw, now_us)),
             Err(error) => Err(error),
@@ -212,11 +232,13 @@ impl Store {
     ) -> Result<bool, Error> {
         S::check(&self.rules, now_us, cost)?;
         let key = self.stored_key(key);
-        let raw = match map.get_mut(key.as_bytes()) {
-            Some(mut state) => state.decide(&self.rules, now_us, cost),
-            None => self.acquire_new_key(map, key.as_bytes(), now_us, cost),
-        };
-        raw.map(|raw| S::allowed(&raw))
+        if let Some(mut state) = map.get_mut(key.as_bytes()) {
+            return state
+                .decide(&self.rules, now_us, cost)
+                .map(|raw| S::allowed(&raw));
+        }
+        self.acquire_new_key(map, key.as_bytes(), now_us, cost)
+            .map(|raw| S::allowed(&raw))
     }
 
     /// The slow path of [`try_acquire`](Self::try_acquire): `key` (its stored

@@ -16,8 +16,8 @@ pub(crate) const MIN_SWEEP_INTERVAL: usize = 1024;
 
 /// A sweep is put off until it frees at least this fraction of the keys
 /// held (1/64): a scan costs every key, and under steady churn at the cap
-/// (a key expiring every few µs) a scan whenever one key had expired costs
-/// a whole scan per new key, 3 ms at 100,000 keys. So a new key at the cap
+/// (a key expiring every few µs) a scan whenever one key has expired would
+/// cost a whole scan per new key. So a new key at the cap
 /// may be refused while expired keys wait: until that many have expired,
 /// or until that many new keys have been refused since the last sweep,
 /// whichever comes first (the bound can be late: a key inserted after a
@@ -90,11 +90,11 @@ impl Sweeper {
     pub(crate) fn on_new_key_request<'a>(
         &'a self,
         now_us: u64,
-        keys: &'a KeyCap,
+        keys_held: &'a KeyCap,
     ) -> Option<Sweep<'a>> {
         let requests = self.new_key_requests.fetch_add(1, Ordering::Relaxed) + 1;
         if requests < self.interval.load(Ordering::Relaxed)
-            || !self.scheduled_sweep_is_due(now_us, keys)
+            || !self.scheduled_sweep_is_due(now_us, keys_held)
         {
             return None;
         }
@@ -105,36 +105,37 @@ impl Sweeper {
         };
         let requests = self.new_key_requests.load(Ordering::Relaxed);
         (requests >= self.interval.load(Ordering::Relaxed)
-            && self.scheduled_sweep_is_due(now_us, keys))
-        .then(|| Sweep::start(self, lock, keys))
+            && self.scheduled_sweep_is_due(now_us, keys_held))
+        .then(|| Sweep::start(self, lock, keys_held))
     }
 
     /// A sweep if one is due (at the cap: `earliest_evict_at`, so that a
     /// flood of new keys at one time scans at most once, and a sweep waits
     /// until it frees a batch), after any sweep running.
-    pub(crate) fn due<'a>(&'a self, now_us: u64, keys: &'a KeyCap) -> Option<Sweep<'a>> {
+    pub(crate) fn due<'a>(&'a self, now_us: u64, keys_held: &'a KeyCap) -> Option<Sweep<'a>> {
         let lock = self.lock();
-        self.sweep_is_due(now_us, keys)
-            .then(|| Sweep::start(self, lock, keys))
+        self.sweep_is_due(now_us, keys_held)
+            .then(|| Sweep::start(self, lock, keys_held))
     }
 
     /// A sweep, due or not, after any sweep running.
-    pub(crate) fn now<'a>(&'a self, keys: &'a KeyCap) -> Sweep<'a> {
-        Sweep::start(self, self.lock(), keys)
+    pub(crate) fn now<'a>(&'a self, keys_held: &'a KeyCap) -> Sweep<'a> {
+        Sweep::start(self, self.lock(), keys_held)
     }
 
     /// Whether a sweep would free enough to be worth its scan: a batch of
     /// keys has expired, or a batch of new keys has been refused.
-    fn sweep_is_due(&self, now_us: u64, keys: &KeyCap) -> bool {
+    fn sweep_is_due(&self, now_us: u64, keys_held: &KeyCap) -> bool {
         now_us >= self.earliest_evict_at.load(Ordering::SeqCst)
-            || self.refused.load(Ordering::Relaxed) >= batch(keys.held())
+            || self.refused.load(Ordering::Relaxed) >= batch(keys_held.held())
     }
 
     /// Whether the scheduled sweep has anything to free: some key may have
     /// expired (it runs once per `interval` new keys, so each of its scans
     /// is paid for however little it frees), or a sweep is due anyway.
-    fn scheduled_sweep_is_due(&self, now_us: u64, keys: &KeyCap) -> bool {
-        now_us >= self.lowest_evict_at.load(Ordering::SeqCst) || self.sweep_is_due(now_us, keys)
+    fn scheduled_sweep_is_due(&self, now_us: u64, keys_held: &KeyCap) -> bool {
+        now_us >= self.lowest_evict_at.load(Ordering::SeqCst)
+            || self.sweep_is_due(now_us, keys_held)
     }
 
     fn lock(&self) -> MutexGuard<'_, ()> {
@@ -159,14 +160,14 @@ fn batch(keys: usize) -> usize {
 /// once the keys dropped are no longer counted as held.
 pub(crate) struct Sweep<'a> {
     sweeper: &'a Sweeper,
-    keys: &'a KeyCap,
+    keys_held: &'a KeyCap,
     _lock: MutexGuard<'a, ()>,
     next: NextSweep,
     kept: usize,
 }
 
 impl<'a> Sweep<'a> {
-    fn start(sweeper: &'a Sweeper, lock: MutexGuard<'a, ()>, keys: &'a KeyCap) -> Self {
+    fn start(sweeper: &'a Sweeper, lock: MutexGuard<'a, ()>, keys_held: &'a KeyCap) -> Self {
         // Inserts during the sweep lower the bounds themselves; the keys
         // kept lower them when it finishes.
         sweeper.earliest_evict_at.store(u64::MAX, Ordering::SeqCst);
@@ -174,9 +175,9 @@ impl<'a> Sweep<'a> {
         sweeper.refused.store(0, Ordering::Relaxed);
         Self {
             sweeper,
-            keys,
+            keys_held,
             _lock: lock,
-            next: NextSweep::new(batch(keys.held())),
+            next: NextSweep::new(batch(keys_held.held())),
             kept: 0,
         }
     }
@@ -201,7 +202,7 @@ impl<'a> Sweep<'a> {
             .lowest_evict_at
             .fetch_min(self.next.at(1), Ordering::SeqCst);
         sweeper.new_key_requests.store(0, Ordering::Relaxed);
-        let interval = self.keys.held().max(MIN_SWEEP_INTERVAL);
+        let interval = self.keys_held.held().max(MIN_SWEEP_INTERVAL);
         sweeper.interval.store(interval, Ordering::Relaxed);
     }
 }
