@@ -214,7 +214,7 @@ impl Store {
         &self,
         raw: Result<S::Raw, Error>,
         now_us: u64,
-    ) -> Result<S::Answer, Error> {
+    ) -> Result<Decision, Error> {
         match raw {
             Ok(raw) => Ok(S::answer(&self.rules, raw, now_us)),
             Err(error) => Err(error),
