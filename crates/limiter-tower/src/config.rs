@@ -16,9 +16,9 @@ use crate::headers::HeaderStyle;
 use crate::key::{is_route_key, Fallback, KeyExtractor, KeyKindError};
 use crate::named_policy::{MemoryBounds, NamedPolicy, OnFailure};
 
-/// Named policies, each a [`LimiterLayer`](crate::LimiterLayer) to be: read from TOML, every
-/// entry checked before anything is served, so a typo fails the startup
-/// instead of leaving a route unlimited.
+/// Named policies, each a [`LimiterLayer`](crate::LimiterLayer) to be:
+/// read from TOML, every entry checked before anything is served, so a
+/// typo fails the startup instead of leaving a route unlimited.
 ///
 /// ```toml
 /// [defaults]                          # any policy field: every policy inherits it

@@ -17,7 +17,7 @@ use crate::rate_headers::RateHeaders;
 use crate::response::Verdict;
 
 pin_project! {
-    /// The future of a [`LimiterService`] call.
+    /// The future of a [`LimiterService`](crate::LimiterService) call.
     pub struct ResponseFuture<F, S, B> {
         #[pin]
         state: State<F, S, B>,

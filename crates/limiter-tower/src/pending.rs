@@ -257,8 +257,9 @@ impl<C: Deref<Target = Settings>, R: Reply> Pending<C, R> {
     }
 }
 
-/// Whether a denial counts against a [`Penalty`](crate::ban::Penalty): one decided by the
-/// backend or its fallback, not a fail-closed answer (nothing was counted).
+/// Whether a denial counts against a [`Penalty`](crate::ban::Penalty): one
+/// decided by the backend or its fallback, not a fail-closed answer
+/// (nothing was counted).
 fn counts_as_denial(decision: &Decision) -> bool {
     !decision.allowed
         && matches!(

@@ -1,6 +1,6 @@
-//! [`LimiterService`]: the [`tower::Service`] a [`LimiterLayer`](crate::LimiterLayer)
-//! wraps a route in, and its `call`: a request keyed, then let through,
-//! refused, or decided by the limiter.
+//! [`LimiterService`]: the [`tower::Service`] a
+//! [`LimiterLayer`](crate::LimiterLayer) wraps a route in, and its `call`:
+//! a request keyed, then let through, refused, or decided by the limiter.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -19,8 +19,9 @@ use crate::rate_headers::RateHeaders;
 use crate::response::{accepts_json, missing_key, missing_peer, Verdict};
 use crate::settings::Settings;
 
-/// The service of a [`LimiterLayer`](crate::LimiterLayer): asks the limiter, then calls
-/// `inner` or answers 429 (or 403, 503, 401, 500; see the crate docs).
+/// The service of a [`LimiterLayer`](crate::LimiterLayer): asks the
+/// limiter, then calls `inner` or answers 429 (or 403, 503, 401, 500; see
+/// the crate docs).
 #[derive(Debug, Clone)]
 pub struct LimiterService<S> {
     inner: S,
