@@ -42,7 +42,7 @@ fn a_fleet_on_a_cluster_stays_within_the_bound() {
         assert!(leased > 0, "leases serve decisions");
         if keys > 1 {
             for primary in cluster.primaries() {
-                let held = cluster.keys_matching(&primary, &format!("{}:*", fleet.prefix));
+                let held = cluster.keys_matching(&primary, format!("{}:*", fleet.prefix));
                 assert!(!held.is_empty(), "the keys reach every primary");
             }
         }

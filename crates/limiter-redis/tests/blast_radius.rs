@@ -218,7 +218,7 @@ async fn a_killed_primary_degrades_its_own_keys_alone() {
         let mut found = 0;
         for i in 0.. {
             let key = format!("user-{i}");
-            if cluster.node_for_key(&limiter.inner().redis_key(key.as_bytes())) == *primary {
+            if cluster.node_for_key(limiter.inner().redis_key(key.as_bytes())) == *primary {
                 keys.push(key);
                 found += 1;
                 if found == 2 {
@@ -229,7 +229,7 @@ async fn a_killed_primary_degrades_its_own_keys_alone() {
     }
     let on_victim: Vec<bool> = keys
         .iter()
-        .map(|k| cluster.node_for_key(&limiter.inner().redis_key(k.as_bytes())) == victim)
+        .map(|k| cluster.node_for_key(limiter.inner().redis_key(k.as_bytes())) == victim)
         .collect();
     // Half the limit on every key, then the kill, then the rest while the
     // replica takes over.
@@ -294,7 +294,7 @@ async fn a_cluster_that_refuses_every_key_is_an_outage() {
     let survivor = cluster.primaries()[1].clone();
     let key = (0..)
         .map(|i| format!("user-{i}"))
-        .find(|key| cluster.node_for_key(&limiter.inner().redis_key(key.as_bytes())) == survivor)
+        .find(|key| cluster.node_for_key(limiter.inner().redis_key(key.as_bytes())) == survivor)
         .unwrap();
     assert_eq!(
         limiter.acquire(key.as_bytes(), 1).await.unwrap().source,

@@ -135,7 +135,7 @@ async fn spread_over_primaries(
     let keys = keys_on(cluster, &limiter, name, &primaries, per_primary);
     let on_first: Vec<bool> = keys
         .iter()
-        .map(|k| cluster.node_for_key(&limiter.redis_key(k.as_bytes())) == primaries[0])
+        .map(|k| cluster.node_for_key(limiter.redis_key(k.as_bytes())) == primaries[0])
         .collect();
     let targets = keys
         .iter()
@@ -162,7 +162,7 @@ fn keys_on(
             break;
         }
         let key = format!("{name}:{n}");
-        let owner = cluster.node_for_key(&limiter.redis_key(key.as_bytes()));
+        let owner = cluster.node_for_key(limiter.redis_key(key.as_bytes()));
         if let Some(primary) = primaries.iter().find(|p| **p == owner) {
             let keys = found.entry(primary).or_default();
             if keys.len() < per_primary {
@@ -459,7 +459,7 @@ impl Migration {
     fn start(&self, key: &str) {
         let slot = self
             .cluster
-            .slot_of(&self.limiter.redis_key(key.as_bytes()))
+            .slot_of(self.limiter.redis_key(key.as_bytes()))
             .to_string();
         let (from, to) = (&self.source, &self.target);
         let importing = ["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from.id];
@@ -566,7 +566,7 @@ async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
     );
     assert_eq!(
         m.cluster
-            .keys_matching(&m.target, &m.limiter.redis_key(moving.as_bytes()))
+            .keys_matching(&m.target, m.limiter.redis_key(moving.as_bytes()))
             .len(),
         1,
         "the moving slot's new key lives on the importing node"
@@ -631,7 +631,7 @@ async fn keys_spread_over_every_primary() {
                     .0;
                 assert_eq!(
                     cluster.slot_of(key),
-                    cluster.slot_of(&format!("{{{user}}}")),
+                    cluster.slot_of(format!("{{{user}}}")),
                     "{key}: the key's slot is its user key's"
                 );
             }
@@ -729,9 +729,7 @@ async fn article_load_test_admits_exactly_one_hundred_on_every_primary() {
             admitted,
             100,
             "{key} on node {}",
-            cluster
-                .node_for_key(&limiter.redis_key(key.as_bytes()))
-                .port
+            cluster.node_for_key(limiter.redis_key(key.as_bytes())).port
         );
     }
 }
@@ -756,7 +754,7 @@ async fn function_flush_on_a_node_recovers_without_an_error() {
 
     // Quiet: a flushed node's first decision reloads the library.
     let first = &keys[0];
-    let owner = cluster.node_for_key(&limiter.redis_key(first.as_bytes()));
+    let owner = cluster.node_for_key(limiter.redis_key(first.as_bytes()));
     limiter.acquire(first.as_bytes(), 1).await.unwrap();
     let reply = cluster.command(&owner, &["FUNCTION", "FLUSH"]);
     assert_eq!(reply, Reply::Status("OK".into()));
@@ -840,7 +838,7 @@ async fn a_full_primary_refuses_its_decisions_and_serves_again_with_room() {
         &[full.clone(), other.clone()],
         1,
     );
-    let on_full = if cluster.node_for_key(&limiter.redis_key(keys[0].as_bytes())) == full {
+    let on_full = if cluster.node_for_key(limiter.redis_key(keys[0].as_bytes())) == full {
         [&keys[0], &keys[1]]
     } else {
         [&keys[1], &keys[0]]
@@ -970,8 +968,8 @@ async fn live_resharding_under_load_answers_every_decision_and_never_over_admits
     let mut slots: Vec<u16> = keys
         .iter()
         .map(|k| {
-            let slot = cluster.slot_of(&small.redis_key(k.as_bytes()));
-            assert_eq!(slot, cluster.slot_of(&large.redis_key(k.as_bytes())));
+            let slot = cluster.slot_of(small.redis_key(k.as_bytes()));
+            assert_eq!(slot, cluster.slot_of(large.redis_key(k.as_bytes())));
             slot
         })
         .collect();
@@ -1148,7 +1146,7 @@ async fn a_reshard_whose_nodes_disagree_for_a_moment_fails_no_decision() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let slots: Vec<u16> = keys
         .iter()
-        .map(|k| cluster.slot_of(&limiters[0].1.redis_key(k.as_bytes())))
+        .map(|k| cluster.slot_of(limiters[0].1.redis_key(k.as_bytes())))
         .collect();
     let mover = Arc::clone(&cluster);
     let moved = tokio::task::spawn_blocking(move || {
@@ -1222,16 +1220,13 @@ async fn a_new_primary_gets_the_library_before_its_first_decision() {
     })
     .await
     .unwrap();
-    let slot = cluster.slot_of(&limiter.redis_key(key.as_bytes()));
+    let slot = cluster.slot_of(limiter.redis_key(key.as_bytes()));
     assert_eq!(cluster.migrate_slot(slot, &new), 1, "the key's state moved");
     for _ in 0..15 {
         admitted += u32::from(limiter.acquire(key.as_bytes(), 1).await.unwrap().allowed);
     }
     assert_eq!(admitted, 10, "the moved state went on counting");
-    assert_eq!(
-        cluster.node_for_key(&limiter.redis_key(key.as_bytes())),
-        new
-    );
+    assert_eq!(cluster.node_for_key(limiter.redis_key(key.as_bytes())), new);
     assert_eq!(
         error_count(&cluster, &new, "ERR"),
         0,
@@ -1260,7 +1255,7 @@ async fn a_slot_covered_after_the_map_was_read_is_served_once_covered() {
         .await
         .unwrap();
     let key = "user:uncovered";
-    let slot = cluster.slot_of(&first.redis_key(key.as_bytes()));
+    let slot = cluster.slot_of(first.redis_key(key.as_bytes()));
     let owner = cluster.node_of_slot(slot);
     let slot_text = slot.to_string();
     let on_every_node = |args: &[&str]| {
@@ -1291,7 +1286,7 @@ async fn a_slot_covered_after_the_map_was_read_is_served_once_covered() {
     );
     let another = (0..)
         .map(|i| format!("user:another-{i}"))
-        .find(|other| cluster.slot_of(&limiter.redis_key(other.as_bytes())) != slot)
+        .find(|other| cluster.slot_of(limiter.redis_key(other.as_bytes())) != slot)
         .unwrap();
     let served = limiter.acquire(another.as_bytes(), 1).await.unwrap();
     assert!(served.allowed, "the other slots are served");
@@ -1335,7 +1330,7 @@ async fn decisions_on_a_hot_key_share_calls_and_stay_exact() {
     const LIMIT: u64 = 500;
     let policy = Policy::sliding_log(Rate::per_hour(LIMIT)).unwrap();
     let (cluster, limiter) = own_cluster(policy, "hot").await;
-    let owner = cluster.node_for_key(&limiter.redis_key(b"global"));
+    let owner = cluster.node_for_key(limiter.redis_key(b"global"));
     let fcalls = |node: &ClusterNode| command_calls(&cluster, node, "fcall");
     let before = fcalls(&owner);
     let tasks: Vec<_> = (0..TASKS)
@@ -1544,7 +1539,7 @@ async fn a_hung_primary_costs_its_callers_one_command_timeout_at_most() {
     let report = load.stop().await;
     for (i, key) in keys.iter().enumerate() {
         assert_eq!(
-            cluster.node_for_key(&limiter.redis_key(key.as_bytes())) == hung,
+            cluster.node_for_key(limiter.redis_key(key.as_bytes())) == hung,
             on_hung[i],
             "no failover was meant to start"
         );
@@ -1652,7 +1647,7 @@ async fn a_late_redirect_to_a_hung_node_costs_the_caller_one_command_timeout() {
     let (stale, hung) = (primaries[0].clone(), primaries[1].clone());
     let key = keys_on(&cluster, &limiter, "late", std::slice::from_ref(&stale), 1).remove(0);
     assert!(limiter.acquire(key.as_bytes(), 1).await.unwrap().allowed);
-    let slot = cluster.slot_of(&limiter.redis_key(key.as_bytes()));
+    let slot = cluster.slot_of(limiter.redis_key(key.as_bytes()));
     tokio::task::block_in_place(|| cluster.migrate_slot(slot, &hung));
 
     // Hung from the start (the retry meets it whenever it comes), for less
@@ -1779,7 +1774,7 @@ async fn failover_recovers_within_a_bound_and_over_admits_at_most_one_per_caller
     ));
     let on_victim: Vec<bool> = keys
         .iter()
-        .map(|k| cluster.node_for_key(&limiter.redis_key(k.as_bytes())) == victim)
+        .map(|k| cluster.node_for_key(limiter.redis_key(k.as_bytes())) == victim)
         .collect();
     let targets: Vec<_> = keys
         .iter()

@@ -159,7 +159,7 @@ fn a_cluster_node_probe_lost_with_its_runtime_is_started_again_by_the_next_calle
             .await
             .unwrap()
     });
-    let node = cluster.node_for_key(&limiter.redis_key(b"k"));
+    let node = cluster.node_for_key(limiter.redis_key(b"k"));
     // Hung for the call's timeout and a little more: less than the
     // cluster's node timeout, so no failover starts.
     probe_lost_with_its_runtime(&first, &limiter, "k", |down| {

@@ -160,9 +160,7 @@ async fn a_tls_cluster_is_reached_on_every_primary() {
     let mut keys: Vec<(String, u16)> = Vec::new();
     for n in 0.. {
         let key = format!("user:{n}");
-        let owner = cluster
-            .node_for_key(&limiter.redis_key(key.as_bytes()))
-            .port;
+        let owner = cluster.node_for_key(limiter.redis_key(key.as_bytes())).port;
         if !keys.iter().any(|(_, port)| *port == owner) {
             keys.push((key, owner));
         }

@@ -1183,6 +1183,11 @@ fn read_reply(reader: &mut impl BufRead) -> std::io::Result<Reply> {
     })
 }
 
+/// A key as the text this harness's commands carry: the tests' keys are text.
+fn as_text(key: &[u8]) -> &str {
+    std::str::from_utf8(key).expect("the cluster harness sends text keys")
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -1360,9 +1365,4 @@ mod tests {
             "directories left: {dirs:?}"
         );
     }
-}
-
-/// A key as the text this harness's commands carry: the tests' keys are text.
-fn as_text(key: &[u8]) -> &str {
-    std::str::from_utf8(key).expect("the cluster harness sends text keys")
 }
