@@ -8,7 +8,7 @@ use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use limiter_core::{parse_duration, Algorithm, Policies, PolicyError};
 
-use crate::compare::ScenarioName;
+use crate::compare::scenario_name::ScenarioName;
 
 /// The default Redis URL of `--redis-url`.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";

@@ -7,12 +7,13 @@
 //! figures, which `table`, `json` and `svg` present.
 
 mod json;
+pub(crate) mod scenario_name;
 mod scenarios;
 mod stats;
 mod svg;
 mod table;
 
-pub use self::scenarios::ScenarioName;
+pub use self::scenario_name::ScenarioName;
 
 use std::fs;
 use std::io::{self, Write};

@@ -5,40 +5,14 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use clap::ValueEnum;
 use limiter_core::{Algorithm, Policies, Policy, PolicyError, Rate};
 
+use super::scenario_name::ScenarioName;
 use crate::compare::compact_duration;
 use crate::failure::Failure;
 use crate::input::{open_trace, trace_name};
+use clap::ValueEnum;
 use limiter_core::trace::TraceReader;
-
-/// The built-in scenarios of `limiter compare`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ScenarioName {
-    /// The article's case: 100 per 10 s; 100 requests at 9 s, 100 at 11 s.
-    BoundaryBurst,
-    /// 100 per 10 s; one request every 50 ms for 60 s (twice the rate).
-    SteadyOverLimit,
-    /// 100 per 10 s; 150 requests within 1 s, every 13 s from 9.5 s, six times.
-    OnOffBursts,
-    /// 10 per 1 s on each of 1000 keys, 40 requests per key within 2 s.
-    ManyKeys,
-    /// Tiered limits: 5 per second and 100 per minute, one request every
-    /// 150 ms for 2 minutes; each lane one algorithm for both tiers. Run
-    /// when named (`--scenario tiered`).
-    Tiered,
-}
-
-impl ScenarioName {
-    /// Every built-in scenario, in the order they are run.
-    pub const ALL: [ScenarioName; 4] = [
-        Self::BoundaryBurst,
-        Self::SteadyOverLimit,
-        Self::OnOffBursts,
-        Self::ManyKeys,
-    ];
-}
 
 /// One lane of a comparison: a label, the algorithm whose colour it is
 /// drawn in, and the policies it decides by.
