@@ -353,6 +353,33 @@ impl TickDecision {
 }
 
 #[cfg(test)]
+mod parts_tests {
+    use super::Decision;
+    use std::time::Duration;
+
+    /// A decision moves through channels and futures on every request: a
+    /// set's parts stay behind one pointer, whatever the set's size.
+    #[test]
+    fn a_decision_is_small_and_its_parts_are_shared() {
+        assert!(std::mem::size_of::<Decision>() <= 96);
+        let parts = [
+            Decision::admit(5, 4, 7),
+            Decision::deny(100, 0, Duration::from_secs(1), 7),
+        ];
+        let set = Decision::deny(100, 0, Duration::from_secs(1), 7)
+            .with_bound_by(1)
+            .with_parts(&parts);
+        assert_eq!(set.parts(), parts);
+        assert_eq!(set.bound(), &parts[1]);
+        let copy = set.clone();
+        assert!(std::ptr::eq(copy.parts(), set.parts()));
+        // One part is no set: the decision is its own part.
+        let single = Decision::admit(5, 4, 7).with_parts(&parts[..1]);
+        assert_eq!(single.parts(), std::slice::from_ref(&single));
+    }
+}
+
+#[cfg(test)]
 mod source_tests {
     use super::DecisionSource;
 
