@@ -21,8 +21,9 @@
 //! - `redis/*`: decisions per second of each algorithm at concurrency 1, 16
 //!   and 64 through one shared `RedisBackend`, beside what the same server
 //!   gives a plain redis-rs multiplexed connection in the same run: the
-//!   ceiling (EVALSHA of `return 1`) and the original article's classic
-//!   sorted-set script;
+//!   ceiling (EVALSHA of `return 1`), the original article's classic
+//!   sorted-set script, and redis-cell's `CL.THROTTLE` when
+//!   `REDIS_CELL_MODULE` names the module (`scripts/redis-cell`);
 //! - `redis-cluster/*`: the token bucket on a 3-primary cluster at
 //!   concurrency 1, 16 and 64, over 10,000 keys and on one hot key
 //!   (every decision admitted), beside one server and the cluster's
@@ -31,6 +32,7 @@
 #![allow(missing_docs)]
 
 mod concurrently;
+mod redis_cell;
 // Shared with the finer peers harnesses; this bench uses the limiters only.
 #[allow(dead_code)]
 mod peer_limiters;
@@ -487,7 +489,7 @@ fn bench_acquires(
 }
 
 fn redis(c: &mut Criterion) {
-    let server = limiter_test::redis_server::RedisServer::start();
+    let (server, with_cell) = redis_cell::server();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let keys = Arc::new(keys(KEYS));
     let trivial = redis::Script::new("return 1");
@@ -563,6 +565,27 @@ fn redis(c: &mut Criterion) {
                 })
             })
         });
+
+        if with_cell {
+            // The same keys, each a GCRA of 100,000 a second with a burst
+            // of 10,000: every request admitted, as the limiters' below.
+            let (conn, cell_keys) = (plain.clone(), Arc::clone(&keys));
+            group.bench_function(BenchmarkId::new("redis-cell-cl-throttle", "redis-rs"), |b| {
+                b.to_async(&runtime).iter_custom(|iters| {
+                    let (conn, keys) = (conn.clone(), Arc::clone(&cell_keys));
+                    run_concurrently(concurrency, iters, move |i| {
+                        let (mut conn, keys) = (conn.clone(), Arc::clone(&keys));
+                        async move {
+                            let key = &keys[(i.wrapping_mul(7919) % keys.len() as u64) as usize];
+                            let key = format!("cell-{concurrency}:{key}");
+                            let admitted =
+                                redis_cell::throttle(&mut conn, &key, 10_000, 100_000, 1).await;
+                            black_box(admitted);
+                        }
+                    })
+                })
+            });
+        }
 
         // Each algorithm alone, then a tiered set of two token buckets (one
         // script, one round trip: beside the single token bucket).

@@ -56,7 +56,7 @@ use crate::leases::Leases;
 /// assert_eq!((first.source, first.remaining), (DecisionSource::Backend, 990));
 /// let next = leased.acquire(b"tenant:7", 1).await?; // decided in process
 /// assert_eq!((next.source, next.remaining), (DecisionSource::Lease, 8));
-/// assert_eq!(leased.held("tenant:7"), 8);
+/// assert_eq!(leased.held(b"tenant:7"), 8);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// ```

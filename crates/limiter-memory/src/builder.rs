@@ -156,9 +156,9 @@ impl MemoryLimiterBuilder {
     ///     .max_key_bytes(64)
     ///     .build();
     /// let long = "k".repeat(100_000);
-    /// assert!(limiter.try_acquire(&long, 1)?.allowed);
-    /// assert!(!limiter.try_acquire(&long, 1)?.allowed);
-    /// assert!(limiter.try_acquire(&"k".repeat(100_001), 1)?.allowed);
+    /// assert!(limiter.try_acquire(long.as_bytes(), 1)?.allowed);
+    /// assert!(!limiter.try_acquire(long.as_bytes(), 1)?.allowed);
+    /// assert!(limiter.try_acquire("k".repeat(100_001).as_bytes(), 1)?.allowed);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn max_key_bytes(mut self, max_key_bytes: usize) -> Self {

@@ -24,7 +24,7 @@ use crate::store::Store;
 /// use limiter_memory::MemoryLimiter;
 ///
 /// let limiter = MemoryLimiter::new(Policy::fixed_window(Rate::per_second(2))?);
-/// assert!(limiter.try_acquire("ip:10.0.0.1", 1)?.allowed);
+/// assert!(limiter.try_acquire(b"ip:10.0.0.1", 1)?.allowed);
 /// assert_eq!(limiter.len(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

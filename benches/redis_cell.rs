@@ -1,0 +1,49 @@
+//! redis-cell (`CL.THROTTLE`, brandur/redis-cell's GCRA module), a peer
+//! measured beside the Redis backend on the same server through the same
+//! client. Debian does not package it: `scripts/redis-cell` builds it from
+//! its crates.io source and prints the module's path, which
+//! `REDIS_CELL_MODULE` names.
+
+use limiter_test::redis_server::RedisServer;
+
+/// The environment variable naming the module to load.
+const MODULE: &str = "REDIS_CELL_MODULE";
+
+/// A redis-server with redis-cell loaded, or without it (and `false`,
+/// said on stderr with the command that builds it) when `REDIS_CELL_MODULE`
+/// is not set.
+pub fn server() -> (RedisServer, bool) {
+    match std::env::var(MODULE) {
+        Ok(path) if !path.is_empty() => {
+            (RedisServer::start_with_args(&["--loadmodule", &path]), true)
+        }
+        _ => {
+            eprintln!(
+                "{MODULE} is not set: redis-cell is not measured. Run \
+                 `{MODULE}=$(scripts/redis-cell) cargo bench ...` to measure it"
+            );
+            (RedisServer::start(), false)
+        }
+    }
+}
+
+/// One `CL.THROTTLE key burst count period 1` through `conn`: whether it
+/// admitted (the reply's first element is 0 when it did).
+pub async fn throttle(
+    conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    burst: u64,
+    count: u64,
+    period_s: u64,
+) -> bool {
+    let reply: Vec<i64> = redis::cmd("CL.THROTTLE")
+        .arg(key)
+        .arg(burst)
+        .arg(count)
+        .arg(period_s)
+        .arg(1)
+        .query_async(conn)
+        .await
+        .expect("CL.THROTTLE answers");
+    reply.first() == Some(&0)
+}
