@@ -42,6 +42,7 @@ mod harness;
 mod model;
 pub mod redis_cluster;
 pub mod redis_server;
+mod resp;
 mod suite;
 
 pub use self::cases::Rng;

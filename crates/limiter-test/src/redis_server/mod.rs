@@ -25,14 +25,26 @@
 //! ```
 
 use std::fmt;
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Once;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+
+use self::process::{process_alive, Running};
+use crate::resp::{raw_command, raw_command_within, raw_query};
+
+mod dirs;
+mod ports;
+mod process;
+mod tls;
+
+pub use self::tls::unrelated_ca_pem;
+
+pub(crate) use self::dirs::unique_dir;
+pub(crate) use self::ports::free_ports;
+pub(crate) use self::tls::tls_args;
 
 /// What a missing `redis-server` panics with: how to install it.
 pub const INSTALL_HINT: &str =
@@ -40,24 +52,6 @@ pub const INSTALL_HINT: &str =
 
 /// How long a starting server has to answer `PING`.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// How long a stopping server has to exit before it is sent `SIGKILL`.
-const STOP_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The wrapper, run in the server's directory: starts the server with the
-/// arguments given, prints its pid, then waits for standard input to close
-/// (this process stopped it or exited), stops the server and removes the
-/// directory (named by `$LIMITER_REDIS_DIR`; `Drop` never runs for a
-/// server held in a `static`).
-/// A server [`pause`](RedisServer::pause)d with `SIGSTOP` acts on `SIGTERM`
-/// only once continued, hence the `SIGCONT`.
-const WRAPPER: &str = r#"redis-server "$@" >redis.out 2>&1 & pid=$!
-echo "$pid"
-read -r _ignored
-kill "$pid" 2>/dev/null
-kill -CONT "$pid" 2>/dev/null
-wait "$pid" 2>/dev/null
-rm -rf "$LIMITER_REDIS_DIR""#;
 
 /// A running `redis-server` on `127.0.0.1`, stopped on drop.
 pub struct RedisServer {
@@ -75,14 +69,6 @@ pub struct RedisServer {
 struct Tls {
     port: u16,
     dir: PathBuf,
-}
-
-/// The wrapper shell, the pipe that keeps the server alive, and the
-/// server's own pid (to `SIGKILL` it if it does not stop in time).
-struct Running {
-    wrapper: Child,
-    lifeline: ChildStdin,
-    server_pid: u32,
 }
 
 impl RedisServer {
@@ -111,7 +97,7 @@ impl RedisServer {
     /// As [`start_with_args`](Self::start_with_args), on `port` (one the
     /// caller found free, e.g. with other ports it needs at the same time).
     pub fn start_on_port(port: u16, args: &[&str]) -> Self {
-        ensure_installed();
+        ensure_installed("redis-server", INSTALL_HINT);
         let mut server = Self {
             port,
             dir: unique_dir(),
@@ -135,7 +121,7 @@ impl RedisServer {
     /// As [`start`](Self::start), or if `openssl` is missing or fails (with
     /// its output).
     pub fn start_tls() -> Self {
-        ensure_installed();
+        ensure_installed("redis-server", INSTALL_HINT);
         let [port, tls_port] = free_ports::<2>();
         let dir = unique_dir();
         let tls_dir = dir.with_extension("tls");
@@ -201,7 +187,7 @@ impl RedisServer {
 
     /// The pid of the `redis-server` process, if it is running.
     pub fn pid(&self) -> Option<u32> {
-        self.process.as_ref().map(|running| running.server_pid)
+        self.process.as_ref().map(Running::pid)
     }
 
     /// The server's working directory (its log is `redis.log` there),
@@ -229,14 +215,7 @@ impl RedisServer {
     /// [`restart`](Self::restart) starts a fresh one.
     pub fn kill(&mut self) {
         if let Some(running) = self.process.take() {
-            signal(running.server_pid, "KILL");
-            // Exited (a zombie until the wrapper reaps it): its sockets are
-            // closed.
-            wait_for(
-                || !process_running(running.server_pid),
-                "redis-server to exit after SIGKILL",
-            );
-            running.stop(); // the wrapper reaps it and removes the directory
+            running.kill();
         }
     }
 
@@ -251,9 +230,10 @@ impl RedisServer {
     ///
     /// If the server is not running.
     pub fn pause(&self) {
-        let pid = self.pid().expect("pause: the server is not running");
-        signal(pid, "STOP");
-        wait_for(|| process_state(pid) == Some('T'), "redis-server to stop");
+        self.process
+            .as_ref()
+            .expect("pause: the server is not running")
+            .pause();
     }
 
     /// Resumes a [`pause`](Self::pause)d server (`SIGCONT`): it answers
@@ -263,12 +243,10 @@ impl RedisServer {
     ///
     /// If the server is not running.
     pub fn resume(&self) {
-        let pid = self.pid().expect("resume: the server is not running");
-        signal(pid, "CONT");
-        wait_for(
-            || process_state(pid) != Some('T'),
-            "redis-server to continue",
-        );
+        self.process
+            .as_ref()
+            .expect("resume: the server is not running")
+            .resume();
     }
 
     /// Stops the server (if running) and starts a fresh one on the same port:
@@ -333,37 +311,13 @@ impl RedisServer {
         let port = self.port.to_string();
         let dir = self.dir.to_string_lossy().into_owned();
         let log_path = log.to_string_lossy().into_owned();
-        let mut wrapper = Command::new("sh")
-            .arg("-c")
-            .arg(WRAPPER)
-            .arg("limiter-redis-server")
-            .args(["--port", &port, "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(["--dir", &dir, "--logfile", &log_path])
-            .args(["--daemonize", "no"])
-            .args(&self.extra_args)
-            .current_dir(&self.dir)
-            .env("LIMITER_REDIS_DIR", &self.dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run sh to start redis-server: {e}"));
-        let lifeline = wrapper.stdin.take().expect("stdin is piped");
-        let stdout = wrapper.stdout.take().expect("stdout is piped");
-        let mut pid_line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut pid_line)
-            .unwrap_or_else(|e| panic!("cannot read redis-server's pid: {e}"));
-        let server_pid = pid_line
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("unexpected pid line from the wrapper: {pid_line:?}"));
-        let running = Running {
-            wrapper,
-            lifeline,
-            server_pid,
-        };
+        let mut args = vec!["--port", &port, "--bind", "127.0.0.1"];
+        args.extend(["--save", "", "--appendonly", "no"]);
+        args.extend(["--dir", &dir, "--logfile", &log_path]);
+        args.extend(["--daemonize", "no"]);
+        args.extend(self.extra_args.iter().map(String::as_str));
+        let running = Running::spawn(&self.dir, &args);
+        let server_pid = running.pid();
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             let ready = raw_command(self.port, "PING")
@@ -383,39 +337,6 @@ impl RedisServer {
                 );
             }
             thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Running {
-    fn stop(self) {
-        let Self {
-            mut wrapper,
-            lifeline,
-            server_pid,
-        } = self;
-        drop(lifeline); // the wrapper reads EOF and stops the server
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        loop {
-            match wrapper.try_wait() {
-                Ok(Some(_)) | Err(_) => break,
-                Ok(None) if Instant::now() > deadline => {
-                    let _ = Command::new("kill")
-                        .args(["-9", &server_pid.to_string()])
-                        .status();
-                    let _ = wrapper.kill();
-                    let _ = wrapper.wait();
-                    break;
-                }
-                Ok(None) => thread::sleep(Duration::from_millis(10)),
-            }
-        }
-        // The wrapper waited for the server; make sure anyway.
-        while process_alive(server_pid) {
-            let _ = Command::new("kill")
-                .args(["-9", &server_pid.to_string()])
-                .status();
-            thread::sleep(Duration::from_millis(10));
         }
     }
 }
@@ -442,255 +363,19 @@ impl fmt::Debug for RedisServer {
     }
 }
 
-/// Panics with [`INSTALL_HINT`] unless `redis-server --version` runs.
-fn ensure_installed() {
-    match Command::new("redis-server")
+/// Panics with `hint` unless `program --version` runs.
+pub(crate) fn ensure_installed(program: &str, hint: &str) {
+    match Command::new(program)
         .arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
     {
         Ok(status) if status.success() => {}
-        Ok(status) => panic!("{INSTALL_HINT} (`redis-server --version` exited with {status})"),
-        Err(e) if e.kind() == ErrorKind::NotFound => panic!("{INSTALL_HINT}"),
-        Err(e) => panic!("{INSTALL_HINT} (running it failed: {e})"),
+        Ok(status) => panic!("{hint} (`{program} --version` exited with {status})"),
+        Err(e) if e.kind() == ErrorKind::NotFound => panic!("{hint}"),
+        Err(e) => panic!("{hint} (running it failed: {e})"),
     }
-}
-
-/// `N` distinct loopback ports that were free a moment ago (each bound,
-/// all held at once, then released), taken below the kernel's ephemeral
-/// range.
-///
-/// Why not port 0: the kernel hands out ephemeral ports, and once released
-/// one can be taken at once by any outgoing connection (the tests' clients,
-/// a cluster's bus) before the server binds it: a server started beside
-/// several clusters failed with "Address already in use" in CI. Ports
-/// below the range are never given to outgoing connections; test
-/// processes start at different offsets (by pid) and skip any port that
-/// something holds.
-pub(crate) fn free_ports<const N: usize>() -> [u16; N] {
-    let (low, high) = (10_000, ephemeral_start().max(10_000 + 4 * N as u32));
-    let span = high - low;
-    static NEXT: AtomicU64 = AtomicU64::new(u64::MAX);
-    let _ = NEXT.compare_exchange(
-        u64::MAX,
-        u64::from(std::process::id()) * 7_919,
-        Ordering::Relaxed,
-        Ordering::Relaxed,
-    );
-    let mut held = Vec::with_capacity(N);
-    for _ in 0..span {
-        if held.len() == N {
-            break;
-        }
-        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % u64::from(span);
-        let port = (u64::from(low) + offset) as u16;
-        if let Ok(listener) = TcpListener::bind(("127.0.0.1", port)) {
-            held.push(listener);
-        }
-    }
-    assert_eq!(
-        held.len(),
-        N,
-        "no {N} free loopback ports between {low} and {high}"
-    );
-    std::array::from_fn(|i| held[i].local_addr().expect("bound address").port())
-}
-
-/// The first port of the kernel's ephemeral range (Linux's
-/// `ip_local_port_range`; 32768, its default, elsewhere).
-fn ephemeral_start() -> u32 {
-    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|range| range.split_whitespace().next()?.parse().ok())
-        .unwrap_or(32_768)
-}
-
-/// The PEM certificate of a fresh throwaway CA that signed nothing: a
-/// client trusting only it must refuse every server.
-///
-/// # Panics
-///
-/// If `openssl` is missing or fails.
-pub fn unrelated_ca_pem() -> Vec<u8> {
-    let dir = unique_dir().with_extension("ca");
-    std::fs::create_dir_all(&dir)
-        .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    crate::certificates::generate_ca(&dir, "limiter unrelated test CA");
-    let pem = std::fs::read(dir.join("ca.crt")).expect("the CA certificate was written");
-    let _ = std::fs::remove_dir_all(&dir);
-    pem
-}
-
-/// The arguments serving TLS on `tls_port` with the certificates
-/// [`generate`](crate::certificates::generate) wrote into `dir` (clients
-/// need no certificate of their own).
-pub(crate) fn tls_args(tls_port: u16, dir: &Path) -> Vec<String> {
-    let file = |name: &str| dir.join(name).to_string_lossy().into_owned();
-    vec![
-        "--tls-port".to_owned(),
-        tls_port.to_string(),
-        "--tls-cert-file".to_owned(),
-        file("server.crt"),
-        "--tls-key-file".to_owned(),
-        file("server.key"),
-        "--tls-ca-cert-file".to_owned(),
-        file("ca.crt"),
-        "--tls-auth-clients".to_owned(),
-        "no".to_owned(),
-    ]
-}
-
-/// A fresh directory name under the system temp dir, unique per process
-/// and per call. The first call of a process removes the directories left
-/// by test processes that died without dropping their servers (killed, or
-/// aborted by a timeout).
-pub(crate) fn unique_dir() -> PathBuf {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    static SWEPT: Once = Once::new();
-    SWEPT.call_once(|| remove_dirs_of_dead_processes(&std::env::temp_dir()));
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    std::env::temp_dir().join(format!(
-        "limiter-redis-{}-{}-{nanos}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ))
-}
-
-/// Removes every `limiter-redis-PID-…` directory under `parent` whose
-/// process is gone (no `/proc/PID`). A directory of a live process, or of a
-/// process that reused a dead one's PID, is left alone.
-fn remove_dirs_of_dead_processes(parent: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|name| name.strip_prefix("limiter-redis-"))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-/// Sends `SIGsignal` to `pid` (`kill -signal pid`).
-fn signal(pid: u32, signal: &str) {
-    let _ = Command::new("kill")
-        .args([&format!("-{signal}"), &pid.to_string()])
-        .stderr(Stdio::null())
-        .status();
-}
-
-/// Polls `condition` every 5 ms for up to [`STOP_TIMEOUT`].
-fn wait_for(mut condition: impl FnMut() -> bool, what: &str) {
-    let deadline = Instant::now() + STOP_TIMEOUT;
-    while !condition() {
-        assert!(
-            Instant::now() < deadline,
-            "waited {STOP_TIMEOUT:?} for {what}"
-        );
-        thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// The process's state letter from `/proc/PID/stat` (`R`, `S`, `T` for
-/// stopped, `Z` for a zombie...), or `None` if it does not exist.
-fn process_state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // "pid (comm) S ...": the state follows the last ')'.
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
-}
-
-/// Whether `pid` is a live process: it exists and is not a zombie (an
-/// exited process whose parent has not reaped it yet has closed its
-/// sockets). Without `/proc`, whether it exists.
-fn process_running(pid: u32) -> bool {
-    if Path::new("/proc/self/stat").exists() {
-        return process_state(pid).is_some_and(|state| state != 'Z' && state != 'X');
-    }
-    process_alive(pid)
-}
-
-/// Whether a process with this pid exists (`kill -0`).
-fn process_alive(pid: u32) -> bool {
-    Command::new("kill")
-        .args(["-0", &pid.to_string()])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Sends one inline command and returns the reply's first line.
-fn raw_command(port: u16, command: &str) -> std::io::Result<String> {
-    raw_command_within(port, command, Duration::from_secs(5))
-}
-
-/// Sends one inline command and returns the reply's first line, waiting up
-/// to `timeout` for it.
-fn raw_command_within(port: u16, command: &str, timeout: Duration) -> std::io::Result<String> {
-    let mut stream = send_inline(port, command, timeout)?;
-    read_line(&mut stream)
-}
-
-/// Sends one inline command; returns a bulk reply's contents, or any other
-/// reply's first line.
-fn raw_query(port: u16, command: &str) -> std::io::Result<String> {
-    let mut stream = send_inline(port, command, Duration::from_secs(5))?;
-    let first = read_line(&mut stream)?;
-    let Some(len) = first
-        .strip_prefix('$')
-        .and_then(|n| n.parse::<usize>().ok())
-    else {
-        return Ok(first);
-    };
-    let mut body = vec![0u8; len + 2]; // and its CRLF
-    stream.read_exact(&mut body)?;
-    body.truncate(len);
-    Ok(String::from_utf8_lossy(&body).into_owned())
-}
-
-fn send_inline(port: u16, command: &str, timeout: Duration) -> std::io::Result<TcpStream> {
-    let mut stream = connect_local(port)?;
-    stream.set_read_timeout(Some(timeout))?;
-    stream.write_all(format!("{command}\r\n").as_bytes())?;
-    Ok(stream)
-}
-
-/// A connection to `127.0.0.1:port`, tried again when a signal interrupts
-/// it (`EINTR`: a test process that spawns children gets `SIGCHLD`).
-pub(crate) fn connect_local(port: u16) -> std::io::Result<TcpStream> {
-    loop {
-        match TcpStream::connect(("127.0.0.1", port)) {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            connected => return connected,
-        }
-    }
-}
-
-/// Reads up to and including CRLF; returns the line without it. A read
-/// interrupted by a signal (`EINTR`: a test process that spawns children
-/// gets `SIGCHLD`) is read again.
-fn read_line(stream: &mut TcpStream) -> std::io::Result<String> {
-    let mut reply = Vec::new();
-    let mut byte = [0u8];
-    while !reply.ends_with(b"\r\n") {
-        match stream.read(&mut byte) {
-            Ok(0) => break,
-            Ok(_) => reply.push(byte[0]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(String::from_utf8_lossy(&reply).trim_end().to_owned())
 }
 
 /// A Redis key prefix no other test of this process uses: tests sharing
@@ -706,39 +391,10 @@ pub fn fresh_prefix(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::net::TcpStream;
+
+    use super::process::{process_running, process_state, wait_for};
     use super::*;
-
-    #[test]
-    fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
-        let held = TcpListener::bind("127.0.0.1:0").unwrap();
-        let ports = free_ports::<18>();
-        let mut sorted = ports.to_vec();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(sorted.len(), 18, "{ports:?}");
-        for port in ports {
-            assert!(u32::from(port) < ephemeral_start(), "{port}");
-            assert_ne!(port, held.local_addr().unwrap().port());
-            TcpListener::bind(("127.0.0.1", port)).unwrap_or_else(|e| panic!("{port}: {e}"));
-        }
-    }
-
-    #[test]
-    fn directories_of_dead_processes_are_removed_and_live_ones_kept() {
-        let parent = unique_dir().with_extension("sweep");
-        // No process has PID 4294967295 (Linux PIDs stop at 2^22).
-        let dead = parent.join("limiter-redis-4294967295-0-1.ca");
-        let live = parent.join(format!("limiter-redis-{}-0-1", std::process::id()));
-        let other = parent.join("not-ours-4294967295");
-        for dir in [&dead, &live, &other] {
-            std::fs::create_dir_all(dir.join("inside")).unwrap();
-        }
-        remove_dirs_of_dead_processes(&parent);
-        assert!(!dead.exists(), "a dead process's directory is removed");
-        assert!(live.exists(), "a live process's directory is kept");
-        assert!(other.exists(), "another name is left alone");
-        std::fs::remove_dir_all(&parent).unwrap();
-    }
 
     #[test]
     fn starts_answers_restarts_and_stops() {
