@@ -570,21 +570,25 @@ fn redis(c: &mut Criterion) {
             // The same keys, each a GCRA of 100,000 a second with a burst
             // of 10,000: every request admitted, as the limiters' below.
             let (conn, cell_keys) = (plain.clone(), Arc::clone(&keys));
-            group.bench_function(BenchmarkId::new("redis-cell-cl-throttle", "redis-rs"), |b| {
-                b.to_async(&runtime).iter_custom(|iters| {
-                    let (conn, keys) = (conn.clone(), Arc::clone(&cell_keys));
-                    run_concurrently(concurrency, iters, move |i| {
-                        let (mut conn, keys) = (conn.clone(), Arc::clone(&keys));
-                        async move {
-                            let key = &keys[(i.wrapping_mul(7919) % keys.len() as u64) as usize];
-                            let key = format!("cell-{concurrency}:{key}");
-                            let admitted =
-                                redis_cell::throttle(&mut conn, &key, 10_000, 100_000, 1).await;
-                            black_box(admitted);
-                        }
+            group.bench_function(
+                BenchmarkId::new("redis-cell-cl-throttle", "redis-rs"),
+                |b| {
+                    b.to_async(&runtime).iter_custom(|iters| {
+                        let (conn, keys) = (conn.clone(), Arc::clone(&cell_keys));
+                        run_concurrently(concurrency, iters, move |i| {
+                            let (mut conn, keys) = (conn.clone(), Arc::clone(&keys));
+                            async move {
+                                let key =
+                                    &keys[(i.wrapping_mul(7919) % keys.len() as u64) as usize];
+                                let key = format!("cell-{concurrency}:{key}");
+                                let admitted =
+                                    redis_cell::throttle(&mut conn, &key, 10_000, 100_000, 1).await;
+                                black_box(admitted);
+                            }
+                        })
                     })
-                })
-            });
+                },
+            );
         }
 
         // Each algorithm alone, then a tiered set of two token buckets (one

@@ -338,16 +338,14 @@ mod tests {
     use super::node::lock;
     use super::*;
 
-    /// The whole life of a cluster: start (timed), keys on their slots'
+    /// The whole life of a cluster: start, keys on their slots'
     /// primaries, a live slot migration, a primary killed and its replica
     /// promoted with the data, and every process gone after drop.
     #[test]
     fn starts_reshards_fails_over_and_stops() {
         let started = Instant::now();
         let cluster = RedisCluster::start();
-        let start_time = started.elapsed();
-        eprintln!("cluster started in {start_time:?}");
-        assert!(start_time < Duration::from_secs(20), "{start_time:?}");
+        eprintln!("cluster started in {:?}", started.elapsed());
 
         let primaries = cluster.primaries();
         assert_eq!(primaries.len(), PRIMARIES);
