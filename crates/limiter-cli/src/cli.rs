@@ -8,7 +8,8 @@ use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use limiter_core::{parse_duration, Algorithm, Policies, PolicyError};
 
-use crate::compare::scenario_name::ScenarioName;
+pub use crate::bench::BenchArgs;
+pub use crate::compare::scenario_name::ScenarioName;
 
 /// The default Redis URL of `--redis-url`.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -168,7 +169,7 @@ pub enum Command {
     /// Measure a deployment: decisions per second and their latency at a
     /// given concurrency, beside the Redis server's own ceiling.
     #[command(after_help = crate::bench::AFTER_HELP)]
-    Bench(crate::bench::BenchArgs),
+    Bench(BenchArgs),
 }
 
 /// Which limiter backend decides.

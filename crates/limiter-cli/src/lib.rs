@@ -4,19 +4,19 @@
 //! exports what each admitted, `limiter bench` measures a deployment's
 //! decisions per second and latency beside its Redis server's ceiling.
 //!
-//! The binary is a thin wrapper over [`run`]; the pieces are public so the
-//! tests can reach them.
+//! The binary is a thin wrapper over [`run`]: the library exports what a
+//! user runs, the parsed command line ([`cli::Cli`]) and [`run`].
 
 mod backend;
-pub mod bench;
+mod bench;
 pub mod cli;
-pub mod compare;
+mod compare;
 mod epoch;
 mod failure;
 mod input;
 mod json_string;
 mod progress;
-pub mod replay;
+mod replay;
 mod step_back;
 
 pub use self::failure::Failure;

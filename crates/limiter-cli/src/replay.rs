@@ -21,7 +21,7 @@ use limiter_core::trace::{decision_row, TraceReader, DECISION_HEADER};
 /// trace, times that look like seconds or milliseconds since the epoch get
 /// one warning on stderr (see the `epoch` module), and so does, on the
 /// memory backend, a step back deeper than it keeps keys (`step_back`).
-pub async fn run(args: &ReplayArgs) -> Result<(), Failure> {
+pub(crate) async fn run(args: &ReplayArgs) -> Result<(), Failure> {
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
     let mut times = EpochUnitCheck::new();

@@ -44,10 +44,15 @@ mod error;
 mod limiter;
 mod protocol;
 
+/// Redis URLs as logs and errors show them: without their password.
+pub mod url {
+    pub use crate::connection::backend_builder::redact_url;
+}
+
 pub use self::{
     builder::RedisLimiterBuilder,
     connection::backend::RedisBackend,
-    connection::backend_builder::{redact_url, RedisBackendBuilder},
+    connection::backend_builder::RedisBackendBuilder,
     error::{BackendError, BackendErrorKind},
     limiter::RedisLimiter,
 };

@@ -27,6 +27,6 @@ mod phase;
 mod report;
 mod run;
 
+pub use self::args::BenchArgs;
 pub(crate) use self::args::AFTER_HELP;
-pub use self::args::{BenchArgs, OnFailure};
-pub use self::run::run;
+pub(crate) use self::run::run;

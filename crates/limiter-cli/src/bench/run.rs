@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use limiter_core::{DecisionSource, Error, FailurePolicy, Limiter, LimiterExt, Policies};
 use limiter_memory::MemoryLimiter;
-use limiter_redis::{redact_url, RedisBackend, RedisLimiter};
+use limiter_redis::url::redact_url;
+use limiter_redis::{RedisBackend, RedisLimiter};
 
 use super::args::{BenchArgs, OnFailure};
 use super::ceiling::{ceiling, ceiling_key, CeilingClient};
@@ -31,7 +32,7 @@ const SLICES: u32 = 5;
 const YIELD_EVERY: u32 = 64;
 
 /// Runs the benchmark and prints its report to stdout.
-pub async fn run(args: &BenchArgs) -> Result<(), Failure> {
+pub(crate) async fn run(args: &BenchArgs) -> Result<(), Failure> {
     let policy = Policies::new(args.policy.iter().flat_map(|set| set.iter().cloned()))
         .map_err(|e| Failure::usage("invalid policy").with_source(e))?;
     let keys: Arc<[String]> = (0..args.keys).map(|i| format!("bench:{i}")).collect();

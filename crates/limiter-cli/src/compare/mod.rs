@@ -13,7 +13,7 @@ mod stats;
 mod svg;
 mod table;
 
-pub use self::scenario_name::ScenarioName;
+use self::scenario_name::ScenarioName;
 
 use std::fs;
 use std::io::{self, Write};
@@ -43,7 +43,7 @@ pub(crate) struct ScenarioReport {
 
 /// Runs the comparison and prints it (table or JSON) on stdout; writes the
 /// plot if asked.
-pub async fn run(args: &CompareArgs) -> Result<(), Failure> {
+pub(crate) async fn run(args: &CompareArgs) -> Result<(), Failure> {
     let scenarios = match &args.trace {
         Some(path) => {
             let scenario = Scenario::from_trace(

@@ -351,7 +351,7 @@ fn parse_url(url: &str, what: &str) -> Result<ConnectionInfo, Error> {
 ///
 /// ```
 /// assert_eq!(
-///     limiter_redis::redact_url("redis://app:s3cret@cache:6379/0"),
+///     limiter_redis::url::redact_url("redis://app:s3cret@cache:6379/0"),
 ///     "redis://app:***@cache:6379/0"
 /// );
 /// ```
