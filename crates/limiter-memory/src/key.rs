@@ -16,8 +16,8 @@ pub(crate) const INLINE: usize = 22;
 /// the SHA-256 of the key's bytes.
 pub(crate) const DIGEST_KEY_BYTES: usize = 1 + 32;
 
-/// The first byte of a digest's stored form. No key stored whole starts
-/// with it (a key that does is stored as its digest, whatever its length),
+/// The first byte of a digest's stored form. No key of a digest's length
+/// stored whole starts with it (such a key is stored as its own digest),
 /// so no key stored whole can equal a digest.
 const DIGEST_MARK: u8 = 0xff;
 
@@ -26,8 +26,8 @@ const DIGEST_MARK: u8 = 0xff;
 /// client-chosen key can cost is bounded whatever its length.
 ///
 /// Two keys share a state only if they are equal: keys stored whole are
-/// compared whole; a digest never equals a key stored whole (it starts
-/// with [`DIGEST_MARK`], which no key stored whole does); two digested keys
+/// compared whole; a digest never equals a key stored whole (no key of
+/// its length stored whole starts with [`DIGEST_MARK`]); two digested keys
 /// share one only if their SHA-256 collide, which no one can bring about.
 #[derive(Debug)]
 pub(crate) enum StoredKey<'a> {
@@ -39,7 +39,9 @@ impl<'a> StoredKey<'a> {
     /// `key` as stored under a bound of `max_key_bytes`.
     #[inline]
     pub(crate) fn of(key: &'a [u8], max_key_bytes: usize) -> Self {
-        if key.len() <= max_key_bytes && key.first() != Some(&DIGEST_MARK) {
+        // Only a key of a digest's length can equal one: the first byte is
+        // read for those alone.
+        if key.len() <= max_key_bytes && (key.len() != DIGEST_KEY_BYTES || key[0] != DIGEST_MARK) {
             Self::Whole(key)
         } else {
             Self::digest(key)
@@ -208,11 +210,11 @@ mod tests {
         let lookalike = digest.as_bytes().to_vec();
         assert_ne!(stored(&lookalike, 256), digest);
         assert_eq!(stored(&lookalike, 256).as_bytes()[0], DIGEST_MARK);
-        assert_eq!(
-            stored([DIGEST_MARK], 256).as_bytes().len(),
-            DIGEST_KEY_BYTES
-        );
-        // Any other first byte, within the bound: stored whole.
-        assert_eq!(stored([0xfe, 1], 256).as_bytes(), [0xfe, 1]);
+        // Of another length, or another first byte, within the bound:
+        // stored whole.
+        assert_eq!(stored([DIGEST_MARK, 1], 256).as_bytes(), [DIGEST_MARK, 1]);
+        let mut other = lookalike.clone();
+        other[0] = 0xfe;
+        assert_eq!(stored(&other, 256).as_bytes(), other);
     }
 }
