@@ -1,12 +1,11 @@
 //! [`Leases`]: the keys this instance holds leases for, in shards under
 //! their own locks, at most a fixed number of them.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use ahash::RandomState;
+use hashbrown::HashTable;
 
 use crate::key::Key;
 use crate::key_lease::KeyLease;
@@ -17,7 +16,8 @@ const SHARDS: usize = 16;
 /// Keys to their leases, at most `max_keys` of them (rounded up to a
 /// multiple of the shard count). Hashed with aHash under per-process
 /// random keys: clients choose the keys, so the hash must resist flooding,
-/// as the memory backend's map does.
+/// as the memory backend's map does. The hash is computed once a
+/// decision: it picks the shard and the slot.
 #[derive(Debug)]
 pub(crate) struct Leases {
     shards: Box<[Mutex<Shard>]>,
@@ -28,38 +28,18 @@ pub(crate) struct Leases {
     lapsed: AtomicU64,
 }
 
-/// A key's leases, under its key's hash: the key inline when short, so a
-/// lookup reads one entry and nothing behind it.
+/// A key and its leases: the map's slot, one cache line, the key inline
+/// when short, so that a decision from the units in hand reads one line.
 #[derive(Debug)]
+#[repr(align(64))]
 struct Entry {
     key: Key,
     lease: KeyLease,
 }
 
-/// The key's hash, computed once (it picks the shard too): a key whose
-/// hash another key holds is not leased, and is decided exactly.
-#[derive(Debug, Default)]
-struct Prehashed(u64);
-
-impl Hasher for Prehashed {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
-        }
-    }
-
-    fn write_u64(&mut self, hash: u64) {
-        self.0 = hash;
-    }
-}
-
 #[derive(Debug, Default)]
 struct Shard {
-    keys: HashMap<u64, Entry, BuildHasherDefault<Prehashed>>,
+    keys: HashTable<Entry>,
     /// No key of the shard can be idle before then: a full shard is not
     /// swept again until it.
     no_sweep_before_us: u64,
@@ -78,6 +58,7 @@ impl Leases {
 
     /// `key`'s hash and its shard, locked. The shard is read from the
     /// hash's middle bits: the map reads the low ones and the top seven.
+    #[inline]
     fn shard(&self, key: &[u8]) -> (u64, MutexGuard<'_, Shard>) {
         let hash = self.hasher.hash_one(key);
         let index = ((hash >> 32) as usize) % SHARDS;
@@ -95,6 +76,7 @@ impl Leases {
 
     /// Runs `f` on `key`'s leases, if held, after dropping those that
     /// lapsed by `now_us`.
+    #[inline]
     pub(crate) fn with_live<R>(
         &self,
         key: &[u8],
@@ -129,12 +111,9 @@ impl Leases {
         f: impl FnOnce(&mut KeyLease) -> R,
     ) -> Option<R> {
         let (hash, mut shard) = self.shard(key);
-        if let Some(entry) = shard.keys.get_mut(&hash) {
-            if !entry.key.is(key) {
-                return None;
-            }
-            self.lapse(entry.lease.expire(now_us));
-            return Some(f(&mut entry.lease));
+        if let Some(lease) = shard.lease(hash, key) {
+            self.lapse(lease.expire(now_us));
+            return Some(f(lease));
         }
         if shard.keys.len() >= self.per_shard {
             let lapsed = shard.sweep(now_us, self.lifetime_us);
@@ -145,11 +124,13 @@ impl Leases {
         }
         // A new key may be idle at once.
         shard.no_sweep_before_us = shard.no_sweep_before_us.min(now_us);
-        let entry = shard.keys.entry(hash).or_insert_with(|| Entry {
+        let entry = Entry {
             key: Key::new(key),
             lease: KeyLease::new(),
-        });
-        Some(f(&mut entry.lease))
+        };
+        let rehash = |entry: &Entry| self.hasher.hash_one(entry.key.bytes());
+        let mut slot = shard.keys.insert_unique(hash, entry, rehash);
+        Some(f(&mut slot.get_mut().lease))
     }
 
     /// Gives up `key`'s units in hand; returns them. The key stays, so
@@ -170,7 +151,7 @@ impl Leases {
                 let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
                 shard
                     .keys
-                    .values_mut()
+                    .iter_mut()
                     .map(|Entry { lease, .. }| {
                         self.lapse(lease.expire(now_us));
                         lease.release()
@@ -198,11 +179,11 @@ impl Leases {
 }
 
 impl Shard {
-    /// `key`'s leases, if held under `hash`.
+    /// `key`'s leases, if held; `hash` is its hash.
+    #[inline]
     fn lease(&mut self, hash: u64, key: &[u8]) -> Option<&mut KeyLease> {
         self.keys
-            .get_mut(&hash)
-            .filter(|entry| entry.key.is(key))
+            .find_mut(hash, |entry| entry.key.is(key))
             .map(|entry| &mut entry.lease)
     }
 
@@ -214,7 +195,7 @@ impl Shard {
         }
         let mut next = u64::MAX;
         let mut lapsed = 0;
-        self.keys.retain(|_, Entry { lease, .. }| {
+        self.keys.retain(|Entry { lease, .. }| {
             lapsed += lease.expire(now_us);
             let idle = lease.is_idle(now_us);
             if !idle {
@@ -252,15 +233,15 @@ mod tests {
             taken: 0,
             depart_us: 0,
         };
-        lease.granted(batch, grant, 0);
+        lease.granted(batch, grant, 0, &[10]);
     }
 
     #[test]
     fn a_key_with_its_leases_is_packed() {
-        // The map's slot: the hash, then the entry (a key of up to 22
-        // bytes inline).
-        assert_eq!(std::mem::size_of::<(u64, Entry)>(), 136);
-        assert_eq!(std::mem::size_of::<KeyLease>(), 104);
+        // The map's slot: one cache line, a key of up to 14 bytes inline
+        // and what a decision from the units in hand reads.
+        assert_eq!(std::mem::size_of::<Entry>(), 64);
+        assert_eq!(std::mem::size_of::<KeyLease>(), 48);
     }
 
     #[test]
