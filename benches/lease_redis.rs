@@ -6,9 +6,10 @@
 //! so nothing is denied. Decisions per second, and Redis commands
 //! (`INFO commandstats`: the `FCALL`s a client sent, and every command
 //! run, the functions' own calls included) and Redis CPU (`INFO cpu`, user
-//! and system) per 1,000 decisions, for `RedisLimiter` alone and for
-//! `Leased` over it with its default lease options; on the hot key also
-//! with a maximum lease of 1,000 (`M=1000`).
+//! and system) per 1,000 decisions, and the share of decisions taken from
+//! a lease in hand, for `RedisLimiter` alone and for `Leased` over it with
+//! its default lease options; on the hot key also with a maximum lease of
+//! 1,000 (`M=1000`).
 //!
 //! The paths alternate, round by round, each round a warm-up then a
 //! timed run, so all see the same machine; the table gives every round
@@ -23,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use limiter_core::{Limiter, Policy, Rate};
+use limiter_core::{DecisionSource, Limiter, Policy, Rate};
 use limiter_lease::Leased;
 use limiter_redis::{RedisBackend, RedisLimiter};
 use limiter_test::redis_server::RedisServer;
@@ -34,6 +35,8 @@ const WARM_UP: Duration = Duration::from_secs(1);
 /// One timed run of one path.
 struct Measured {
     decisions: u64,
+    /// Decisions taken from a lease in hand.
+    from_leases: u64,
     elapsed: Duration,
     fcalls: u64,
     commands: u64,
@@ -43,6 +46,10 @@ struct Measured {
 impl Measured {
     fn per_second(&self) -> f64 {
         self.decisions as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn leased_percent(&self) -> f64 {
+        self.from_leases as f64 * 100.0 / self.decisions as f64
     }
 
     fn fcalls_per_1000(&self) -> f64 {
@@ -162,10 +169,11 @@ fn measure(
             runtime.block_on(drive(limiter, keys, WARM_UP));
             server.command("CONFIG RESETSTAT");
             let cpu_before = redis_cpu(server);
-            let (decisions, elapsed) = runtime.block_on(drive(limiter, keys, run));
+            let (decisions, from_leases, elapsed) = runtime.block_on(drive(limiter, keys, run));
             let (fcalls, commands) = redis_commands(server);
             rows[which].1.push(Measured {
                 decisions,
+                from_leases,
                 elapsed,
                 fcalls,
                 commands,
@@ -190,14 +198,15 @@ fn report(
          {per_second}/s per key, nothing denied)"
     );
     println!(
-        "{:<8} {:>14} {:>14} {:>16} {:>16}",
-        "path", "decisions/s", "FCALL/1,000", "commands/1,000", "CPU µs/1,000"
+        "{:<8} {:>14} {:>12} {:>14} {:>16} {:>16}",
+        "path", "decisions/s", "from lease", "FCALL/1,000", "commands/1,000", "CPU µs/1,000"
     );
     for (name, measured) in rows {
         for m in measured {
             println!(
-                "{name:<8} {:>14.0} {:>14.1} {:>16.1} {:>16.0}",
+                "{name:<8} {:>14.0} {:>11.1}% {:>14.1} {:>16.1} {:>16.0}",
                 m.per_second(),
+                m.leased_percent(),
                 m.fcalls_per_1000(),
                 m.commands_per_1000(),
                 m.cpu_us_per_1000()
@@ -211,9 +220,10 @@ fn report(
     };
     for (which, (name, _)) in rows.iter().enumerate() {
         println!(
-            "{:<8} {:>14.0} {:>14.1} {:>16.1} {:>16.0}   (median)",
+            "{:<8} {:>14.0} {:>11.1}% {:>14.1} {:>16.1} {:>16.0}   (median)",
             name,
             median(which, Measured::per_second),
+            median(which, Measured::leased_percent),
             median(which, Measured::fcalls_per_1000),
             median(which, Measured::commands_per_1000),
             median(which, Measured::cpu_us_per_1000),
@@ -229,19 +239,22 @@ fn report(
 }
 
 /// `CALLERS` tasks deciding on random keys of `keys` for `run`: the
-/// decisions made and the time they took.
-async fn drive(limiter: &Arc<dyn Limiter>, keys: u64, run: Duration) -> (u64, Duration) {
+/// decisions made, those taken from a lease, and the time they took.
+async fn drive(limiter: &Arc<dyn Limiter>, keys: u64, run: Duration) -> (u64, u64, Duration) {
     let stop = Arc::new(AtomicBool::new(false));
     let decisions = Arc::new(AtomicU64::new(0));
+    let from_leases = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let callers: Vec<_> = (0..CALLERS)
         .map(|caller| {
             let limiter = Arc::clone(limiter);
             let stop = Arc::clone(&stop);
             let decisions = Arc::clone(&decisions);
+            let from_leases = Arc::clone(&from_leases);
             tokio::spawn(async move {
                 let mut state = (caller + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
                 let mut made = 0;
+                let mut leased = 0;
                 while !stop.load(Ordering::Relaxed) {
                     state ^= state << 13;
                     state ^= state >> 7;
@@ -253,12 +266,14 @@ async fn drive(limiter: &Arc<dyn Limiter>, keys: u64, run: Duration) -> (u64, Du
                         .expect("a decision");
                     assert!(decision.allowed, "demand below the limit");
                     made += 1;
+                    leased += u64::from(decision.source == DecisionSource::Lease);
                     if made % 64 == 0 {
                         // Leased decisions do not yield: let the others run.
                         tokio::task::yield_now().await;
                     }
                 }
                 decisions.fetch_add(made, Ordering::Relaxed);
+                from_leases.fetch_add(leased, Ordering::Relaxed);
             })
         })
         .collect();
@@ -267,7 +282,11 @@ async fn drive(limiter: &Arc<dyn Limiter>, keys: u64, run: Duration) -> (u64, Du
     for caller in callers {
         caller.await.unwrap();
     }
-    (decisions.load(Ordering::Relaxed), start.elapsed())
+    (
+        decisions.load(Ordering::Relaxed),
+        from_leases.load(Ordering::Relaxed),
+        start.elapsed(),
+    )
 }
 
 /// The `FCALL`s and all commands the server ran since the last `CONFIG
