@@ -112,7 +112,7 @@ const DEGRADED: u8 = 1 << 3;
 const OWN_LIMIT: u8 = 1 << 4;
 
 /// The part of a key's leases that a decision from the units in hand does
-/// not read.
+/// not read, a leaky bucket's departure time aside.
 #[derive(Debug, Default)]
 struct Cold {
     /// When the older lease's first unit departs (leaky bucket; µs).

@@ -23,8 +23,9 @@ pub(crate) struct Leases {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
     max_keys: usize,
-    /// A shard's most keys: twice its share of `max_keys`, which keys
-    /// hashed at random do not reach.
+    /// A shard's most keys: twice its share of `max_keys`, which bounds
+    /// its table; keys hashed at random rarely reach it, short of tiny
+    /// `max_keys`.
     per_shard: usize,
     /// The keys held, at most `max_keys`.
     held: AtomicUsize,
