@@ -1,38 +1,42 @@
 //! Leased quota against the exact Redis path on a real redis-server (the
-//! test harness starts one): 10,000 keys, 64 concurrent callers on one
-//! multiplexed connection, steady demand below the limit (a token bucket
-//! of 1,000,000 a second per key, so nothing is denied). Decisions per
-//! second, and Redis commands (`INFO commandstats`: the `FCALL`s a client
-//! sent, and every command run, the functions' own calls included) and
-//! Redis CPU (`INFO cpu`, user and system) per 1,000 decisions, for
-//! `RedisLimiter` alone and for `Leased` over it with its default lease
-//! options.
+//! test harness starts one), 64 concurrent callers on one multiplexed
+//! connection, steady demand below the limit, in two scenarios: 10,000
+//! keys (a token bucket of 1,000,000 a second per key) and one hot key
+//! (a token bucket of 1,000,000,000 a second, which no path here reaches),
+//! so nothing is denied. Decisions per second, and Redis commands
+//! (`INFO commandstats`: the `FCALL`s a client sent, and every command
+//! run, the functions' own calls included) and Redis CPU (`INFO cpu`, user
+//! and system) per 1,000 decisions, and the share of decisions taken from
+//! a lease in hand, for `RedisLimiter` alone and for `Leased` over it with
+//! its default lease options; on the hot key also with a maximum lease of
+//! 1,000 (`M=1000`).
 //!
-//! The two paths alternate, round by round, each round a warm-up then a
-//! timed run, so both see the same machine; the table gives every round
+//! The paths alternate, round by round, each round a warm-up then a
+//! timed run, so all see the same machine; the table gives every round
 //! and the median. redis-cell's `CL.THROTTLE` is not beside them: it is a
 //! Redis module, not packaged for Debian, and this bench builds nothing.
 //!
-//! `cargo bench -p limiter-benches --bench lease_redis -- [ROUNDS] [SECONDS]`
-//! (default 3 rounds of 3 s).
+//! `cargo bench -p limiter-benches --bench lease_redis -- [ROUNDS] [SECONDS] [KEYS]`
+//! (default 3 rounds of 3 s, both scenarios; `KEYS` 10000 or 1 runs one).
 #![allow(missing_docs)]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use limiter_core::{Limiter, Policy, Rate};
+use limiter_core::{DecisionSource, Limiter, Policy, Rate};
 use limiter_lease::Leased;
 use limiter_redis::{RedisBackend, RedisLimiter};
 use limiter_test::redis_server::RedisServer;
 
-const KEYS: u64 = 10_000;
 const CALLERS: u64 = 64;
 const WARM_UP: Duration = Duration::from_secs(1);
 
 /// One timed run of one path.
 struct Measured {
     decisions: u64,
+    /// Decisions taken from a lease in hand.
+    from_leases: u64,
     elapsed: Duration,
     fcalls: u64,
     commands: u64,
@@ -42,6 +46,10 @@ struct Measured {
 impl Measured {
     fn per_second(&self) -> f64 {
         self.decisions as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn leased_percent(&self) -> f64 {
+        self.from_leases as f64 * 100.0 / self.decisions as f64
     }
 
     fn fcalls_per_1000(&self) -> f64 {
@@ -57,14 +65,42 @@ impl Measured {
     }
 }
 
+/// Keys the callers pick from, each key's rate per second, and the
+/// maximum lease of an extra leased path beside the defaults, if any.
+struct Scenario {
+    keys: u64,
+    per_second: u64,
+    max_lease: Option<u64>,
+}
+
+const SCENARIOS: [Scenario; 2] = [
+    Scenario {
+        keys: 10_000,
+        per_second: 1_000_000,
+        max_lease: None,
+    },
+    // One key takes every decision: its units per lease round trip are
+    // what the maximum lease allows (docs/lease.md), so a larger one runs
+    // beside the default.
+    Scenario {
+        keys: 1,
+        per_second: 1_000_000_000,
+        max_lease: Some(1_000),
+    },
+];
+
+/// A path measured: its name and its limiter.
+type Path = (String, Arc<dyn Limiter>);
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|arg| arg != "--bench")
         .collect();
-    let usage = "usage: lease_redis [ROUNDS] [SECONDS]";
+    let usage = "usage: lease_redis [ROUNDS] [SECONDS] [KEYS]";
     let rounds: usize = args.first().map_or(3, |n| n.parse().expect(usage));
     let seconds: u64 = args.get(1).map_or(3, |n| n.parse().expect(usage));
+    let only: Option<u64> = args.get(2).map(|n| n.parse().expect(usage));
     let run = Duration::from_secs(seconds);
 
     let server = RedisServer::start();
@@ -73,53 +109,104 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let (exact, leased) = runtime.block_on(async {
-        let backend = RedisBackend::builder(server.url()).build().await.unwrap();
-        let policy = Policy::token_bucket(Rate::per_second(1_000_000)).unwrap();
-        let limiter = |prefix: &str| {
-            RedisLimiter::builder(&backend, policy.clone())
-                .key_prefix(prefix)
-                .build()
-        };
-        let exact: Arc<dyn Limiter> = Arc::new(limiter("exact").await.unwrap());
-        let leased: Arc<dyn Limiter> = Arc::new(Leased::new(limiter("leased").await.unwrap()));
-        (exact, leased)
-    });
+    let backend =
+        runtime.block_on(async { RedisBackend::builder(server.url()).build().await.unwrap() });
+    for scenario in SCENARIOS
+        .iter()
+        .filter(|scenario| only.is_none_or(|keys| keys == scenario.keys))
+    {
+        let keys = scenario.keys;
+        let paths: Vec<Path> = runtime.block_on(async {
+            let policy = Policy::token_bucket(Rate::per_second(scenario.per_second)).unwrap();
+            let limiter = |prefix: String| {
+                RedisLimiter::builder(&backend, policy.clone())
+                    .key_prefix(prefix)
+                    .build()
+            };
+            let mut paths: Vec<Path> = vec![
+                (
+                    "redis".into(),
+                    Arc::new(limiter(format!("exact{keys}")).await.unwrap()),
+                ),
+                (
+                    "leased".into(),
+                    Arc::new(Leased::new(limiter(format!("leased{keys}")).await.unwrap())),
+                ),
+            ];
+            if let Some(max_lease) = scenario.max_lease {
+                let inner = limiter(format!("leased{keys}m{max_lease}")).await.unwrap();
+                paths.push((
+                    format!("M={max_lease}"),
+                    Arc::new(Leased::builder(inner).max_lease(max_lease).build()),
+                ));
+            }
+            paths
+        });
+        let rows = measure(&server, &runtime, &paths, keys, rounds, run);
+        report(&rows, keys, scenario.per_second, rounds, seconds);
+    }
+}
 
-    let mut rows: Vec<(&str, Vec<Measured>)> = vec![("redis", Vec::new()), ("leased", Vec::new())];
+/// `rounds` rounds of every path, each a warm-up then a timed run of
+/// `run`, the order rotating round by round so that every path sees the
+/// same machine; the runs of each path, in the order of `paths`.
+fn measure(
+    server: &RedisServer,
+    runtime: &tokio::runtime::Runtime,
+    paths: &[Path],
+    keys: u64,
+    rounds: usize,
+    run: Duration,
+) -> Vec<(String, Vec<Measured>)> {
+    let mut rows: Vec<(String, Vec<Measured>)> = paths
+        .iter()
+        .map(|(name, _)| (name.clone(), Vec::new()))
+        .collect();
     for round in 0..rounds {
-        // Alternate which path goes first.
-        for turn in 0..2 {
-            let which = (round + turn) % 2;
-            let limiter = if which == 0 { &exact } else { &leased };
-            runtime.block_on(drive(limiter, WARM_UP));
+        for turn in 0..paths.len() {
+            let which = (round + turn) % paths.len();
+            let limiter = &paths[which].1;
+            runtime.block_on(drive(limiter, keys, WARM_UP));
             server.command("CONFIG RESETSTAT");
-            let cpu_before = redis_cpu(&server);
-            let (decisions, elapsed) = runtime.block_on(drive(limiter, run));
-            let (fcalls, commands) = redis_commands(&server);
+            let cpu_before = redis_cpu(server);
+            let (decisions, from_leases, elapsed) = runtime.block_on(drive(limiter, keys, run));
+            let (fcalls, commands) = redis_commands(server);
             rows[which].1.push(Measured {
                 decisions,
+                from_leases,
                 elapsed,
                 fcalls,
                 commands,
-                cpu: redis_cpu(&server).saturating_sub(cpu_before),
+                cpu: redis_cpu(server).saturating_sub(cpu_before),
             });
         }
     }
+    rows
+}
 
+/// Prints every run of one scenario, the medians, and each leased path's
+/// median against the exact path's (the first row).
+fn report(
+    rows: &[(String, Vec<Measured>)],
+    keys: u64,
+    per_second: u64,
+    rounds: usize,
+    seconds: u64,
+) {
     println!(
-        "{KEYS} keys, {CALLERS} callers, {rounds} rounds of {seconds} s (token bucket, \
-         nothing denied)"
+        "{keys} keys, {CALLERS} callers, {rounds} rounds of {seconds} s (token bucket of \
+         {per_second}/s per key, nothing denied)"
     );
     println!(
-        "{:<8} {:>14} {:>14} {:>16} {:>16}",
-        "path", "decisions/s", "FCALL/1,000", "commands/1,000", "CPU µs/1,000"
+        "{:<8} {:>14} {:>12} {:>14} {:>16} {:>16}",
+        "path", "decisions/s", "from lease", "FCALL/1,000", "commands/1,000", "CPU µs/1,000"
     );
-    for (name, measured) in &rows {
+    for (name, measured) in rows {
         for m in measured {
             println!(
-                "{name:<8} {:>14.0} {:>14.1} {:>16.1} {:>16.0}",
+                "{name:<8} {:>14.0} {:>11.1}% {:>14.1} {:>16.1} {:>16.0}",
                 m.per_second(),
+                m.leased_percent(),
                 m.fcalls_per_1000(),
                 m.commands_per_1000(),
                 m.cpu_us_per_1000()
@@ -133,51 +220,60 @@ fn main() {
     };
     for (which, (name, _)) in rows.iter().enumerate() {
         println!(
-            "{:<8} {:>14.0} {:>14.1} {:>16.1} {:>16.0}   (median)",
+            "{:<8} {:>14.0} {:>11.1}% {:>14.1} {:>16.1} {:>16.0}   (median)",
             name,
             median(which, Measured::per_second),
+            median(which, Measured::leased_percent),
             median(which, Measured::fcalls_per_1000),
             median(which, Measured::commands_per_1000),
             median(which, Measured::cpu_us_per_1000),
         );
     }
-    println!(
-        "leased / redis decisions/s (median): {:.1}x",
-        median(1, Measured::per_second) / median(0, Measured::per_second)
-    );
+    for (which, (name, _)) in rows.iter().enumerate().skip(1) {
+        println!(
+            "{name} / redis decisions/s (median): {:.1}x",
+            median(which, Measured::per_second) / median(0, Measured::per_second)
+        );
+    }
+    println!();
 }
 
-/// `CALLERS` tasks deciding on random keys for `run`: the decisions made
-/// and the time they took.
-async fn drive(limiter: &Arc<dyn Limiter>, run: Duration) -> (u64, Duration) {
+/// `CALLERS` tasks deciding on random keys of `keys` for `run`: the
+/// decisions made, those taken from a lease, and the time they took.
+async fn drive(limiter: &Arc<dyn Limiter>, keys: u64, run: Duration) -> (u64, u64, Duration) {
     let stop = Arc::new(AtomicBool::new(false));
     let decisions = Arc::new(AtomicU64::new(0));
+    let from_leases = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let callers: Vec<_> = (0..CALLERS)
         .map(|caller| {
             let limiter = Arc::clone(limiter);
             let stop = Arc::clone(&stop);
             let decisions = Arc::clone(&decisions);
+            let from_leases = Arc::clone(&from_leases);
             tokio::spawn(async move {
                 let mut state = (caller + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
                 let mut made = 0;
+                let mut leased = 0;
                 while !stop.load(Ordering::Relaxed) {
                     state ^= state << 13;
                     state ^= state >> 7;
                     state ^= state << 17;
-                    let key = format!("tenant:{}", state % KEYS);
+                    let key = format!("tenant:{}", state % keys);
                     let decision = limiter
                         .acquire(key.as_bytes(), 1)
                         .await
                         .expect("a decision");
                     assert!(decision.allowed, "demand below the limit");
                     made += 1;
+                    leased += u64::from(decision.source == DecisionSource::Lease);
                     if made % 64 == 0 {
                         // Leased decisions do not yield: let the others run.
                         tokio::task::yield_now().await;
                     }
                 }
                 decisions.fetch_add(made, Ordering::Relaxed);
+                from_leases.fetch_add(leased, Ordering::Relaxed);
             })
         })
         .collect();
@@ -186,7 +282,11 @@ async fn drive(limiter: &Arc<dyn Limiter>, run: Duration) -> (u64, Duration) {
     for caller in callers {
         caller.await.unwrap();
     }
-    (decisions.load(Ordering::Relaxed), start.elapsed())
+    (
+        decisions.load(Ordering::Relaxed),
+        from_leases.load(Ordering::Relaxed),
+        start.elapsed(),
+    )
 }
 
 /// The `FCALL`s and all commands the server ran since the last `CONFIG

@@ -63,65 +63,165 @@ pub(crate) struct Taken {
 }
 
 /// One key's leases on this instance, packed: the lease map holds one per
-/// key, and the smaller it is, the fewer cache lines a decision reads.
-/// Counts of units are 32 bits ([`MAX_UNITS`]); the flags share a word.
+/// key beside the key, in one cache line. What a decision from the units
+/// in hand reads and writes is here: the older lease's units, expiry and
+/// place in its queue, the newer lease's units, the grant, the refill
+/// threshold, the demand count and the flags. The rest, read only when a
+/// lease is asked, granted or lapses into its place, or to time a leaky
+/// bucket's queue, is behind a pointer ([`Cold`]). Counts of units are
+/// 32 bits ([`MAX_UNITS`]).
 #[derive(Debug)]
 pub(crate) struct KeyLease {
-    /// Granted leases with units left, the older (first to lapse) first;
-    /// an empty one (no units) only after a full one.
-    batches: [Batch; 2],
-    /// The last grant's `limit` and reset (if `has_grant`).
+    /// When the older lease's units lapse (µs).
+    expires_us: u64,
+    /// The last grant's reset (if [`HAS_GRANT`]).
+    reset_at_us: u64,
+    /// The older lease's units left: granted leases with units left are
+    /// the older (first to lapse) and the newer; the newer holds units only
+    /// while the older does.
+    units: u32,
+    /// Units taken from the older lease so far, the request that fetched
+    /// it included: the next unit's place in its queue (leaky bucket).
+    taken: u32,
+    /// The newer lease's units left.
+    newer_units: u32,
+    /// The most units left in hand that fetch the next lease: the refill
+    /// threshold's share of the last lease asked, below the maximum lease.
+    refill_at: u32,
+    /// Units asked of the key since the last lease was asked (saturated).
+    used: u32,
+    /// The last grant's `bound_by`.
+    bound_by: u8,
+    /// [`IN_FLIGHT`], [`HAS_GRANT`], [`HAS_SINCE`], [`DEGRADED`] and
+    /// [`OWN_LIMIT`].
+    flags: u8,
+    cold: Box<Cold>,
+}
+
+/// A lease request is in flight.
+const IN_FLIGHT: u8 = 1;
+/// A lease was granted: the grant's fields hold its report.
+const HAS_GRANT: u8 = 1 << 1;
+/// A lease was asked: `since_us` holds when.
+const HAS_SINCE: u8 = 1 << 2;
+/// A failure policy answered a lease: `exact_until_us` holds until when
+/// no lease is asked.
+const DEGRADED: u8 = 1 << 3;
+/// The last grant's `limit` is not its part's max cost: `grant_limit`
+/// holds it.
+const OWN_LIMIT: u8 = 1 << 4;
+
+/// The part of a key's leases that a decision from the units in hand does
+/// not read, a leaky bucket's departure time aside.
+#[derive(Debug, Default)]
+struct Cold {
+    /// When the older lease's first unit departs (leaky bucket; µs).
+    depart_us: u64,
+    /// When the newer lease's units lapse (µs).
+    newer_expires_us: u64,
+    /// When the newer lease's first unit departs (leaky bucket; µs).
+    newer_depart_us: u64,
+    /// The last grant's `limit`.
     grant_limit: u64,
-    grant_reset_at_us: u64,
-    /// When the last lease was asked (if `has_since`): demand is counted
+    /// When the last lease was asked (if [`HAS_SINCE`]): demand is counted
     /// from then.
     since_us: u64,
-    /// Until then, no lease: a failure policy answered the last one.
+    /// Until then, no lease (if [`DEGRADED`]).
     exact_until_us: u64,
+    /// Units taken from the newer lease so far (leaky bucket).
+    newer_taken: u32,
     /// The global `remaining` last reported for the key, saturated; the
     /// most before any report (it bounds no lease then).
     remaining: u32,
-    /// The size of the last lease asked, for the refill threshold.
-    last_size: u32,
-    /// Units asked of the key since `since_us` (saturated).
-    used: u32,
     /// The demand (units over half a lifetime) the last lease was sized by,
     /// saturated (a lease is at most `M` anyway).
     demand: u32,
-    /// The last grant's `bound_by`.
-    grant_bound_by: u8,
-    has_grant: bool,
-    has_since: bool,
-    /// Whether a lease request is in flight.
-    in_flight: bool,
 }
 
 impl KeyLease {
     pub(crate) fn new() -> Self {
         Self {
-            batches: [Batch::default(); 2],
-            grant_limit: 0,
-            grant_reset_at_us: 0,
-            since_us: 0,
-            exact_until_us: 0,
-            remaining: u32::MAX,
-            last_size: 0,
+            expires_us: 0,
+            reset_at_us: 0,
+            units: 0,
+            taken: 0,
+            newer_units: 0,
+            refill_at: 0,
             used: 0,
-            demand: 0,
-            grant_bound_by: 0,
-            has_grant: false,
-            has_since: false,
-            in_flight: false,
+            bound_by: 0,
+            flags: 0,
+            cold: Box::new(Cold {
+                remaining: u32::MAX,
+                ..Cold::default()
+            }),
         }
     }
 
+    fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    fn set(&mut self, flag: u8, on: bool) {
+        match on {
+            true => self.flags |= flag,
+            false => self.flags &= !flag,
+        }
+    }
+
+    /// The older lease.
+    fn older(&self) -> Batch {
+        Batch {
+            expires_us: self.expires_us,
+            depart_us: self.cold.depart_us,
+            units: self.units,
+            taken: self.taken,
+        }
+    }
+
+    /// The newer lease.
+    fn newer(&self) -> Batch {
+        Batch {
+            expires_us: self.cold.newer_expires_us,
+            depart_us: self.cold.newer_depart_us,
+            units: self.newer_units,
+            taken: self.cold.newer_taken,
+        }
+    }
+
+    /// Puts `batch` in the older lease's place.
+    fn set_older(&mut self, batch: Batch) {
+        self.expires_us = batch.expires_us;
+        self.cold.depart_us = batch.depart_us;
+        self.units = batch.units;
+        self.taken = batch.taken;
+    }
+
+    /// Puts `batch` in the newer lease's place.
+    fn set_newer(&mut self, batch: Batch) {
+        self.cold.newer_expires_us = batch.expires_us;
+        self.cold.newer_depart_us = batch.depart_us;
+        self.newer_units = batch.units;
+        self.cold.newer_taken = batch.taken;
+    }
+
     /// Drops the leases that lapsed by `now_us`; returns their units.
+    #[inline]
     pub(crate) fn expire(&mut self, now_us: u64) -> u64 {
+        if self.units > 0 && self.expires_us <= now_us {
+            self.expire_held(now_us)
+        } else {
+            0
+        }
+    }
+
+    /// [`expire`](Self::expire), the older lease having lapsed.
+    #[cold]
+    fn expire_held(&mut self, now_us: u64) -> u64 {
         let mut lapsed = 0;
         // Expiries follow the order leases were sent in (one in flight at a
         // time): the older lapses first.
-        while self.batches[0].units > 0 && self.batches[0].expires_us <= now_us {
-            lapsed += u64::from(self.batches[0].units);
+        while self.units > 0 && self.expires_us <= now_us {
+            lapsed += u64::from(self.units);
             self.pop();
         }
         lapsed
@@ -129,42 +229,51 @@ impl KeyLease {
 
     /// Drops the older lease: the newer takes its place.
     fn pop(&mut self) {
-        self.batches = [self.batches[1], Batch::default()];
+        self.set_older(self.newer());
+        self.set_newer(Batch::default());
     }
 
     /// Units in hand (call [`expire`](Self::expire) first).
+    #[inline]
     pub(crate) fn held(&self) -> u64 {
-        u64::from(self.batches[0].units) + u64::from(self.batches[1].units)
+        u64::from(self.units) + u64::from(self.newer_units)
     }
 
-    /// The grant the units in hand report.
-    pub(crate) fn grant(&self) -> Option<Grant> {
-        self.has_grant.then_some(Grant {
-            limit: self.grant_limit,
-            bound_by: self.grant_bound_by,
-            reset_at_us: self.grant_reset_at_us,
+    /// The grant the units in hand report, its `limit` read from
+    /// `part_limits` (each part's max cost) when it is its part's.
+    #[inline]
+    pub(crate) fn grant(&self, part_limits: &[u64]) -> Option<Grant> {
+        if !self.has(HAS_GRANT) {
+            return None;
+        }
+        let limit = match self.has(OWN_LIMIT) {
+            false => part_limits[usize::from(self.bound_by)],
+            true => self.cold.grant_limit,
+        };
+        Some(Grant {
+            limit,
+            bound_by: self.bound_by,
+            reset_at_us: self.reset_at_us,
         })
     }
 
     /// Whether nothing is in hand or in flight: the key may be dropped.
     pub(crate) fn is_idle(&self, now_us: u64) -> bool {
-        !self.in_flight
-            && self
-                .batches
+        !self.has(IN_FLIGHT)
+            && [self.older(), self.newer()]
                 .iter()
                 .all(|batch| batch.units == 0 || batch.expires_us <= now_us)
     }
 
     /// When the key becomes idle at the latest, if nothing else happens.
     pub(crate) fn idle_at(&self, now_us: u64, lifetime_us: u64) -> u64 {
-        let held_until = self
-            .batches
+        let held_until = [self.older(), self.newer()]
             .iter()
             .filter(|batch| batch.units > 0)
             .map(|batch| batch.expires_us)
             .max()
             .unwrap_or(now_us);
-        if self.in_flight {
+        if self.has(IN_FLIGHT) {
             held_until.max(now_us.saturating_add(lifetime_us))
         } else {
             held_until
@@ -173,47 +282,86 @@ impl KeyLease {
 
     /// What taking `cost` units would give, without taking them; `None`
     /// if the units in hand do not cover it (call [`expire`](Self::expire)
-    /// first).
-    pub(crate) fn peek(&self, cost: u64) -> Option<Taken> {
+    /// first). The first unit's departure is read only if `queued` (a
+    /// leaky bucket's queue is timed), 0 otherwise.
+    #[inline]
+    pub(crate) fn peek(&self, cost: u64, queued: bool) -> Option<Taken> {
         let held = self.held();
-        let first = self.batches[0];
-        (held >= cost).then(|| Taken {
+        if held < cost {
+            return None;
+        }
+        Some(Taken {
             left: held - cost,
-            depart_us: first.depart_us,
-            place: u64::from(first.taken),
+            depart_us: if queued { self.cold.depart_us } else { 0 },
+            place: u64::from(self.taken),
         })
     }
 
     /// Takes `cost` units from the leases in hand, oldest first, if they
-    /// cover it (call [`expire`](Self::expire) first).
-    pub(crate) fn take(&mut self, cost: u64) -> Option<Taken> {
-        let taken = self.peek(cost)?;
+    /// cover it (call [`expire`](Self::expire) first); `queued` as in
+    /// [`peek`](Self::peek).
+    pub(crate) fn take(&mut self, cost: u64, queued: bool) -> Option<Taken> {
+        let taken = self.peek(cost, queued)?;
+        self.take_held(cost);
+        Some(taken)
+    }
+
+    /// Takes `cost` units from the leases in hand, if they cover it and
+    /// leave more than the refill threshold or a lease in flight (call
+    /// [`expire`](Self::expire) first): a decision that fetches no lease.
+    /// `queued` as in [`peek`](Self::peek).
+    #[inline]
+    pub(crate) fn serve(&mut self, cost: u64, now_us: u64, queued: bool) -> Option<Taken> {
+        let taken = self.peek(cost, queued)?;
+        if self.wants_refill(taken.left, now_us) {
+            return None;
+        }
+        self.take_held(cost);
+        Some(taken)
+    }
+
+    /// Takes `cost` units, which the units in hand cover, oldest first.
+    #[inline]
+    fn take_held(&mut self, cost: u64) {
+        if cost < u64::from(self.units) {
+            // Within the older lease, which keeps units: `cost` fits in 32 bits.
+            let cost = cost as u32;
+            self.units -= cost;
+            self.taken = self.taken.saturating_add(cost);
+        } else {
+            self.take_across(cost);
+        }
+        self.used_exactly(cost);
+    }
+
+    /// [`take_held`](Self::take_held) when it empties the older lease.
+    fn take_across(&mut self, cost: u64) {
         let mut left = cost;
         while left > 0 {
-            let batch = &mut self.batches[0];
-            let from_this = batch.units.min(packed(left));
-            batch.units -= from_this;
-            batch.taken = batch.taken.saturating_add(from_this);
+            let from_this = self.units.min(packed(left));
+            self.units -= from_this;
+            self.taken = self.taken.saturating_add(from_this);
             left -= u64::from(from_this);
-            if batch.units == 0 {
+            if self.units == 0 {
                 self.pop();
             }
         }
-        self.used_exactly(cost);
-        Some(taken)
     }
 
     /// Whether leaving `left` units in hand crosses the refill threshold
     /// with no lease in flight.
-    pub(crate) fn wants_refill(&self, left: u64, now_us: u64, sizing: &Sizing) -> bool {
-        !self.in_flight
-            && now_us >= self.exact_until_us
-            && left < sizing.max_lease
-            && u128::from(left) * 100
-                <= u128::from(sizing.refill_percent) * u128::from(self.last_size)
+    #[inline]
+    pub(crate) fn wants_refill(&self, left: u64, now_us: u64) -> bool {
+        left <= u64::from(self.refill_at) && !self.has(IN_FLIGHT) && !self.exact_at(now_us)
+    }
+
+    /// Whether a failure policy's answer still keeps the key exact at `now_us`.
+    fn exact_at(&self, now_us: u64) -> bool {
+        self.has(DEGRADED) && now_us < self.cold.exact_until_us
     }
 
     /// Counts `cost` units the wrapped limiter admitted on its own: demand.
+    #[inline]
     pub(crate) fn used_exactly(&mut self, cost: u64) {
         self.used = self.used.saturating_add(packed(cost));
     }
@@ -224,10 +372,13 @@ impl KeyLease {
     /// `cost` under the maximum lease.
     pub(crate) fn ask(&mut self, cost: u64, now_us: u64, sizing: &Sizing) -> Option<u64> {
         let room = self.room(cost, now_us, sizing)?;
-        self.demand = packed(self.demand(cost, now_us, sizing));
-        let target = u64::from(self.demand).clamp(sizing.min_lease, sizing.max_lease);
-        let size = target.min(u64::from(self.remaining)).min(room).max(cost);
-        Some(self.asked(size, now_us))
+        self.cold.demand = packed(self.demand(cost, now_us, sizing));
+        let target = u64::from(self.cold.demand).clamp(sizing.min_lease, sizing.max_lease);
+        let size = target
+            .min(u64::from(self.cold.remaining))
+            .min(room)
+            .max(cost);
+        Some(self.asked(size, now_us, sizing))
     }
 
     /// The size of a lease asked now ahead of need, and marks it in flight;
@@ -238,20 +389,20 @@ impl KeyLease {
     pub(crate) fn ask_ahead(&mut self, now_us: u64, sizing: &Sizing) -> Option<u64> {
         let room = self.room(1, now_us, sizing)?;
         if self.used > 0 {
-            self.demand = packed(self.demand(0, now_us, sizing));
+            self.cold.demand = packed(self.demand(0, now_us, sizing));
         }
-        let size = u64::from(self.demand)
+        let size = u64::from(self.cold.demand)
             .min(sizing.max_lease)
-            .min(u64::from(self.remaining))
+            .min(u64::from(self.cold.remaining))
             .min(room);
-        (size > 0).then(|| self.asked(size, now_us))
+        (size > 0).then(|| self.asked(size, now_us, sizing))
     }
 
     /// Room under the maximum lease, if a lease of at least `cost` may be
     /// asked now.
     fn room(&self, cost: u64, now_us: u64, sizing: &Sizing) -> Option<u64> {
         let room = sizing.max_lease.saturating_sub(self.held());
-        (!self.in_flight && now_us >= self.exact_until_us && room >= cost).then_some(room)
+        (!self.has(IN_FLIGHT) && !self.exact_at(now_us) && room >= cost).then_some(room)
     }
 
     /// The units admitted since the last lease was asked, `cost` (the
@@ -261,77 +412,92 @@ impl KeyLease {
     /// do not take the maximum lease. 0 before the first lease, when no
     /// rate has been seen.
     fn demand(&self, cost: u64, now_us: u64, sizing: &Sizing) -> u64 {
-        if !self.has_since {
+        if !self.has(HAS_SINCE) {
             return 0;
         }
-        let elapsed = now_us.saturating_sub(self.since_us).max(1);
+        let elapsed = now_us.saturating_sub(self.cold.since_us).max(1);
         let units = u128::from(u64::from(self.used).saturating_add(cost));
         let demand = units * u128::from(sizing.lifetime_us / 2) / u128::from(elapsed);
         u64::try_from(demand.min(2 * units)).unwrap_or(u64::MAX)
     }
 
     /// Marks a lease of `size` in flight, asked at `now_us`, from which
-    /// demand is counted anew.
-    fn asked(&mut self, size: u64, now_us: u64) -> u64 {
-        self.in_flight = true;
-        self.last_size = packed(size);
+    /// demand is counted anew; the next lease is fetched when what is left
+    /// in hand is within the refill threshold's share of `size` and below
+    /// the maximum lease.
+    fn asked(&mut self, size: u64, now_us: u64, sizing: &Sizing) -> u64 {
+        self.set(IN_FLIGHT | HAS_SINCE, true);
+        let share = u128::from(sizing.refill_percent) * u128::from(packed(size)) / 100;
+        let below_max = u128::from(sizing.max_lease.saturating_sub(1));
+        self.refill_at = packed(u64::try_from(share.min(below_max)).unwrap_or(u64::MAX));
         self.used = 0;
-        self.since_us = now_us;
-        self.has_since = true;
+        self.cold.since_us = now_us;
         size
     }
 
     /// The lease in flight was granted: `batch` is in hand (nothing if it
-    /// has no units left), reported as `grant`.
-    pub(crate) fn granted(&mut self, batch: Batch, grant: Grant, remaining: u64) {
-        self.in_flight = false;
-        self.remaining = packed(remaining);
-        self.has_grant = true;
-        self.grant_limit = grant.limit;
-        self.grant_bound_by = grant.bound_by;
-        self.grant_reset_at_us = grant.reset_at_us;
+    /// has no units left), reported as `grant`; `part_limits` holds each
+    /// part's max cost.
+    pub(crate) fn granted(
+        &mut self,
+        batch: Batch,
+        grant: Grant,
+        remaining: u64,
+        part_limits: &[u64],
+    ) {
+        self.set(IN_FLIGHT, false);
+        self.cold.remaining = packed(remaining);
+        let own_limit = part_limits.get(usize::from(grant.bound_by)) != Some(&grant.limit);
+        self.set(HAS_GRANT, true);
+        self.set(OWN_LIMIT, own_limit);
+        self.cold.grant_limit = grant.limit;
+        self.bound_by = grant.bound_by;
+        self.reset_at_us = grant.reset_at_us;
         if batch.units == 0 {
             return;
         }
-        match self.batches {
-            [older, _] if older.units == 0 => self.batches[0] = batch,
-            [_, newer] if newer.units == 0 => self.batches[1] = batch,
-            [older, newer] => {
-                // A third lease while two hold units (at most the refill
-                // threshold between them): the two become one that lapses
-                // with the older and queues (leaky bucket) after the newer,
-                // never sooner than the global limiter's schedule.
-                let merged = Batch {
-                    units: older.units.saturating_add(newer.units),
-                    expires_us: older.expires_us,
-                    ..newer
-                };
-                self.batches = [merged, batch];
-            }
+        if self.units == 0 {
+            self.set_older(batch);
+        } else if self.newer_units == 0 {
+            self.set_newer(batch);
+        } else {
+            // A third lease while two hold units (at most the refill
+            // threshold between them): the two become one that lapses
+            // with the older and queues (leaky bucket) after the newer,
+            // never sooner than the global limiter's schedule.
+            let (older, newer) = (self.older(), self.newer());
+            self.set_older(Batch {
+                units: older.units.saturating_add(newer.units),
+                expires_us: older.expires_us,
+                ..newer
+            });
+            self.set_newer(batch);
         }
     }
 
     /// The lease in flight was denied, with the key's global `remaining`.
     pub(crate) fn denied(&mut self, remaining: u64) {
-        self.remaining = packed(remaining);
+        self.cold.remaining = packed(remaining);
     }
 
     /// A failure policy answered the lease in flight: no lease until
     /// `until_us`.
     pub(crate) fn degraded(&mut self, until_us: u64) {
-        self.exact_until_us = until_us;
+        self.set(DEGRADED, true);
+        self.cold.exact_until_us = until_us;
     }
 
     /// The lease request in flight ended (granted, denied, failed, or
     /// dropped unanswered).
     pub(crate) fn settled(&mut self) {
-        self.in_flight = false;
+        self.set(IN_FLIGHT, false);
     }
 
     /// Gives up every unit in hand; returns how many.
     pub(crate) fn release(&mut self) -> u64 {
         let held = self.held();
-        self.batches = [Batch::default(); 2];
+        self.set_older(Batch::default());
+        self.set_newer(Batch::default());
         held
     }
 }
@@ -356,6 +522,9 @@ mod tests {
         }
     }
 
+    /// The part's max cost: the grants' limit.
+    const LIMITS: &[u64] = &[1_000];
+
     fn grant() -> Grant {
         Grant {
             limit: 1_000,
@@ -369,18 +538,18 @@ mod tests {
         let mut key = KeyLease::new();
         assert_eq!(key.ask(1, 0, &SIZING), Some(1), "no demand seen yet");
         assert_eq!(key.ask(1, 0, &SIZING), None, "one in flight at a time");
-        key.granted(batch(0, 1_000_000), grant(), 900);
+        key.granted(batch(0, 1_000_000), grant(), 900, LIMITS);
         // 10 units (and the request's) in 10 ms: 1,100/s, half a second's
         // worth is 550, but a lease grows at most twofold.
         key.used_exactly(10);
         assert_eq!(key.ask(1, 10_000, &SIZING), Some(22));
-        key.granted(batch(0, 1_000_000), grant(), 900);
+        key.granted(batch(0, 1_000_000), grant(), 900, LIMITS);
         // 60 units in 1 ms: far more than the maximum.
         key.used_exactly(60);
         assert_eq!(key.ask(1, 11_000, &SIZING), Some(100));
-        key.granted(batch(100, 1_000_000), grant(), 40);
+        key.granted(batch(100, 1_000_000), grant(), 40, LIMITS);
         key.expire(11_000);
-        assert!(key.take(60).is_some());
+        assert!(key.take(60, true).is_some());
         // 60 units in 9 ms again, but the key has 40 left and 40 are in hand.
         assert_eq!(key.ask(1, 20_000, &SIZING), Some(40));
         key.settled();
@@ -392,16 +561,16 @@ mod tests {
     fn units_are_taken_oldest_first_and_lapse_in_order() {
         let mut key = KeyLease::new();
         key.ask(1, 0, &SIZING);
-        key.granted(batch(3, 100), grant(), 50);
+        key.granted(batch(3, 100), grant(), 50, LIMITS);
         key.ask(1, 0, &SIZING);
-        key.granted(batch(5, 200), grant(), 50);
+        key.granted(batch(5, 200), grant(), 50, LIMITS);
         key.expire(50);
-        let taken = key.take(4).unwrap();
+        let taken = key.take(4, true).unwrap();
         assert_eq!((taken.left, taken.place), (4, 0));
         assert_eq!(key.held(), 4);
         assert_eq!(key.expire(199), 0);
         assert_eq!(key.expire(200), 4, "the newer lease lapses at its end");
-        assert!(key.take(1).is_none());
+        assert!(key.take(1, true).is_none());
         assert!(key.is_idle(200));
     }
 
@@ -410,7 +579,7 @@ mod tests {
         let mut key = KeyLease::new();
         for (units, expires_us) in [(2, 100), (3, 200), (10, 300)] {
             key.ask(1, 0, &SIZING);
-            key.granted(batch(units, expires_us), grant(), 50);
+            key.granted(batch(units, expires_us), grant(), 50, LIMITS);
         }
         assert_eq!(key.held(), 15);
         assert_eq!(key.expire(100), 5, "the merged lease lapses with the older");
@@ -425,15 +594,15 @@ mod tests {
         key.used_exactly(100);
         key.settled();
         assert_eq!(key.ask(1, 1_000, &SIZING), Some(100));
-        key.granted(batch(100, 1_000_000), grant(), 500);
-        assert!(!key.wants_refill(26, 1_000, &SIZING));
-        assert!(key.wants_refill(25, 1_000, &SIZING));
+        key.granted(batch(100, 1_000_000), grant(), 500, LIMITS);
+        assert!(!key.wants_refill(26, 1_000));
+        assert!(key.wants_refill(25, 1_000));
         assert_eq!(
             key.ask_ahead(1_000, &SIZING),
             None,
             "no room under the maximum lease"
         );
-        key.take(80);
+        key.take(80, true);
         assert_eq!(
             key.ask_ahead(2_000, &SIZING),
             Some(80),
@@ -441,7 +610,46 @@ mod tests {
         );
         key.settled();
         key.degraded(5_000);
-        assert!(!key.wants_refill(0, 4_999, &SIZING));
+        assert!(!key.wants_refill(0, 4_999));
         assert_eq!(key.ask(1, 4_999, &SIZING), None);
+    }
+
+    #[test]
+    fn a_grant_reports_its_own_limit_when_not_its_parts() {
+        let mut key = KeyLease::new();
+        assert!(key.grant(LIMITS).is_none(), "nothing granted yet");
+        for (limit, bound_by) in [(1_000, 0), (7, 0), (1_000, 3)] {
+            key.ask(1, 0, &SIZING);
+            let grant = Grant {
+                limit,
+                bound_by,
+                reset_at_us: 42,
+            };
+            key.granted(batch(1, 100), grant, 50, LIMITS);
+            let reported = key.grant(LIMITS).unwrap();
+            assert_eq!(
+                (reported.limit, reported.bound_by, reported.reset_at_us),
+                (limit, bound_by, 42)
+            );
+        }
+    }
+
+    #[test]
+    fn a_leaky_buckets_queue_is_read_only_when_queued() {
+        let mut key = KeyLease::new();
+        key.ask(1, 0, &SIZING);
+        let queued = Batch {
+            units: 10,
+            expires_us: 1_000,
+            taken: 3,
+            depart_us: 500,
+        };
+        key.granted(queued, grant(), 50, LIMITS);
+        let taken = key.peek(1, true).unwrap();
+        assert_eq!((taken.depart_us, taken.place), (500, 3));
+        assert_eq!(key.peek(1, false).unwrap().depart_us, 0);
+        let taken = key.serve(2, 0, true).unwrap();
+        assert_eq!((taken.left, taken.place), (8, 3));
+        assert_eq!(key.peek(1, true).unwrap().place, 5);
     }
 }

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use limiter_core::backend::check_policies;
-use limiter_core::{Algorithm, Clock, Decision, DecisionSource, Error, Limiter, Policies};
+use limiter_core::{
+    Algorithm, Clock, Decision, DecisionSource, Error, Limiter, Policies, MAX_TIME_US,
+};
 
 use crate::builder::LeasedBuilder;
 use crate::key_lease::{packed, Batch, Grant, KeyLease, Sizing, Taken, MAX_UNITS};
@@ -66,6 +68,11 @@ pub struct Leased<L> {
     sizing: Sizing,
     max_keys: usize,
     clock: Arc<dyn Clock>,
+    /// The policies' max cost: a request of at most it, at a time in the
+    /// exact range, passes their checks.
+    max_cost: u64,
+    /// Each part's max cost: the `limit` a lease decision on it reports.
+    part_limits: Box<[u64]>,
     /// The parts that are fixed windows: a lease ends with their window.
     fixed_windows: Box<[usize]>,
     /// The slowest leaky-bucket part's spacing, if any: `(W, L, tick)`.
@@ -140,6 +147,8 @@ impl<L: Limiter> Leased<L> {
             });
         Self {
             leases: Leases::new(max_keys, sizing.lifetime_us),
+            max_cost: policies.max_cost(),
+            part_limits: policies.iter().map(|policy| policy.max_cost()).collect(),
             inner,
             sizing,
             max_keys,
@@ -241,9 +250,9 @@ impl<L: Limiter> Leased<L> {
     }
 
     fn plan(&self, lease: &mut KeyLease, cost: u64, now_us: u64) -> Plan {
-        if let Some(taken) = lease.take(cost) {
-            let decision = self.leased_decision(lease.grant(), taken, now_us);
-            let refill = match lease.wants_refill(taken.left, now_us, &self.sizing) {
+        if let Some(taken) = lease.take(cost, self.spacing.is_some()) {
+            let decision = self.leased_decision(lease.grant(&self.part_limits), taken, now_us);
+            let refill = match lease.wants_refill(taken.left, now_us) {
                 true => lease.ask_ahead(now_us, &self.sizing),
                 false => None,
             };
@@ -305,7 +314,7 @@ impl<L: Limiter> Leased<L> {
         let now_us = self.clock.now_us();
         self.leases
             .with_live(key, now_us, |lease| {
-                match lease.wants_refill(lease.held(), now_us, &self.sizing) {
+                match lease.wants_refill(lease.held(), now_us) {
                     true => lease.ask_ahead(now_us, &self.sizing),
                     false => None,
                 }
@@ -358,7 +367,9 @@ impl<L: Limiter> Leased<L> {
             bound_by: decision.bound_by,
             reset_at_us: sent_us.saturating_add(micros(decision.reset_after)),
         };
-        pending.finish(|lease| lease.granted(batch, grant, decision.remaining));
+        pending.finish(|lease| {
+            lease.granted(batch, grant, decision.remaining, &self.part_limits);
+        });
     }
 
     /// When a lease sent at `sent_us` lapses: a lifetime after it was sent,
@@ -382,6 +393,7 @@ impl<L: Limiter> Leased<L> {
     }
 
     /// A decision taken from a lease (docs/spec.md section 8.4).
+    #[inline]
     fn leased_decision(&self, grant: Option<Grant>, taken: Taken, now_us: u64) -> Decision {
         let grant = grant.unwrap_or(Grant {
             limit: self.inner.policies().max_cost(),
@@ -410,28 +422,32 @@ impl<L: Limiter> Leased<L> {
 
     /// [`leased_decision`](Self::leased_decision) on `cost` from the units
     /// in hand, taken (`acquire`) or not (`peek`), if they cover it and,
-    /// when taken, leave no lease to fetch.
+    /// when taken, leave no lease to fetch: one clock read, one hash, one
+    /// lock, no allocation.
+    #[inline]
     fn decide_now(&self, key: &[u8], cost: u64, take: bool) -> Option<Result<Decision, Error>> {
         if self.sizing.lifetime_us == 0 {
             return None;
         }
         let now_us = self.clock.now_us();
-        if let Err(error) = check_policies(self.inner.policies(), now_us, cost) {
-            return Some(Err(error));
+        if cost.wrapping_sub(1) >= self.max_cost || now_us > MAX_TIME_US {
+            // The policies' checks name the error.
+            if let Err(error) = check_policies(self.inner.policies(), now_us, cost) {
+                return Some(Err(error));
+            }
         }
-        self.leases
+        let (taken, grant) = self
+            .leases
             .with_live(key, now_us, |lease| {
-                let taken = lease.peek(cost)?;
-                if take {
-                    if lease.wants_refill(taken.left, now_us, &self.sizing) {
-                        // The async path fetches the next lease.
-                        return None;
-                    }
-                    lease.take(cost);
-                }
-                Some(Ok(self.leased_decision(lease.grant(), taken, now_us)))
+                let queued = self.spacing.is_some();
+                let taken = match take {
+                    true => lease.serve(cost, now_us, queued)?,
+                    false => lease.peek(cost, queued)?,
+                };
+                Some((taken, lease.grant(&self.part_limits)))
             })
-            .flatten()
+            .flatten()?;
+        Some(Ok(self.leased_decision(grant, taken, now_us)))
     }
 }
 

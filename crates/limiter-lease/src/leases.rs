@@ -1,12 +1,11 @@
 //! [`Leases`]: the keys this instance holds leases for, in shards under
 //! their own locks, at most a fixed number of them.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 use ahash::RandomState;
+use hashbrown::HashTable;
 
 use crate::key::Key;
 use crate::key_lease::KeyLease;
@@ -14,52 +13,39 @@ use crate::key_lease::KeyLease;
 /// Shards: requests on different keys rarely wait on one lock.
 const SHARDS: usize = 16;
 
-/// Keys to their leases, at most `max_keys` of them (rounded up to a
-/// multiple of the shard count). Hashed with aHash under per-process
-/// random keys: clients choose the keys, so the hash must resist flooding,
-/// as the memory backend's map does.
+/// Keys to their leases, at most `max_keys` of them, and at most twice
+/// their share in any one shard, which bounds each shard's table. Hashed
+/// with aHash under per-process random keys: clients choose the keys, so
+/// the hash must resist flooding, as the memory backend's map does. The
+/// hash is computed once a decision: it picks the shard and the slot.
 #[derive(Debug)]
 pub(crate) struct Leases {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
+    max_keys: usize,
+    /// A shard's most keys: twice its share of `max_keys`, which bounds
+    /// its table; keys hashed at random rarely reach it, short of tiny
+    /// `max_keys`.
     per_shard: usize,
+    /// The keys held, at most `max_keys`.
+    held: AtomicUsize,
     lifetime_us: u64,
     /// Units given up unused: lapsed, released or reset.
     lapsed: AtomicU64,
 }
 
-/// A key's leases, under its key's hash: the key inline when short, so a
-/// lookup reads one entry and nothing behind it.
+/// A key and its leases: the map's slot, one cache line, the key inline
+/// when short, so that a decision from the units in hand reads one line.
 #[derive(Debug)]
+#[repr(align(64))]
 struct Entry {
     key: Key,
     lease: KeyLease,
 }
 
-/// The key's hash, computed once (it picks the shard too): a key whose
-/// hash another key holds is not leased, and is decided exactly.
-#[derive(Debug, Default)]
-struct Prehashed(u64);
-
-impl Hasher for Prehashed {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
-        }
-    }
-
-    fn write_u64(&mut self, hash: u64) {
-        self.0 = hash;
-    }
-}
-
 #[derive(Debug, Default)]
 struct Shard {
-    keys: HashMap<u64, Entry, BuildHasherDefault<Prehashed>>,
+    keys: HashTable<Entry>,
     /// No key of the shard can be idle before then: a full shard is not
     /// swept again until it.
     no_sweep_before_us: u64,
@@ -70,21 +56,27 @@ impl Leases {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             hasher: RandomState::new(),
-            per_shard: max_keys.div_ceil(SHARDS),
+            max_keys,
+            per_shard: max_keys.div_ceil(SHARDS).saturating_mul(2),
+            held: AtomicUsize::new(0),
             lifetime_us,
             lapsed: AtomicU64::new(0),
         }
     }
 
-    /// `key`'s hash and its shard, locked. The shard is read from the
-    /// hash's middle bits: the map reads the low ones and the top seven.
+    /// `key`'s hash and its shard, locked.
+    #[inline]
     fn shard(&self, key: &[u8]) -> (u64, MutexGuard<'_, Shard>) {
         let hash = self.hasher.hash_one(key);
-        let index = ((hash >> 32) as usize) % SHARDS;
-        let shard = self.shards[index]
+        (hash, self.lock(shard_of(hash)))
+    }
+
+    /// The shard at `index`, locked.
+    #[inline]
+    fn lock(&self, index: usize) -> MutexGuard<'_, Shard> {
+        self.shards[index]
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        (hash, shard)
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Runs `f` on `key`'s leases, if held.
@@ -95,6 +87,7 @@ impl Leases {
 
     /// Runs `f` on `key`'s leases, if held, after dropping those that
     /// lapsed by `now_us`.
+    #[inline]
     pub(crate) fn with_live<R>(
         &self,
         key: &[u8],
@@ -120,8 +113,10 @@ impl Leases {
     }
 
     /// Runs `f` on `key`'s leases (after dropping those that lapsed by
-    /// `now_us`), adding the key if there is room: a full shard first drops
-    /// its idle keys. `None` when there is no room.
+    /// `now_us`), adding the key if there is room: when `max_keys` are held
+    /// (or the key's shard is at its most), the key's shard drops its idle
+    /// keys, then, if still needed, the other shards whose lock is free
+    /// drop theirs. `None` when there is no room.
     pub(crate) fn with_new<R>(
         &self,
         key: &[u8],
@@ -129,27 +124,63 @@ impl Leases {
         f: impl FnOnce(&mut KeyLease) -> R,
     ) -> Option<R> {
         let (hash, mut shard) = self.shard(key);
-        if let Some(entry) = shard.keys.get_mut(&hash) {
-            if !entry.key.is(key) {
-                return None;
-            }
-            self.lapse(entry.lease.expire(now_us));
-            return Some(f(&mut entry.lease));
+        if let Some(lease) = shard.lease(hash, key) {
+            self.lapse(lease.expire(now_us));
+            return Some(f(lease));
         }
-        if shard.keys.len() >= self.per_shard {
-            let lapsed = shard.sweep(now_us, self.lifetime_us);
-            self.lapse(lapsed);
+        if !(shard.keys.len() < self.per_shard && self.reserve()) {
+            self.sweep(&mut shard, now_us);
             if shard.keys.len() >= self.per_shard {
                 return None;
+            }
+            if !self.reserve() {
+                self.sweep_others(shard_of(hash), now_us);
+                if !self.reserve() {
+                    return None;
+                }
             }
         }
         // A new key may be idle at once.
         shard.no_sweep_before_us = shard.no_sweep_before_us.min(now_us);
-        let entry = shard.keys.entry(hash).or_insert_with(|| Entry {
+        let entry = Entry {
             key: Key::new(key),
             lease: KeyLease::new(),
-        });
-        Some(f(&mut entry.lease))
+        };
+        let rehash = |entry: &Entry| self.hasher.hash_one(entry.key.bytes());
+        let mut slot = shard.keys.insert_unique(hash, entry, rehash);
+        Some(f(&mut slot.get_mut().lease))
+    }
+
+    /// Counts one more key held, if fewer than `max_keys` are.
+    fn reserve(&self) -> bool {
+        self.held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                (held < self.max_keys).then_some(held + 1)
+            })
+            .is_ok()
+    }
+
+    /// Drops `shard`'s idle keys, counting the units that lapsed meanwhile.
+    fn sweep(&self, shard: &mut Shard, now_us: u64) {
+        let (dropped, lapsed) = shard.sweep(now_us, self.lifetime_us);
+        self.held.fetch_sub(dropped, Ordering::Relaxed);
+        self.lapse(lapsed);
+    }
+
+    /// Drops the idle keys of the shards other than `own` (locked by the
+    /// caller) whose lock is free, until fewer than `max_keys` are held.
+    fn sweep_others(&self, own: usize, now_us: u64) {
+        for index in (0..SHARDS).filter(|&index| index != own) {
+            let mut shard = match self.shards[index].try_lock() {
+                Ok(shard) => shard,
+                Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) => continue,
+            };
+            self.sweep(&mut shard, now_us);
+            if self.held.load(Ordering::Relaxed) < self.max_keys {
+                return;
+            }
+        }
     }
 
     /// Gives up `key`'s units in hand; returns them. The key stays, so
@@ -170,7 +201,7 @@ impl Leases {
                 let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
                 shard
                     .keys
-                    .values_mut()
+                    .iter_mut()
                     .map(|Entry { lease, .. }| {
                         self.lapse(lease.expire(now_us));
                         lease.release()
@@ -197,24 +228,32 @@ impl Leases {
     }
 }
 
+/// The shard of a key hashed to `hash`: read from the hash's middle bits,
+/// as the table reads the low ones and the top seven.
+#[inline]
+fn shard_of(hash: u64) -> usize {
+    ((hash >> 32) as usize) % SHARDS
+}
+
 impl Shard {
-    /// `key`'s leases, if held under `hash`.
+    /// `key`'s leases, if held; `hash` is its hash.
+    #[inline]
     fn lease(&mut self, hash: u64, key: &[u8]) -> Option<&mut KeyLease> {
         self.keys
-            .get_mut(&hash)
-            .filter(|entry| entry.key.is(key))
+            .find_mut(hash, |entry| entry.key.is(key))
             .map(|entry| &mut entry.lease)
     }
 
-    /// Drops the idle keys, unless none can be idle yet; returns the units
-    /// that lapsed meanwhile.
-    fn sweep(&mut self, now_us: u64, lifetime_us: u64) -> u64 {
+    /// Drops the idle keys, unless none can be idle yet; returns how many
+    /// it dropped and the units that lapsed meanwhile.
+    fn sweep(&mut self, now_us: u64, lifetime_us: u64) -> (usize, u64) {
         if now_us < self.no_sweep_before_us {
-            return 0;
+            return (0, 0);
         }
+        let before = self.keys.len();
         let mut next = u64::MAX;
         let mut lapsed = 0;
-        self.keys.retain(|_, Entry { lease, .. }| {
+        self.keys.retain(|Entry { lease, .. }| {
             lapsed += lease.expire(now_us);
             let idle = lease.is_idle(now_us);
             if !idle {
@@ -223,7 +262,7 @@ impl Shard {
             !idle
         });
         self.no_sweep_before_us = next;
-        lapsed
+        (before - self.keys.len(), lapsed)
     }
 }
 
@@ -252,20 +291,21 @@ mod tests {
             taken: 0,
             depart_us: 0,
         };
-        lease.granted(batch, grant, 0);
+        lease.granted(batch, grant, 0, &[10]);
     }
 
     #[test]
     fn a_key_with_its_leases_is_packed() {
-        // The map's slot: the hash, then the entry (a key of up to 22
-        // bytes inline).
-        assert_eq!(std::mem::size_of::<(u64, Entry)>(), 136);
-        assert_eq!(std::mem::size_of::<KeyLease>(), 104);
+        // The map's slot: one cache line, a key of up to 14 bytes inline
+        // and what a decision from the units in hand reads.
+        assert_eq!(std::mem::size_of::<Entry>(), 64);
+        assert_eq!(std::mem::size_of::<KeyLease>(), 48);
     }
 
     #[test]
     fn a_full_map_makes_room_from_idle_keys_only() {
-        // One key per shard; 400 keys reach every shard.
+        // As many keys as shards, two at most in one; 400 keys reach every
+        // shard.
         let leases = Leases::new(SHARDS, 1_000);
         let keys = |prefix: &'static str| (0..400).map(move |i| format!("{prefix}{i}"));
         let held = keys("held")
@@ -281,15 +321,31 @@ mod tests {
             "a live lease is never dropped to make room"
         );
         assert_eq!(leases.len(), SHARDS);
-        // Once the leases lapse, their keys make room, and so do new keys
-        // that hold nothing.
+        // Once the leases lapse, their keys make room, in any shard, and so
+        // do new keys that hold nothing.
         assert!(keys("late").all(|key| leases.with_new(key.as_bytes(), 500, |_| ()).is_some()));
-        assert_eq!(leases.len(), SHARDS);
+        assert!(leases.len() <= SHARDS);
         assert_eq!(leases.release(500), 0);
         assert_eq!(
             leases.lapsed(),
             5 * SHARDS as u64,
             "every lease lapsed unused"
         );
+    }
+
+    #[test]
+    fn the_most_keys_are_held_whatever_their_shards() {
+        let leases = Leases::new(1_000, 1_000);
+        let hold_one = |i: usize| {
+            leases
+                .with_new(format!("key{i}").as_bytes(), 0, |lease| hold(lease, 1, 500))
+                .is_some()
+        };
+        assert!(
+            (0..1_000).all(hold_one),
+            "room for every key up to the most"
+        );
+        assert!(!hold_one(1_000), "none beyond");
+        assert_eq!(leases.len(), 1_000);
     }
 }
