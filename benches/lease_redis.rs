@@ -11,14 +11,21 @@
 //! its default lease options; on the hot key also with a maximum lease of
 //! 1,000 (`M=1000`).
 //!
+//! With `REDIS_CELL_MODULE` naming redis-cell's module (`scripts/redis-cell`
+//! builds it), the same server loads it and redis-cell's `CL.THROTTLE`
+//! runs beside them: the same keys and rate (a GCRA of the token bucket's
+//! rate, its burst the bucket's capacity), through a redis-rs multiplexed
+//! connection shared by the callers, one command per decision.
+//!
 //! The paths alternate, round by round, each round a warm-up then a
 //! timed run, so all see the same machine; the table gives every round
-//! and the median. redis-cell's `CL.THROTTLE` is not beside them: it is a
-//! Redis module, not packaged for Debian, and this bench builds nothing.
+//! and the median.
 //!
-//! `cargo bench -p limiter-benches --bench lease_redis -- [ROUNDS] [SECONDS] [KEYS]`
+//! `REDIS_CELL_MODULE=$(scripts/redis-cell) cargo bench -p limiter-benches --bench lease_redis -- [ROUNDS] [SECONDS] [KEYS]`
 //! (default 3 rounds of 3 s, both scenarios; `KEYS` 10000 or 1 runs one).
 #![allow(missing_docs)]
+
+mod redis_cell;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -28,6 +35,7 @@ use limiter_core::{DecisionSource, Limiter, Policy, Rate};
 use limiter_lease::Leased;
 use limiter_redis::{RedisBackend, RedisLimiter};
 use limiter_test::redis_server::RedisServer;
+use redis::aio::MultiplexedConnection;
 
 const CALLERS: u64 = 64;
 const WARM_UP: Duration = Duration::from_secs(1);
@@ -89,8 +97,33 @@ const SCENARIOS: [Scenario; 2] = [
     },
 ];
 
-/// A path measured: its name and its limiter.
-type Path = (String, Arc<dyn Limiter>);
+/// A path measured: its name and what decides.
+type Path = (String, Decider);
+
+/// What decides a path's requests: a limiter, or redis-cell's command at
+/// a rate per second.
+#[derive(Clone)]
+enum Decider {
+    Limiter(Arc<dyn Limiter>),
+    Cell(MultiplexedConnection, u64),
+}
+
+impl Decider {
+    /// One request on `key`: whether it was admitted, and whether from a
+    /// lease in hand.
+    async fn decide(&mut self, key: &str) -> (bool, bool) {
+        match self {
+            Self::Limiter(limiter) => {
+                let decision = limiter.acquire(key.as_bytes(), 1).await.expect("a decision");
+                (decision.allowed, decision.source == DecisionSource::Lease)
+            }
+            Self::Cell(conn, per_second) => {
+                let admitted = redis_cell::throttle(conn, key, *per_second, *per_second, 1).await;
+                (admitted, false)
+            }
+        }
+    }
+}
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -103,7 +136,7 @@ fn main() {
     let only: Option<u64> = args.get(2).map(|n| n.parse().expect(usage));
     let run = Duration::from_secs(seconds);
 
-    let server = RedisServer::start();
+    let (server, with_cell) = redis_cell::server();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -126,19 +159,29 @@ fn main() {
             let mut paths: Vec<Path> = vec![
                 (
                     "redis".into(),
-                    Arc::new(limiter(format!("exact{keys}")).await.unwrap()),
+                    Decider::Limiter(Arc::new(limiter(format!("exact{keys}")).await.unwrap())),
                 ),
                 (
                     "leased".into(),
-                    Arc::new(Leased::new(limiter(format!("leased{keys}")).await.unwrap())),
+                    Decider::Limiter(Arc::new(Leased::new(
+                        limiter(format!("leased{keys}")).await.unwrap(),
+                    ))),
                 ),
             ];
             if let Some(max_lease) = scenario.max_lease {
                 let inner = limiter(format!("leased{keys}m{max_lease}")).await.unwrap();
                 paths.push((
                     format!("M={max_lease}"),
-                    Arc::new(Leased::builder(inner).max_lease(max_lease).build()),
+                    Decider::Limiter(Arc::new(Leased::builder(inner).max_lease(max_lease).build())),
                 ));
+            }
+            if with_cell {
+                let conn = redis::Client::open(server.url())
+                    .unwrap()
+                    .get_multiplexed_async_connection()
+                    .await
+                    .unwrap();
+                paths.push(("cell".into(), Decider::Cell(conn, scenario.per_second)));
             }
             paths
         });
@@ -165,11 +208,11 @@ fn measure(
     for round in 0..rounds {
         for turn in 0..paths.len() {
             let which = (round + turn) % paths.len();
-            let limiter = &paths[which].1;
-            runtime.block_on(drive(limiter, keys, WARM_UP));
+            let decider = &paths[which].1;
+            runtime.block_on(drive(decider, keys, WARM_UP));
             server.command("CONFIG RESETSTAT");
             let cpu_before = redis_cpu(server);
-            let (decisions, from_leases, elapsed) = runtime.block_on(drive(limiter, keys, run));
+            let (decisions, from_leases, elapsed) = runtime.block_on(drive(decider, keys, run));
             let (fcalls, commands) = redis_commands(server);
             rows[which].1.push(Measured {
                 decisions,
@@ -229,25 +272,35 @@ fn report(
             median(which, Measured::cpu_us_per_1000),
         );
     }
+    let cell = rows.iter().position(|(name, _)| name == "cell");
     for (which, (name, _)) in rows.iter().enumerate().skip(1) {
+        if Some(which) == cell {
+            continue;
+        }
         println!(
             "{name} / redis decisions/s (median): {:.1}x",
             median(which, Measured::per_second) / median(0, Measured::per_second)
         );
+        if let Some(cell) = cell {
+            println!(
+                "{name} / cell decisions/s (median): {:.1}x",
+                median(which, Measured::per_second) / median(cell, Measured::per_second)
+            );
+        }
     }
     println!();
 }
 
 /// `CALLERS` tasks deciding on random keys of `keys` for `run`: the
 /// decisions made, those taken from a lease, and the time they took.
-async fn drive(limiter: &Arc<dyn Limiter>, keys: u64, run: Duration) -> (u64, u64, Duration) {
+async fn drive(decider: &Decider, keys: u64, run: Duration) -> (u64, u64, Duration) {
     let stop = Arc::new(AtomicBool::new(false));
     let decisions = Arc::new(AtomicU64::new(0));
     let from_leases = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let callers: Vec<_> = (0..CALLERS)
         .map(|caller| {
-            let limiter = Arc::clone(limiter);
+            let mut decider = decider.clone();
             let stop = Arc::clone(&stop);
             let decisions = Arc::clone(&decisions);
             let from_leases = Arc::clone(&from_leases);
@@ -260,13 +313,10 @@ async fn drive(limiter: &Arc<dyn Limiter>, keys: u64, run: Duration) -> (u64, u6
                     state ^= state >> 7;
                     state ^= state << 17;
                     let key = format!("tenant:{}", state % keys);
-                    let decision = limiter
-                        .acquire(key.as_bytes(), 1)
-                        .await
-                        .expect("a decision");
-                    assert!(decision.allowed, "demand below the limit");
+                    let (allowed, from_lease) = decider.decide(&key).await;
+                    assert!(allowed, "demand below the limit");
                     made += 1;
-                    leased += u64::from(decision.source == DecisionSource::Lease);
+                    leased += u64::from(from_lease);
                     if made % 64 == 0 {
                         // Leased decisions do not yield: let the others run.
                         tokio::task::yield_now().await;

@@ -12,7 +12,7 @@ const MODULE: &str = "REDIS_CELL_MODULE";
 /// A redis-server with redis-cell loaded, or without it (and `false`,
 /// said on stderr with the command that builds it) when `REDIS_CELL_MODULE`
 /// is not set.
-pub fn server() -> (RedisServer, bool) {
+pub(crate) fn server() -> (RedisServer, bool) {
     match std::env::var(MODULE) {
         Ok(path) if !path.is_empty() => {
             (RedisServer::start_with_args(&["--loadmodule", &path]), true)
@@ -29,7 +29,7 @@ pub fn server() -> (RedisServer, bool) {
 
 /// One `CL.THROTTLE key burst count period 1` through `conn`: whether it
 /// admitted (the reply's first element is 0 when it did).
-pub async fn throttle(
+pub(crate) async fn throttle(
     conn: &mut redis::aio::MultiplexedConnection,
     key: &str,
     burst: u64,
