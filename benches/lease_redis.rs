@@ -114,7 +114,10 @@ impl Decider {
     async fn decide(&mut self, key: &str) -> (bool, bool) {
         match self {
             Self::Limiter(limiter) => {
-                let decision = limiter.acquire(key.as_bytes(), 1).await.expect("a decision");
+                let decision = limiter
+                    .acquire(key.as_bytes(), 1)
+                    .await
+                    .expect("a decision");
                 (decision.allowed, decision.source == DecisionSource::Lease)
             }
             Self::Cell(conn, per_second) => {
@@ -172,7 +175,9 @@ fn main() {
                 let inner = limiter(format!("leased{keys}m{max_lease}")).await.unwrap();
                 paths.push((
                     format!("M={max_lease}"),
-                    Decider::Limiter(Arc::new(Leased::builder(inner).max_lease(max_lease).build())),
+                    Decider::Limiter(Arc::new(
+                        Leased::builder(inner).max_lease(max_lease).build(),
+                    )),
                 ));
             }
             if with_cell {
