@@ -14,7 +14,7 @@ use limiter_core::{Decision, DecisionSource, Error};
 use tracing::Instrument;
 
 use crate::grpc;
-use crate::key_text::KeyText;
+use crate::key_bytes::KeyBytes;
 use crate::limited::{Limited, Refusal};
 use crate::observe::{Outcome, Timer};
 use crate::response::{accepts_json, banned, verdict, Verdict, ERROR_RETRY_AFTER};
@@ -32,7 +32,7 @@ pub(crate) type Decide = Pin<Box<dyn Future<Output = Verdict> + Send>>;
 /// ([`Reply`]), read from the request's headers only when one is written.
 pub(crate) struct Pending<C: Deref<Target = Settings>, R: Reply> {
     pub(crate) config: C,
-    pub(crate) key: KeyText,
+    pub(crate) key: KeyBytes,
     pub(crate) reply: R,
     pub(crate) timer: Timer,
 }
@@ -186,7 +186,7 @@ impl<C: Deref<Target = Settings>, R: Reply> Pending<C, R> {
     async fn decide(self, check_bans: bool) -> Verdict {
         if check_bans {
             if let Some(bans) = &self.config.bans {
-                let banned = bans.banned_for(&self.key).await;
+                let banned = bans.banned_for_key(&self.key).await;
                 if let Some(verdict) = self.ban_verdict(banned) {
                     return verdict;
                 }

@@ -106,27 +106,39 @@ where
         // Synchronously as far as every part decides in process (no bans
         // or in-process bans, a limiter of one policy in process): no
         // future, no allocation beyond the key.
-        let banned_now = match &config.bans {
-            None => Some(None),
-            Some(bans) => bans.banned_for_now(&request.key),
-        };
-        let decide: Decide = match banned_now {
-            None => decide_later(config, request, true),
-            Some(banned) => {
-                if let Some(verdict) = request.ban_verdict(Ok(banned)) {
-                    return answer_now(&mut self.inner, verdict, req);
+        if let Some(bans) = &config.bans {
+            match bans.banned_for_now(&request.key) {
+                None => {
+                    let decide = decide_later(config, request, true);
+                    return self.deciding(decide, req);
                 }
-                match request.acquire_now() {
-                    Some(result) if !request.needs_follow_up(&result) => {
-                        let verdict = request.finish(result);
+                Some(banned) => {
+                    if let Some(verdict) = request.ban_verdict(Ok(banned)) {
                         return answer_now(&mut self.inner, verdict, req);
                     }
-                    Some(result) => follow_up_later(config, request, result),
-                    None => decide_later(config, request, false),
                 }
             }
+        }
+        let decide: Decide = match request.acquire_now() {
+            Some(result) if !request.needs_follow_up(&result) => {
+                let verdict = request.finish(result);
+                return answer_now(&mut self.inner, verdict, req);
+            }
+            Some(result) => follow_up_later(config, request, result),
+            None => decide_later(config, request, false),
         };
-        // The ready service goes with the request; a clone takes its place.
+        self.deciding(decide, req)
+    }
+}
+
+impl<S> LimiterService<S> {
+    /// The future of `req`, decided by `decide`: the ready service goes
+    /// with the request, a clone takes its place.
+    #[inline(never)]
+    fn deciding<B>(&mut self, decide: Decide, req: Request<B>) -> ResponseFuture<S::Future, S, B>
+    where
+        S: Service<Request<B>> + Clone,
+    {
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         ResponseFuture::deciding(decide, inner, req)
