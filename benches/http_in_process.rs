@@ -43,12 +43,13 @@ use std::convert::Infallible;
 use std::future::{ready, Future, Ready};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::pin::pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use http::{Request, Response, StatusCode};
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_app::Scenario;
 use limiter_memory::MemoryLimiter;
 use limiter_tower::{HeaderStyle, KeyExtractor, LimiterLayer};
@@ -59,20 +60,23 @@ use tower_governor::GovernorLayer;
 const CLIENTS: usize = 10_000;
 
 /// The variants, in the order of the table.
-const VARIANTS: [&str; 6] = [
+const VARIANTS: [&str; 7] = [
     "no layer",
     "tower_governor (default, no headers)",
     "limiter, HeaderStyle::None",
     "limiter, default headers (legacy + IETF)",
     "tower_governor, use_headers()",
     "limiter, HeaderStyle::Legacy",
+    "no layer, the default's headers by hand",
 ];
 
 /// The ratios reported: (numerator, denominator) as indexes of [`VARIANTS`],
 /// and what the ratio is read as.
-const RATIOS: [(usize, usize, &str); 6] = [
+const RATIOS: [(usize, usize, &str); 8] = [
     (2, 1, "limiter None / tower_governor"),
     (3, 1, "limiter default / tower_governor"),
+    (3, 6, "limiter default / its headers by hand"),
+    (6, 1, "its headers by hand / tower_governor"),
     (5, 4, "limiter Legacy / tower_governor use_headers()"),
     (3, 4, "limiter default / tower_governor use_headers()"),
     (4, 1, "tower_governor use_headers() / tower_governor"),
@@ -214,17 +218,55 @@ fn limiter(style: HeaderStyle) -> LimiterLayer {
 
 /// Every variant's service stack, built once: their keys stay stored
 /// from block to block.
-struct Stacks<A, B, C, D, E, F> {
+struct Stacks<A, B, C, D, E, F, G> {
     no_layer: A,
     governor: B,
     limiter_none: C,
     limiter_default: D,
     governor_headers: E,
     limiter_legacy: F,
+    same_headers: G,
+}
+
+/// The rate-limit headers of an admitted response of limiter's default
+/// layer, as `http_app.rs` samples them for `http.rs`.
+fn default_headers() -> Arc<[(HeaderName, HeaderValue)]> {
+    let mut layer = limiter(HeaderStyle::default()).layer(trivial());
+    let mut cx = Context::from_waker(Waker::noop());
+    let request = requests(&clients()[..1], 1).remove(0);
+    let response = call_now(&mut layer, &mut cx, request);
+    let headers: Arc<[_]> = response
+        .headers()
+        .iter()
+        .filter(|(name, _)| name.as_str().contains("ratelimit"))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    assert_eq!(
+        headers.len(),
+        5,
+        "limiter's default sends five: {headers:?}"
+    );
+    headers
+}
+
+/// The trivial service adding `headers` to its response by hand, as
+/// `http_app.rs`'s "same headers" variant does: what writing them costs
+/// without a layer.
+fn with_headers(headers: Arc<[(HeaderName, HeaderValue)]>) -> impl Stack + Clone {
+    service_fn(move |_: Request<()>| {
+        let mut response = Response::new(Body::empty());
+        let map = response.headers_mut();
+        map.reserve(headers.len());
+        for (name, value) in headers.iter() {
+            map.insert(name.clone(), value.clone());
+        }
+        ready(Ok::<_, Infallible>(response))
+    })
 }
 
 /// Every variant's service stack.
-fn stacks() -> Stacks<impl Stack, impl Stack, impl Stack, impl Stack, impl Stack, impl Stack> {
+fn stacks(
+) -> Stacks<impl Stack, impl Stack, impl Stack, impl Stack, impl Stack, impl Stack, impl Stack> {
     let governor = Scenario::Allowed.governor().finish().unwrap();
     let governor_headers = Scenario::Allowed.governor().use_headers().finish().unwrap();
     Stacks {
@@ -234,10 +276,13 @@ fn stacks() -> Stacks<impl Stack, impl Stack, impl Stack, impl Stack, impl Stack
         limiter_default: limiter(HeaderStyle::default()).layer(trivial()),
         governor_headers: GovernorLayer::new(governor_headers).layer(trivial()),
         limiter_legacy: limiter(HeaderStyle::Legacy).layer(trivial()),
+        same_headers: with_headers(default_headers()),
     }
 }
 
-impl<A: Stack, B: Stack, C: Stack, D: Stack, E: Stack, F: Stack> Stacks<A, B, C, D, E, F> {
+impl<A: Stack, B: Stack, C: Stack, D: Stack, E: Stack, F: Stack, G: Stack>
+    Stacks<A, B, C, D, E, F, G>
+{
     /// Variant `variant`'s block: ns per request.
     fn block(&mut self, variant: usize, requests: Vec<Request<()>>) -> f64 {
         match variant {
@@ -246,7 +291,8 @@ impl<A: Stack, B: Stack, C: Stack, D: Stack, E: Stack, F: Stack> Stacks<A, B, C,
             2 => block(&mut self.limiter_none, requests),
             3 => block(&mut self.limiter_default, requests),
             4 => block(&mut self.governor_headers, requests),
-            _ => block(&mut self.limiter_legacy, requests),
+            5 => block(&mut self.limiter_legacy, requests),
+            _ => block(&mut self.same_headers, requests),
         }
     }
 }

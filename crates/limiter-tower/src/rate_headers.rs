@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use arrayvec::ArrayVec;
 use bytes::Bytes;
 use http::header::{HeaderName, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue};
@@ -319,43 +318,101 @@ fn decimal(bytes: &[u8]) -> Option<u64> {
 /// allocation shared by every value ([`Bytes::from_owner`]); on the heap
 /// for a policy name too long for it.
 enum Text {
-    Inline(ArrayVec<u8, 128>),
+    Inline { bytes: [u8; TEXT], len: usize },
     Heap(Vec<u8>),
 }
 
+/// The bytes of an inline [`Text`]: a policy name of up to 40 bytes and
+/// four numbers of up to 20 digits, with their separators.
+const TEXT: usize = 128;
+
+/// Two decimal digits of each number below 100.
+const PAIRS: [[u8; 2]; 100] = {
+    let mut pairs = [[0; 2]; 100];
+    let mut n = 0;
+    while n < 100 {
+        pairs[n] = [b'0' + (n / 10) as u8, b'0' + (n % 10) as u8];
+        n += 1;
+    }
+    pairs
+};
+
+/// Writes `value` in decimal into `out`, exactly its digits long (what
+/// `itoa` writes, two digits per division, in place).
+#[inline]
+fn write_decimal(out: &mut [u8], mut value: u64) {
+    let mut at = out.len();
+    while value >= 100 {
+        at -= 2;
+        out[at..at + 2].copy_from_slice(&PAIRS[(value % 100) as usize]);
+        value /= 100;
+    }
+    if value >= 10 {
+        out[..2].copy_from_slice(&PAIRS[value as usize]);
+    } else {
+        out[0] = b'0' + value as u8;
+    }
+}
+
+/// The number of decimal digits of `value`.
+#[inline]
+fn digits(value: u64) -> usize {
+    value.checked_ilog10().map_or(1, |log| log as usize + 1)
+}
+
 impl Text {
-    fn put(&mut self, bytes: &[u8]) {
-        match self {
-            Self::Inline(inline) => {
-                if inline.try_extend_from_slice(bytes).is_err() {
-                    let mut heap = Vec::with_capacity(inline.len() + bytes.len() + 64);
-                    heap.extend_from_slice(inline);
-                    heap.extend_from_slice(bytes);
-                    *self = Self::Heap(heap);
-                }
+    /// Room for `name` and four numbers.
+    fn for_name(name: &str) -> Self {
+        if name.len() + 4 * 20 + 6 <= TEXT {
+            Self::Inline {
+                bytes: [0; TEXT],
+                len: 0,
             }
-            Self::Heap(heap) => heap.extend_from_slice(bytes),
+        } else {
+            Self::Heap(Vec::with_capacity(name.len() + 4 * 20 + 6))
         }
     }
 
-    /// Appends `value` in decimal (what `HeaderValue::from(u64)` writes,
-    /// with the same `itoa`, two digits per division), answering where.
+    fn put(&mut self, more: &[u8]) {
+        match self {
+            Self::Inline { bytes, len } => {
+                bytes[*len..*len + more.len()].copy_from_slice(more);
+                *len += more.len();
+            }
+            Self::Heap(heap) => heap.extend_from_slice(more),
+        }
+    }
+
+    /// Appends `value` in decimal, answering where.
     fn put_decimal(&mut self, value: u64) -> std::ops::Range<usize> {
-        let start = self.len();
-        self.put(itoa::Buffer::new().format(value).as_bytes());
-        start..self.len()
+        let count = digits(value);
+        match self {
+            Self::Inline { bytes, len } => {
+                let start = *len;
+                write_decimal(&mut bytes[start..start + count], value);
+                *len = start + count;
+                start..*len
+            }
+            Self::Heap(heap) => {
+                let start = heap.len();
+                heap.resize(start + count, 0);
+                write_decimal(&mut heap[start..], value);
+                start..heap.len()
+            }
+        }
     }
 
     fn len(&self) -> usize {
         match self {
-            Self::Inline(inline) => inline.len(),
+            Self::Inline { len, .. } => *len,
             Self::Heap(heap) => heap.len(),
         }
     }
 
     fn into_bytes(self) -> Bytes {
         match self {
-            Self::Inline(inline) => Bytes::from_owner(inline),
+            // The values are slices of the text: its tail is never read.
+            Self::Inline { bytes, .. } => Bytes::from_owner(bytes),
             Self::Heap(heap) => Bytes::from(heap),
         }
     }
@@ -402,7 +459,7 @@ pub(crate) fn rate_headers(
     };
     // The text: `RateLimit`'s value (its `r` is `X-RateLimit-Remaining`'s
     // too), then `X-RateLimit-Reset`'s and `X-RateLimit-Limit`'s.
-    let mut text = Text::Inline(ArrayVec::new());
+    let mut text = Text::for_name(name);
     let (ratelimit, remaining) = if ietf {
         text.put(name.as_bytes());
         text.put(b";r=");
@@ -490,6 +547,21 @@ pub(crate) fn degraded(headers: &mut RateHeaders, source: DecisionSource) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_are_written_as_itoa_writes_them() {
+        for value in
+            (0..1_000).chain([9_999, 10_000, 99_999, 1_000_000_000, u64::MAX - 1, u64::MAX])
+        {
+            let mut out = vec![0; digits(value)];
+            write_decimal(&mut out, value);
+            assert_eq!(out, itoa::Buffer::new().format(value).as_bytes());
+        }
+        let mut text = Text::for_name(&"n".repeat(200));
+        text.put(b"r=");
+        let at = text.put_decimal(42);
+        assert_eq!(&text.into_bytes()[at], b"42");
+    }
 
     #[test]
     fn policy_header_lists_every_part() {

@@ -12,10 +12,11 @@ use tower::Service;
 use crate::body::RefusalBody;
 use crate::client_address::{peer_addr, resolve_client, Client};
 use crate::future::ResponseFuture;
+use crate::headers::HeaderStyle;
 use crate::key::{Missing, RequestView};
 use crate::observe::{Outcome, Timer};
 use crate::pending::{decide_later, follow_up_later, Decide, Pending};
-use crate::rate_headers::RateHeaders;
+use crate::rate_headers::{rate_headers, RateHeaders};
 use crate::response::{accepts_json, missing_key, missing_peer, Verdict};
 use crate::settings::Settings;
 
@@ -120,6 +121,25 @@ where
             }
         }
         let decide: Decide = match request.acquire_now() {
+            // The common answer: admitted by the backend, nothing to wait.
+            // What `finish` answers it, without the moves on its way.
+            Some(Ok(decision))
+                if decision.allowed
+                    && decision.wait.is_zero()
+                    && !decision.source.is_degraded() =>
+            {
+                config.observer.record(Outcome::Allowed, request.timer);
+                let mut headers = RateHeaders::default();
+                if config.style != HeaderStyle::None {
+                    rate_headers(
+                        &mut headers,
+                        &decision,
+                        config.style,
+                        &config.policy_headers,
+                    );
+                }
+                return ResponseFuture::calling(self.inner.call(req), headers);
+            }
             Some(result) if !request.needs_follow_up(&result) => {
                 let verdict = request.finish(result);
                 return answer_now(&mut self.inner, verdict, req);
