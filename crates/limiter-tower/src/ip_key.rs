@@ -27,9 +27,10 @@ pub(crate) const IPV6: u8 = 0x86;
 /// IPv4 service, five bytes written in place.
 #[inline]
 pub(crate) fn ipv4_key(ip: Ipv4Addr) -> KeyBytes {
+    let [a, b, c, d] = ip.octets();
     let mut bytes = [0; INLINE];
-    bytes[0] = IPV4;
-    bytes[1..5].copy_from_slice(&ip.octets());
+    // One word: read back whole when the key is hashed.
+    bytes[..8].copy_from_slice(&[IPV4, a, b, c, d, 0, 0, 0]);
     KeyBytes::from_array(bytes, 5)
 }
 

@@ -291,10 +291,28 @@ impl KeyExtractor {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn key(&self, view: &RequestView<'_>) -> Result<KeyBytes, Missing> {
-        let found = match &self.kind {
+        self.key_of(view.client_ip, || RequestView { ..*view })
+    }
+
+    /// The key of a request from `client_ip` (see [`RequestView`]), the
+    /// request's `view` built only for a key that reads it: an address's
+    /// key, nearly every request's, is written from the address alone.
+    #[inline]
+    pub(crate) fn key_of<'a>(
+        &self,
+        client_ip: Option<IpAddr>,
+        view: impl FnOnce() -> RequestView<'a>,
+    ) -> Result<KeyBytes, Missing> {
+        let view = match &self.kind {
             Kind::Global => return Ok(KeyBytes::of(b"global")),
-            Kind::Ip => return self.ip_key(view.client_ip),
+            Kind::Ip => return self.ip_key(client_ip),
+            _ => view(),
+        };
+        let view = &view;
+        let found = match &self.kind {
+            Kind::Global | Kind::Ip => None,
             Kind::Route => return Ok(route_key(view)),
             Kind::Header(name) => view
                 .headers

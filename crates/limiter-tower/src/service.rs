@@ -10,7 +10,7 @@ use http::{Request, Response};
 use tower::Service;
 
 use crate::body::RefusalBody;
-use crate::client_address::{peer_addr, resolve_client, Client};
+use crate::client_address::{peer_addr, resolve_client};
 use crate::future::ResponseFuture;
 use crate::headers::HeaderStyle;
 use crate::key::{Missing, RequestView};
@@ -57,28 +57,31 @@ where
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let timer = Timer::start();
         let config = &self.config;
-        let client = peer_addr(req.extensions())
-            .map(|peer| resolve_client(peer, req.headers(), &config.trusted));
-        let ip: Option<IpAddr> = client.map(|client| client.ip);
-        let allowlistable = client.and_then(Client::allowlistable);
-        let view = RequestView {
+        let (ip, allowlistable): (Option<IpAddr>, _) = match peer_addr(req.extensions()) {
+            Some(peer) => {
+                let client = resolve_client(peer, req.headers(), &config.trusted);
+                (Some(client.ip), client.allowlistable())
+            }
+            None => (None, None),
+        };
+        let view = || RequestView {
             method: req.method(),
             uri: req.uri(),
             headers: req.headers(),
             extensions: req.extensions(),
             client_ip: ip,
         };
-        let key = match config.key.key(&view) {
+        let key = match config.key.key_of(ip, view) {
             Ok(key) => key,
             // An allowlisted address passes before its missing key is held
             // against it.
             Err(_) if config.allow.allows_ip(allowlistable) => {
                 config.observer.record(Outcome::Allowlisted, timer);
-                return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());
+                return ResponseFuture::passing(self.inner.call(req));
             }
             Err(Missing::Skip) => {
                 config.observer.record(Outcome::Skipped, timer);
-                return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());
+                return ResponseFuture::passing(self.inner.call(req));
             }
             Err(Missing::Key) => {
                 config.observer.record(Outcome::MissingKey, timer);
@@ -96,7 +99,7 @@ where
         config.observer.keyed(&key, ip, config.mask_addresses);
         if config.allow.allows(allowlistable, &key) {
             config.observer.record(Outcome::Allowlisted, timer);
-            return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());
+            return ResponseFuture::passing(self.inner.call(req));
         }
         let request = Pending {
             config: &**config,
