@@ -27,11 +27,20 @@ pub(crate) const IPV6: u8 = 0x86;
 /// IPv4 service, five bytes written in place.
 #[inline]
 pub(crate) fn ipv4_key(ip: Ipv4Addr) -> KeyBytes {
-    let [a, b, c, d] = ip.octets();
     let mut bytes = [0; INLINE];
-    // One word: read back whole when the key is hashed.
-    bytes[..8].copy_from_slice(&[IPV4, a, b, c, d, 0, 0, 0]);
+    // One word (the address as a number, not its octets one by one):
+    // read back whole when the key is hashed.
+    let word = (u64::from(u32::from(ip).swap_bytes()) << 8) | u64::from(IPV4);
+    bytes[..8].copy_from_slice(&word.to_le_bytes());
     KeyBytes::from_array(bytes, 5)
+}
+
+/// [`ipv4_key`], written into `key`, a key of the layer not yet written
+/// (inline): two words stored, nothing moved after them.
+#[inline]
+pub(crate) fn write_ipv4_key(ip: Ipv4Addr, key: &mut KeyBytes) {
+    let word = (u64::from(u32::from(ip).swap_bytes()) << 8) | u64::from(IPV4);
+    key.set_word(word, 5);
 }
 
 /// The key of IPv6 client `ip`, or with a prefix, of its network: the

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use http::header::HeaderName;
 use http::{Extensions, HeaderMap, HeaderValue, Method, Uri};
 
-use crate::ip_key::{self, ipv4_key, ipv6_key};
+use crate::ip_key::{self, ipv4_key, ipv6_key, write_ipv4_key};
 use crate::key_bytes::KeyBytes;
 #[cfg(feature = "config")]
 use crate::normalize::normalize_ip;
@@ -291,28 +291,53 @@ impl KeyExtractor {
         }
     }
 
+    /// The key of the request `view` shows.
     #[cfg(test)]
     pub(crate) fn key(&self, view: &RequestView<'_>) -> Result<KeyBytes, Missing> {
-        self.key_of(view.client_ip, || RequestView { ..*view })
+        let mut key = KeyBytes::empty();
+        self.write_key(view.client_ip, || RequestView { ..*view }, &mut key)?;
+        Ok(key)
     }
 
-    /// The key of a request from `client_ip` (see [`RequestView`]), the
-    /// request's `view` built only for a key that reads it: an address's
-    /// key, nearly every request's, is written from the address alone.
+    /// The key of a request from `client_ip` (see [`RequestView`]),
+    /// written into `key` (empty), the request's `view` built only for a
+    /// key that reads it: an address's key, nearly every request's, is
+    /// written in place from the address alone, nothing moved after it.
     #[inline]
-    pub(crate) fn key_of<'a>(
+    pub(crate) fn write_key<'a>(
         &self,
         client_ip: Option<IpAddr>,
         view: impl FnOnce() -> RequestView<'a>,
-    ) -> Result<KeyBytes, Missing> {
-        let view = match &self.kind {
-            Kind::Global => return Ok(KeyBytes::of(b"global")),
-            Kind::Ip => return self.ip_key(client_ip),
-            _ => view(),
-        };
-        let view = &view;
+        key: &mut KeyBytes,
+    ) -> Result<(), Missing> {
+        match &self.kind {
+            Kind::Ip => {
+                return match client_ip.ok_or(Missing::PeerAddress)? {
+                    IpAddr::V4(v4) => {
+                        write_ipv4_key(v4, key);
+                        Ok(())
+                    }
+                    IpAddr::V6(v6) => {
+                        *key = ipv6_key(v6, self.ipv6_prefix);
+                        Ok(())
+                    }
+                };
+            }
+            Kind::Global => {
+                *key = KeyBytes::of(b"global");
+                return Ok(());
+            }
+            _ => {}
+        }
+        *key = self.read_key(&view())?;
+        Ok(())
+    }
+
+    /// The key of a kind that reads the request's `view`.
+    fn read_key(&self, view: &RequestView<'_>) -> Result<KeyBytes, Missing> {
         let found = match &self.kind {
-            Kind::Global | Kind::Ip => None,
+            Kind::Global => Some(KeyBytes::of(b"global")),
+            Kind::Ip => return self.ip_key(view.client_ip),
             Kind::Route => return Ok(route_key(view)),
             Kind::Header(name) => view
                 .headers

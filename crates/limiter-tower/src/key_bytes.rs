@@ -50,6 +50,24 @@ impl KeyBytes {
         }
     }
 
+    /// The key of `len` (at most 8) bytes, `word`'s little-endian bytes:
+    /// one store (an address's key).
+    #[inline]
+    pub(crate) fn set_word(&mut self, word: u64, len: u8) {
+        debug_assert!(len <= 8);
+        match self {
+            Self::Inline { len: at, bytes } => {
+                bytes[..8].copy_from_slice(&word.to_le_bytes());
+                *at = len;
+            }
+            Self::Heap(_) => {
+                let mut bytes = [0; INLINE];
+                bytes[..8].copy_from_slice(&word.to_le_bytes());
+                *self = Self::Inline { len, bytes };
+            }
+        }
+    }
+
     /// Appends `more`, moving to the heap when it no longer fits inline.
     pub(crate) fn push(&mut self, more: &[u8]) {
         match self {

@@ -14,6 +14,7 @@ use crate::client_address::{peer_addr, resolve_client};
 use crate::future::ResponseFuture;
 use crate::headers::HeaderStyle;
 use crate::key::{Missing, RequestView};
+use crate::key_bytes::KeyBytes;
 use crate::observe::{Outcome, Timer};
 use crate::pending::{decide_later, follow_up_later, Decide, Pending};
 use crate::rate_headers::{rate_headers, RateHeaders};
@@ -71,8 +72,9 @@ where
             extensions: req.extensions(),
             client_ip: ip,
         };
-        let key = match config.key.key_of(ip, view) {
-            Ok(key) => key,
+        let mut key = KeyBytes::empty();
+        match config.key.write_key(ip, view, &mut key) {
+            Ok(()) => {}
             // An allowlisted address passes before its missing key is held
             // against it.
             Err(_) if config.allow.allows_ip(allowlistable) => {
@@ -103,7 +105,7 @@ where
         }
         let request = Pending {
             config: &**config,
-            key,
+            key: &key,
             reply: req.headers(),
             timer,
         };
@@ -111,7 +113,7 @@ where
         // or in-process bans, a limiter of one policy in process): no
         // future, no allocation beyond the key.
         if let Some(bans) = &config.bans {
-            match bans.banned_for_now(&request.key) {
+            match bans.banned_for_now(&key) {
                 None => {
                     let decide = decide_later(config, request, true);
                     return self.deciding(decide, req);
