@@ -125,6 +125,7 @@ mod settings;
 mod shaping;
 #[cfg(feature = "config")]
 mod startup_warnings;
+mod static_values;
 
 pub use self::{
     cidr::IpNet,

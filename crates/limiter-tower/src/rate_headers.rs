@@ -14,6 +14,7 @@ use crate::headers::{
     X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
 use crate::seconds::{ceil_secs, retry_after_secs};
+use crate::static_values::{fixed, small_number};
 
 /// A part's name in the IETF headers: its policy string, as an
 /// sf-string (policy strings hold no `"` or `\`).
@@ -55,7 +56,7 @@ struct Template {
 
 impl Template {
     fn new(limit: u64, policy: &HeaderValue) -> Self {
-        let number = HeaderValue::from(limit);
+        let number = fixed(&limit.to_string()).unwrap_or_else(|| HeaderValue::from(limit));
         let unset = HeaderValue::from_static("0");
         let map = |entries: &[(HeaderName, &HeaderValue)]| {
             let mut map = HeaderMap::with_capacity(entries.len());
@@ -96,8 +97,8 @@ impl PolicyHeaders {
                 )
             })
             .collect();
-        let policy = HeaderValue::from_str(&items.join(", "))
-            .unwrap_or_else(|_| HeaderValue::from_static("\"policy\""));
+        let policy =
+            fixed(&items.join(", ")).unwrap_or_else(|| HeaderValue::from_static("\"policy\""));
         let unit_refills = policies
             .iter()
             .map(|policy| {
@@ -418,6 +419,12 @@ impl Text {
     }
 }
 
+/// `text` as a value, or `"0"` for text that is not a header value
+/// (never: digits, and a policy name checked when it was built).
+fn whole(text: Bytes) -> HeaderValue {
+    HeaderValue::from_maybe_shared(text).unwrap_or(HeaderValue::from_static("0"))
+}
+
 /// The value of `text[range]`, or `"0"` for text that is not a header
 /// value (never: digits, and a policy name checked when it was built).
 fn value(text: &Bytes, range: std::ops::Range<usize>) -> HeaderValue {
@@ -470,23 +477,32 @@ pub(crate) fn rate_headers(
     } else {
         (0..0, text.put_decimal(decision.remaining))
     };
-    let reset = text.put_decimal(reset);
+    // `X-RateLimit-Reset` below 100 s (nearly always) is a static value.
+    let small_reset = if legacy { small_number(reset) } else { None };
+    let reset_at = (legacy && small_reset.is_none()).then(|| text.put_decimal(reset));
     let template = policy_headers.templates.get(bound_by);
     // The template's limit is the part's max cost, which a decision
     // reports: written only when it does not.
-    let limit = (template.map(|template| template.limit) != Some(decision.limit))
+    let limit_at = (legacy && template.map(|template| template.limit) != Some(decision.limit))
         .then(|| text.put_decimal(decision.limit));
-    let text = text.into_bytes();
+    let mut text = text.into_bytes();
+    // Every value of the text but its first a slice of it (a reference
+    // counted); the first, the text itself, cut to its length.
+    let limit = limit_at.map(|at| value(&text, at));
+    let reset = small_reset.or_else(|| reset_at.map(|at| value(&text, at)));
+    let (remaining, ratelimit) = if ietf {
+        let remaining = legacy.then(|| value(&text, remaining));
+        text.truncate(ratelimit.end);
+        (remaining, Some(whole(text)))
+    } else {
+        text.truncate(remaining.end);
+        (Some(whole(text)), None)
+    };
     headers.headers = Some(fill(
         template,
         (legacy, ietf),
         &policy_headers.policy,
-        [
-            limit.map(|limit| value(&text, limit)),
-            Some(value(&text, remaining)),
-            Some(value(&text, reset)),
-            Some(value(&text, ratelimit)),
-        ],
+        [limit, remaining, reset, ratelimit],
     ));
 }
 
