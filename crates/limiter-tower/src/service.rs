@@ -10,7 +10,7 @@ use http::{Request, Response};
 use tower::Service;
 
 use crate::body::RefusalBody;
-use crate::client_address::{peer_addr, resolve_client};
+use crate::client_address::{normalize_ip, peer_addr, resolve_client};
 use crate::future::ResponseFuture;
 use crate::headers::HeaderStyle;
 use crate::key::{Missing, RequestView};
@@ -59,6 +59,12 @@ where
         let timer = Timer::start();
         let config = &self.config;
         let (ip, allowlistable): (Option<IpAddr>, _) = match peer_addr(req.extensions()) {
+            // No proxy trusted (the default): the peer is the client, and
+            // vouched for; `resolve_client` answers that without its copy.
+            Some(peer) if config.trusted.is_empty() => {
+                let peer = normalize_ip(peer);
+                (Some(peer), Some(peer))
+            }
             Some(peer) => {
                 let client = resolve_client(peer, req.headers(), &config.trusted);
                 (Some(client.ip), client.allowlistable())
