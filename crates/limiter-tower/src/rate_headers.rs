@@ -323,7 +323,7 @@ enum Text {
     Heap(Vec<u8>),
 }
 
-/// The bytes of an inline [`Text`]: a policy name of up to 40 bytes and
+/// The bytes of an inline [`Text`]: a policy name of up to 42 bytes and
 /// four numbers of up to 20 digits, with their separators.
 const TEXT: usize = 128;
 
