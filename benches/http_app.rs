@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
+use governor::middleware::NoOpMiddleware;
 use http::header::HOST;
 use http::{HeaderName, HeaderValue, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
@@ -20,6 +21,7 @@ use limiter_memory::MemoryLimiter;
 use limiter_tower::{HeaderStyle, KeyExtractor, LimiterLayer};
 use tokio::net::{TcpListener, TcpStream};
 use tower_governor::governor::GovernorConfigBuilder;
+use tower_governor::key_extractor::PeerIpKeyExtractor;
 use tower_governor::GovernorLayer;
 
 /// Keep-alive connections of the client, each with one request in flight.
@@ -48,6 +50,18 @@ impl Scenario {
         Policy::token_bucket(rate)
             .and_then(|policy| policy.with_capacity(burst))
             .unwrap()
+    }
+
+    /// tower_governor's configuration for the scenario, keyed by peer
+    /// address (its default): one request per `period`, up to
+    /// `burst_size`, the shape of [`policy`](Self::policy).
+    pub(crate) fn governor(self) -> GovernorConfigBuilder<PeerIpKeyExtractor, NoOpMiddleware> {
+        let mut config = GovernorConfigBuilder::default();
+        match self {
+            Self::Allowed => config.per_nanosecond(1).burst_size(1_000_000_000),
+            Self::Denied => config.per_second(1_000).burst_size(10),
+        };
+        config
     }
 }
 
@@ -117,12 +131,7 @@ impl Variant {
                     .headers(style),
             ),
             Self::Governor { headers } => {
-                // tower_governor counts one request per `period`, up to `burst_size`.
-                let mut config = GovernorConfigBuilder::default();
-                match scenario {
-                    Scenario::Allowed => config.per_nanosecond(1).burst_size(1_000_000_000),
-                    Scenario::Denied => config.per_second(1_000).burst_size(10),
-                };
+                let mut config = scenario.governor();
                 if headers {
                     app.layer(GovernorLayer::new(config.use_headers().finish().unwrap()))
                 } else {

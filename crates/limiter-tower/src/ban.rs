@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use limiter_core::{Clock, Error, Limiter, SystemClock};
 use sha2::{Digest as _, Sha256};
 
+use crate::ip_key::from_text;
+
 /// The longest key a ban is kept under as it is: a longer one (a client's
 /// 200 KB header, say) is kept under [`ban_key`]'s digest, so a ban costs
 /// a bounded size, in process and in Redis, however long the key.
@@ -18,29 +20,30 @@ const MAX_BAN_KEY_BYTES: usize = 256;
 
 /// The key `key`'s ban is kept under: `key` itself up to
 /// [`MAX_BAN_KEY_BYTES`], else `\0sha256:` and the hex of its SHA-256. No
-/// layer's key starts with a NUL (each starts with its kind, `ip:`,
-/// `header:`, …), so a digest is never another key's ban, and two long
-/// keys share one only if their SHA-256 collide, which no one can bring
-/// about.
-fn ban_key(key: &str) -> Cow<'_, str> {
+/// layer's key starts with a NUL (each starts with its kind, `header:`,
+/// `route:`, …, or an address's tag byte), so a digest is never another
+/// key's ban, and two long keys share one only if their SHA-256 collide,
+/// which no one can bring about.
+fn ban_key(key: &[u8]) -> Cow<'_, [u8]> {
     if key.len() <= MAX_BAN_KEY_BYTES {
         return Cow::Borrowed(key);
     }
     let mut digest = String::with_capacity(8 + 64);
     digest.push_str("\0sha256:");
-    for byte in Sha256::digest(key.as_bytes()) {
+    for byte in Sha256::digest(key) {
         // Writing to a String cannot fail.
         let _ = write!(digest, "{byte:02x}");
     }
-    Cow::Owned(digest)
+    Cow::Owned(digest.into_bytes())
 }
 
 /// Where a [`BanList`] keeps its bans.
 enum Store {
     /// In this process: a ban holds on this instance only.
     Memory(MemoryBans),
-    /// A Redis key per ban, `{prefix}:{key}`, with the ban's TTL: every
-    /// instance on that Redis sees it, and Redis ends it.
+    /// A Redis key per ban, `{prefix}:{key}` (the key's text form), with
+    /// the ban's TTL: every instance on that Redis sees it, and Redis ends
+    /// it.
     #[cfg(feature = "redis")]
     Redis {
         backend: limiter_redis::RedisBackend,
@@ -48,7 +51,8 @@ enum Store {
     },
 }
 
-/// In-process bans: each key's end, in µs of `clock`.
+/// In-process bans: each key's end, in µs of `clock`, under the key's
+/// bytes (an address's key is not formatted to be looked up).
 struct MemoryBans {
     clock: Arc<dyn Clock>,
     bans: Mutex<Bans>,
@@ -56,7 +60,7 @@ struct MemoryBans {
 
 #[derive(Default)]
 struct Bans {
-    until_us: HashMap<String, u64>,
+    until_us: HashMap<Vec<u8>, u64>,
     /// Expired bans are dropped when looked up, and all at once when the
     /// map has grown to this size since the last sweep.
     sweep_at: usize,
@@ -70,7 +74,7 @@ impl MemoryBans {
         self.bans.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn ban(&self, key: &str, duration: Duration) {
+    fn ban(&self, key: &[u8], duration: Duration) {
         let now = self.clock.now_us();
         let mut bans = self.lock();
         if duration.is_zero() {
@@ -85,7 +89,7 @@ impl MemoryBans {
         }
     }
 
-    fn banned_for(&self, key: &str) -> Option<Duration> {
+    fn banned_for(&self, key: &[u8]) -> Option<Duration> {
         let now = self.clock.now_us();
         let mut bans = self.lock();
         match bans.until_us.get(key) {
@@ -128,8 +132,12 @@ impl Clock for SteadyClock {
 /// request is not counted), answered 403 (or 429, see
 /// [`ban_status`](crate::LimiterLayer::ban_status)) with `Retry-After`.
 ///
-/// A key is the layer's whole key, kind prefix included: `ip:203.0.113.7`,
-/// `header:<api key>` (see [`KeyExtractor`](crate::KeyExtractor)). A key
+/// A key is the layer's whole key in its text form, kind prefix included:
+/// `ip:203.0.113.7`, `header:<api key>` (see
+/// [`KeyExtractor`](crate::KeyExtractor)). In process, a ban is kept
+/// under the key the limiter is given (an address's bytes, see
+/// [`key::bytes_of`](crate::key::bytes_of)), so checking a request formats
+/// nothing; in Redis, under its text form. A key
 /// longer than 256 bytes is kept under its SHA-256, so a ban costs a
 /// bounded size however long a client's key. Clones
 /// share the bans: keep one to call [`ban`](Self::ban) and
@@ -170,7 +178,8 @@ impl BanList {
     }
 
     /// Bans kept in Redis, on `backend`'s shared connections: the ban of
-    /// key `k` is the Redis key `{prefix}:{k}` (`k` longer than 256 bytes
+    /// key `k` is the Redis key `{prefix}:{k}`, `k` in its text form
+    /// (`bans:ip:203.0.113.7`; `k` longer than 256 bytes
     /// as `\0sha256:` and its digest's hex), which expires when the ban
     /// ends (Redis's clock decides). Every instance on that Redis sees every
     /// ban. A failed check (Redis down) bans no one: see
@@ -189,20 +198,37 @@ impl BanList {
         }
     }
 
-    /// Bans `key` for `duration` (on Redis rounded up to a whole
-    /// millisecond), replacing any ban it had; a zero `duration` lifts the
-    /// ban.
+    /// Bans `key` (its text form, `ip:203.0.113.7`) for `duration` (on
+    /// Redis rounded up to a whole millisecond), replacing any ban it had;
+    /// a zero `duration` lifts the ban.
     pub async fn ban(&self, key: &str, duration: Duration) -> Result<(), Error> {
-        let key = &*ban_key(key);
+        self.ban_key(&from_text(key), duration).await
+    }
+
+    /// Lifts `key`'s ban, if it has one.
+    pub async fn unban(&self, key: &str) -> Result<(), Error> {
+        self.unban_key(&from_text(key)).await
+    }
+
+    /// How long `key` stays banned: `None` if it is not.
+    ///
+    /// A Redis key without a TTL (set by hand) is a ban until
+    /// [`unban`](Self::unban)ned, reported as one day.
+    pub async fn banned_for(&self, key: &str) -> Result<Option<Duration>, Error> {
+        self.banned_for_key(&from_text(key)).await
+    }
+
+    /// [`ban`](Self::ban) of `key` as the limiter is given it.
+    pub(crate) async fn ban_key(&self, key: &[u8], duration: Duration) -> Result<(), Error> {
         match &*self.store {
             Store::Memory(bans) => {
-                bans.ban(key, duration);
+                bans.ban(&ban_key(key), duration);
                 Ok(())
             }
             #[cfg(feature = "redis")]
             Store::Redis { backend, prefix } => {
                 if duration.is_zero() {
-                    return self.unban(key).await;
+                    return self.unban_key(key).await;
                 }
                 // Redis refuses an expiry past i64 ms from now: a longer
                 // ban (Duration::MAX, "for ever") is 2^62 ms, about 146
@@ -211,44 +237,37 @@ impl BanList {
                     .unwrap_or(u64::MAX)
                     .min(1 << 62);
                 let mut set = redis::cmd("SET");
-                set.arg(format!("{prefix}:{key}"))
-                    .arg(1)
-                    .arg("PX")
-                    .arg(millis);
+                set.arg(redis_key(prefix, key)).arg(1).arg("PX").arg(millis);
                 backend.command::<()>(&set).await
             }
         }
     }
 
-    /// Lifts `key`'s ban, if it has one.
-    pub async fn unban(&self, key: &str) -> Result<(), Error> {
-        let key = &*ban_key(key);
+    /// [`unban`](Self::unban) of `key` as the limiter is given it.
+    pub(crate) async fn unban_key(&self, key: &[u8]) -> Result<(), Error> {
         match &*self.store {
             Store::Memory(bans) => {
-                bans.ban(key, Duration::ZERO);
+                bans.ban(&ban_key(key), Duration::ZERO);
                 Ok(())
             }
             #[cfg(feature = "redis")]
             Store::Redis { backend, prefix } => {
                 backend
-                    .command::<()>(redis::cmd("DEL").arg(format!("{prefix}:{key}")))
+                    .command::<()>(redis::cmd("DEL").arg(redis_key(prefix, key)))
                     .await
             }
         }
     }
 
-    /// How long `key` stays banned: `None` if it is not.
-    ///
-    /// A Redis key without a TTL (set by hand) is a ban until
-    /// [`unban`](Self::unban)ned, reported as one day.
-    pub async fn banned_for(&self, key: &str) -> Result<Option<Duration>, Error> {
-        let key = &*ban_key(key);
+    /// [`banned_for`](Self::banned_for) of `key` as the limiter is given
+    /// it.
+    pub(crate) async fn banned_for_key(&self, key: &[u8]) -> Result<Option<Duration>, Error> {
         match &*self.store {
-            Store::Memory(bans) => Ok(bans.banned_for(key)),
+            Store::Memory(bans) => Ok(bans.banned_for(&ban_key(key))),
             #[cfg(feature = "redis")]
             Store::Redis { backend, prefix } => {
                 let ttl_ms: i64 = backend
-                    .command(redis::cmd("PTTL").arg(format!("{prefix}:{key}")))
+                    .command(redis::cmd("PTTL").arg(redis_key(prefix, key)))
                     .await?;
                 Ok(match ttl_ms {
                     -2 => None,
@@ -259,15 +278,27 @@ impl BanList {
         }
     }
 
-    /// [`banned_for`](Self::banned_for), answered now if the bans are in
-    /// process; `None` means ask `banned_for`.
-    pub(crate) fn banned_for_now(&self, key: &str) -> Option<Option<Duration>> {
+    /// [`banned_for_key`](Self::banned_for_key), answered now if the bans
+    /// are in process; `None` means ask `banned_for_key`.
+    pub(crate) fn banned_for_now(&self, key: &[u8]) -> Option<Option<Duration>> {
         match &*self.store {
             Store::Memory(bans) => Some(bans.banned_for(&ban_key(key))),
             #[cfg(feature = "redis")]
             Store::Redis { .. } => None,
         }
     }
+}
+
+/// The Redis key of `key`'s ban: `{prefix}:` and the ban key of its text
+/// form, as an administrator writes it with `redis-cli`.
+#[cfg(feature = "redis")]
+fn redis_key(prefix: &str, key: &[u8]) -> Vec<u8> {
+    let text = crate::key::text_of(key);
+    let mut redis_key = Vec::with_capacity(prefix.len() + 1 + text.len());
+    redis_key.extend_from_slice(prefix.as_bytes());
+    redis_key.push(b':');
+    redis_key.extend_from_slice(&ban_key(text.as_bytes()));
+    redis_key
 }
 
 impl fmt::Debug for BanList {
@@ -291,7 +322,7 @@ impl fmt::Debug for BanList {
 
 /// The ban a key earns by being denied too often: each denial by the
 /// layer's limiter costs the key one unit of `counter` (under the key
-/// `penalty:<key>`), and the denial that uses up `counter`'s limit bans the
+/// `penalty:` and the key's bytes), and the denial that uses up `counter`'s limit bans the
 /// key for `ban_for` in the layer's [`BanList`].
 ///
 /// Give `counter` a sliding log (or a fixed window) of `N` per window:
@@ -328,15 +359,17 @@ impl Penalty {
     /// Counts a denial of `key`; bans it in `bans` if that was one too
     /// many. Answers whether it did. A degraded count (the counter's
     /// backend failing) bans no one.
-    pub(crate) async fn punish(&self, bans: &BanList, key: &str) -> Result<bool, Error> {
-        let denial_key = format!("penalty:{key}");
-        let counted = match self.counter.acquire_now(denial_key.as_bytes(), 1) {
+    pub(crate) async fn punish(&self, bans: &BanList, key: &[u8]) -> Result<bool, Error> {
+        let mut denial_key = Vec::with_capacity(8 + key.len());
+        denial_key.extend_from_slice(b"penalty:");
+        denial_key.extend_from_slice(key);
+        let counted = match self.counter.acquire_now(&denial_key, 1) {
             Some(counted) => counted?,
-            None => self.counter.acquire(denial_key.as_bytes(), 1).await?,
+            None => self.counter.acquire(&denial_key, 1).await?,
         };
         let earned = !counted.is_degraded() && (!counted.allowed || counted.remaining == 0);
         if earned {
-            bans.ban(key, self.ban_for).await?;
+            bans.ban_key(key, self.ban_for).await?;
         }
         Ok(earned)
     }
@@ -383,16 +416,16 @@ mod tests {
             bans.ban(&long, day).await.unwrap();
             bans.ban(&at_bound, day).await.unwrap();
             assert_eq!(bans.banned_for(&long).await.unwrap(), Some(day));
-            assert_eq!(bans.banned_for_now(&long), Some(Some(day)));
+            assert_eq!(bans.banned_for_now(long.as_bytes()), Some(Some(day)));
             assert_eq!(bans.banned_for(&other).await.unwrap(), None);
-            let mut held: Vec<usize> = memory.lock().until_us.keys().map(String::len).collect();
+            let mut held: Vec<usize> = memory.lock().until_us.keys().map(Vec::len).collect();
             held.sort_unstable();
             assert_eq!(held, [8 + 64, MAX_BAN_KEY_BYTES]);
             bans.unban(&long).await.unwrap();
             assert_eq!(bans.banned_for(&long).await.unwrap(), None);
         });
-        assert_eq!(ban_key("ip:10.0.0.1"), "ip:10.0.0.1");
-        assert!(ban_key(&long).starts_with("\0sha256:"));
+        assert_eq!(&*ban_key(b"ip:10.0.0.1"), b"ip:10.0.0.1");
+        assert!(ban_key(long.as_bytes()).starts_with(b"\0sha256:"));
     }
 
     #[test]
@@ -402,25 +435,25 @@ mod tests {
         let Store::Memory(memory) = &*bans.store else {
             unreachable!()
         };
-        memory.ban("a", Duration::from_millis(1_500));
+        memory.ban(b"a", Duration::from_millis(1_500));
         assert_eq!(
-            bans.banned_for_now("a"),
+            bans.banned_for_now(b"a"),
             Some(Some(Duration::from_millis(1_500)))
         );
         clock.advance(Duration::from_millis(1_499));
         assert_eq!(
-            bans.banned_for_now("a"),
+            bans.banned_for_now(b"a"),
             Some(Some(Duration::from_millis(1)))
         );
         clock.advance(Duration::from_millis(1));
-        assert_eq!(bans.banned_for_now("a"), Some(None));
+        assert_eq!(bans.banned_for_now(b"a"), Some(None));
         // Many short bans never looked up again are swept by later bans.
         for i in 0..1_000 {
-            memory.ban(&format!("k{i}"), Duration::from_secs(1));
+            memory.ban(format!("k{i}").as_bytes(), Duration::from_secs(1));
             clock.advance(Duration::from_millis(10));
         }
         assert!(memory.lock().until_us.len() <= 2 * 100 + MIN_SWEEP);
-        memory.ban("k999", Duration::ZERO);
-        assert_eq!(bans.banned_for_now("k999"), Some(None));
+        memory.ban(b"k999", Duration::ZERO);
+        assert_eq!(bans.banned_for_now(b"k999"), Some(None));
     }
 }

@@ -32,6 +32,10 @@ pin_project! {
             inner: Option<S>,
             req: Option<Request<B>>,
         },
+        Passing {
+            #[pin]
+            fut: F,
+        },
         Calling {
             #[pin]
             fut: F,
@@ -66,9 +70,21 @@ impl<F, S, B> ResponseFuture<F, S, B> {
     }
 
     /// The inner service's response, `headers` to be added to it.
+    #[inline]
     pub(crate) fn calling(fut: F, headers: RateHeaders) -> Self {
+        if headers.is_empty() {
+            return Self::passing(fut);
+        }
         Self {
             state: State::Calling { fut, headers },
+        }
+    }
+
+    /// The inner service's response as it is.
+    #[inline]
+    pub(crate) fn passing(fut: F) -> Self {
+        Self {
+            state: State::Passing { fut },
         }
     }
 }
@@ -77,7 +93,7 @@ impl<F, S, B> fmt::Debug for ResponseFuture<F, S, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
             State::Deciding { .. } => "deciding",
-            State::Calling { .. } => "calling",
+            State::Passing { .. } | State::Calling { .. } => "calling",
             State::Done { .. } => "done",
         };
         f.debug_struct("ResponseFuture")
@@ -105,9 +121,11 @@ where
                         Verdict::Pass(headers) => {
                             let mut inner = inner.take().expect("polled after completion");
                             let req = req.take().expect("polled after completion");
-                            State::Calling {
-                                fut: inner.call(req),
-                                headers,
+                            let fut = inner.call(req);
+                            if headers.is_empty() {
+                                State::Passing { fut }
+                            } else {
+                                State::Calling { fut, headers }
                             }
                         }
                         Verdict::Respond(response) => State::Done {
@@ -121,11 +139,10 @@ where
                         }
                     }
                 }
+                StateProj::Passing { fut } => return fut.poll(cx),
                 StateProj::Calling { fut, headers } => {
                     let mut response = ready!(fut.poll(cx))?;
-                    if !headers.is_empty() {
-                        std::mem::take(headers).replace_inner(response.headers_mut());
-                    }
+                    std::mem::take(headers).replace_inner(response.headers_mut());
                     return Poll::Ready(Ok(response));
                 }
                 StateProj::Done { response } => {

@@ -3,17 +3,46 @@
 //! without its key gets ([`Fallback`]).
 
 use std::fmt::{self, Write};
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 use std::str::FromStr;
 use std::sync::Arc;
 
 use http::header::HeaderName;
 use http::{Extensions, HeaderMap, HeaderValue, Method, Uri};
 
-use crate::ipv4_key::ipv4_key;
-use crate::key_text::KeyText;
+use crate::ip_key::{self, ipv4_key, ipv6_key, write_ipv4_key};
+use crate::key_bytes::KeyBytes;
 #[cfg(feature = "config")]
 use crate::normalize::normalize_ip;
+
+/// The key a layer passes to its limiter for the key whose text form is
+/// `text`: for an address written as the layer writes it (`ip:` and the
+/// address, or for IPv6 its network under
+/// [`ipv6_prefix`](KeyExtractor::ipv6_prefix), `ip:2001:db8:1:2::/64`), the
+/// address's key bytes; for any other text, its bytes. What to give the
+/// limiter to [`reset`](limiter_core::Limiter::reset) a client, or a
+/// Redis limiter to find its Redis key.
+///
+/// ```
+/// use limiter_tower::key::{bytes_of, text_of};
+///
+/// assert_eq!(bytes_of("ip:203.0.113.7"), [0x84, 203, 0, 113, 7]);
+/// assert_eq!(bytes_of("header:u42"), b"header:u42");
+/// assert_eq!(text_of(&[0x84, 203, 0, 113, 7]), "ip:203.0.113.7");
+/// ```
+pub fn bytes_of(text: &str) -> Vec<u8> {
+    ip_key::from_text(text).to_vec()
+}
+
+/// The text form of `key`, a key a layer passed to its limiter: `ip:`
+/// and the address for an address's key, the key itself for the others
+/// (see [`bytes_of`]); bytes that are not UTF-8 escaped as `\xNN`.
+pub fn text_of(key: &[u8]) -> String {
+    let mut text = String::new();
+    // Writing to a String cannot fail.
+    let _ = ip_key::write_text(key, &mut text);
+    text
+}
 
 /// What a [`KeyExtractor::custom`] closure sees of a request: its head and
 /// the client address resolved by the layer (behind trusted proxies).
@@ -65,11 +94,18 @@ pub enum Fallback {
 /// Which key a request is limited under.
 ///
 /// Keys are prefixed by their kind, so that a header value can never
-/// collide with an address: `global`, `ip:203.0.113.7`, `header:<value>`
+/// collide with an address. Each key has a text form, the one bans,
+/// allowlists and logs take: `global`, `ip:203.0.113.7`, `header:<value>`
 /// (`header-bytes:<hex>` for a value that is not UTF-8),
-/// `route:GET /users/{id}`, `custom:<value>`. A request whose key cannot be found is never let
-/// through unlimited: a missing header or custom key goes to the
-/// [`Fallback`] (401 by default), a missing peer address answers 500.
+/// `route:GET /users/{id}`, `custom:<value>`. The limiter is given the
+/// bytes of that text, but for an address, whose key is bytes: a tag
+/// byte and its octets (`0x84` and 4 octets for IPv4; `0x86` and 16
+/// octets for IPv6, then the prefix length for a network under
+/// [`ipv6_prefix`](Self::ipv6_prefix)), written without formatting.
+/// [`bytes_of`] and [`text_of`] go from one form to the other. A request
+/// whose key cannot be found is never let through unlimited: a missing
+/// header or custom key goes to the [`Fallback`] (401 by default), a
+/// missing peer address answers 500.
 ///
 /// ```
 /// use limiter_tower::KeyExtractor;
@@ -92,17 +128,17 @@ pub struct KeyExtractor {
 /// `header:<value>`, or for a value that is not UTF-8 `header-bytes:` and
 /// its bytes in hex: one key per distinct value (a lossy decoding would put
 /// `k\xff` and `k\xfe` in one bucket, each client draining the other's).
-fn header_key(value: &[u8]) -> KeyText {
+fn header_key(value: &[u8]) -> KeyBytes {
     match std::str::from_utf8(value) {
         Ok(text) => {
-            let mut key = KeyText::of("header:");
+            let mut key = KeyBytes::of(b"header:");
             key.push_str(text);
             key
         }
         Err(_) => {
-            let mut key = KeyText::of("header-bytes:");
+            let mut key = KeyBytes::of(b"header-bytes:");
             for byte in value {
-                // Writing to a KeyText cannot fail.
+                // Writing to a KeyBytes cannot fail.
                 let _ = write!(key, "{byte:02x}");
             }
             key
@@ -211,12 +247,13 @@ impl KeyExtractor {
         }
     }
 
-    /// `ip:<addr>`, or `ip:<network>/<prefix>` for a grouped IPv6 address.
+    /// The key of address `ip` (`ip:<addr>`, or `ip:<network>/<prefix>`
+    /// for a grouped IPv6 address, as text; see [`bytes_of`]).
     #[inline]
-    fn ip_key(&self, ip: Option<IpAddr>) -> Result<KeyText, Missing> {
+    fn ip_key(&self, ip: Option<IpAddr>) -> Result<KeyBytes, Missing> {
         Ok(match ip.ok_or(Missing::PeerAddress)? {
             IpAddr::V4(v4) => ipv4_key(v4),
-            IpAddr::V6(v6) => self.ipv6_key(v6),
+            IpAddr::V6(v6) => ipv6_key(v6, self.ipv6_prefix),
         })
     }
 
@@ -235,23 +272,7 @@ impl KeyExtractor {
             .parse::<IpAddr>()
             .ok()
             .and_then(|ip| self.ip_key(Some(normalize_ip(ip))).ok())
-            .is_some_and(|key| key.as_str() == entry)
-    }
-
-    /// `ip:<addr>`, or `ip:<network>/<prefix>` grouped.
-    fn ipv6_key(&self, v6: Ipv6Addr) -> KeyText {
-        let mut key = KeyText::of("ip:");
-        match self.ipv6_prefix {
-            Some(prefix) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
-                let network = Ipv6Addr::from(u128::from(v6) & mask);
-                let _ = write!(key, "{network}/{prefix}");
-            }
-            None => {
-                let _ = write!(key, "{v6}");
-            }
-        }
-        key
+            .is_some_and(|key| key.to_string() == entry)
     }
 
     /// The key of `view`, or why there is none.
@@ -270,9 +291,52 @@ impl KeyExtractor {
         }
     }
 
-    pub(crate) fn key(&self, view: &RequestView<'_>) -> Result<KeyText, Missing> {
+    /// The key of the request `view` shows.
+    #[cfg(test)]
+    pub(crate) fn key(&self, view: &RequestView<'_>) -> Result<KeyBytes, Missing> {
+        let mut key = KeyBytes::empty();
+        self.write_key(view.client_ip, || RequestView { ..*view }, &mut key)?;
+        Ok(key)
+    }
+
+    /// The key of a request from `client_ip` (see [`RequestView`]),
+    /// written into `key` (empty), the request's `view` built only for a
+    /// key that reads it: an address's key, nearly every request's, is
+    /// written in place from the address alone, nothing moved after it.
+    #[inline]
+    pub(crate) fn write_key<'a>(
+        &self,
+        client_ip: Option<IpAddr>,
+        view: impl FnOnce() -> RequestView<'a>,
+        key: &mut KeyBytes,
+    ) -> Result<(), Missing> {
+        match &self.kind {
+            Kind::Ip => {
+                return match client_ip.ok_or(Missing::PeerAddress)? {
+                    IpAddr::V4(v4) => {
+                        write_ipv4_key(v4, key);
+                        Ok(())
+                    }
+                    IpAddr::V6(v6) => {
+                        *key = ipv6_key(v6, self.ipv6_prefix);
+                        Ok(())
+                    }
+                };
+            }
+            Kind::Global => {
+                *key = KeyBytes::of(b"global");
+                return Ok(());
+            }
+            _ => {}
+        }
+        *key = self.read_key(&view())?;
+        Ok(())
+    }
+
+    /// The key of a kind that reads the request's `view`.
+    fn read_key(&self, view: &RequestView<'_>) -> Result<KeyBytes, Missing> {
         let found = match &self.kind {
-            Kind::Global => return Ok(KeyText::of("global")),
+            Kind::Global => Some(KeyBytes::of(b"global")),
             Kind::Ip => return self.ip_key(view.client_ip),
             Kind::Route => return Ok(route_key(view)),
             Kind::Header(name) => view
@@ -283,7 +347,7 @@ impl KeyExtractor {
                 .filter(|value| !value.is_empty())
                 .map(|value| header_key(value.as_bytes())),
             Kind::Custom(f) => f(view).map(|custom| {
-                let mut key = KeyText::of("custom:");
+                let mut key = KeyBytes::of(b"custom:");
                 key.push_str(&custom);
                 key
             }),
@@ -386,8 +450,8 @@ pub(crate) enum Missing {
 
 /// `route:<method> <matched route or path>`, the method as [`route_method`]
 /// names it.
-fn route_key(view: &RequestView<'_>) -> KeyText {
-    let mut key = KeyText::of("route:");
+fn route_key(view: &RequestView<'_>) -> KeyBytes {
+    let mut key = KeyBytes::of(b"route:");
     key.push_str(route_method(view.method));
     key.push_str(" ");
     #[cfg(feature = "axum")]
@@ -440,7 +504,7 @@ mod tests {
 
     #[test]
     fn header_values_that_are_not_utf8_keep_distinct_keys() {
-        assert_eq!(&*header_key(b"partner"), "header:partner");
+        assert_eq!(header_key(b"partner").to_string(), "header:partner");
         // Of several lines, the last (the one a gateway appended).
         let mut headers = HeaderMap::new();
         headers.append("x-user-id", HeaderValue::from_static("monitor"));
@@ -454,11 +518,11 @@ mod tests {
             client_ip: None,
         };
         let key = KeyExtractor::header("x-user-id").key(&view).unwrap();
-        assert_eq!(&*key, "header:u42");
-        assert_eq!(&*header_key(b"k\xff"), "header-bytes:6bff");
-        assert_eq!(&*header_key(b"k\xfe"), "header-bytes:6bfe");
+        assert_eq!(key.to_string(), "header:u42");
+        assert_eq!(header_key(b"k\xff").to_string(), "header-bytes:6bff");
+        assert_eq!(header_key(b"k\xfe").to_string(), "header-bytes:6bfe");
         // A UTF-8 value spelling the hex is another key still.
-        assert_eq!(&*header_key(b"6bff"), "header:6bff");
+        assert_eq!(header_key(b"6bff").to_string(), "header:6bff");
     }
 
     /// The key `extractor` gives a GET of `uri` from `client_ip`.

@@ -104,9 +104,9 @@ mod forwarded_headers;
 pub mod future;
 mod grpc;
 pub mod headers;
-mod ipv4_key;
+mod ip_key;
 pub mod key;
-mod key_text;
+mod key_bytes;
 mod layer;
 mod limited;
 pub mod metrics;
@@ -125,6 +125,7 @@ mod settings;
 mod shaping;
 #[cfg(feature = "config")]
 mod startup_warnings;
+mod static_values;
 
 pub use self::{
     cidr::IpNet,

@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use limiter_core::{Decision, DecisionSource, Error};
 
+use crate::ip_key::is_ip_key;
+
 #[cfg(feature = "metrics")]
 use crate::metrics::{METRIC_BAN_CHECK_ERRORS, METRIC_DECISION_SECONDS, METRIC_REQUESTS};
 
@@ -106,11 +108,11 @@ impl Observer {
     /// resolved behind its trusted proxies, masked to its network if
     /// `mask` (see [`Masked`]).
     #[inline]
-    pub(crate) fn keyed(&self, key: &str, client: Option<IpAddr>, mask: bool) {
+    pub(crate) fn keyed(&self, key: &[u8], client: Option<IpAddr>, mask: bool) {
         tracing::debug!(
             target: "limiter_tower",
             policy = &*self.policy,
-            key_kind = key.split(':').next().unwrap_or(key),
+            key_kind = key_kind(key),
             client = %Masked { client, mask },
             "rate limit key"
         );
@@ -182,6 +184,16 @@ impl Observer {
         metrics::counter!(METRIC_BAN_CHECK_ERRORS, "policy" => metrics::SharedString::from(Arc::clone(&self.policy)))
             .increment(1);
     }
+}
+
+/// The kind of `key`, as its text form starts: `ip`, `header`,
+/// `header-bytes`, `route`, `custom` or `global`.
+fn key_kind(key: &[u8]) -> &str {
+    if is_ip_key(key) {
+        return "ip";
+    }
+    let kind = key.split(|&byte| byte == b':').next().unwrap_or(key);
+    std::str::from_utf8(kind).unwrap_or("?")
 }
 
 /// A client address as logged: whole, or masked to its network (an IPv4

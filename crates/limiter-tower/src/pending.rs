@@ -2,6 +2,7 @@
 //! the verdict, decided at once where every part decides in process, or
 //! in a future ([`Decide`]) where one does not.
 
+use std::borrow::Borrow;
 use std::future::Future;
 use std::ops::Deref;
 use std::pin::Pin;
@@ -14,7 +15,7 @@ use limiter_core::{Decision, DecisionSource, Error};
 use tracing::Instrument;
 
 use crate::grpc;
-use crate::key_text::KeyText;
+use crate::key_bytes::KeyBytes;
 use crate::limited::{Limited, Refusal};
 use crate::observe::{Outcome, Timer};
 use crate::response::{accepts_json, banned, verdict, Verdict, ERROR_RETRY_AFTER};
@@ -30,9 +31,12 @@ pub(crate) type Decide = Pin<Box<dyn Future<Output = Verdict> + Send>>;
 /// reference count moved between the cores on the hot path), an `Arc` of
 /// it once the decision needs a future; and how to write a refusal
 /// ([`Reply`]), read from the request's headers only when one is written.
-pub(crate) struct Pending<C: Deref<Target = Settings>, R: Reply> {
+///
+/// The key is borrowed too while the request is decided synchronously
+/// (`&KeyBytes`: not moved on the hot path), owned in a future.
+pub(crate) struct Pending<C: Deref<Target = Settings>, R: Reply, K: Borrow<KeyBytes>> {
     pub(crate) config: C,
-    pub(crate) key: KeyText,
+    pub(crate) key: K,
     pub(crate) reply: R,
     pub(crate) timer: Timer,
 }
@@ -75,12 +79,12 @@ impl Reply for ReplyFormat {
     }
 }
 
-impl Pending<&Settings, &HeaderMap> {
+impl Pending<&Settings, &HeaderMap, &KeyBytes> {
     /// This request, its decision to be finished in a future.
-    fn owned(self, config: &Arc<Settings>) -> Pending<Arc<Settings>, ReplyFormat> {
+    fn owned(self, config: &Arc<Settings>) -> Pending<Arc<Settings>, ReplyFormat, KeyBytes> {
         Pending {
             config: Arc::clone(config),
-            key: self.key,
+            key: self.key.clone(),
             reply: ReplyFormat {
                 json: self.reply.json(),
                 grpc: self.reply.grpc(),
@@ -90,7 +94,12 @@ impl Pending<&Settings, &HeaderMap> {
     }
 }
 
-impl<C: Deref<Target = Settings>, R: Reply> Pending<C, R> {
+impl<C: Deref<Target = Settings>, R: Reply, K: Borrow<KeyBytes>> Pending<C, R, K> {
+    /// The key's bytes.
+    fn key(&self) -> &[u8] {
+        self.key.borrow()
+    }
+
     /// The answer to a banned request, or `None` to go on (not banned, or
     /// the check failed).
     pub(crate) fn ban_verdict(&self, check: Result<Option<Duration>, Error>) -> Option<Verdict> {
@@ -113,7 +122,7 @@ impl<C: Deref<Target = Settings>, R: Reply> Pending<C, R> {
         if !self.config.single_policy {
             return None;
         }
-        self.config.limiter.acquire_now(self.key.as_bytes(), 1)
+        self.config.limiter.acquire_now(self.key(), 1)
     }
 
     /// Whether `result` needs more than a synchronous answer: a denial to
@@ -186,7 +195,7 @@ impl<C: Deref<Target = Settings>, R: Reply> Pending<C, R> {
     async fn decide(self, check_bans: bool) -> Verdict {
         if check_bans {
             if let Some(bans) = &self.config.bans {
-                let banned = bans.banned_for(&self.key).await;
+                let banned = bans.banned_for_key(self.key()).await;
                 if let Some(verdict) = self.ban_verdict(banned) {
                     return verdict;
                 }
@@ -194,7 +203,7 @@ impl<C: Deref<Target = Settings>, R: Reply> Pending<C, R> {
         }
         let result = match self.acquire_now() {
             Some(result) => result,
-            None => self.config.limiter.acquire(self.key.as_bytes(), 1).await,
+            None => self.config.limiter.acquire(self.key(), 1).await,
         };
         self.follow_up(result).await
     }
@@ -211,7 +220,7 @@ impl<C: Deref<Target = Settings>, R: Reply> Pending<C, R> {
             if let (Some(penalty), Some(bans), true) =
                 (&config.penalty, &config.bans, counts_as_denial(&set))
             {
-                match penalty.punish(bans, &self.key).await {
+                match penalty.punish(bans, self.key()).await {
                     Ok(true) => {
                         tracing::info!(
                             target: "limiter_tower",
@@ -275,7 +284,7 @@ fn counts_as_denial(decision: &Decision) -> bool {
 #[inline(never)]
 pub(crate) fn decide_later(
     config: &Arc<Settings>,
-    request: Pending<&Settings, &HeaderMap>,
+    request: Pending<&Settings, &HeaderMap, &KeyBytes>,
     check_bans: bool,
 ) -> Decide {
     boxed(config, request.owned(config).decide(check_bans))
@@ -286,7 +295,7 @@ pub(crate) fn decide_later(
 #[inline(never)]
 pub(crate) fn follow_up_later(
     config: &Arc<Settings>,
-    request: Pending<&Settings, &HeaderMap>,
+    request: Pending<&Settings, &HeaderMap, &KeyBytes>,
     result: Result<Decision, Error>,
 ) -> Decide {
     boxed(config, request.owned(config).follow_up(result))

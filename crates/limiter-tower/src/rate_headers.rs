@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use http::header::RETRY_AFTER;
+use bytes::Bytes;
+use http::header::{HeaderName, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue};
 use limiter_core::{Algorithm, Decision, DecisionSource, Policies, Policy};
 
@@ -14,6 +14,7 @@ use crate::headers::{
     X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
 use crate::seconds::{ceil_secs, retry_after_secs};
+use crate::static_values::{fixed, small_number};
 
 /// A part's name in the IETF headers: its policy string, as an
 /// sf-string (policy strings hold no `"` or `\`).
@@ -33,6 +34,51 @@ pub(crate) struct PolicyHeaders {
     /// Each part's time to refill one unit, for a bucket (`None` for the
     /// other algorithms): how far its next unit is (see [`next_unit_after`]).
     unit_refills: Vec<Option<Duration>>,
+    /// Each part's headers as a response gets them, the fixed values
+    /// written and the others to be filled in ([`Template`]).
+    templates: Vec<Template>,
+}
+
+/// A part's headers in the order they are sent, per set of them: a
+/// response's headers are a clone with its numbers filled in, which
+/// costs no hashing of the header names.
+#[derive(Debug, Clone)]
+struct Template {
+    /// The part's max cost, `X-RateLimit-Limit`'s value in the templates.
+    limit: u64,
+    /// `X-RateLimit-Limit`, `-Remaining`, `-Reset`.
+    legacy: HeaderMap,
+    /// `RateLimit-Policy`, `RateLimit`.
+    ietf: HeaderMap,
+    /// Both, in that order.
+    both: HeaderMap,
+}
+
+impl Template {
+    fn new(limit: u64, policy: &HeaderValue) -> Self {
+        let number = fixed(&limit.to_string()).unwrap_or_else(|| HeaderValue::from(limit));
+        let unset = HeaderValue::from_static("0");
+        let map = |entries: &[(HeaderName, &HeaderValue)]| {
+            let mut map = HeaderMap::with_capacity(entries.len());
+            for (name, value) in entries {
+                map.insert(name.clone(), (*value).clone());
+            }
+            map
+        };
+        let legacy = [
+            (X_RATELIMIT_LIMIT, &number),
+            (X_RATELIMIT_REMAINING, &unset),
+            (X_RATELIMIT_RESET, &unset),
+        ];
+        let ietf = [(RATELIMIT_POLICY, policy), (RATELIMIT, &unset)];
+        let both: Vec<_> = legacy.iter().chain(&ietf).cloned().collect();
+        Self {
+            limit,
+            legacy: map(&legacy),
+            ietf: map(&ietf),
+            both: map(&both),
+        }
+    }
 }
 
 impl PolicyHeaders {
@@ -51,8 +97,8 @@ impl PolicyHeaders {
                 )
             })
             .collect();
-        let policy = HeaderValue::from_str(&items.join(", "))
-            .unwrap_or_else(|_| HeaderValue::from_static("\"policy\""));
+        let policy =
+            fixed(&items.join(", ")).unwrap_or_else(|| HeaderValue::from_static("\"policy\""));
         let unit_refills = policies
             .iter()
             .map(|policy| {
@@ -63,10 +109,15 @@ impl PolicyHeaders {
                 .then(|| policy.window() / u32::try_from(policy.limit()).unwrap_or(u32::MAX))
             })
             .collect();
+        let templates = policies
+            .iter()
+            .map(|part| Template::new(part.max_cost(), &policy))
+            .collect();
         Self {
             policy,
             names,
             unit_refills,
+            templates,
         }
     }
 }
@@ -110,22 +161,15 @@ fn quota_window(policy: &Policy) -> Duration {
     Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))
 }
 
-/// The rate-limit headers of one response, kept compact until the inner
-/// service answers: the numbers' text in one buffer (one allocation for
-/// every value), the policy header shared, the marker static. A
-/// `HeaderMap` here would cost allocations and hashing of its own before
-/// the response's map is filled anyway.
+/// The rate-limit headers of one response, written when the decision is
+/// made, kept until the inner service answers: a map of their own (a
+/// template's clone, see [`PolicyHeaders`]), which becomes the response's
+/// map when the inner service sets no header, and is inserted into it
+/// otherwise.
 #[derive(Debug, Default)]
 pub(crate) struct RateHeaders {
-    /// The values of `X-RateLimit-Limit`, `-Remaining`, `-Reset` and
-    /// `RateLimit`, back to back.
-    text: Bytes,
-    /// The length of each of those values in `text`; 0 for one not sent.
-    lens: [u16; 4],
-    /// `RateLimit-Policy`.
-    policy: Option<HeaderValue>,
-    /// `X-RateLimit-Degraded`.
-    degraded: Option<&'static str>,
+    /// The headers, in the order they are sent; `None` for none.
+    headers: Option<HeaderMap>,
     /// The `remaining` the values report, when they report one.
     remaining: Option<u64>,
 }
@@ -137,15 +181,15 @@ impl RateHeaders {
     /// check, not a call.
     #[inline]
     pub(crate) fn insert_into(self, headers: &mut HeaderMap) {
-        if !self.is_empty() {
-            self.insert_all(headers);
+        if let Some(ours) = self.headers {
+            insert_all(ours, headers);
         }
     }
 
     /// Whether there is nothing to send.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.text.is_empty() && self.policy.is_none() && self.degraded.is_none()
+        self.headers.as_ref().is_none_or(HeaderMap::is_empty)
     }
 
     /// [`insert_into`](Self::insert_into) the inner service's response,
@@ -156,10 +200,16 @@ impl RateHeaders {
     /// of the inner one goes, its degraded marker too (a marker describes
     /// the numbers beside it), but for its `RateLimit-Policy` items:
     /// every policy that applied to the request stays listed there,
-    /// whichever binds. Called only when [`is_empty`](Self::is_empty) is
+    /// whichever binds. A response without headers takes these as its
+    /// map, as they are. Called only when [`is_empty`](Self::is_empty) is
     /// false: the caller checks first, so that nothing is moved for a
     /// response without headers.
     pub(crate) fn replace_inner(self, headers: &mut HeaderMap) {
+        let Some(ours) = self.headers else { return };
+        if headers.is_empty() {
+            *headers = ours;
+            return;
+        }
         // One pass over the few names of a response: a lookup by a custom
         // name hashes it, four of them cost more than the headers' writing.
         let inner_wrote = headers.keys().any(|name| {
@@ -170,8 +220,8 @@ impl RateHeaders {
         });
         if let Some(theirs) = inner_wrote.then(|| inner_remaining(headers)).flatten() {
             if theirs <= self.remaining.unwrap_or(u64::MAX) {
-                if let Some(ours) = &self.policy {
-                    list_policies(headers, ours);
+                if let Some(policy) = ours.get(RATELIMIT_POLICY) {
+                    list_policies(headers, policy);
                 }
                 return;
             }
@@ -185,44 +235,28 @@ impl RateHeaders {
             ] {
                 headers.remove(name);
             }
-            self.insert_all(headers);
+            insert_all(ours, headers);
             if let Some(inner_policy) = inner_policy {
                 list_policies(headers, &inner_policy);
             }
             return;
         }
-        self.insert_all(headers);
+        insert_all(ours, headers);
     }
+}
 
-    fn insert_all(self, headers: &mut HeaderMap) {
-        let sent = self.lens.iter().filter(|len| **len > 0).count();
-        headers.reserve(
-            sent + usize::from(self.policy.is_some()) + usize::from(self.degraded.is_some()),
-        );
-        let mut start = 0;
-        let names = [
-            X_RATELIMIT_LIMIT,
-            X_RATELIMIT_REMAINING,
-            X_RATELIMIT_RESET,
-            RATELIMIT,
-        ];
-        for (name, len) in names.into_iter().zip(self.lens) {
-            let end = start + usize::from(len);
-            if name == RATELIMIT {
-                if let Some(policy) = &self.policy {
-                    headers.insert(RATELIMIT_POLICY, policy.clone());
-                }
-            }
-            if len > 0 {
-                if let Ok(value) = HeaderValue::from_maybe_shared(self.text.slice(start..end)) {
-                    headers.insert(name, value);
-                }
-            }
-            start = end;
-        }
-        if let Some(marker) = self.degraded {
-            headers.insert(X_RATELIMIT_DEGRADED, HeaderValue::from_static(marker));
-        }
+/// Inserts every header of `ours` into `headers`, in order, replacing a
+/// value of the same name (the map grown once for all of them).
+fn insert_all(ours: HeaderMap, headers: &mut HeaderMap) {
+    headers.reserve(ours.len());
+    let mut last = None;
+    for (name, value) in ours {
+        // A name repeats as `None` (none of ours does).
+        let Some(name) = name.or_else(|| last.clone()) else {
+            continue;
+        };
+        last = Some(name.clone());
+        headers.insert(name, value);
     }
 }
 
@@ -281,18 +315,120 @@ fn decimal(bytes: &[u8]) -> Option<u64> {
     std::str::from_utf8(bytes).ok()?.trim().parse().ok()
 }
 
-/// Appends `value` in decimal (what `HeaderValue::from(u64)` writes, with
-/// the same `itoa`, two digits per division, without an allocation of
-/// its own).
-fn put_decimal(text: &mut BytesMut, value: u64) {
-    text.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+/// The numbers' text of one response, written in place, then one
+/// allocation shared by every value ([`Bytes::from_owner`]); on the heap
+/// for a policy name too long for it.
+enum Text {
+    Inline { bytes: [u8; TEXT], len: usize },
+    Heap(Vec<u8>),
 }
 
-/// The length of what was written to `text` past `before` (a value past
-/// 64 KiB, which no policy name reaches, is not sent; only the last value,
-/// `RateLimit`, could be that long).
-fn value_len(text: &BytesMut, before: usize) -> u16 {
-    u16::try_from(text.len() - before).unwrap_or(0)
+/// The bytes of an inline [`Text`]: a policy name of up to 42 bytes and
+/// four numbers of up to 20 digits, with their separators.
+const TEXT: usize = 128;
+
+/// Two decimal digits of each number below 100.
+const PAIRS: [[u8; 2]; 100] = {
+    let mut pairs = [[0; 2]; 100];
+    let mut n = 0;
+    while n < 100 {
+        pairs[n] = [b'0' + (n / 10) as u8, b'0' + (n % 10) as u8];
+        n += 1;
+    }
+    pairs
+};
+
+/// Writes `value` in decimal into `out`, exactly its digits long (what
+/// `itoa` writes, two digits per division, in place).
+#[inline]
+fn write_decimal(out: &mut [u8], mut value: u64) {
+    let mut at = out.len();
+    while value >= 100 {
+        at -= 2;
+        out[at..at + 2].copy_from_slice(&PAIRS[(value % 100) as usize]);
+        value /= 100;
+    }
+    if value >= 10 {
+        out[..2].copy_from_slice(&PAIRS[value as usize]);
+    } else {
+        out[0] = b'0' + value as u8;
+    }
+}
+
+/// The number of decimal digits of `value`.
+#[inline]
+fn digits(value: u64) -> usize {
+    value.checked_ilog10().map_or(1, |log| log as usize + 1)
+}
+
+impl Text {
+    /// Room for `name` and four numbers.
+    fn for_name(name: &str) -> Self {
+        if name.len() + 4 * 20 + 6 <= TEXT {
+            Self::Inline {
+                bytes: [0; TEXT],
+                len: 0,
+            }
+        } else {
+            Self::Heap(Vec::with_capacity(name.len() + 4 * 20 + 6))
+        }
+    }
+
+    fn put(&mut self, more: &[u8]) {
+        match self {
+            Self::Inline { bytes, len } => {
+                bytes[*len..*len + more.len()].copy_from_slice(more);
+                *len += more.len();
+            }
+            Self::Heap(heap) => heap.extend_from_slice(more),
+        }
+    }
+
+    /// Appends `value` in decimal, answering where.
+    fn put_decimal(&mut self, value: u64) -> std::ops::Range<usize> {
+        let count = digits(value);
+        match self {
+            Self::Inline { bytes, len } => {
+                let start = *len;
+                write_decimal(&mut bytes[start..start + count], value);
+                *len = start + count;
+                start..*len
+            }
+            Self::Heap(heap) => {
+                let start = heap.len();
+                heap.resize(start + count, 0);
+                write_decimal(&mut heap[start..], value);
+                start..heap.len()
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Self::Inline { len, .. } => *len,
+            Self::Heap(heap) => heap.len(),
+        }
+    }
+
+    fn into_bytes(self) -> Bytes {
+        match self {
+            // The values are slices of the text: its tail is never read.
+            Self::Inline { bytes, .. } => Bytes::from_owner(bytes),
+            Self::Heap(heap) => Bytes::from(heap),
+        }
+    }
+}
+
+/// `text` as a value, or `"0"` for text that is not a header value
+/// (never: digits, and a policy name checked when it was built).
+fn whole(text: Bytes) -> HeaderValue {
+    HeaderValue::from_maybe_shared(text).unwrap_or(HeaderValue::from_static("0"))
+}
+
+/// The value of `text[range]`, or `"0"` for text that is not a header
+/// value (never: digits, and a policy name checked when it was built).
+fn value(text: &Bytes, range: std::ops::Range<usize>) -> HeaderValue {
+    HeaderValue::from_maybe_shared(text.slice(range)).unwrap_or(HeaderValue::from_static("0"))
 }
 
 /// The counted headers of a decision by the backend or from a lease (or a
@@ -305,9 +441,10 @@ pub(crate) fn rate_headers(
     policy_headers: &PolicyHeaders,
 ) {
     let decision = set;
+    let legacy = style.legacy();
     let ietf = style.ietf() && !decision.source.is_degraded();
-    if !style.legacy() && !ietf {
-        // Nothing to write: no buffer either.
+    if !legacy && !ietf {
+        // Nothing to write: no map either.
         return;
     }
     let reset = ceil_secs(set.bound().reset_after);
@@ -316,48 +453,131 @@ pub(crate) fn rate_headers(
         .names
         .get(bound_by)
         .map_or("\"policy\"", String::as_str);
-    let mut text = BytesMut::with_capacity(64 + if ietf { name.len() } else { 0 });
     headers.remaining = Some(decision.remaining);
-    if style.legacy() {
-        for (slot, value) in [decision.limit, decision.remaining, reset]
-            .into_iter()
-            .enumerate()
-        {
-            let before = text.len();
-            put_decimal(&mut text, value);
-            headers.lens[slot] = value_len(&text, before);
-        }
-    }
-    if ietf {
-        headers.policy = Some(policy_headers.policy.clone());
-        let before = text.len();
-        text.extend_from_slice(name.as_bytes());
-        text.extend_from_slice(b";r=");
-        put_decimal(&mut text, decision.remaining);
-        text.extend_from_slice(b";t=");
+    let next_unit = || {
         // The draft's `t`: until the next unit (a refusal's `Retry-After`,
         // which it never points past), not until back to full.
-        let next_unit = if decision.allowed {
+        if decision.allowed {
             let refill = policy_headers.unit_refills.get(bound_by).copied().flatten();
             ceil_secs(next_unit_after(set.bound(), refill))
         } else {
             retry_after_secs(decision.retry_after)
-        };
-        put_decimal(&mut text, next_unit);
-        headers.lens[3] = value_len(&text, before);
+        }
+    };
+    // The text: `RateLimit`'s value (its `r` is `X-RateLimit-Remaining`'s
+    // too), then `X-RateLimit-Reset`'s and `X-RateLimit-Limit`'s.
+    let mut text = Text::for_name(name);
+    let (ratelimit, remaining) = if ietf {
+        text.put(name.as_bytes());
+        text.put(b";r=");
+        let remaining = text.put_decimal(decision.remaining);
+        text.put(b";t=");
+        text.put_decimal(next_unit());
+        (0..text.len(), remaining)
+    } else {
+        (0..0, text.put_decimal(decision.remaining))
+    };
+    // `X-RateLimit-Reset` below 100 s (nearly always) is a static value.
+    let small_reset = if legacy { small_number(reset) } else { None };
+    let reset_at = (legacy && small_reset.is_none()).then(|| text.put_decimal(reset));
+    let template = policy_headers.templates.get(bound_by);
+    // The template's limit is the part's max cost, which a decision
+    // reports: written only when it does not.
+    let limit_at = (legacy && template.map(|template| template.limit) != Some(decision.limit))
+        .then(|| text.put_decimal(decision.limit));
+    let mut text = text.into_bytes();
+    // Every value of the text but its first a slice of it (a reference
+    // counted); the first, the text itself, cut to its length.
+    let limit = limit_at.map(|at| value(&text, at));
+    let reset = small_reset.or_else(|| reset_at.map(|at| value(&text, at)));
+    let (remaining, ratelimit) = if ietf {
+        let remaining = legacy.then(|| value(&text, remaining));
+        text.truncate(ratelimit.end);
+        (remaining, Some(whole(text)))
+    } else {
+        text.truncate(remaining.end);
+        (Some(whole(text)), None)
+    };
+    headers.headers = Some(fill(
+        template,
+        (legacy, ietf),
+        &policy_headers.policy,
+        [limit, remaining, reset, ratelimit],
+    ));
+}
+
+/// The headers of `(legacy, ietf)` with `values` (`X-RateLimit-Limit`,
+/// `-Remaining`, `-Reset`, `RateLimit`): `template`'s clone, its numbers
+/// filled in (its limit kept where `values` has none).
+fn fill(
+    template: Option<&Template>,
+    (legacy, ietf): (bool, bool),
+    policy: &HeaderValue,
+    [limit, remaining, reset, ratelimit]: [Option<HeaderValue>; 4],
+) -> HeaderMap {
+    let Some(template) = template else {
+        // A part the policies do not have (no limiter reports one).
+        let owned = Template::new(0, policy);
+        return fill(
+            Some(&owned),
+            (legacy, ietf),
+            policy,
+            [limit, remaining, reset, ratelimit],
+        );
+    };
+    let mut map = match (legacy, ietf) {
+        (true, true) => template.both.clone(),
+        (true, false) => template.legacy.clone(),
+        _ => template.ietf.clone(),
+    };
+    let mut values = map.values_mut();
+    let set = |slot: Option<&mut HeaderValue>, value: Option<HeaderValue>| {
+        if let (Some(slot), Some(value)) = (slot, value) {
+            *slot = value;
+        }
+    };
+    if legacy {
+        set(values.next(), limit);
+        set(values.next(), remaining);
+        set(values.next(), reset);
     }
-    headers.text = text.freeze();
+    if ietf {
+        // `RateLimit-Policy`, then `RateLimit`.
+        set(values.nth(1), ratelimit);
+    }
+    map
 }
 
 pub(crate) fn degraded(headers: &mut RateHeaders, source: DecisionSource) {
     if source.is_degraded() {
-        headers.degraded = Some(source.name());
+        headers
+            .headers
+            .get_or_insert_with(|| HeaderMap::with_capacity(1))
+            .insert(
+                X_RATELIMIT_DEGRADED,
+                HeaderValue::from_static(source.name()),
+            );
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_are_written_as_itoa_writes_them() {
+        for value in
+            (0..1_000).chain([9_999, 10_000, 99_999, 1_000_000_000, u64::MAX - 1, u64::MAX])
+        {
+            let mut out = vec![0; digits(value)];
+            write_decimal(&mut out, value);
+            assert_eq!(out, itoa::Buffer::new().format(value).as_bytes());
+        }
+        let mut text = Text::for_name(&"n".repeat(200));
+        text.put(b"r=");
+        let at = text.put_decimal(42);
+        assert_eq!(&text.into_bytes()[at], b"42");
+    }
 
     #[test]
     fn policy_header_lists_every_part() {

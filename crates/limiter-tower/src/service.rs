@@ -10,12 +10,14 @@ use http::{Request, Response};
 use tower::Service;
 
 use crate::body::RefusalBody;
-use crate::client_address::{peer_addr, resolve_client, Client};
+use crate::client_address::{normalize_ip, peer_addr, resolve_client};
 use crate::future::ResponseFuture;
+use crate::headers::HeaderStyle;
 use crate::key::{Missing, RequestView};
+use crate::key_bytes::KeyBytes;
 use crate::observe::{Outcome, Timer};
 use crate::pending::{decide_later, follow_up_later, Decide, Pending};
-use crate::rate_headers::RateHeaders;
+use crate::rate_headers::{rate_headers, RateHeaders};
 use crate::response::{accepts_json, missing_key, missing_peer, Verdict};
 use crate::settings::Settings;
 
@@ -56,28 +58,38 @@ where
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let timer = Timer::start();
         let config = &self.config;
-        let client = peer_addr(req.extensions())
-            .map(|peer| resolve_client(peer, req.headers(), &config.trusted));
-        let ip: Option<IpAddr> = client.map(|client| client.ip);
-        let allowlistable = client.and_then(Client::allowlistable);
-        let view = RequestView {
+        let (ip, allowlistable): (Option<IpAddr>, _) = match peer_addr(req.extensions()) {
+            // No proxy trusted (the default): the peer is the client, and
+            // vouched for; `resolve_client` answers that without its copy.
+            Some(peer) if config.trusted.is_empty() => {
+                let peer = normalize_ip(peer);
+                (Some(peer), Some(peer))
+            }
+            Some(peer) => {
+                let client = resolve_client(peer, req.headers(), &config.trusted);
+                (Some(client.ip), client.allowlistable())
+            }
+            None => (None, None),
+        };
+        let view = || RequestView {
             method: req.method(),
             uri: req.uri(),
             headers: req.headers(),
             extensions: req.extensions(),
             client_ip: ip,
         };
-        let key = match config.key.key(&view) {
-            Ok(key) => key,
+        let mut key = KeyBytes::empty();
+        match config.key.write_key(ip, view, &mut key) {
+            Ok(()) => {}
             // An allowlisted address passes before its missing key is held
             // against it.
             Err(_) if config.allow.allows_ip(allowlistable) => {
                 config.observer.record(Outcome::Allowlisted, timer);
-                return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());
+                return ResponseFuture::passing(self.inner.call(req));
             }
             Err(Missing::Skip) => {
                 config.observer.record(Outcome::Skipped, timer);
-                return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());
+                return ResponseFuture::passing(self.inner.call(req));
             }
             Err(Missing::Key) => {
                 config.observer.record(Outcome::MissingKey, timer);
@@ -95,38 +107,69 @@ where
         config.observer.keyed(&key, ip, config.mask_addresses);
         if config.allow.allows(allowlistable, &key) {
             config.observer.record(Outcome::Allowlisted, timer);
-            return ResponseFuture::calling(self.inner.call(req), RateHeaders::default());
+            return ResponseFuture::passing(self.inner.call(req));
         }
         let request = Pending {
             config: &**config,
-            key,
+            key: &key,
             reply: req.headers(),
             timer,
         };
         // Synchronously as far as every part decides in process (no bans
         // or in-process bans, a limiter of one policy in process): no
         // future, no allocation beyond the key.
-        let banned_now = match &config.bans {
-            None => Some(None),
-            Some(bans) => bans.banned_for_now(&request.key),
-        };
-        let decide: Decide = match banned_now {
-            None => decide_later(config, request, true),
-            Some(banned) => {
-                if let Some(verdict) = request.ban_verdict(Ok(banned)) {
-                    return answer_now(&mut self.inner, verdict, req);
+        if let Some(bans) = &config.bans {
+            match bans.banned_for_now(&key) {
+                None => {
+                    let decide = decide_later(config, request, true);
+                    return self.deciding(decide, req);
                 }
-                match request.acquire_now() {
-                    Some(result) if !request.needs_follow_up(&result) => {
-                        let verdict = request.finish(result);
+                Some(banned) => {
+                    if let Some(verdict) = request.ban_verdict(Ok(banned)) {
                         return answer_now(&mut self.inner, verdict, req);
                     }
-                    Some(result) => follow_up_later(config, request, result),
-                    None => decide_later(config, request, false),
                 }
             }
+        }
+        let decide: Decide = match request.acquire_now() {
+            // The common answer: admitted by the backend, nothing to wait.
+            // What `finish` answers it, without the moves on its way.
+            Some(Ok(decision))
+                if decision.allowed
+                    && decision.wait.is_zero()
+                    && !decision.source.is_degraded() =>
+            {
+                config.observer.record(Outcome::Allowed, request.timer);
+                let mut headers = RateHeaders::default();
+                if config.style != HeaderStyle::None {
+                    rate_headers(
+                        &mut headers,
+                        &decision,
+                        config.style,
+                        &config.policy_headers,
+                    );
+                }
+                return ResponseFuture::calling(self.inner.call(req), headers);
+            }
+            Some(result) if !request.needs_follow_up(&result) => {
+                let verdict = request.finish(result);
+                return answer_now(&mut self.inner, verdict, req);
+            }
+            Some(result) => follow_up_later(config, request, result),
+            None => decide_later(config, request, false),
         };
-        // The ready service goes with the request; a clone takes its place.
+        self.deciding(decide, req)
+    }
+}
+
+impl<S> LimiterService<S> {
+    /// The future of `req`, decided by `decide`: the ready service goes
+    /// with the request, a clone takes its place.
+    #[inline(never)]
+    fn deciding<B>(&mut self, decide: Decide, req: Request<B>) -> ResponseFuture<S::Future, S, B>
+    where
+        S: Service<Request<B>> + Clone,
+    {
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         ResponseFuture::deciding(decide, inner, req)
