@@ -114,8 +114,8 @@ pub(crate) fn write_text(key: &[u8], f: &mut impl fmt::Write) -> fmt::Result {
 /// The key whose text form is `text`: an address key for `ip:` and an
 /// address (or network) written as the layer writes it, which is the
 /// only way a key of the layer is ever written; any other text as its
-/// bytes. `ip:2001:DB8::1` or `ip:10.0.0.0/8` stay text: no request's key
-/// is ever that, as before keys were bytes.
+/// bytes. `ip:2001:DB8::1` or `ip:10.0.0.0/8` stay text: the layer never
+/// writes an address that way, so no request's key is ever that text.
 pub(crate) fn from_text(text: &str) -> KeyBytes {
     text.strip_prefix("ip:")
         .and_then(address_key)
