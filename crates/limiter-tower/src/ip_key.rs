@@ -142,6 +142,19 @@ fn address_key(address: &str) -> Option<KeyBytes> {
     }
 }
 
+/// A key as logs and errors show it: its text form.
+impl fmt::Display for KeyBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_text(self.as_bytes(), f)
+    }
+}
+
+impl fmt::Debug for KeyBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.to_string(), f)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

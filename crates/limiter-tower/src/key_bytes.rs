@@ -4,8 +4,6 @@
 use std::fmt;
 use std::ops::Deref;
 
-use crate::ip_key;
-
 /// Bytes a key keeps inline: every address key, and `header:` with a
 /// value of up to 41 bytes (most API keys and user ids), so nearly every
 /// request's key costs no allocation.
@@ -123,18 +121,6 @@ impl fmt::Write for KeyBytes {
 }
 
 /// The key's text form: `ip:203.0.113.7`, `header:u42`.
-impl fmt::Display for KeyBytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        ip_key::write_text(self.as_bytes(), f)
-    }
-}
-
-impl fmt::Debug for KeyBytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.to_string(), f)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::fmt::Write;
