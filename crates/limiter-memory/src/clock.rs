@@ -13,10 +13,10 @@ use limiter_core::{Clock, SystemClock};
 /// docs/spec.md section 1 allows it: "a monotonic clock anchored to the wall clock once".
 /// It never runs backwards. It does not follow later adjustments of the
 /// wall clock (NTP slews, a manual set), and its rate is the counter's as
-/// calibrated at start, so it drifts from [`SystemClock`]: 0.33–0.45 ppm
-/// measured over two minutes on a cloud VM (2026-12-04), about 30–40 ms a
-/// day; fixed windows then align to the epoch by that margin. Give the limiter [`SystemClock`] where exact wall-clock
-/// alignment matters more than a few nanoseconds.
+/// calibrated at start, so it drifts from [`SystemClock`] (docs/backends.md,
+/// "The clock", gives a measured rate); fixed windows then align to the
+/// epoch by that margin. Give the limiter [`SystemClock`] where exact
+/// wall-clock alignment matters more than a few nanoseconds.
 ///
 /// Every `AnchoredClock` in a process shares one anchor, so they agree.
 #[derive(Debug, Clone)]
