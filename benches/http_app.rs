@@ -245,8 +245,13 @@ pub(crate) async fn default_headers() -> Arc<[(HeaderName, HeaderValue)]> {
         .unwrap();
     let response = sender.send_request(request).await.unwrap();
     server.abort();
-    let headers: Arc<[_]> = response
-        .headers()
+    rate_limit_headers(response.headers())
+}
+
+/// The rate-limit headers among `headers`: the five limiter's default
+/// layer sends on an admitted response.
+pub(crate) fn rate_limit_headers(headers: &http::HeaderMap) -> Arc<[(HeaderName, HeaderValue)]> {
+    let headers: Arc<[_]> = headers
         .iter()
         .filter(|(name, _)| name.as_str().contains("ratelimit"))
         .map(|(name, value)| (name.clone(), value.clone()))

@@ -65,6 +65,8 @@ macro_rules! conformance_suite {
             all_of_vectors_replay_byte_for_byte,
             concurrent_acquires_under_a_policy_set_admit_exactly_the_tightest,
             a_cost_above_any_parts_maximum_is_an_error,
+            // docs/spec.md section 1: a key is a byte string
+            byte_keys_are_keys_of_their_own,
             // concurrency
             concurrent_acquires_on_one_key_admit_exactly_the_limit,
             concurrent_keys_are_isolated,

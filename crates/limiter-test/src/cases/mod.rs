@@ -16,6 +16,7 @@ mod algorithms;
 mod concurrency;
 mod conveniences;
 mod failure;
+mod keys;
 mod random;
 mod rules;
 mod tiers;
@@ -41,6 +42,7 @@ pub use self::{
         failure_policies_answer_while_the_backend_fails,
         fallback_decides_until_the_backend_answers_again,
     },
+    keys::byte_keys_are_keys_of_their_own,
     random::{random_traces_match_the_core_model, times_up_to_2_pow_53_match_the_core_model},
     rules::{
         cost_above_the_maximum_is_an_error, decisions_report_the_policy_limit,
