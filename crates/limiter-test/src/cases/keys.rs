@@ -30,7 +30,7 @@ fn keys() -> Vec<Vec<u8>> {
     ]
 }
 
-/// Each key of [`keys`] is limited on its own: two admitted, the third
+/// Each of those keys is limited on its own: two admitted, the third
 /// denied, and spending one never touches another.
 pub async fn byte_keys_are_keys_of_their_own<H: Harness>(harness: &H) {
     let policy = Policy::fixed_window(Rate::new(2, Duration::from_secs(10))).unwrap();
