@@ -5,9 +5,6 @@
 
 use std::fmt;
 use std::ops::{Index, IndexMut};
-use std::str::FromStr;
-
-use crate::error::PolicyError;
 
 /// The rate-limiting algorithms. See `docs/algorithms.md` for when to pick
 /// which.
@@ -61,22 +58,6 @@ static NAMES: PerAlgorithm<&str> = PerAlgorithm {
 impl fmt::Display for Algorithm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-impl FromStr for Algorithm {
-    type Err = PolicyError;
-
-    /// Parses a name as [`Algorithm::name`] gives it; case and `_` for `-`
-    /// do not matter.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let wanted = s.trim().to_ascii_lowercase().replace('_', "-");
-        Self::ALL
-            .into_iter()
-            .find(|a| a.name() == wanted)
-            .ok_or_else(|| PolicyError::UnknownAlgorithm {
-                input: s.to_owned(),
-            })
     }
 }
 

@@ -11,6 +11,23 @@ use crate::error::PolicyError;
 use crate::policy::Policy;
 use crate::rate::{whole_number, Rate};
 
+/// An algorithm's name in a policy string.
+impl FromStr for Algorithm {
+    type Err = PolicyError;
+
+    /// Parses a name as [`Algorithm::name`] gives it; case and `_` for `-`
+    /// do not matter.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.trim().to_ascii_lowercase().replace('_', "-");
+        Self::ALL
+            .into_iter()
+            .find(|a| a.name() == wanted)
+            .ok_or_else(|| PolicyError::UnknownAlgorithm {
+                input: s.to_owned(),
+            })
+    }
+}
+
 impl fmt::Display for Policy {
     /// The policy string: `sliding-log:100/1h`, `token-bucket:2/1s,capacity=10`.
     /// The window is written in the largest unit that divides it exactly; a
