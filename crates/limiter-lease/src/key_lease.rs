@@ -1,6 +1,8 @@
 //! [`KeyLease`]: one key's leases on one instance: the units in hand, the
 //! lease in flight, and what sizes the next one (docs/spec.md section 8.1).
 
+use std::task::Waker;
+
 /// The numbers a leased limiter's options fix, resolved against the policies.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Sizing {
@@ -136,6 +138,16 @@ struct Cold {
     /// The demand (units over half a lifetime) the last lease was sized by,
     /// saturated (a lease is at most `M` anyway).
     demand: u32,
+    /// Units of the lease in flight that the request fetching it does not
+    /// take: what requests may wait for.
+    spare: u32,
+    /// Units of the lease in flight claimed by the requests waiting for it.
+    waiting: u32,
+    /// Lease requests settled so far (wrapping): a request waiting for the
+    /// lease in flight knows it landed when this moves.
+    settles: u32,
+    /// The requests waiting for the lease in flight, woken when it settles.
+    waiters: Vec<Waker>,
 }
 
 impl KeyLease {
@@ -378,6 +390,7 @@ impl KeyLease {
             .min(u64::from(self.cold.remaining))
             .min(room)
             .max(cost);
+        self.cold.spare = packed(size - cost);
         Some(self.asked(size, now_us, sizing))
     }
 
@@ -395,7 +408,30 @@ impl KeyLease {
             .min(sizing.max_lease)
             .min(u64::from(self.cold.remaining))
             .min(room);
+        self.cold.spare = packed(size);
         (size > 0).then(|| self.asked(size, now_us, sizing))
+    }
+
+    /// Claims `cost` units of the lease in flight for a request the units
+    /// in hand do not cover, if that many are unclaimed: the request waits
+    /// for the lease rather than asking the global limiter itself
+    /// (docs/spec.md section 8.1). Answers the settle count to wait on.
+    pub(crate) fn claim(&mut self, cost: u64) -> Option<u32> {
+        let claimed = u64::from(self.cold.waiting) + cost;
+        (self.has(IN_FLIGHT) && claimed <= u64::from(self.cold.spare)).then(|| {
+            self.cold.waiting = packed(claimed);
+            self.cold.settles
+        })
+    }
+
+    /// Whether the lease request that `settles` counted is still in flight;
+    /// if it is, `waker` is woken when it settles.
+    pub(crate) fn in_flight_since(&mut self, settles: u32, waker: &Waker) -> bool {
+        let in_flight = self.has(IN_FLIGHT) && self.cold.settles == settles;
+        if in_flight && !self.cold.waiters.iter().any(|w| w.will_wake(waker)) {
+            self.cold.waiters.push(waker.clone());
+        }
+        in_flight
     }
 
     /// Room under the maximum lease, if a lease of at least `cost` may be
@@ -488,9 +524,22 @@ impl KeyLease {
     }
 
     /// The lease request in flight ended (granted, denied, failed, or
-    /// dropped unanswered).
-    pub(crate) fn settled(&mut self) {
+    /// dropped unanswered): answers the requests waiting for it, to wake.
+    #[must_use = "the requests waiting for the lease are to be woken"]
+    pub(crate) fn settled(&mut self) -> Vec<Waker> {
         self.set(IN_FLIGHT, false);
+        self.unclaimed()
+    }
+
+    /// The lease in flight was denied and is asked again, smaller: the
+    /// requests that claimed its units stop waiting (none claims more), so
+    /// that none waits longer than one round trip. Answers them, to wake.
+    #[must_use = "the requests waiting for the lease are to be woken"]
+    pub(crate) fn unclaimed(&mut self) -> Vec<Waker> {
+        self.cold.settles = self.cold.settles.wrapping_add(1);
+        self.cold.spare = 0;
+        self.cold.waiting = 0;
+        std::mem::take(&mut self.cold.waiters)
     }
 
     /// Gives up every unit in hand; returns how many.
@@ -552,7 +601,7 @@ mod tests {
         assert!(key.take(60, true).is_some());
         // 60 units in 9 ms again, but the key has 40 left and 40 are in hand.
         assert_eq!(key.ask(1, 20_000, &SIZING), Some(40));
-        key.settled();
+        assert!(key.settled().is_empty(), "no request waited");
         key.denied(3);
         assert_eq!(key.ask(5, 20_000, &SIZING), Some(5), "down to the request");
     }
@@ -592,7 +641,7 @@ mod tests {
         let mut key = KeyLease::new();
         key.ask(1, 0, &SIZING);
         key.used_exactly(100);
-        key.settled();
+        assert!(key.settled().is_empty(), "no request waited");
         assert_eq!(key.ask(1, 1_000, &SIZING), Some(100));
         key.granted(batch(100, 1_000_000), grant(), 500, LIMITS);
         assert!(!key.wants_refill(26, 1_000));
@@ -608,7 +657,7 @@ mod tests {
             Some(80),
             "80 within 1 ms, capped by room"
         );
-        key.settled();
+        assert!(key.settled().is_empty(), "no request waited");
         key.degraded(5_000);
         assert!(!key.wants_refill(0, 4_999));
         assert_eq!(key.ask(1, 4_999, &SIZING), None);

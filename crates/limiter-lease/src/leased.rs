@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -12,6 +13,7 @@ use limiter_core::{
 
 use crate::builder::LeasedBuilder;
 use crate::key_lease::{packed, Batch, Grant, KeyLease, Sizing, Taken, MAX_UNITS};
+use crate::landing::Landing;
 use crate::leases::Leases;
 
 /// A limiter that takes quota from another limiter (the **global** one,
@@ -85,6 +87,9 @@ enum Plan {
     Served(Decision, Option<u64>),
     /// Fetch a lease of this size, the request's cost taken from it.
     Fetch(u64),
+    /// Wait for the lease in flight, whose units the request claimed (the
+    /// key's settle count), then decide again.
+    Wait(u32),
     /// Ask the wrapped limiter at the request's own cost.
     Exact,
 }
@@ -228,28 +233,48 @@ impl<L: Limiter> Leased<L> {
     /// Decides a request: from the units in hand, by fetching a lease, or
     /// by the wrapped limiter at the request's own cost.
     async fn decide(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
-        let now_us = self.clock.now_us();
+        let mut now_us = self.clock.now_us();
         check_policies(self.inner.policies(), now_us, cost)?;
         if self.sizing.lifetime_us == 0 {
             return self.exact(key, cost).await;
         }
-        let plan = self
-            .leases
-            .with_new(key, now_us, |lease| self.plan(lease, cost, now_us))
-            .unwrap_or(Plan::Exact);
-        match plan {
-            Plan::Served(decision, refill) => {
-                if let Some(size) = refill {
-                    self.refill(key, size).await;
+        let mut may_wait = true;
+        loop {
+            let plan = self
+                .leases
+                .with_new(key, now_us, |lease| {
+                    self.plan(lease, cost, now_us, may_wait)
+                })
+                .unwrap_or(Plan::Exact);
+            return match plan {
+                Plan::Served(decision, refill) => {
+                    if let Some(size) = refill {
+                        self.refill(key, size).await;
+                    }
+                    Ok(decision)
                 }
-                Ok(decision)
-            }
-            Plan::Fetch(size) => self.fetch(key, cost, size).await,
-            Plan::Exact => self.exact(key, cost).await,
+                Plan::Fetch(size) => self.fetch(key, cost, size).await,
+                Plan::Exact => self.exact(key, cost).await,
+                Plan::Wait(settles) => {
+                    let leases = &self.leases;
+                    Landing {
+                        leases,
+                        key,
+                        settles,
+                    }
+                    .await;
+                    may_wait = false;
+                    now_us = self.clock.now_us();
+                    continue;
+                }
+            };
         }
     }
 
-    fn plan(&self, lease: &mut KeyLease, cost: u64, now_us: u64) -> Plan {
+    /// What a request of `cost` does now: served from the units in hand,
+    /// else (if `may_wait`) waiting for the lease in flight if it has the
+    /// units unclaimed, else fetching a lease, else asking exactly.
+    fn plan(&self, lease: &mut KeyLease, cost: u64, now_us: u64, may_wait: bool) -> Plan {
         if let Some(taken) = lease.take(cost, self.spacing.is_some()) {
             let decision = self.leased_decision(lease.grant(&self.part_limits), taken, now_us);
             let refill = match lease.wants_refill(taken.left, now_us) {
@@ -257,6 +282,9 @@ impl<L: Limiter> Leased<L> {
                 false => None,
             };
             return Plan::Served(decision, refill);
+        }
+        if let Some(settles) = may_wait.then(|| lease.claim(cost)).flatten() {
+            return Plan::Wait(settles);
         }
         match lease.ask(cost, now_us, &self.sizing) {
             Some(size) => Plan::Fetch(size),
@@ -299,7 +327,7 @@ impl<L: Limiter> Leased<L> {
                 pending.finish(|lease| lease.denied(decision.remaining));
                 return Ok(set);
             }
-            pending.with(|lease| lease.denied(decision.remaining));
+            pending.retry(|lease| lease.denied(decision.remaining));
             size = match decision.remaining {
                 left if !shrunk && left >= cost && left < size => left,
                 _ => cost,
@@ -495,25 +523,33 @@ impl<'a> InFlight<'a> {
         }
     }
 
-    /// Runs `f` on the key's leases, the request still in flight.
-    fn with(&self, f: impl FnOnce(&mut KeyLease)) {
-        self.leases.with(self.key, f);
+    /// Runs `f` on the key's leases before the request is sent again,
+    /// smaller; then wakes the requests that waited for it.
+    fn retry(&self, f: impl FnOnce(&mut KeyLease)) {
+        let waiting = self.leases.with(self.key, |lease| {
+            f(lease);
+            lease.unclaimed()
+        });
+        waiting.into_iter().flatten().for_each(Waker::wake);
     }
 
-    /// Runs `f` on the key's leases and settles the request, under one lock.
+    /// Runs `f` on the key's leases and settles the request, under one
+    /// lock; then wakes the requests that waited for it.
     fn finish(&mut self, f: impl FnOnce(&mut KeyLease)) {
         self.settled = true;
-        self.leases.with(self.key, |lease| {
+        let waiting = self.leases.with(self.key, |lease| {
             f(lease);
-            lease.settled();
+            lease.settled()
         });
+        waiting.into_iter().flatten().for_each(Waker::wake);
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         if !self.settled {
-            self.leases.with(self.key, KeyLease::settled);
+            let waiting = self.leases.with(self.key, KeyLease::settled);
+            waiting.into_iter().flatten().for_each(Waker::wake);
         }
     }
 }

@@ -27,6 +27,7 @@ mod builder;
 mod clock;
 mod key;
 mod key_lease;
+mod landing;
 mod leased;
 mod leases;
 

@@ -357,6 +357,18 @@ async fn leases_in_hand_serve_through_an_outage_then_the_failure_policy_answers(
 struct Gate {
     global: MemoryLimiter,
     open: AtomicBool,
+    /// Acquires asked, answered or not.
+    calls: AtomicU64,
+}
+
+impl Gate {
+    fn shut(global: MemoryLimiter) -> Self {
+        Self {
+            global,
+            open: AtomicBool::new(false),
+            calls: AtomicU64::new(0),
+        }
+    }
 }
 
 /// Ready once the gate is open.
@@ -380,6 +392,7 @@ impl Limiter for Gate {
     }
 
     async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
         Opened(&self.open).await;
         self.global.try_acquire(key, cost)
     }
@@ -397,10 +410,7 @@ impl Limiter for Gate {
 #[tokio::test]
 async fn a_lease_request_dropped_unanswered_lets_the_key_ask_again() {
     let clock = ManualClock::new(0);
-    let gate = Gate {
-        global: global("token-bucket:100/1s", &clock),
-        open: AtomicBool::new(false),
-    };
+    let gate = Gate::shut(global("token-bucket:100/1s", &clock));
     let limiter = leased(gate, &clock).min_lease(10).max_lease(10).build();
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     let mut waiting = limiter.acquire(KEY.as_bytes(), 1);
@@ -458,5 +468,95 @@ async fn a_leased_fallbacks_decisions_are_the_fallbacks() {
         let decision = limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
         assert!(decision.allowed);
         assert_eq!(decision.source, DecisionSource::Fallback, "{decision:?}");
+    }
+}
+
+/// Polls every future of `pending` on a no-op waker until all are ready
+/// (the gate's calls are ready once it is open); their answers in order.
+fn answers<F: std::future::Future + Unpin>(mut pending: Vec<F>) -> Vec<F::Output> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut answers: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
+    for _ in 0..1_000 {
+        for (future, answer) in pending.iter_mut().zip(&mut answers) {
+            if answer.is_none() {
+                if let std::task::Poll::Ready(output) = std::pin::Pin::new(future).poll(&mut cx) {
+                    *answer = Some(output);
+                }
+            }
+        }
+        if answers.iter().all(Option::is_some) {
+            return answers.into_iter().flatten().collect();
+        }
+    }
+    panic!("a request never got its answer");
+}
+
+#[tokio::test]
+async fn requests_the_lease_in_flight_covers_wait_for_it() {
+    let clock = ManualClock::new(0);
+    let gate = Gate::shut(global("token-bucket:100/1s", &clock));
+    let limiter = leased(gate, &clock).min_lease(10).max_lease(10).build();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    // The first request fetches a lease of 10: its own unit and 9 more.
+    let mut requests = vec![limiter.acquire(KEY.as_bytes(), 1)];
+    // 9 requests claim those 9 and wait; the 10th finds none to claim.
+    for _ in 0..10 {
+        requests.push(limiter.acquire(KEY.as_bytes(), 1));
+    }
+    for request in &mut requests {
+        assert!(
+            request.as_mut().poll(&mut cx).is_pending(),
+            "the gate is shut"
+        );
+    }
+    assert_eq!(
+        limiter.inner().calls.load(Ordering::SeqCst),
+        2,
+        "the lease, and the one request it does not cover"
+    );
+    limiter.inner().open.store(true, Ordering::SeqCst);
+    let sources: Vec<DecisionSource> = answers(requests)
+        .into_iter()
+        .map(|answer| {
+            let decision = answer.expect("an answer");
+            assert!(decision.allowed);
+            decision.source
+        })
+        .collect();
+    let mut expected = vec![DecisionSource::Backend];
+    expected.extend([DecisionSource::Lease; 9]);
+    expected.push(DecisionSource::Backend);
+    assert_eq!(sources, expected);
+}
+
+#[tokio::test]
+async fn a_request_that_waited_for_a_lease_too_small_asks_alone() {
+    let clock = ManualClock::new(0);
+    let gate = Gate::shut(global("token-bucket:100/1s", &clock));
+    // 3 units left globally: the lease of 10 is denied, then shrinks to 3.
+    gate.global.try_acquire(KEY.as_bytes(), 97).unwrap();
+    let limiter = leased(gate, &clock).min_lease(10).max_lease(10).build();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut requests: Vec<_> = (0..5).map(|_| limiter.acquire(KEY.as_bytes(), 1)).collect();
+    for request in &mut requests {
+        assert!(
+            request.as_mut().poll(&mut cx).is_pending(),
+            "the gate is shut"
+        );
+    }
+    assert_eq!(
+        limiter.inner().calls.load(Ordering::SeqCst),
+        1,
+        "the lease alone"
+    );
+    limiter.inner().open.store(true, Ordering::SeqCst);
+    let decisions: Vec<Decision> = answers(requests)
+        .into_iter()
+        .map(|answer| answer.expect("an answer"))
+        .collect();
+    let admitted = decisions.iter().filter(|d| d.allowed).count();
+    assert_eq!(admitted, 3, "no more than the global limiter had left");
+    for denied in decisions.iter().filter(|d| !d.allowed) {
+        assert_eq!(denied.source, DecisionSource::Backend, "its own denial");
     }
 }
