@@ -43,7 +43,10 @@ use crate::leases::Leases;
 /// not cover asks the global limiter for a lease and waits for it; so does
 /// the request that leaves fewer than the [refill
 /// threshold](LeasedBuilder::refill_percent), after taking its units, so
-/// that the next requests find a lease in hand. No task is spawned.
+/// that the next requests find a lease in hand. While a key's lease is in
+/// flight, a request it could cover claims units of it and waits for it
+/// too, so a hot key asks about one lease per round trip however many
+/// callers decide it. No task is spawned.
 ///
 /// ```
 /// use limiter_core::{DecisionSource, Limiter, ManualClock, Policy, Rate};
@@ -230,8 +233,9 @@ impl<L: Limiter> Leased<L> {
         self.leases.release(self.clock.now_us())
     }
 
-    /// Decides a request: from the units in hand, by fetching a lease, or
-    /// by the wrapped limiter at the request's own cost.
+    /// Decides a request: from the units in hand, by waiting once for the
+    /// lease in flight, by fetching a lease, or by the wrapped limiter at
+    /// the request's own cost.
     async fn decide(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         let mut now_us = self.clock.now_us();
         check_policies(self.inner.policies(), now_us, cost)?;
