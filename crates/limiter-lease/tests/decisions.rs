@@ -471,6 +471,18 @@ async fn a_leased_fallbacks_decisions_are_the_fallbacks() {
     }
 }
 
+/// Polls each of `requests` once, in order, while `gate` is shut (each
+/// must wait), then opens it; answers how many calls reached the gate.
+fn held_at_the_gate<F: std::future::Future + Unpin>(gate: &Gate, requests: &mut [F]) -> u64 {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    for request in requests {
+        let polled = std::pin::Pin::new(request).poll(&mut cx);
+        assert!(polled.is_pending(), "the gate is shut");
+    }
+    gate.open.store(true, Ordering::SeqCst);
+    gate.calls.load(Ordering::SeqCst)
+}
+
 /// Polls every future of `pending` on a no-op waker until all are ready
 /// (the gate's calls are ready once it is open); their answers in order.
 fn answers<F: std::future::Future + Unpin>(mut pending: Vec<F>) -> Vec<F::Output> {
@@ -496,25 +508,13 @@ async fn requests_the_lease_in_flight_covers_wait_for_it() {
     let clock = ManualClock::new(0);
     let gate = Gate::shut(global("token-bucket:100/1s", &clock));
     let limiter = leased(gate, &clock).min_lease(10).max_lease(10).build();
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    // The first request fetches a lease of 10: its own unit and 9 more.
-    let mut requests = vec![limiter.acquire(KEY.as_bytes(), 1)];
+    // The first request fetches a lease of 10: its own unit and 9 more;
     // 9 requests claim those 9 and wait; the 10th finds none to claim.
-    for _ in 0..10 {
-        requests.push(limiter.acquire(KEY.as_bytes(), 1));
-    }
-    for request in &mut requests {
-        assert!(
-            request.as_mut().poll(&mut cx).is_pending(),
-            "the gate is shut"
-        );
-    }
-    assert_eq!(
-        limiter.inner().calls.load(Ordering::SeqCst),
-        2,
-        "the lease, and the one request it does not cover"
-    );
-    limiter.inner().open.store(true, Ordering::SeqCst);
+    let mut requests: Vec<_> = (0..11)
+        .map(|_| limiter.acquire(KEY.as_bytes(), 1))
+        .collect();
+    let asked = held_at_the_gate(limiter.inner(), &mut requests);
+    assert_eq!(asked, 2, "the lease, and the one request it does not cover");
     let sources: Vec<DecisionSource> = answers(requests)
         .into_iter()
         .map(|answer| {
@@ -536,20 +536,9 @@ async fn a_request_that_waited_for_a_lease_too_small_asks_alone() {
     // 3 units left globally: the lease of 10 is denied, then shrinks to 3.
     gate.global.try_acquire(KEY.as_bytes(), 97).unwrap();
     let limiter = leased(gate, &clock).min_lease(10).max_lease(10).build();
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     let mut requests: Vec<_> = (0..5).map(|_| limiter.acquire(KEY.as_bytes(), 1)).collect();
-    for request in &mut requests {
-        assert!(
-            request.as_mut().poll(&mut cx).is_pending(),
-            "the gate is shut"
-        );
-    }
-    assert_eq!(
-        limiter.inner().calls.load(Ordering::SeqCst),
-        1,
-        "the lease alone"
-    );
-    limiter.inner().open.store(true, Ordering::SeqCst);
+    let asked = held_at_the_gate(limiter.inner(), &mut requests);
+    assert_eq!(asked, 1, "the lease alone");
     let decisions: Vec<Decision> = answers(requests)
         .into_iter()
         .map(|answer| answer.expect("an answer"))
