@@ -22,6 +22,11 @@ fn global(policy: &str, clock: &ManualClock) -> MemoryLimiter {
         .build()
 }
 
+/// The units the global limiter has left on the key, as it counts them.
+fn counted_left(global: &MemoryLimiter) -> u64 {
+    global.try_peek(KEY.as_bytes(), 1).unwrap().remaining
+}
+
 fn leased<L: Limiter>(inner: L, clock: &ManualClock) -> LeasedBuilder<L> {
     Leased::builder(inner).clock(clock.clone())
 }
@@ -185,25 +190,11 @@ async fn release_and_reset_give_up_the_units_in_hand() {
     assert_eq!(limiter.release().await, 9);
     assert_eq!((limiter.held(KEY.as_bytes()), limiter.lapsed()), (0, 9));
     // No refund: the global limiter still counts them.
-    assert_eq!(
-        limiter
-            .inner()
-            .try_peek(KEY.as_bytes(), 1)
-            .unwrap()
-            .remaining,
-        89
-    );
+    assert_eq!(counted_left(limiter.inner()), 89);
     limiter.acquire(KEY.as_bytes(), 1).await.unwrap(); // a lease of 10 again
     limiter.reset(KEY.as_bytes()).await.unwrap();
     assert_eq!((limiter.held(KEY.as_bytes()), limiter.lapsed()), (0, 18));
-    assert_eq!(
-        limiter
-            .inner()
-            .try_peek(KEY.as_bytes(), 1)
-            .unwrap()
-            .remaining,
-        99
-    );
+    assert_eq!(counted_left(limiter.inner()), 99);
 }
 
 #[tokio::test]
@@ -548,4 +539,42 @@ async fn a_request_that_waited_for_a_lease_too_small_asks_alone() {
     for denied in decisions.iter().filter(|d| !d.allowed) {
         assert_eq!(denied.source, DecisionSource::Backend, "its own denial");
     }
+}
+
+/// Counts its wakes.
+#[derive(Default)]
+struct Wakes(AtomicU64);
+
+impl std::task::Wake for Wakes {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn a_waiting_request_is_woken_when_its_lease_is_dropped_unanswered() {
+    let clock = ManualClock::new(0);
+    let gate = Gate::shut(global("token-bucket:100/1s", &clock));
+    let limiter = leased(gate, &clock).min_lease(10).max_lease(10).build();
+    let noop = std::task::Waker::noop();
+    let wakes = Arc::new(Wakes::default());
+    let waker = std::task::Waker::from(Arc::clone(&wakes));
+    let mut fetching = limiter.acquire(KEY.as_bytes(), 1);
+    let mut waiting = limiter.acquire(KEY.as_bytes(), 1);
+    assert!(fetching
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(noop))
+        .is_pending());
+    assert!(waiting
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(&waker))
+        .is_pending());
+    assert_eq!(limiter.inner().calls.load(Ordering::SeqCst), 1, "it waits");
+    // The caller of the lease gives up (a timeout, a closed connection).
+    drop(fetching);
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "woken, not left waiting");
+    limiter.inner().open.store(true, Ordering::SeqCst);
+    let decision = answers(vec![waiting]).remove(0).unwrap();
+    assert!(decision.allowed);
+    assert_eq!(decision.source, DecisionSource::Backend, "it asks itself");
 }
