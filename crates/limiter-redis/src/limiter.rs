@@ -11,7 +11,8 @@ use crate::builder::RedisLimiterBuilder;
 use crate::connection::backend::RedisBackend;
 use crate::protocol::batch::Decider;
 use crate::protocol::keys::KeyLayout;
-use crate::protocol::scripts::{LuaFunction, Mode, Request};
+use crate::protocol::scripts::LuaFunction;
+use crate::protocol::wire::{Mode, Request};
 
 /// A keyed rate limiter whose state lives in Redis: each decision is one
 /// atomic Lua function call (one round trip), deciding exactly as `limiter-core`.

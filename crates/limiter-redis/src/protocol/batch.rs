@@ -50,7 +50,8 @@ use crate::connection::cluster::Ask;
 use crate::connection::runtime::Runtime;
 use crate::error::{BackendError, BackendErrorKind};
 use crate::protocol::keys::KeyLayout;
-use crate::protocol::scripts::{self, Keys, LuaFunction, Request};
+use crate::protocol::scripts::LuaFunction;
+use crate::protocol::wire::{self, Keys, Request};
 
 /// Calls of one limiter in flight at once, each a batch: enough to keep
 /// the server busy while the client reads an answer, few enough that
@@ -341,7 +342,7 @@ impl Decider {
             .query_here(&cmd, Some(self.function.library()), Ask::Refuse)
             .await
         {
-            Ok(reply) if !scripts::is_elsewhere(&reply) => self.answers(&reply, requests),
+            Ok(reply) if !wire::is_elsewhere(&reply) => self.answers(&reply, requests),
             Err(error) if !error.is_ask() => Err(error),
             // Some key is not the node's to serve now.
             _ => {
@@ -383,9 +384,8 @@ impl Decider {
         reply: &redis::Value,
         requests: &[Request],
     ) -> Result<Vec<Result<Decision, BackendError>>, BackendError> {
-        let (server_us, records) =
-            scripts::split_reply(self.policies.parts(), reply, requests.len())
-                .ok_or_else(|| self.unexpected(reply))?;
+        let (server_us, records) = wire::split_reply(self.policies.parts(), reply, requests.len())
+            .ok_or_else(|| self.unexpected(reply))?;
         Ok(records
             .zip(requests)
             .map(|(record, request)| match (request.time_us, server_us) {
@@ -407,7 +407,7 @@ impl Decider {
     /// converted, then combined (docs/spec.md section 7).
     fn read(&self, record: &[u8], time_us: u64, cost: u64) -> Result<Decision, BackendError> {
         let parts = self.policies.parts();
-        if scripts::holds_another_type(parts, record) {
+        if wire::holds_another_type(parts, record) {
             return Err(BackendError::new(
                 BackendErrorKind::Redis,
                 "WRONGTYPE: a key of this request holds another type than its sorted set; \
@@ -416,7 +416,7 @@ impl Decider {
         }
         if parts.len() == 1 {
             let mut one = None;
-            scripts::read_reply(parts, record, time_us, |part| one = Some(part.decision))
+            wire::read_reply(parts, record, time_us, |part| one = Some(part.decision))
                 .and(one)
                 .ok_or_else(|| self.unexpected(&record))
         } else {
@@ -431,7 +431,7 @@ impl Decider {
             std::array::from_fn(|_| Decision::admit(0, 0, 0));
         let mut reset_now = [std::time::Duration::ZERO; Policies::MAX_PARTS];
         let mut read = 0;
-        scripts::read_reply(parts, record, time_us, |part| {
+        wire::read_reply(parts, record, time_us, |part| {
             decisions[read] = part.decision;
             reset_now[read] = part.reset_now;
             read += 1;
@@ -522,7 +522,7 @@ impl Drop for Turn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::scripts::Mode;
+    use crate::protocol::wire::Mode;
 
     const TIMEOUT: Duration = Duration::from_secs(1);
 

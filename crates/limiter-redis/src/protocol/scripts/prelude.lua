@@ -20,9 +20,8 @@
 -- One call decides a batch of R requests, in order (docs/backends.md,
 -- "Batches"): the decisions that reached the client while earlier ones were
 -- in flight, each on P policies. Its KEYS, ARGV and reply are laid out as
--- the table "Wire format" in scripts.rs says (the one place they are
--- defined); scripts/generated/ holds the generated part of a
--- few libraries. ARGV[1] packs every request's three numbers into one
+-- the table in wire.rs says (the one place they are defined);
+-- scripts/generated/ holds the generated part of a few libraries. ARGV[1] packs every request's three numbers into one
 -- argument: Redis makes an object of every argument and Lua a string, and
 -- three per request cost about as much as reading one packed string; a hot
 -- key's batch sends its P keys once, so Redis parses, and MGET reads, P
