@@ -1,0 +1,218 @@
+//! Decisions sharing calls: many keys per primary, a hot key, and a batch
+//! that meets a slot moving between primaries.
+
+use super::*;
+
+/// What a test of a slot migration starts from: a cluster of its own
+/// ([`own_cluster`]), a limiter on it, and `keys` all on the first
+/// primary (`source`), whose slots the test moves to the second
+/// (`target`).
+struct Migration {
+    cluster: Arc<RedisCluster>,
+    limiter: Arc<RedisLimiter>,
+    source: ClusterNode,
+    target: ClusterNode,
+    keys: Vec<String>,
+}
+
+/// A [`Migration`] of `count` keys named after `name`, under `policy`.
+async fn migration(policy: Policy, name: &str, count: usize) -> Migration {
+    let (cluster, limiter) = own_cluster(policy, name).await;
+    let primaries = cluster.primaries();
+    let (source, target) = (primaries[0].clone(), primaries[1].clone());
+    let keys = keys_on(
+        &cluster,
+        &limiter,
+        name,
+        std::slice::from_ref(&source),
+        count,
+    );
+    Migration {
+        cluster,
+        limiter,
+        source,
+        target,
+        keys,
+    }
+}
+
+impl Migration {
+    /// Leaves `key`'s slot half-way through a migration from `source` to
+    /// `target` (`IMPORTING` on the target, `MIGRATING` on the source),
+    /// none of its keys moved.
+    fn start(&self, key: &str) {
+        let slot = self
+            .cluster
+            .slot_of(self.limiter.redis_key(key.as_bytes()))
+            .to_string();
+        let (from, to) = (&self.source, &self.target);
+        let importing = ["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from.id];
+        let migrating = ["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to.id];
+        assert_eq!(self.cluster.command(to, &importing).text(), "OK");
+        assert_eq!(self.cluster.command(from, &migrating).text(), "OK");
+    }
+}
+
+/// 64 tasks acquiring over `keys` (each task 24 of them in turn, so each
+/// key gets 16 acquires); each key's admissions.
+async fn acquire_over(limiter: &Arc<RedisLimiter>, keys: &[String]) -> BTreeMap<String, u64> {
+    const TASKS: usize = 64;
+    const EACH: usize = 24;
+    let keys = Arc::new(keys.to_vec());
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let (limiter, keys) = (Arc::clone(limiter), Arc::clone(&keys));
+            tokio::spawn(async move {
+                let mut admitted = Vec::new();
+                for j in 0..EACH {
+                    let key = &keys[(task * EACH + j) % keys.len()];
+                    let decision = limiter
+                        .acquire(key.as_bytes(), 1)
+                        .await
+                        .unwrap_or_else(|e| panic!("acquire({key}): {}", chain(&e)));
+                    if decision.allowed {
+                        admitted.push(key.clone());
+                    }
+                }
+                admitted
+            })
+        })
+        .collect();
+    let mut admitted: BTreeMap<String, u64> = keys.iter().map(|k| (k.clone(), 0)).collect();
+    for task in tasks {
+        for key in task.await.unwrap() {
+            *admitted.get_mut(&key).unwrap() += 1;
+        }
+    }
+    admitted
+}
+/// Decisions spread over many keys share calls on each primary (its lane,
+/// see `batch.rs`: one call decides keys of several slots), exactly: 64
+/// tasks over 96 keys (32 per primary, 16 acquires each, limit 10) admit
+/// 10 on every key, and every primary runs fewer `FCALL`s than it got
+/// decisions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_over_many_keys_share_calls_on_each_primary_and_stay_exact() {
+    const LIMIT: u64 = 10;
+    let policy = Policy::fixed_window(Rate::per_hour(LIMIT)).unwrap();
+    let (cluster, limiter) = own_cluster(policy, "spread").await;
+    let primaries = cluster.primaries();
+    let keys = keys_on(&cluster, &limiter, "spread", &primaries, 32);
+    let before: Vec<u64> = primaries
+        .iter()
+        .map(|p| command_calls(&cluster, p, "fcall"))
+        .collect();
+    let admitted = acquire_over(&limiter, &keys).await;
+    for (primary, before) in primaries.iter().zip(before) {
+        let calls = command_calls(&cluster, primary, "fcall") - before;
+        let decisions = 32 * 16;
+        eprintln!(
+            "primary {}: {decisions} decisions in {calls} calls",
+            primary.port
+        );
+        assert!(
+            calls < decisions,
+            "primary {}: {decisions} concurrent decisions took {calls} calls: none shared",
+            primary.port
+        );
+    }
+    let wrong: Vec<_> = admitted.iter().filter(|(_, &n)| n != LIMIT).collect();
+    assert!(
+        wrong.is_empty(),
+        "keys admitting other than {LIMIT}: {wrong:?}"
+    );
+}
+/// A call across slots that meets a key its node does not serve now (a
+/// slot half-way through a migration, the key not yet created: `ASK`)
+/// writes nothing, and each of its requests is decided alone, following
+/// the redirect: no error, every key of the primary (the moving slot's
+/// among them) admits exactly its limit, and the moving slot's key went
+/// to the importing node (`ASKING` there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
+    const LIMIT: u64 = 10;
+    let policy = Policy::token_bucket(Rate::per_hour(LIMIT)).unwrap();
+    let m = migration(policy, "moving", 48).await;
+    let moving = &m.keys[0];
+    m.start(moving);
+    let asking = command_calls(&m.cluster, &m.target, "asking");
+    let admitted = acquire_over(&m.limiter, &m.keys).await;
+    let wrong: Vec<_> = admitted.iter().filter(|(_, &n)| n != LIMIT).collect();
+    assert!(
+        wrong.is_empty(),
+        "keys admitting other than {LIMIT}: {wrong:?}"
+    );
+    assert!(
+        command_calls(&m.cluster, &m.target, "asking") > asking,
+        "the moving slot's key was never sent to the importing node"
+    );
+    assert_eq!(
+        m.cluster
+            .keys_matching(&m.target, m.limiter.redis_key(moving.as_bytes()))
+            .len(),
+        1,
+        "the moving slot's new key lives on the importing node"
+    );
+}
+/// A batch across slots never follows an `ASK`: after `ASKING`, the node
+/// a slot migrates to would serve a missing key of any slot it imports,
+/// while that key still lives on the old node. Two slots of one primary
+/// migrate to another, neither key moved yet: one key new (its requests
+/// are `ASK`ed to the new node, where it is made), one already at its
+/// limit on the old node. Under 64 tasks alternating the two, the full key
+/// admits nothing more, the new one exactly its limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_never_follows_an_ask_into_another_importing_slot() {
+    const LIMIT: u64 = 10;
+    let policy = Policy::fixed_window(Rate::per_hour(LIMIT)).unwrap();
+    let m = migration(policy, "asking", 2).await;
+    let (new, full) = (&m.keys[0], &m.keys[1]);
+    for _ in 0..LIMIT {
+        assert!(m.limiter.acquire(full.as_bytes(), 1).await.unwrap().allowed);
+    }
+    for key in [new, full] {
+        m.start(key);
+    }
+    let admitted = acquire_over(&m.limiter, &m.keys).await;
+    assert_eq!(admitted[full], 0, "the key at its limit admitted more");
+    assert_eq!(admitted[new], LIMIT, "the new key");
+}
+/// Decisions on one hot key of a cluster share calls (its slot's lane, see
+/// `batch.rs`), exactly: 64 tasks of 20 acquires each on one key with a
+/// limit of 500 admit 500, in fewer `FCALL`s on its primary than
+/// decisions; keys spread over the primaries are decided too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_on_a_hot_key_share_calls_and_stay_exact() {
+    const TASKS: usize = 64;
+    const EACH: usize = 20;
+    const LIMIT: u64 = 500;
+    let policy = Policy::sliding_log(Rate::per_hour(LIMIT)).unwrap();
+    let (cluster, limiter) = own_cluster(policy, "hot").await;
+    let owner = cluster.node_for_key(limiter.redis_key(b"global"));
+    let fcalls = |node: &ClusterNode| command_calls(&cluster, node, "fcall");
+    let before = fcalls(&owner);
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let limiter = Arc::clone(&limiter);
+            tokio::spawn(async move {
+                let mut admitted = 0;
+                for _ in 0..EACH {
+                    admitted += u64::from(limiter.acquire(b"global", 1).await.unwrap().allowed);
+                }
+                admitted
+            })
+        })
+        .collect();
+    let mut admitted = 0;
+    for task in tasks {
+        admitted += task.await.unwrap();
+    }
+    let calls = fcalls(&owner) - before;
+    let decisions = (TASKS * EACH) as u64;
+    eprintln!("hot key: {decisions} decisions in {calls} calls, {admitted} admitted");
+    assert_eq!(admitted, LIMIT);
+    assert!(
+        calls < decisions,
+        "{decisions} concurrent decisions took {calls} calls: none shared"
+    );
+}

@@ -1,0 +1,210 @@
+//! limiter-redis on a real Redis Cluster (three primaries, three replicas,
+//! `limiter_test::redis_cluster`): here the whole conformance suite and
+//! every shared vector (single and tiered) and the fixtures; in the
+//! modules, decisions sharing calls (`batches`), where decisions go
+//! (`routing`), the cluster changing shape under load (`topology`), nodes
+//! that hang (`hung_nodes`), refuse or go (`lost_nodes`), a failover
+//! (`failover`), and the load those tests run (`load`).
+//!
+//! The tests that change or break the topology each run on a cluster of
+//! their own; the others share the binary's cluster (started on first
+//! use, stopped when the process exits).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod batches;
+mod failover;
+mod hung_nodes;
+mod load;
+mod lost_nodes;
+mod routing;
+mod topology;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use limiter_core::{Algorithm, Limiter, ManualClock, Policies, Policy, Rate};
+use limiter_redis::{RedisBackend, RedisLimiter};
+use limiter_test::redis_cluster::{ClusterNode, RedisCluster, Reply, NODE_TIMEOUT_MS};
+use limiter_test::Harness;
+
+/// The binary's cluster, started on first use.
+fn cluster() -> &'static RedisCluster {
+    static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+    // Starting takes a couple of seconds of blocking work: off the
+    // runtime's worker (every test here runs on a multi-threaded runtime).
+    tokio::task::block_in_place(|| {
+        CLUSTER.get_or_init(|| {
+            let started = Instant::now();
+            let cluster = RedisCluster::start();
+            eprintln!("cluster started in {:?}", started.elapsed());
+            cluster
+        })
+    })
+}
+
+/// The connection and command timeouts of the tests' backends: generous
+/// enough for a loaded machine.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A backend on `cluster`, seeded by every node, connecting on first use,
+/// with [`TIMEOUT`]s.
+fn backend(cluster: &RedisCluster) -> RedisBackend {
+    RedisBackend::cluster(cluster.seed_urls())
+        .connection_timeout(TIMEOUT)
+        .command_timeout(TIMEOUT)
+        .build_lazy()
+        .unwrap()
+}
+
+/// [`backend`] with `timeout` for connecting and for commands, and a node
+/// down probed every 100 ms: for tests that watch a node fail and return.
+fn probing_backend(cluster: &RedisCluster, timeout: Duration) -> RedisBackend {
+    RedisBackend::cluster(cluster.seed_urls())
+        .connection_timeout(timeout)
+        .command_timeout(timeout)
+        .probe_interval(Duration::from_millis(100))
+        .build_lazy()
+        .unwrap()
+}
+
+async fn limiter(backend: &RedisBackend, policy: Policy, name: &str) -> Arc<RedisLimiter> {
+    let limiter = RedisLimiter::builder(backend, policy)
+        .key_prefix(common::fresh_prefix(name))
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("building a limiter on the cluster: {e}"));
+    Arc::new(limiter)
+}
+
+/// The conformance suite's view of the cluster: one backend per test (its
+/// connections run on the test's runtime), a fresh key prefix per limiter.
+struct ClusterHarness {
+    backend: RedisBackend,
+}
+
+impl ClusterHarness {
+    async fn start() -> Self {
+        Self {
+            backend: backend(cluster()),
+        }
+    }
+}
+
+#[async_trait]
+impl Harness for ClusterHarness {
+    async fn limiter(&self, policy: Policy, clock: ManualClock) -> Arc<dyn Limiter> {
+        let limiter = RedisLimiter::builder(&self.backend, policy)
+            .key_prefix(common::fresh_prefix("suite"))
+            .clock(clock)
+            .build()
+            .await
+            .unwrap();
+        Arc::new(limiter)
+    }
+
+    async fn set_limiter(&self, policies: Policies, clock: ManualClock) -> Arc<dyn Limiter> {
+        let limiter = RedisLimiter::builder(&self.backend, policies)
+            .key_prefix(common::fresh_prefix("suite"))
+            .clock(clock)
+            .build()
+            .await
+            .unwrap();
+        Arc::new(limiter)
+    }
+}
+
+// Every case of the suite, the shared vectors included: single-policy
+// (`conformance::shared_vectors_replay_byte_for_byte`) and tiered
+// (`conformance::all_of_vectors_replay_byte_for_byte`).
+limiter_test::conformance_suite!(setup = ClusterHarness::start());
+
+/// User keys whose slots the cluster's primaries serve: `per_primary` for
+/// each of `primaries`, named `{name}:{n}` (the user key is the hash tag).
+fn keys_on(
+    cluster: &RedisCluster,
+    limiter: &RedisLimiter,
+    name: &str,
+    primaries: &[ClusterNode],
+    per_primary: usize,
+) -> Vec<String> {
+    let mut found: BTreeMap<&ClusterNode, Vec<String>> = BTreeMap::new();
+    for n in 0.. {
+        if primaries
+            .iter()
+            .all(|p| found.get(p).is_some_and(|k| k.len() >= per_primary))
+        {
+            break;
+        }
+        let key = format!("{name}:{n}");
+        let owner = cluster.node_for_key(limiter.redis_key(key.as_bytes()));
+        if let Some(primary) = primaries.iter().find(|p| **p == owner) {
+            let keys = found.entry(primary).or_default();
+            if keys.len() < per_primary {
+                keys.push(key);
+            }
+        }
+    }
+    found.into_values().flatten().collect()
+}
+/// An error and its sources, `a: b: c`.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+/// How many units each target's state counts in its window, by `peek`
+/// (which writes nothing, and answers what an acquire would: an admitting
+/// peek's `remaining` leaves out the unit it would take).
+async fn counted(targets: &[(Arc<RedisLimiter>, String)]) -> Vec<u64> {
+    let mut counted = Vec::new();
+    for (limiter, key) in targets {
+        let decision = limiter
+            .peek(key.as_bytes(), 1)
+            .await
+            .unwrap_or_else(|e| panic!("peek({key}): {e:#}"));
+        counted.push(decision.limit - decision.remaining - u64::from(decision.allowed));
+    }
+    counted
+}
+
+/// The count of an error in a node's `INFO errorstats` (e.g. `ERR`).
+fn error_count(cluster: &RedisCluster, node: &ClusterNode, error: &str) -> u64 {
+    let info = cluster.command(node, &["INFO", "errorstats"]).text();
+    let prefix = format!("errorstat_{error}:count=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map_or(0, |n| n.trim().parse().expect("a count"))
+}
+
+/// How many times a node ran a command (`INFO commandstats`, e.g. `fcall`).
+fn command_calls(cluster: &RedisCluster, node: &ClusterNode, command: &str) -> u64 {
+    let stats = cluster.command(node, &["INFO", "commandstats"]).text();
+    let prefix = format!("cmdstat_{command}:calls=");
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+/// A cluster of the test's own (its `INFO` counts only the test's
+/// commands, and it may change the topology), and a limiter of `policy`
+/// on it.
+async fn own_cluster(policy: Policy, name: &str) -> (Arc<RedisCluster>, Arc<RedisLimiter>) {
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .unwrap(),
+    );
+    let limiter = limiter(&backend(&cluster), policy, name).await;
+    (cluster, limiter)
+}

@@ -1,0 +1,242 @@
+//! Where decisions go: keys spread over every primary, a tiered set in one
+//! slot, the article's load test per primary, a password, and a
+//! single-server backend pointed at a cluster node.
+
+use super::*;
+
+/// Many user keys under every algorithm: each primary holds some of them,
+/// and each limiter key sits on the primary of its user key's hash tag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_spread_over_every_primary() {
+    const USERS: usize = 120;
+    let cluster = cluster();
+    let backend = backend(cluster);
+    let mut per_primary: BTreeMap<u16, usize> = BTreeMap::new();
+    for algorithm in Algorithm::ALL {
+        let limiter = limiter(
+            &backend,
+            Policy::new(algorithm, Rate::per_minute(5)).unwrap(),
+            "spread",
+        )
+        .await;
+        for user in 0..USERS {
+            let decision = limiter
+                .acquire(format!("user:{user}").as_bytes(), 1)
+                .await
+                .unwrap();
+            assert!(decision.allowed, "{algorithm}: {decision:?}");
+        }
+        let pattern = format!("{}:*", limiter.key_prefix());
+        let mut total = 0;
+        for primary in cluster.primaries() {
+            let keys = cluster.keys_matching(&primary, &pattern);
+            for key in &keys {
+                let user = key
+                    .split_once('{')
+                    .and_then(|(_, rest)| rest.split_once('}'))
+                    .expect("a hash tag")
+                    .0;
+                assert_eq!(
+                    cluster.slot_of(key),
+                    cluster.slot_of(format!("{{{user}}}")),
+                    "{key}: the key's slot is its user key's"
+                );
+            }
+            *per_primary.entry(primary.port).or_default() += keys.len();
+            assert!(
+                !keys.is_empty(),
+                "{algorithm}: no key on primary {}",
+                primary.port
+            );
+            total += keys.len();
+        }
+        assert_eq!(total, USERS, "{algorithm}: one Redis key per user key");
+    }
+    eprintln!("limiter keys per primary (port: keys): {per_primary:?}");
+}
+/// A user key that is empty or starts with `}` has no hash tag of its own
+/// (`{}` would make Redis hash each whole key): a tiered set on it still
+/// decides in one slot — exactly, not with a `CROSSSLOT` error that a
+/// fail-open limiter would turn into unlimited admissions — and resets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiered_set_on_a_key_without_a_hash_tag_decides_in_one_slot() {
+    let cluster = cluster();
+    let backend = backend(cluster);
+    let policies: Policies = "sliding-log:5/1m;token-bucket:100/1h".parse().unwrap();
+    let limiter = RedisLimiter::builder(&backend, policies)
+        .key_prefix(common::fresh_prefix("tagless"))
+        .build()
+        .await
+        .unwrap();
+    for user_key in ["", "}", "}x"] {
+        let mut admitted = 0;
+        for _ in 0..8 {
+            let decision = limiter
+                .acquire(user_key.as_bytes(), 1)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!("{user_key:?}: {}", chain(&e));
+                });
+            assert!(!decision.is_degraded(), "{user_key:?}: {decision:?}");
+            admitted += u64::from(decision.allowed);
+        }
+        assert_eq!(admitted, 5, "{user_key:?}");
+        limiter.reset(user_key.as_bytes()).await.unwrap();
+        assert!(
+            limiter
+                .acquire(user_key.as_bytes(), 1)
+                .await
+                .unwrap()
+                .allowed,
+            "{user_key:?} after reset"
+        );
+        let slots: Vec<u16> = limiter
+            .redis_keys(user_key.as_bytes())
+            .iter()
+            .map(|key| cluster.slot_of(key))
+            .collect();
+        assert!(
+            slots.windows(2).all(|w| w[0] == w[1]),
+            "{user_key:?}: {slots:?}"
+        );
+    }
+}
+/// The article's load test on the cluster, on a key of each primary: 500
+/// acquires at concurrency 50 against 100 per 10 s (sliding log, Redis
+/// `TIME`) admit exactly 100.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn article_load_test_admits_exactly_one_hundred_on_every_primary() {
+    let cluster = cluster();
+    let backend = backend(cluster);
+    let policy = Policy::sliding_log(Rate::new(100, Duration::from_secs(10))).unwrap();
+    let limiter = limiter(&backend, policy, "article").await;
+    let keys = keys_on(cluster, &limiter, "article", &cluster.primaries(), 1);
+    assert_eq!(keys.len(), 3);
+    for key in keys {
+        let tasks: Vec<_> = (0..50)
+            .map(|_| {
+                let (limiter, key) = (Arc::clone(&limiter), key.clone());
+                tokio::spawn(async move {
+                    let mut admitted = 0;
+                    for _ in 0..10 {
+                        let decision = limiter.acquire(key.as_bytes(), 1).await.unwrap();
+                        admitted += usize::from(decision.allowed);
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        let mut admitted = 0;
+        for task in tasks {
+            admitted += task.await.unwrap();
+        }
+        assert_eq!(
+            admitted,
+            100,
+            "{key} on node {}",
+            cluster.node_for_key(limiter.redis_key(key.as_bytes())).port
+        );
+    }
+}
+/// A cluster whose nodes require a password (`requirepass`): the backend
+/// reaches every primary with the builder's password, or with one in the
+/// seed URLs, and decides exactly (ten of 40 on a key of each primary);
+/// without it, building fails with the server's refusal in the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_with_a_password_needs_it_and_decides_exactly_with_it() {
+    const PASSWORD: &str = "s3cret-cluster";
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(|| RedisCluster::start_with_password(PASSWORD))
+            .await
+            .unwrap(),
+    );
+    let refused = RedisBackend::cluster(cluster.seed_urls())
+        .build()
+        .await
+        .expect_err("no password, no cluster");
+    assert!(chain(&refused).contains("NOAUTH"), "{}", chain(&refused));
+
+    let with_urls: Vec<String> = cluster
+        .seed_urls()
+        .iter()
+        .map(|url| url.replacen("redis://", &format!("redis://:{PASSWORD}@"), 1))
+        .collect();
+    let backends = [
+        RedisBackend::cluster(cluster.seed_urls())
+            .password(PASSWORD)
+            .build()
+            .await
+            .unwrap(),
+        RedisBackend::cluster(with_urls).build().await.unwrap(),
+    ];
+    for (i, backend) in backends.iter().enumerate() {
+        let policy = Policy::fixed_window(Rate::per_hour(10)).unwrap();
+        let name = format!("password-{i}");
+        let limiter = limiter(backend, policy, &name).await;
+        let keys = keys_on(&cluster, &limiter, &name, &cluster.primaries(), 1);
+        assert_eq!(keys.len(), 3);
+        for key in keys {
+            let mut admitted = 0;
+            for _ in 0..40 {
+                admitted += u32::from(limiter.acquire(key.as_bytes(), 1).await.unwrap().allowed);
+            }
+            assert_eq!(admitted, 10, "{key} (backend {i})");
+        }
+    }
+}
+/// A single-server backend pointed at a cluster node is the wrong backend
+/// (the node redirects the keys of every other node): building it fails
+/// with a configuration error that names `RedisBackend::cluster`, as does a
+/// lazy backend's first call. For a user whose ACL refuses `INFO` the
+/// backend builds, and the node's first `MOVED` is that configuration
+/// error: under fail-open it is no admission, and every later call, on any
+/// node's key, fails with it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_server_backend_at_a_cluster_node_is_refused() {
+    let cluster = cluster();
+    let node = cluster.primaries()[0].clone();
+    let refused = |error: limiter_core::Error| match error {
+        limiter_core::Error::InvalidConfig(e) => {
+            let message = chain(&*e);
+            let e = e
+                .downcast::<limiter_redis::BackendError>()
+                .expect("a BackendError");
+            assert_eq!(e.kind(), limiter_redis::BackendErrorKind::Config);
+            assert!(message.contains("RedisBackend::cluster"), "{message}");
+            message
+        }
+        other => panic!("expected a configuration error, got {}", chain(&other)),
+    };
+    let error = RedisBackend::builder(node.url()).build().await.unwrap_err();
+    let message = refused(error);
+    assert!(message.contains("cluster_enabled:1"), "{message}");
+    let lazy = RedisBackend::builder(node.url()).build_lazy().unwrap();
+    let policy = Policy::fixed_window(Rate::per_hour(10)).unwrap();
+    let error = RedisLimiter::builder(&lazy, policy.clone())
+        .build()
+        .await
+        .unwrap_err();
+    refused(error);
+
+    let user = [
+        "ACL", "SETUSER", "no-info", "on", ">pw", "~*", "&*", "+@all", "-info",
+    ];
+    assert_eq!(cluster.command(&node, &user).text(), "OK");
+    let backend = RedisBackend::builder(node.url())
+        .username("no-info")
+        .password("pw")
+        .build()
+        .await
+        .expect("INFO refused: taken as one server");
+    let limiter = limiter(&backend, policy, "single-at-node").await;
+    let primaries = cluster.primaries();
+    let elsewhere = keys_on(cluster, &limiter, "single", &primaries[1..2], 1).remove(0);
+    let here = keys_on(cluster, &limiter, "single", &primaries[..1], 1).remove(0);
+    let open = limiter_core::LimiterExt::on_failure(
+        Arc::clone(&limiter),
+        limiter_core::FailurePolicy::FailOpen,
+    );
+    let message = refused(open.acquire(elsewhere.as_bytes(), 1).await.unwrap_err());
+    assert!(message.contains("MOVED"), "{message}");
+    refused(open.acquire(here.as_bytes(), 1).await.unwrap_err());
+}
