@@ -157,7 +157,7 @@ async fn allowlisted_keys_skip_limiting_and_others_are_limited() {
 async fn an_allowlisted_address_passes_without_the_key() {
     // A health checker on an allowlisted address sends no API key: it is
     // not answered 401 (other addresses without the key still are, in
-    // tests/http.rs).
+    // tests/http/keys.rs).
     let layer = once_a_minute()
         .await
         .key(KeyExtractor::header("x-api-key"))
