@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::task::Waker;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -12,6 +11,7 @@ use limiter_core::{
 };
 
 use crate::builder::LeasedBuilder;
+use crate::in_flight::InFlight;
 use crate::key_lease::{packed, Batch, Grant, KeyLease, Sizing, Taken, MAX_UNITS};
 use crate::landing::Landing;
 use crate::leases::Leases;
@@ -507,55 +507,6 @@ fn is_counted(source: DecisionSource) -> bool {
 
 fn micros(duration: Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
-}
-
-/// A key's lease request in flight: settles it when answered, and when
-/// dropped unanswered (the caller's future dropped, or an error), so the
-/// key can fetch again.
-struct InFlight<'a> {
-    leases: &'a Leases,
-    key: &'a [u8],
-    settled: bool,
-}
-
-impl<'a> InFlight<'a> {
-    fn new(leases: &'a Leases, key: &'a [u8]) -> Self {
-        Self {
-            leases,
-            key,
-            settled: false,
-        }
-    }
-
-    /// Runs `f` on the key's leases before the request is sent again,
-    /// smaller; then wakes the requests that waited for it.
-    fn retry(&self, f: impl FnOnce(&mut KeyLease)) {
-        let waiting = self.leases.with(self.key, |lease| {
-            f(lease);
-            lease.unclaimed()
-        });
-        waiting.into_iter().flatten().for_each(Waker::wake);
-    }
-
-    /// Runs `f` on the key's leases and settles the request, under one
-    /// lock; then wakes the requests that waited for it.
-    fn finish(&mut self, f: impl FnOnce(&mut KeyLease)) {
-        self.settled = true;
-        let waiting = self.leases.with(self.key, |lease| {
-            f(lease);
-            lease.settled()
-        });
-        waiting.into_iter().flatten().for_each(Waker::wake);
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        if !self.settled {
-            let waiting = self.leases.with(self.key, KeyLease::settled);
-            waiting.into_iter().flatten().for_each(Waker::wake);
-        }
-    }
 }
 
 impl<L: Limiter> fmt::Debug for Leased<L> {

@@ -25,6 +25,7 @@
 
 mod builder;
 mod clock;
+mod in_flight;
 mod key;
 mod key_lease;
 mod landing;

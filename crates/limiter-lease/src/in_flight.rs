@@ -1,0 +1,56 @@
+//! [`InFlight`]: a key's lease request while it is in flight, and what
+//! settles it.
+
+use std::task::Waker;
+
+use crate::key_lease::KeyLease;
+use crate::leases::Leases;
+
+/// A key's lease request in flight: settles it when answered, and when
+/// dropped unanswered (the caller's future dropped, or an error), so the
+/// key can fetch again.
+pub(crate) struct InFlight<'a> {
+    leases: &'a Leases,
+    key: &'a [u8],
+    settled: bool,
+}
+
+impl<'a> InFlight<'a> {
+    pub(crate) fn new(leases: &'a Leases, key: &'a [u8]) -> Self {
+        Self {
+            leases,
+            key,
+            settled: false,
+        }
+    }
+
+    /// Runs `f` on the key's leases before the request is sent again,
+    /// smaller; then wakes the requests that waited for it.
+    pub(crate) fn retry(&self, f: impl FnOnce(&mut KeyLease)) {
+        let waiting = self.leases.with(self.key, |lease| {
+            f(lease);
+            lease.unclaimed()
+        });
+        waiting.into_iter().flatten().for_each(Waker::wake);
+    }
+
+    /// Runs `f` on the key's leases and settles the request, under one
+    /// lock; then wakes the requests that waited for it.
+    pub(crate) fn finish(&mut self, f: impl FnOnce(&mut KeyLease)) {
+        self.settled = true;
+        let waiting = self.leases.with(self.key, |lease| {
+            f(lease);
+            lease.settled()
+        });
+        waiting.into_iter().flatten().for_each(Waker::wake);
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            let waiting = self.leases.with(self.key, KeyLease::settled);
+            waiting.into_iter().flatten().for_each(Waker::wake);
+        }
+    }
+}
