@@ -38,16 +38,10 @@ async fn failover_recovers_within_a_bound_and_over_admits_at_most_one_per_caller
     /// turn).
     const OVER_ADMISSION_BOUND: u64 = TASKS as u64;
 
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start)
-            .await
-            .unwrap(),
-    );
+    let cluster = cluster_of_its_own().await;
     // The default timeouts (1 s) and probe interval (500 ms): what a
     // deployment recovers with.
-    let backend = RedisBackend::cluster(cluster.seed_urls())
-        .build_lazy()
-        .unwrap();
+    let backend = default_backend(&cluster);
     let limiter = limiter(
         &backend,
         Policy::sliding_log(Rate::per_hour(LIMIT)).unwrap(),

@@ -17,11 +17,7 @@ async fn a_backend_built_while_its_first_seed_hangs_serves_the_other_primaries()
     /// The build's bound: the connection and command timeouts (what one
     /// connection may take), plus slack for a loaded machine.
     const BUILT_WITHIN: Duration = Duration::from_millis(2 * 200 + 150);
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start)
-            .await
-            .unwrap(),
-    );
+    let cluster = cluster_of_its_own().await;
     let policy = Policy::fixed_window(Rate::per_hour(10)).unwrap();
     let primaries = cluster.primaries();
     let hung = primaries[0].clone();
@@ -95,11 +91,7 @@ async fn a_hung_primary_costs_its_callers_one_command_timeout_at_most() {
     const BACK_WITHIN: Duration = Duration::from_millis(1_000);
     assert!(HUNG_FOR < Duration::from_millis(NODE_TIMEOUT_MS));
     assert!(LONGEST < HUNG_FOR && LONGEST < 2 * COMMAND_TIMEOUT);
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start)
-            .await
-            .unwrap(),
-    );
+    let cluster = cluster_of_its_own().await;
     let backend = RedisBackend::cluster(cluster.seed_urls())
         .command_timeout(COMMAND_TIMEOUT)
         .probe_interval(PROBE_INTERVAL)
@@ -228,11 +220,7 @@ async fn a_late_redirect_to_a_hung_node_costs_the_caller_one_command_timeout() {
     /// How long the stale node hangs before it answers `MOVED`.
     const FIRST_HANG: Duration = Duration::from_millis(250);
     const SLACK: Duration = Duration::from_millis(200);
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start)
-            .await
-            .unwrap(),
-    );
+    let cluster = cluster_of_its_own().await;
     let backend = probing_backend(&cluster, COMMAND_TIMEOUT);
     let limiter = limiter(
         &backend,

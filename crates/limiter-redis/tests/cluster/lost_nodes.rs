@@ -123,11 +123,7 @@ async fn a_lost_shard_costs_each_call_one_command_timeout_at_most() {
     /// node timeout, then their gossip, with slack for a loaded machine.
     const MARKED_FAILED: Duration = Duration::from_millis(5 * NODE_TIMEOUT_MS);
     assert!(LONGEST < 2 * COMMAND_TIMEOUT);
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start)
-            .await
-            .unwrap(),
-    );
+    let cluster = cluster_of_its_own().await;
     let backend = probing_backend(&cluster, COMMAND_TIMEOUT);
     let (keys, on_lost, targets) = spread_over_primaries(&cluster, &backend, "lost", 2).await;
     let lost = cluster.primaries()[0].clone();

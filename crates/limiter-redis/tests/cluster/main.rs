@@ -61,6 +61,14 @@ fn backend(cluster: &RedisCluster) -> RedisBackend {
         .unwrap()
 }
 
+/// A backend on `cluster` with the default timeouts and probe interval:
+/// what a deployment waits for and recovers with.
+fn default_backend(cluster: &RedisCluster) -> RedisBackend {
+    RedisBackend::cluster(cluster.seed_urls())
+        .build_lazy()
+        .unwrap()
+}
+
 /// [`backend`] with `timeout` for connecting and for commands, and a node
 /// down probed every 100 ms: for tests that watch a node fail and return.
 fn probing_backend(cluster: &RedisCluster, timeout: Duration) -> RedisBackend {
@@ -79,6 +87,16 @@ async fn limiter(backend: &RedisBackend, policy: Policy, name: &str) -> Arc<Redi
         .await
         .unwrap_or_else(|e| panic!("building a limiter on the cluster: {e}"));
     Arc::new(limiter)
+}
+
+/// A cluster of the test's own, for a test that changes or breaks its
+/// topology: started off the runtime's worker.
+async fn cluster_of_its_own() -> Arc<RedisCluster> {
+    Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .unwrap(),
+    )
 }
 
 /// The conformance suite's view of the cluster: one backend per test (its
@@ -200,11 +218,7 @@ fn command_calls(cluster: &RedisCluster, node: &ClusterNode, command: &str) -> u
 /// commands, and it may change the topology), and a limiter of `policy`
 /// on it.
 async fn own_cluster(policy: Policy, name: &str) -> (Arc<RedisCluster>, Arc<RedisLimiter>) {
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start)
-            .await
-            .unwrap(),
-    );
+    let cluster = cluster_of_its_own().await;
     let limiter = limiter(&backend(&cluster), policy, name).await;
     (cluster, limiter)
 }

@@ -103,15 +103,9 @@ async fn live_resharding_under_load_answers_every_decision_and_never_over_admits
     const LARGE: u64 = 10_000; // the default maximum of a sliding log
     const RESHARD_TIMEOUT: Duration = limiter_redis::RedisBackendBuilder::DEFAULT_COMMAND_TIMEOUT;
     const TASKS: usize = 64;
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start)
-            .await
-            .unwrap(),
-    );
+    let cluster = cluster_of_its_own().await;
     // The default timeouts: what a deployment stalls for.
-    let backend = RedisBackend::cluster(cluster.seed_urls())
-        .build_lazy()
-        .unwrap();
+    let backend = default_backend(&cluster);
     let small = limiter(
         &backend,
         Policy::sliding_log(Rate::per_hour(SMALL)).unwrap(),
@@ -245,15 +239,9 @@ async fn a_reshard_whose_nodes_disagree_for_a_moment_fails_no_decision() {
     const SMALL: u64 = 30;
     const LARGE: u64 = 1_000_000;
     const LAG: Duration = Duration::from_millis(50);
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start)
-            .await
-            .unwrap(),
-    );
+    let cluster = cluster_of_its_own().await;
     // The default timeouts: what a deployment waits for.
-    let backend = RedisBackend::cluster(cluster.seed_urls())
-        .build_lazy()
-        .unwrap();
+    let backend = default_backend(&cluster);
     let mut limiters = Vec::new();
     for limit in [SMALL, LARGE] {
         let policy = Policy::fixed_window(Rate::per_hour(limit)).unwrap();
@@ -410,11 +398,7 @@ async fn a_new_primary_gets_the_library_before_its_first_decision() {
 /// interval). Without that, the slot failed until the process restarted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slot_covered_after_the_map_was_read_is_served_once_covered() {
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start)
-            .await
-            .unwrap(),
-    );
+    let cluster = cluster_of_its_own().await;
     let policy = Policy::fixed_window(Rate::per_hour(10)).unwrap();
     let name = common::fresh_prefix("uncovered");
     // The slot of the key, from a first limiter under the same prefix.
