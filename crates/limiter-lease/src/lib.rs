@@ -21,7 +21,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
 //! ```
-#![forbid(unsafe_code)]
 
 mod builder;
 mod clock;

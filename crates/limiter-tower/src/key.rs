@@ -184,8 +184,9 @@ impl KeyExtractor {
     /// path (`GET /users/42`). Never missing.
     ///
     /// `HEAD` counts as `GET` (a router answers it with the `GET` handler),
-    /// and every method outside RFC 9110's eight as `OTHER`: a client cannot
-    /// open a fresh budget on a route by changing its method.
+    /// the other methods of RFC 9110 and `PATCH` as themselves, and any
+    /// other method as `OTHER`: a client cannot open a fresh budget on a
+    /// route by changing its method.
     pub fn route() -> Self {
         Self::of(Kind::Route)
     }
@@ -477,8 +478,9 @@ pub(crate) fn is_route_key(entry: &str) -> bool {
 }
 
 /// The method as the route key names it: `HEAD` as `GET`, which serves it,
-/// RFC 9110's other methods as they are, and any extension method as
-/// `OTHER`, so that no method is a budget of its own beside them.
+/// RFC 9110's other methods and `PATCH` (RFC 5789) as they are, and any
+/// other method as `OTHER`, so that no method is a budget of its own
+/// beside them.
 fn route_method(method: &Method) -> &'static str {
     match *method {
         Method::GET | Method::HEAD => "GET",
