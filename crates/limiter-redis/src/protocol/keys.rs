@@ -29,8 +29,8 @@ const SHORT_NAMES: PerAlgorithm<&str> = PerAlgorithm {
 
 /// Each algorithm's state encoding, in the digest from the second on: a
 /// new encoding moves the keys, so an app instance never reads a state
-/// written in another. The string states went from text (`"s l"`) to packed
-/// doubles (see scripts/prelude.lua) in version 2.
+/// written in another. 2 is the string states' packed doubles (see
+/// scripts/prelude.lua); 1, the sliding log's sorted set.
 const STATE_ENCODINGS: PerAlgorithm<u32> = PerAlgorithm {
     fixed_window: 2,
     sliding_log: 1,
@@ -40,8 +40,8 @@ const STATE_ENCODINGS: PerAlgorithm<u32> = PerAlgorithm {
 };
 
 /// The encoding of a sliding log kept in one string (a small limit, see
-/// scripts/packed_log.lua), where it was a sorted set (encoding 1) before:
-/// its keys moved with it.
+/// scripts/packed_log.lua): 2, so that its keys never meet a sorted set's
+/// (encoding 1).
 const PACKED_LOG_ENCODING: u32 = 2;
 
 /// The policy part of a key, e.g. `sl-e77675966f00`: the algorithm's short

@@ -299,8 +299,7 @@ end
 -- margin of max(ms, 1 s), so that a key written steadily sets its TTL
 -- about once per margin. The key then lives up to that margin past its
 -- reset, which is always safe (docs/spec.md rule 2.5). A state without a
--- deadline (written with a caller clock, or before deadlines were kept)
--- sets its TTL.
+-- deadline (one written with a caller clock) sets its TTL.
 local function save(key, ms, a, b, c)
   local r = repeated and repeated[key]
   if r then return keep(key, r, ms, a, b, c) end
