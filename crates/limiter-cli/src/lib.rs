@@ -1,5 +1,5 @@
 //! The `limiter` command: `limiter replay` prints every decision of one
-//! algorithm on a trace (docs/spec.md section 6), `limiter compare` runs every
+//! policy (or a tiered set) on a trace (docs/spec.md section 6), `limiter compare` runs every
 //! algorithm on built-in scenarios or a trace and tabulates, plots or
 //! exports what each admitted, `limiter bench` measures a deployment's
 //! decisions per second and latency beside its Redis server's ceiling.

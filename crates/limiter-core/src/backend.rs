@@ -47,8 +47,8 @@
 //!   [`peek_now`](crate::Limiter::peek_now), so callers holding an
 //!   `Arc<dyn Limiter>` can skip the boxed future.
 //!
-//! Then run `limiter_test::conformance` on it (see `docs/backends.md`,
-//! "writing a backend").
+//! Then expand `limiter_test::conformance_suite!` over a `Harness` for it
+//! (see `docs/backends.md`, "Writing a backend").
 
 use std::fmt;
 use std::mem::size_of_val;

@@ -169,7 +169,8 @@ impl Policy {
     }
 
     /// Chooses the smallest power-of-ten tick that divides the window and
-    /// keeps `4 * M * (W / q) <= 2^53` (docs/spec.md section 5).
+    /// keeps `4 * U * (W / q) <= 2^53`, `U` the largest of the limit, the
+    /// capacity and the queue (docs/spec.md section 5).
     fn with_tick(mut self) -> Result<Self, PolicyError> {
         let units = self.limit.max(self.capacity).max(self.queue);
         let out_of_range = PolicyError::OutOfRange {

@@ -8,8 +8,9 @@ use limiter_core::{Clock, SystemClock};
 /// (the TSC through [`quanta`], or the OS monotonic clock where there is none).
 ///
 /// The default clock of a [`MemoryLimiter`](crate::MemoryLimiter): reading
-/// it costs a few nanoseconds where the system clock costs tens (a clock
-/// read would otherwise be the largest part of an in-memory decision).
+/// it costs a counter read and a multiply, far less than the system clock
+/// (docs/backends.md, "The clock"), whose read would otherwise be the
+/// largest part of an in-memory decision.
 /// docs/spec.md section 1 allows it: "a monotonic clock anchored to the wall clock once".
 /// It never runs backwards. It does not follow later adjustments of the
 /// wall clock (NTP slews, a manual set), and its rate is the counter's as

@@ -57,13 +57,8 @@
 //! bucket, and a sliding counter whose limit fits in 32 bits; 48 for a
 //! larger one) or 64 (sliding log), the key included:
 //! a key of up to 22 bytes is stored in the entry, with no allocation, a
-//! longer one on the heap. Measured resident memory per key on x86-64
-//! Linux (12-byte keys, 100,000 to 1,000,000 keys): 56–86 bytes for the
-//! fixed window, the sliding counter and the buckets, 166–216
-//! for a sliding log with one entry, and about 16 bytes per entry beyond
-//! that (the log's deque doubles). The range is the hash table's load
-//! factor. See `docs/benchmarks.md` (memory per key) for the table and
-//! how it was measured.
+//! longer one on the heap. The resident memory this makes per key, as
+//! measured, is in `docs/benchmarks.md` ("Memory per key").
 //!
 //! # What clients' keys can cost
 //!

@@ -8,11 +8,13 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BackendErrorKind {
-    /// The limiter's configuration is invalid (a bad URL, a zero pool size
-    /// or timeout, a key prefix with braces, a single-server backend
-    /// pointed at a Redis Cluster node), reported by
-    /// [`RedisLimiterBuilder::build`](crate::RedisLimiterBuilder::build)
-    /// before any round trip; or a call from outside any Tokio runtime
+    /// The limiter's configuration is invalid: a bad URL, a zero pool size
+    /// or timeout (reported by
+    /// [`RedisBackendBuilder::build`](crate::RedisBackendBuilder::build)
+    /// before any round trip), a key prefix with braces (by
+    /// [`RedisLimiterBuilder::build`](crate::RedisLimiterBuilder::build)),
+    /// or a single-server backend pointed at a Redis Cluster node (on
+    /// connecting); or a call from outside any Tokio runtime
     /// finds none to run on (the backend never met one, or the first it
     /// met has shut down). Always
     /// [`Error::InvalidConfig`](limiter_core::Error::InvalidConfig), never

@@ -33,7 +33,7 @@ use crate::named_policy::{MemoryBounds, NamedPolicy, OnFailure};
 /// [policies.user]
 /// limits = ["token-bucket:300/1m,capacity=50", "sliding-log:10000/1d"]
 /// key = "header:x-user-id"
-/// fallback = "ip"                     # without the header: reject (401, default) or ip
+/// fallback = "ip"                     # without the header: reject (401, default), ip or skip
 /// ipv6_prefix = 64                    # group IPv6 clients by network (ip keys)
 /// headers = "ietf"                    # none, legacy, ietf, both (default)
 /// allow_ips = ["192.0.2.10", "10.1.0.0/16"] # never limited nor banned

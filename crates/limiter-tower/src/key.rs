@@ -103,9 +103,9 @@ pub enum Fallback {
 /// octets for IPv6, then the prefix length for a network under
 /// [`ipv6_prefix`](Self::ipv6_prefix)), written without formatting.
 /// [`bytes_of`] and [`text_of`] go from one form to the other. A request
-/// whose key cannot be found is never let through unlimited: a missing
-/// header or custom key goes to the [`Fallback`] (401 by default), a
-/// missing peer address answers 500.
+/// whose key cannot be found is let through unlimited only where you
+/// chose so ([`Fallback::Skip`]): a missing header or custom key goes to
+/// the [`Fallback`] (401 by default), a missing peer address answers 500.
 ///
 /// ```
 /// use limiter_tower::KeyExtractor;

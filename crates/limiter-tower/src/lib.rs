@@ -33,17 +33,17 @@
 //!   `X-RateLimit-Degraded: fallback`; an error (`ReturnError`) answers `503`.
 //! - Allowlisted ([`LimiterLayer::allow_ips`], [`allow_keys`](LimiterLayer::allow_keys)):
 //!   the inner service's response, no rate-limit headers, nothing counted.
-//! - Banned ([`BanList`](ban::BanList), in memory or in Redis for every
-//!   instance; [`Penalty`](ban::Penalty) bans a key denied too often):
+//! - Banned ([`BanList`](ban::BanList), in memory or, with the `redis`
+//!   feature, in Redis for every instance; [`Penalty`](ban::Penalty) bans a key denied too often):
 //!   `403` (or `429`) with `Retry-After` until the ban ends, before the
 //!   limiter counts anything.
 //! - Admitted by a leaky bucket with a `wait`: the inner service runs once
 //!   the wait is over, so output is smooth ([`Shaping`]; a wait beyond
 //!   [`Shaping::WaitAtMost`] answers `429`).
 //! - No key: a request without its header (or custom key) answers `401`
-//!   unless the key falls back to the address; a request without a peer
-//!   address (the server does not record it) answers `500`: never
-//!   unlimited.
+//!   unless the key falls back to the address, or passes unlimited where
+//!   you chose so ([`Fallback::Skip`]); a request without a peer address
+//!   (the server does not record it) answers `500`: never unlimited.
 //!
 //! Every refusal (denied, banned, unavailable) can be answered by a
 //! function of yours instead, in your API's error format or as a gRPC
@@ -71,7 +71,7 @@
 //! With the `config` feature, a TOML file names policies
 //! (`[policies.login] limits = ["sliding-log:10/5m"]`, a key, trusted
 //! proxies) and a `Registry` builds one layer per name on the memory
-//! backend or on Redis: `route_layer(registry.layer("login")?)`. Every
+//! backend or (feature `redis`) on Redis: `route_layer(registry.layer("login")?)`. Every
 //! entry is checked at startup; a `ConfigError` names the file, the
 //! entry and the reason.
 //!

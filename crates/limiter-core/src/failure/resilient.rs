@@ -57,7 +57,7 @@ fn as_fallbacks(decision: Decision) -> Decision {
 ///
 /// Failures are logged through `tracing` at `warn`, at most one per second
 /// for each reach, with the count of those left out in between; the end of
-/// an outage at `info`. docs/backends.md ("When Redis fails") tells the
+/// an outage at `info`. docs/backends.md ("How far a failure reaches") tells the
 /// whole outage story: this wrapper, the backend's circuit and the
 /// cluster's per-node circuits.
 ///

@@ -68,8 +68,8 @@ local function pl_write(key, e, newest_ts, newest_total, t_eff, ms)
     kept = string.sub(old, 9 + 14 * (first - 1), 8 + 14 * last)
   end
   -- save's TTL rule (the prelude), written out: sharing it through helper
-  -- functions cost every string state's decision 4% more of Redis's
-  -- instructions (two Lua calls per write, measured with callgrind).
+  -- functions would cost every string state's decision two Lua calls per
+  -- write.
   local grant, deadline = nil, 0
   if not server_us then
     -- A caller's clock: every write sets the TTL.
