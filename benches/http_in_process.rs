@@ -16,6 +16,10 @@
 //! hashes the `IpAddr` in a dashmap with the standard library's SipHash,
 //! limiter-memory its key's bytes with aHash.
 //!
+//! Two variants split the layer's cost from its store's: limiter's layer
+//! (no headers) deciding by governor's keyed rate limiter instead of
+//! limiter-memory, and answering from no store at all (`layer_floor.rs`).
+//!
 //! A call is `poll_ready` then `call` and one poll of the returned future,
 //! on a no-op waker: every layer here answers an admitted request at once
 //! (limiter-tower decides in process through `Limiter::acquire_now`), and a
@@ -38,6 +42,7 @@
 // Shared with the other HTTP benches; this one uses the scenarios.
 #[allow(dead_code)]
 mod http_app;
+mod layer_floor;
 
 use std::convert::Infallible;
 use std::future::{ready, Future, Ready};
@@ -51,6 +56,7 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_app::Scenario;
+use layer_floor::{AnswerOnly, GovernorStore};
 use limiter_memory::MemoryLimiter;
 use limiter_tower::{HeaderStyle, KeyExtractor, LimiterLayer};
 use tower::{service_fn, Layer, Service};
@@ -60,7 +66,7 @@ use tower_governor::GovernorLayer;
 const CLIENTS: usize = 10_000;
 
 /// The variants, in the order of the table.
-const VARIANTS: [&str; 8] = [
+const VARIANTS: [&str; 10] = [
     "no layer",
     "tower_governor (default, no headers)",
     "limiter, HeaderStyle::None",
@@ -69,17 +75,21 @@ const VARIANTS: [&str; 8] = [
     "limiter, HeaderStyle::Legacy",
     "no layer, the default's headers by hand",
     "no layer, the default's headers cloned in",
+    "limiter None, deciding by governor's keyed store",
+    "limiter None, answering from no store",
 ];
 
 /// The ratios reported: (numerator, denominator) as indexes of [`VARIANTS`],
 /// and what the ratio is read as.
-const RATIOS: [(usize, usize, &str); 10] = [
+const RATIOS: [(usize, usize, &str); 12] = [
     (2, 1, "limiter None / tower_governor"),
     (3, 1, "limiter default / tower_governor"),
     (3, 6, "limiter default / its headers by hand"),
     (6, 1, "its headers by hand / tower_governor"),
     (3, 7, "limiter default / its headers cloned in"),
     (7, 1, "its headers cloned in / tower_governor"),
+    (8, 1, "limiter None on governor's store / tower_governor"),
+    (9, 1, "limiter None on no store / tower_governor"),
     (5, 4, "limiter Legacy / tower_governor use_headers()"),
     (3, 4, "limiter default / tower_governor use_headers()"),
     (4, 1, "tower_governor use_headers() / tower_governor"),
@@ -214,14 +224,19 @@ fn trivial() -> impl Service<
 
 /// A limiter-tower layer as `http.rs` sets it up, with `style`.
 fn limiter(style: HeaderStyle) -> LimiterLayer {
-    LimiterLayer::new(MemoryLimiter::new(Scenario::Allowed.policy()))
+    limiter_on(MemoryLimiter::new(Scenario::Allowed.policy()), style)
+}
+
+/// [`limiter`] with another limiter than limiter-memory's.
+fn limiter_on(limiter: impl limiter_core::Limiter + 'static, style: HeaderStyle) -> LimiterLayer {
+    LimiterLayer::new(limiter)
         .key(KeyExtractor::ip())
         .headers(style)
 }
 
 /// Every variant's service stack, built once: their keys stay stored
 /// from block to block.
-struct Stacks<A, B, C, D, E, F, G, H> {
+struct Stacks<A, B, C, D, E, F, G, H, I, J> {
     no_layer: A,
     governor: B,
     limiter_none: C,
@@ -230,6 +245,8 @@ struct Stacks<A, B, C, D, E, F, G, H> {
     limiter_legacy: F,
     same_headers: G,
     cloned_headers: H,
+    on_governor_store: I,
+    on_no_store: J,
 }
 
 /// The rate-limit headers of an admitted response of limiter's default
@@ -287,6 +304,8 @@ fn stacks() -> Stacks<
     impl Stack,
     impl Stack,
     impl Stack,
+    impl Stack,
+    impl Stack,
 > {
     let headers = default_headers();
     let governor = Scenario::Allowed.governor().finish().unwrap();
@@ -300,11 +319,31 @@ fn stacks() -> Stacks<
         limiter_legacy: limiter(HeaderStyle::Legacy).layer(trivial()),
         cloned_headers: with_cloned_headers(&headers),
         same_headers: with_headers(headers),
+        on_governor_store: limiter_on(
+            GovernorStore::new(Scenario::Allowed.policy()),
+            HeaderStyle::None,
+        )
+        .layer(trivial()),
+        on_no_store: limiter_on(
+            AnswerOnly::new(Scenario::Allowed.policy()),
+            HeaderStyle::None,
+        )
+        .layer(trivial()),
     }
 }
 
-impl<A: Stack, B: Stack, C: Stack, D: Stack, E: Stack, F: Stack, G: Stack, H: Stack>
-    Stacks<A, B, C, D, E, F, G, H>
+impl<A, B, C, D, E, F, G, H, I, J> Stacks<A, B, C, D, E, F, G, H, I, J>
+where
+    A: Stack,
+    B: Stack,
+    C: Stack,
+    D: Stack,
+    E: Stack,
+    F: Stack,
+    G: Stack,
+    H: Stack,
+    I: Stack,
+    J: Stack,
 {
     /// Variant `variant`'s block: ns per request.
     fn block(&mut self, variant: usize, requests: Vec<Request<()>>) -> f64 {
@@ -316,7 +355,9 @@ impl<A: Stack, B: Stack, C: Stack, D: Stack, E: Stack, F: Stack, G: Stack, H: St
             4 => block(&mut self.governor_headers, requests),
             5 => block(&mut self.limiter_legacy, requests),
             6 => block(&mut self.same_headers, requests),
-            _ => block(&mut self.cloned_headers, requests),
+            7 => block(&mut self.cloned_headers, requests),
+            8 => block(&mut self.on_governor_store, requests),
+            _ => block(&mut self.on_no_store, requests),
         }
     }
 }
