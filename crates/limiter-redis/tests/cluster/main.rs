@@ -116,16 +116,17 @@ impl ClusterHarness {
 #[async_trait]
 impl Harness for ClusterHarness {
     async fn limiter(&self, policy: Policy, clock: ManualClock) -> Arc<dyn Limiter> {
-        let limiter = RedisLimiter::builder(&self.backend, policy)
-            .key_prefix(common::fresh_prefix("suite"))
-            .clock(clock)
-            .build()
-            .await
-            .unwrap();
-        Arc::new(limiter)
+        self.suite_limiter(policy.into(), clock).await
     }
 
     async fn set_limiter(&self, policies: Policies, clock: ManualClock) -> Arc<dyn Limiter> {
+        self.suite_limiter(policies, clock).await
+    }
+}
+
+impl ClusterHarness {
+    /// A limiter of `policies` on `clock`, under a fresh key prefix.
+    async fn suite_limiter(&self, policies: Policies, clock: ManualClock) -> Arc<dyn Limiter> {
         let limiter = RedisLimiter::builder(&self.backend, policies)
             .key_prefix(common::fresh_prefix("suite"))
             .clock(clock)
