@@ -20,7 +20,6 @@ mod support;
 
 use std::fmt::Write as _;
 use std::num::NonZeroU32;
-use std::process::Command;
 use std::time::Duration;
 
 use governor::clock::QuantaClock;
@@ -28,7 +27,7 @@ use governor::state::keyed::DashMapStateStore;
 use governor::{Quota, RateLimiter};
 use limiter_core::{Algorithm, ManualClock, Policy, Rate};
 use limiter_memory::MemoryLimiter;
-use support::resident_bytes;
+use support::{resident_bytes, run_child};
 
 /// The variants, by index: governor's two maps, then limiter-memory's
 /// algorithms (a sliding log with one entry per key).
@@ -59,26 +58,11 @@ fn parent(keys: u64) {
         resident_bytes().is_some(),
         "bytes_per_key reads /proc/self/status: Linux only"
     );
-    let exe = std::env::current_exe().expect("own path");
     println!("{keys} String keys of 12 bytes, one admitted request each:");
     println!("{:<32} {:>13} {:>10}", "variant", "bytes held", "per key");
     for (index, name) in VARIANTS.iter().enumerate() {
-        let output = Command::new(&exe)
-            .args(["--child", &index.to_string(), &keys.to_string()])
-            .env("MALLOC_MMAP_THRESHOLD_", "65536")
-            .env("MALLOC_ARENA_MAX", "1")
-            .output()
-            .expect("run the measuring child");
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let held: u64 = String::from_utf8(output.stdout)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let output = run_child(&["--child", &index.to_string(), &keys.to_string()], name);
+        let held: u64 = output.trim().parse().expect("the child prints a number");
         println!("{name:<32} {held:>13} {:>10.1}", held as f64 / keys as f64);
     }
 }

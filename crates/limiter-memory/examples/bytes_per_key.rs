@@ -17,14 +17,13 @@
 //! key counts to see the range.
 
 use std::fmt::Write as _;
-use std::process::Command;
 use std::time::Duration;
 
 use limiter_core::{Algorithm, ManualClock, Policy, Rate};
 use limiter_memory::MemoryLimiter;
 
 mod support;
-use support::resident_bytes;
+use support::{resident_bytes, run_child};
 
 /// The variants measured: an algorithm, and how many distinct ticks each
 /// key admits at (only a sliding log stores one entry per tick).
@@ -55,26 +54,11 @@ fn parent(keys: u64) {
         println!("bytes_per_key reads /proc/self/status (Linux only); nothing measured here");
         return;
     }
-    let exe = std::env::current_exe().expect("own path");
     println!("{keys} keys of 12 bytes, one admission per distinct tick:");
     println!("{:<16} {:>13} {:>10}", "variant", "bytes held", "per key");
     for (index, (name, _, _)) in VARIANTS.iter().enumerate() {
-        let output = Command::new(&exe)
-            .args(["--child", &index.to_string(), &keys.to_string()])
-            .env("MALLOC_MMAP_THRESHOLD_", "65536")
-            .env("MALLOC_ARENA_MAX", "1")
-            .output()
-            .expect("run the measuring child");
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let held: u64 = String::from_utf8(output.stdout)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let output = run_child(&["--child", &index.to_string(), &keys.to_string()], name);
+        let held: u64 = output.trim().parse().expect("the child prints a number");
         println!("{name:<16} {held:>13} {:>10.1}", held as f64 / keys as f64);
     }
 }

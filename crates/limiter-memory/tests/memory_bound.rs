@@ -8,7 +8,6 @@
 //! `MALLOC_MMAP_THRESHOLD_=65536` hands the tables outgrown on the way
 //! back to the system, so what is left is what the limiter holds.
 
-use std::process::Command;
 use std::time::Duration;
 
 use limiter_core::{ManualClock, Policies, Policy, Rate};
@@ -16,7 +15,7 @@ use limiter_memory::MemoryLimiter;
 
 #[path = "../examples/support/mod.rs"]
 mod support;
-use support::resident_bytes;
+use support::{resident_bytes, run_child};
 
 /// Keys at the cap.
 const MAX_KEYS: usize = 10_000;
@@ -79,21 +78,8 @@ fn main() {
     if resident_bytes().is_none() {
         panic!("memory_bound reads /proc/self/status: Linux only");
     }
-    let exe = std::env::current_exe().expect("own path");
     for (index, case) in CASES.iter().enumerate() {
-        let output = Command::new(&exe)
-            .args(["--child", &index.to_string()])
-            .env("MALLOC_MMAP_THRESHOLD_", "65536")
-            .env("MALLOC_ARENA_MAX", "1")
-            .output()
-            .expect("run the measuring child");
-        assert!(
-            output.status.success(),
-            "{}: {}",
-            case.name,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let stdout = String::from_utf8(output.stdout).unwrap();
+        let stdout = run_child(&["--child", &index.to_string()], case.name);
         let numbers: Vec<u64> = stdout
             .split_whitespace()
             .map(|n| n.parse().unwrap())
