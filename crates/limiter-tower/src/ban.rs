@@ -8,7 +8,7 @@ use std::fmt::{self, Write as _};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use limiter_core::{Clock, Error, Limiter, SystemClock};
+use limiter_core::{Clock, Error, KeyLimitReached, Limiter, SystemClock};
 use sha2::{Digest as _, Sha256};
 
 use crate::ip_key::from_text;
@@ -52,9 +52,12 @@ enum Store {
 }
 
 /// In-process bans: each key's end, in µs of `clock`, under the key's
-/// bytes (an address's key is not formatted to be looked up).
+/// bytes (an address's key is not formatted to be looked up); at most
+/// `max_bans` of them, so that clients who earn bans under ever new keys
+/// cannot grow the process.
 struct MemoryBans {
     clock: Arc<dyn Clock>,
+    max_bans: usize,
     bans: Mutex<Bans>,
 }
 
@@ -64,6 +67,18 @@ struct Bans {
     /// Expired bans are dropped when looked up, and all at once when the
     /// map has grown to this size since the last sweep.
     sweep_at: usize,
+    /// No ban held ends before this (µs): while it is ahead, a full map
+    /// has nothing to sweep, and a new key is refused without a scan.
+    first_end_us: u64,
+}
+
+impl Bans {
+    /// Drops the bans ended by `now`.
+    fn sweep(&mut self, now: u64) {
+        self.until_us.retain(|_, until| *until > now);
+        self.sweep_at = self.until_us.len() * 2;
+        self.first_end_us = self.until_us.values().copied().min().unwrap_or(u64::MAX);
+    }
 }
 
 /// The smallest map size worth a sweep.
@@ -74,19 +89,34 @@ impl MemoryBans {
         self.bans.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn ban(&self, key: &[u8], duration: Duration) {
+    /// Bans `key` until `duration` from now (a zero one lifts its ban). A
+    /// new key while `max_bans` bans are held, none of them ended, is
+    /// refused ([`KeyLimitReached`]); a key already banned is banned anew.
+    fn ban(&self, key: &[u8], duration: Duration) -> Result<(), Error> {
         let now = self.clock.now_us();
         let mut bans = self.lock();
         if duration.is_zero() {
             bans.until_us.remove(key);
-            return;
+            return Ok(());
         }
         let until = now.saturating_add(u64::try_from(duration.as_micros()).unwrap_or(u64::MAX));
-        bans.until_us.insert(key.to_owned(), until);
-        if bans.until_us.len() >= bans.sweep_at.max(MIN_SWEEP) {
-            bans.until_us.retain(|_, until| *until > now);
-            bans.sweep_at = bans.until_us.len() * 2;
+        if let Some(held) = bans.until_us.get_mut(key) {
+            *held = until;
+            bans.first_end_us = bans.first_end_us.min(until);
+            return Ok(());
         }
+        if bans.until_us.len() >= self.max_bans && bans.first_end_us <= now {
+            bans.sweep(now);
+        }
+        if bans.until_us.len() >= self.max_bans {
+            return Err(Error::from(KeyLimitReached::new(self.max_bans)));
+        }
+        bans.until_us.insert(key.to_owned(), until);
+        bans.first_end_us = bans.first_end_us.min(until);
+        if bans.until_us.len() >= bans.sweep_at.max(MIN_SWEEP) {
+            bans.sweep(now);
+        }
+        Ok(())
     }
 
     fn banned_for(&self, key: &[u8]) -> Option<Duration> {
@@ -160,20 +190,43 @@ pub struct BanList {
 }
 
 impl BanList {
+    /// The most bans [`memory`](Self::memory) holds: 100,000, as a
+    /// [`Config`](crate::Config) policy's default `max_keys`.
+    pub const DEFAULT_MAX_BANS: usize = 100_000;
+
     /// Bans kept in this process: they hold on this instance only, and
     /// are gone when it exits. A ban lasts its duration even if the wall
     /// clock is stepped meanwhile (NTP, a manual set): its time is the
     /// system clock's read once, advanced by the monotonic clock.
+    ///
+    /// At most [`DEFAULT_MAX_BANS`](Self::DEFAULT_MAX_BANS) bans are held,
+    /// each under at most 256 bytes of key: a new key's ban while that
+    /// many are in force is refused with [`Error::is_key_limit`], and the
+    /// bans in force stay (a key denied too often is then still denied
+    /// by the limiter, not banned).
     pub fn memory() -> Self {
-        Self::memory_with_clock(SteadyClock::new())
+        Self::memory_with_max_bans(Self::DEFAULT_MAX_BANS)
+    }
+
+    /// [`memory`](Self::memory) holding at most `max_bans` bans.
+    pub fn memory_with_max_bans(max_bans: usize) -> Self {
+        Self::memory_on(SteadyClock::new(), max_bans)
     }
 
     /// [`memory`](Self::memory) on `clock` (a
     /// [`ManualClock`](limiter_core::ManualClock) in tests).
     pub fn memory_with_clock(clock: impl Clock + 'static) -> Self {
+        Self::memory_on(clock, Self::DEFAULT_MAX_BANS)
+    }
+
+    fn memory_on(clock: impl Clock + 'static, max_bans: usize) -> Self {
         Self::of(Store::Memory(MemoryBans {
             clock: Arc::new(clock),
-            bans: Mutex::new(Bans::default()),
+            max_bans,
+            bans: Mutex::new(Bans {
+                first_end_us: u64::MAX,
+                ..Bans::default()
+            }),
         }))
     }
 
@@ -201,6 +254,12 @@ impl BanList {
     /// Bans `key` (its text form, `ip:203.0.113.7`) for `duration` (on
     /// Redis rounded up to a whole millisecond), replacing any ban it had;
     /// a zero `duration` lifts the ban.
+    ///
+    /// # Errors
+    ///
+    /// In process, a key not banned yet while the list holds its most
+    /// bans, none ended ([`Error::is_key_limit`]); on Redis, the
+    /// backend's failure.
     pub async fn ban(&self, key: &str, duration: Duration) -> Result<(), Error> {
         self.ban_key(&from_text(key), duration).await
     }
@@ -221,10 +280,7 @@ impl BanList {
     /// [`ban`](Self::ban) of `key` as the limiter is given it.
     pub(crate) async fn ban_key(&self, key: &[u8], duration: Duration) -> Result<(), Error> {
         match &*self.store {
-            Store::Memory(bans) => {
-                bans.ban(&ban_key(key), duration);
-                Ok(())
-            }
+            Store::Memory(bans) => bans.ban(&ban_key(key), duration),
             #[cfg(feature = "redis")]
             Store::Redis { backend, prefix } => {
                 if duration.is_zero() {
@@ -246,10 +302,7 @@ impl BanList {
     /// [`unban`](Self::unban) of `key` as the limiter is given it.
     pub(crate) async fn unban_key(&self, key: &[u8]) -> Result<(), Error> {
         match &*self.store {
-            Store::Memory(bans) => {
-                bans.ban(&ban_key(key), Duration::ZERO);
-                Ok(())
-            }
+            Store::Memory(bans) => bans.ban(&ban_key(key), Duration::ZERO),
             #[cfg(feature = "redis")]
             Store::Redis { backend, prefix } => {
                 backend
@@ -435,7 +488,7 @@ mod tests {
         let Store::Memory(memory) = &*bans.store else {
             unreachable!()
         };
-        memory.ban(b"a", Duration::from_millis(1_500));
+        memory.ban(b"a", Duration::from_millis(1_500)).unwrap();
         assert_eq!(
             bans.banned_for_now(b"a"),
             Some(Some(Duration::from_millis(1_500)))
@@ -449,11 +502,49 @@ mod tests {
         assert_eq!(bans.banned_for_now(b"a"), Some(None));
         // Many short bans never looked up again are swept by later bans.
         for i in 0..1_000 {
-            memory.ban(format!("k{i}").as_bytes(), Duration::from_secs(1));
+            memory
+                .ban(format!("k{i}").as_bytes(), Duration::from_secs(1))
+                .unwrap();
             clock.advance(Duration::from_millis(10));
         }
         assert!(memory.lock().until_us.len() <= 2 * 100 + MIN_SWEEP);
-        memory.ban(b"k999", Duration::ZERO);
+        memory.ban(b"k999", Duration::ZERO).unwrap();
         assert_eq!(bans.banned_for_now(b"k999"), Some(None));
+    }
+
+    #[test]
+    fn a_full_memory_list_refuses_new_keys_keeps_its_bans_and_frees_ended_ones() {
+        let clock = ManualClock::new(1_000_000);
+        let bans = BanList::memory_on(clock.clone(), 2);
+        let Store::Memory(memory) = &*bans.store else {
+            unreachable!()
+        };
+        memory.ban(b"a", Duration::from_secs(10)).unwrap();
+        memory.ban(b"b", Duration::from_secs(20)).unwrap();
+        let refused = memory.ban(b"c", Duration::from_secs(30)).unwrap_err();
+        assert!(refused.is_key_limit(), "{refused}");
+        assert_eq!(bans.banned_for_now(b"c"), Some(None));
+        // The bans in force stay, and can be renewed or lifted.
+        memory.ban(b"a", Duration::from_secs(15)).unwrap();
+        assert_eq!(
+            bans.banned_for_now(b"a"),
+            Some(Some(Duration::from_secs(15)))
+        );
+        assert_eq!(
+            bans.banned_for_now(b"b"),
+            Some(Some(Duration::from_secs(20)))
+        );
+        memory.ban(b"b", Duration::ZERO).unwrap();
+        memory.ban(b"c", Duration::from_secs(30)).unwrap();
+        assert!(memory.ban(b"d", Duration::from_secs(30)).is_err());
+        // An ended ban, never looked up again, makes room.
+        clock.advance(Duration::from_secs(15));
+        memory.ban(b"d", Duration::from_secs(30)).unwrap();
+        assert_eq!(memory.lock().until_us.len(), 2);
+        assert_eq!(bans.banned_for_now(b"a"), Some(None));
+        assert_eq!(
+            bans.banned_for_now(b"d"),
+            Some(Some(Duration::from_secs(30)))
+        );
     }
 }

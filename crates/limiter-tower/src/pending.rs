@@ -236,14 +236,15 @@ impl<C: Deref<Target = Settings>, R: Reply, K: Borrow<KeyBytes>> Pending<C, R, K
                         }
                     }
                     Ok(false) => {}
-                    // A key that may have earned a ban it did not get; at
+                    // A key that may have earned a ban it did not get (the
+                    // counter failing, or a full in-process ban list); at
                     // debug level, as a failed ban check: an outage would
                     // otherwise log one line per denial.
                     Err(e) => tracing::debug!(
                         target: "limiter_tower",
                         policy = config.observer.policy(),
                         error = %e.chain(),
-                        "counting a denial for the penalty failed"
+                        "counting a denial for the penalty, or its ban, failed"
                     ),
                 }
             }

@@ -53,7 +53,9 @@ impl Registry {
     /// penalty counts in process too), holding at most the policy's
     /// `max_keys` keys ([`Config::DEFAULT_MAX_KEYS`](crate::Config::DEFAULT_MAX_KEYS) by
     /// default) of at most `max_key_bytes` each, so clients' keys cost at
-    /// most its [`max_bytes`](limiter_memory::MemoryLimiter::max_bytes).
+    /// most its [`max_bytes`](limiter_memory::MemoryLimiter::max_bytes);
+    /// its ban list holds at most `max_keys` bans too, each under at most
+    /// 256 bytes of key (see [`BanList::memory`]).
     ///
     /// A new key while the limiter holds `max_keys` live keys is its one
     /// failure, answered by the policy's `on_failure` for that request
@@ -69,7 +71,9 @@ impl Registry {
             let limiter = bounds
                 .limiter(policy.policies.clone())
                 .on_failure(policy.on_failure.policy(|| None));
-            let bans = policy.bans.then(BanList::memory);
+            let bans = policy
+                .bans
+                .then(|| BanList::memory_with_max_bans(bounds.max_keys));
             let counter = policy
                 .penalty
                 .as_ref()

@@ -241,6 +241,32 @@ async fn a_key_denied_three_times_in_a_minute_is_banned() {
 }
 
 #[tokio::test]
+async fn a_key_denied_too_often_while_the_ban_list_is_full_is_still_denied() {
+    let clock = ManualClock::new(T0);
+    let bans = BanList::memory_with_max_bans(1);
+    bans.ban("ip:192.0.2.1", Duration::from_secs(3_600))
+        .await
+        .unwrap();
+    let denials = limiter(Backend::Memory, "sliding-log:3/1m", &clock).await;
+    let addr = serve(penalized(bans.clone(), denials, &clock).await).await;
+    let client = client();
+    let mut answers = Vec::new();
+    for _ in 0..5 {
+        answers.push(get(&client, addr).await);
+    }
+    let statuses: Vec<u16> = answers
+        .iter()
+        .map(|answer| answer.status.as_u16())
+        .collect();
+    // The third denial earns a ban the full list cannot hold: the key is
+    // denied by the limiter as before, and the ban in force stays.
+    assert_eq!(statuses, [200, 429, 429, 429, 429]);
+    assert!(answers[4].number("retry-after") <= 60, "{:?}", answers[4]);
+    assert_eq!(bans.banned_for(ME).await.unwrap(), None);
+    assert!(bans.banned_for("ip:192.0.2.1").await.unwrap().is_some());
+}
+
+#[tokio::test]
 async fn a_penalty_in_redis_counts_the_denials_of_every_instance() {
     let clock = ManualClock::new(T0);
     let prefix = fresh_prefix("penalty");

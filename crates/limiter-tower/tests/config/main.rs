@@ -249,6 +249,35 @@ async fn every_policy_inherits_the_defaults_and_may_override_each() {
     );
 }
 
+/// A policy's in-process ban list holds at most its `max_keys` bans: a
+/// client earning bans under ever new keys cannot grow the process.
+#[tokio::test]
+async fn a_policys_ban_list_in_memory_holds_at_most_max_keys_bans() {
+    let config = Config::from_toml(
+        "limits.toml",
+        r#"
+[policies.api]
+limits = ["sliding-log:10/1m"]
+key = "header:x-api-key"
+bans = true
+max_keys = 2
+"#,
+    )
+    .unwrap();
+    let registry = Registry::memory(&config);
+    let bans = registry.bans("api").expect("bans = true");
+    let hour = std::time::Duration::from_secs(3_600);
+    bans.ban("header:a", hour).await.unwrap();
+    bans.ban("header:b", hour).await.unwrap();
+    let refused = bans.ban("header:c", hour).await.unwrap_err();
+    assert!(refused.is_key_limit(), "{refused}");
+    assert_eq!(bans.banned_for("header:c").await.unwrap(), None);
+    // A ban in force is renewed; a lifted one makes room.
+    bans.ban("header:a", hour).await.unwrap();
+    bans.unban("header:b").await.unwrap();
+    bans.ban("header:c", hour).await.unwrap();
+}
+
 /// `allow_ips`, `allow_keys`, `penalty`, `ban_status` and `bans` from the
 /// file, on a real router: the allowlisted pass however often they come,
 /// a key denied too often is banned with the configured status, and a ban
