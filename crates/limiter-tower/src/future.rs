@@ -14,7 +14,7 @@ use tower::Service;
 use crate::body::RefusalBody;
 use crate::pending::Decide;
 use crate::rate_headers::RateHeaders;
-use crate::response::Verdict;
+use crate::response::{OwnAnswer, Verdict};
 
 pin_project! {
     /// The future of a [`LimiterService`](crate::LimiterService) call.
@@ -142,12 +142,16 @@ where
                 StateProj::Passing { fut } => return fut.poll(cx),
                 StateProj::Calling { fut, headers } => {
                     let mut response = ready!(fut.poll(cx))?;
-                    std::mem::take(headers).replace_inner(response.headers_mut());
+                    std::mem::take(headers).replace_inner(&mut response);
                     return Poll::Ready(Ok(response));
                 }
                 StateProj::Done { response } => {
-                    let response = response.take().expect("polled after completion");
-                    return Poll::Ready(Ok(response.map(ResB::refusal)));
+                    let mut response = response
+                        .take()
+                        .expect("polled after completion")
+                        .map(ResB::refusal);
+                    response.extensions_mut().insert(OwnAnswer);
+                    return Poll::Ready(Ok(response));
                 }
             };
             this.state.set(next);

@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{HeaderName, RETRY_AFTER};
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use limiter_core::{Algorithm, Decision, DecisionSource, Policies, Policy};
 
 use crate::headers::{
     HeaderStyle, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_DEGRADED, X_RATELIMIT_LIMIT,
     X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
+use crate::response::OwnAnswer;
 use crate::seconds::{ceil_secs, retry_after_secs};
 use crate::static_values::{fixed, small_number};
 
@@ -194,9 +195,12 @@ impl RateHeaders {
 
     /// [`insert_into`](Self::insert_into) the inner service's response,
     /// unless an inner layer's headers already there report as few units
-    /// remaining or fewer (or it refused the request): the answer that
-    /// binds stands, so stacked layers never show a 429 saying units are
-    /// left. Where these replace an inner layer's, every rate-limit header
+    /// remaining or fewer (or it refused the request: a `Retry-After` on
+    /// a 429 or on a limiter-tower layer's own answer, [`OwnAnswer`]):
+    /// the answer that binds stands, so stacked layers never show a 429
+    /// saying units are left. Another `Retry-After` (a 503 for
+    /// maintenance, a 202's polling hint) is the service's, and these
+    /// headers go beside it. Where these replace an inner layer's, every rate-limit header
     /// of the inner one goes, its degraded marker too (a marker describes
     /// the numbers beside it), but for its `RateLimit-Policy` items:
     /// every policy that applied to the request stays listed there,
@@ -204,8 +208,11 @@ impl RateHeaders {
     /// map, as they are. Called only when [`is_empty`](Self::is_empty) is
     /// false: the caller checks first, so that nothing is moved for a
     /// response without headers.
-    pub(crate) fn replace_inner(self, headers: &mut HeaderMap) {
+    pub(crate) fn replace_inner<B>(self, response: &mut Response<B>) {
         let Some(ours) = self.headers else { return };
+        let refused = response.status() == StatusCode::TOO_MANY_REQUESTS
+            || response.extensions().get::<OwnAnswer>().is_some();
+        let headers = response.headers_mut();
         if headers.is_empty() {
             *headers = ours;
             return;
@@ -218,7 +225,10 @@ impl RateHeaders {
                 || name == RATELIMIT
                 || name == X_RATELIMIT_DEGRADED
         });
-        if let Some(theirs) = inner_wrote.then(|| inner_remaining(headers)).flatten() {
+        if let Some(theirs) = inner_wrote
+            .then(|| inner_remaining(headers, refused))
+            .flatten()
+        {
             if theirs <= self.remaining.unwrap_or(u64::MAX) {
                 if let Some(policy) = ours.get(RATELIMIT_POLICY) {
                     list_policies(headers, policy);
@@ -288,10 +298,11 @@ fn list_policies(headers: &mut HeaderMap, more: &HeaderValue) {
 
 /// What an inner layer's headers on a response report remaining: its
 /// `X-RateLimit-Remaining`, or the `r` of its `RateLimit`; 0 for a
-/// refusal that reports no count (`Retry-After` alone); `u64::MAX` for a
-/// degraded admission (its marker alone: nothing counted, so any count
-/// binds more); `None` when no layer wrote any.
-fn inner_remaining(headers: &HeaderMap) -> Option<u64> {
+/// refusal that reports no count (`Retry-After` alone on a response
+/// `refused`); `u64::MAX` for a degraded admission (its marker alone:
+/// nothing counted, so any count binds more); `None` when no layer wrote
+/// any.
+fn inner_remaining(headers: &HeaderMap, refused: bool) -> Option<u64> {
     if let Some(remaining) = headers.get(X_RATELIMIT_REMAINING) {
         return Some(decimal(remaining.as_bytes()).unwrap_or(0));
     }
@@ -302,7 +313,7 @@ fn inner_remaining(headers: &HeaderMap) -> Option<u64> {
             .find_map(|param| param.trim_ascii().strip_prefix(b"r="));
         return Some(r.and_then(decimal).unwrap_or(0));
     }
-    if headers.contains_key(RETRY_AFTER) {
+    if refused && headers.contains_key(RETRY_AFTER) {
         return Some(0);
     }
     headers

@@ -81,6 +81,67 @@ async fn stacked_layers_show_the_numbers_of_the_one_that_binds() {
     assert_eq!(second.header("x-ratelimit-degraded"), None);
 }
 
+/// A `Retry-After` a service sends itself (a 503 for maintenance) is not
+/// a refusal: the layer's headers go beside it. One on a limiter-tower
+/// layer's own answer (a ban's 403 without rate-limit headers) or on a
+/// 429 is, and an outer layer then says no units are left by adding none.
+#[tokio::test]
+async fn only_a_refusals_retry_after_keeps_an_outer_layers_headers_off() {
+    let clock = ManualClock::new(T0);
+    let bans = limiter_tower::ban::BanList::memory();
+    let maintenance = || async {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [("retry-after", "120")],
+            "down for maintenance",
+        )
+    };
+    let router = Router::new()
+        .route("/maintenance", routing::get(maintenance))
+        .route(
+            "/banned",
+            routing::get(|| async { "ok" }).route_layer(
+                LimiterLayer::new(memory("sliding-log:100/10s", &clock))
+                    .headers(HeaderStyle::None)
+                    .bans(bans.clone()),
+            ),
+        )
+        .route(
+            "/limited",
+            routing::get(|| async { "ok" }).route_layer(
+                LimiterLayer::new(memory("sliding-log:1/10s", &clock)).headers(HeaderStyle::None),
+            ),
+        )
+        .layer(LimiterLayer::new(memory("sliding-log:10/10s", &clock)));
+    let addr = serve_router(router).await;
+    let client = client();
+
+    let down = get_path(&client, addr, "/maintenance", &[]).await;
+    assert_eq!(down.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(down.number("retry-after"), 120);
+    assert_eq!(down.number("x-ratelimit-remaining"), 9, "{down:?}");
+    assert!(down.header("ratelimit").unwrap().contains(";r=9;"));
+
+    bans.ban("ip:127.0.0.1", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let banned = get_path(&client, addr, "/banned", &[]).await;
+    assert_eq!(banned.status, StatusCode::FORBIDDEN);
+    assert_eq!(banned.number("retry-after"), 60);
+    assert_eq!(banned.header("x-ratelimit-remaining"), None, "{banned:?}");
+    assert_eq!(banned.header("ratelimit"), None);
+    bans.unban("ip:127.0.0.1").await.unwrap();
+
+    assert_eq!(
+        get_path(&client, addr, "/limited", &[]).await.status,
+        StatusCode::OK
+    );
+    let limited = get_path(&client, addr, "/limited", &[]).await;
+    assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(limited.number("retry-after"), 10);
+    assert_eq!(limited.header("x-ratelimit-remaining"), None, "{limited:?}");
+}
+
 /// A per-address default over a per-user limit on one route: every
 /// response's `RateLimit-Policy` lists both (each once), `RateLimit` and
 /// the legacy headers are the binding one's, admitted or refused.
