@@ -4,7 +4,7 @@
 use std::io::{self, BufRead};
 
 use super::error::{row_error, TraceError};
-use super::record::{split_record, strip_line_ending, Record, Split};
+use super::record::{split_record, strip_line_ending, Record, RecordEnd, Split};
 use super::request::{TraceRequest, WrittenNumbers};
 
 /// The longest record read, in bytes (64 KiB), its line ending excluded; a
@@ -94,13 +94,10 @@ impl<R: BufRead> TraceReader<R> {
 
     /// Skips what is left of a record over the limit, so that the next
     /// read starts at the next record, not inside this one: up to the line
-    /// break outside quotes. `quoted`: whether the bytes kept so far leave
-    /// a quote open; `line_done`: whether the kept bytes ended their line.
-    /// Lines begun meanwhile are counted.
-    fn skip_rest_of_record(&mut self, mut quoted: bool, line_done: bool) -> io::Result<()> {
-        if line_done && !quoted {
-            return Ok(());
-        }
+    /// break outside quotes. `end`: where the bytes kept so far leave the
+    /// record, which they have not ended; `line_done`: whether the kept
+    /// bytes ended their line. Lines begun meanwhile are counted.
+    fn skip_rest_of_record(&mut self, mut end: RecordEnd, line_done: bool) -> io::Result<()> {
         let mut starting_line = line_done;
         loop {
             let available = match self.input.fill_buf() {
@@ -117,15 +114,11 @@ impl<R: BufRead> TraceReader<R> {
                 if std::mem::take(&mut starting_line) {
                     self.line += 1;
                 }
-                match byte {
-                    b'"' => quoted = !quoted,
-                    b'\n' if !quoted => {
-                        ended = true;
-                        break;
-                    }
-                    b'\n' => starting_line = true,
-                    _ => {}
+                if end.ends_record(byte) {
+                    ended = true;
+                    break;
                 }
+                starting_line = byte == b'\n';
             }
             self.input.consume(used);
             if ended {
@@ -162,11 +155,14 @@ impl<R: BufRead> TraceReader<R> {
                     }
                     let content = strip_line_ending(&self.buffer).len();
                     if cut || content > MAX_RECORD_BYTES {
-                        let quoted = self.buffer.iter().filter(|&&b| b == b'"').count() % 2 == 1;
+                        let mut end = RecordEnd::default();
+                        let ended = self.buffer.iter().any(|&byte| end.ends_record(byte));
                         let line_done = !cut && self.buffer.ends_with(b"\n");
-                        if let Err(e) = self.skip_rest_of_record(quoted, line_done) {
-                            self.failed = true;
-                            return Some((first_line, Err(TraceError::Io(e))));
+                        if !ended {
+                            if let Err(e) = self.skip_rest_of_record(end, line_done) {
+                                self.failed = true;
+                                return Some((first_line, Err(TraceError::Io(e))));
+                            }
                         }
                         let error = row_error(
                             first_line,
@@ -419,6 +415,32 @@ mod tests {
             // Numbered as the file numbers its lines.
             let lines = if cut { 6 } else { 8 };
             assert_eq!(reader.line, lines, "cut: {cut}");
+        }
+    }
+
+    /// A `"` that does not begin a field is a plain byte, or text after a
+    /// closing quote, in a record over the limit as in any other: it opens
+    /// no quoted field, so the rows after it are read, numbered as the file
+    /// numbers its lines.
+    #[test]
+    fn a_stray_quote_in_a_row_over_the_limit_does_not_swallow_the_rows_after_it() {
+        assert_eq!(keys(b"t_us,key,cost\n1,a\"b,1\n2,c,1\n"), ["a\"b", "c"]);
+        for stray in [&b"a\""[..], b"\"a\"b\""] {
+            // Cut at the limit within the line, and read whole one byte over it.
+            for long in [MAX_RECORD_BYTES + 10, MAX_RECORD_BYTES - 3 - stray.len()] {
+                let mut trace = b"t_us,key,cost\n1,".to_vec();
+                trace.extend_from_slice(stray);
+                trace.extend(std::iter::repeat_n(b'k', long));
+                trace.extend_from_slice(b",1\n2,b,1\n3,c,1\nx,d,1\n");
+                let mut reader = TraceReader::new(&trace[..]);
+                let error = reader.next().unwrap().unwrap_err().to_string();
+                assert!(error.starts_with("line 2, field row: longer"), "{error}");
+                assert_eq!(reader.next().unwrap().unwrap().key, "b");
+                assert_eq!(reader.next().unwrap().unwrap().key, "c");
+                let error = reader.next().unwrap().unwrap_err().to_string();
+                assert!(error.starts_with("line 5, field t_us"), "{error}");
+                assert!(reader.next().is_none());
+            }
         }
     }
 
