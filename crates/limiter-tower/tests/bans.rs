@@ -259,7 +259,7 @@ async fn a_key_denied_too_often_while_the_ban_list_is_full_is_still_denied() {
         .map(|answer| answer.status.as_u16())
         .collect();
     // The third denial earns a ban the full list cannot hold: the key is
-    // denied by the limiter as before, and the ban in force stays.
+    // denied by the limiter alone, and the ban in force stays.
     assert_eq!(statuses, [200, 429, 429, 429, 429]);
     assert!(answers[4].number("retry-after") <= 60, "{:?}", answers[4]);
     assert_eq!(bans.banned_for(ME).await.unwrap(), None);
