@@ -3,6 +3,8 @@
 
 use std::task::Waker;
 
+use limiter_core::Clock;
+
 use crate::key_lease::KeyLease;
 use crate::leases::Leases;
 
@@ -12,14 +14,17 @@ use crate::leases::Leases;
 pub(crate) struct InFlight<'a> {
     leases: &'a Leases,
     key: &'a [u8],
+    /// The time of the settle: a key it leaves idle makes room from then.
+    clock: &'a dyn Clock,
     settled: bool,
 }
 
 impl<'a> InFlight<'a> {
-    pub(crate) fn new(leases: &'a Leases, key: &'a [u8]) -> Self {
+    pub(crate) fn new(leases: &'a Leases, key: &'a [u8], clock: &'a dyn Clock) -> Self {
         Self {
             leases,
             key,
+            clock,
             settled: false,
         }
     }
@@ -38,10 +43,17 @@ impl<'a> InFlight<'a> {
     /// lock; then wakes the requests that waited for it.
     pub(crate) fn finish(&mut self, f: impl FnOnce(&mut KeyLease)) {
         self.settled = true;
-        let waiting = self.leases.with(self.key, |lease| {
+        self.settle(|lease| {
             f(lease);
             lease.settled()
         });
+    }
+
+    /// Runs `settle` on the key's leases, which settles the request and
+    /// answers the requests that waited for it; then wakes them.
+    fn settle(&self, settle: impl FnOnce(&mut KeyLease) -> Vec<Waker>) {
+        let now_us = self.clock.now_us();
+        let waiting = self.leases.with_at(self.key, now_us, settle);
         waiting.into_iter().flatten().for_each(Waker::wake);
     }
 }
@@ -49,8 +61,7 @@ impl<'a> InFlight<'a> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         if !self.settled {
-            let waiting = self.leases.with(self.key, KeyLease::settled);
-            waiting.into_iter().flatten().for_each(Waker::wake);
+            self.settle(KeyLease::settled);
         }
     }
 }

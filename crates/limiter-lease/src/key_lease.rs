@@ -270,11 +270,13 @@ impl KeyLease {
     }
 
     /// Whether nothing is in hand or in flight: the key may be dropped.
+    /// Read after every change to a key, so the older lease is read first,
+    /// from the packed line: the newer holds units only while it does.
+    #[inline]
     pub(crate) fn is_idle(&self, now_us: u64) -> bool {
         !self.has(IN_FLIGHT)
-            && [self.older(), self.newer()]
-                .iter()
-                .all(|batch| batch.units == 0 || batch.expires_us <= now_us)
+            && (self.units == 0 || self.expires_us <= now_us)
+            && (self.newer_units == 0 || self.cold.newer_expires_us <= now_us)
     }
 
     /// When the key becomes idle at the latest, if nothing else happens.

@@ -309,7 +309,7 @@ impl<L: Limiter> Leased<L> {
     /// denial to the key's `remaining`, then to `cost` (docs/spec.md
     /// section 8.1); the request's answer is the last lease decision.
     async fn fetch(&self, key: &[u8], cost: u64, mut size: u64) -> Result<Decision, Error> {
-        let mut pending = InFlight::new(&self.leases, key);
+        let mut pending = InFlight::new(&self.leases, key, &*self.clock);
         let mut shrunk = false;
         loop {
             let sent_us = self.clock.now_us();
@@ -357,7 +357,7 @@ impl<L: Limiter> Leased<L> {
     /// Fetches a lease of `size` ahead of need; a denial or a failure
     /// leaves the next request to ask (and to meet the failure).
     async fn refill(&self, key: &[u8], size: u64) {
-        let mut pending = InFlight::new(&self.leases, key);
+        let mut pending = InFlight::new(&self.leases, key, &*self.clock);
         let sent_us = self.clock.now_us();
         if let Ok(set) = self.inner.acquire(key, size).await {
             let decision = set.clone();

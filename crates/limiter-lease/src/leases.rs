@@ -47,7 +47,8 @@ struct Entry {
 struct Shard {
     keys: HashTable<Entry>,
     /// No key of the shard can be idle before then: a full shard is not
-    /// swept again until it.
+    /// swept again until it. A sweep sets it to when its keys' leases
+    /// lapse at the latest; a key that goes idle sooner lowers it.
     no_sweep_before_us: u64,
 }
 
@@ -79,16 +80,17 @@ impl Leases {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs `f` on `key`'s leases, if held.
+    /// Runs `f` on `key`'s leases, if held: for a read, or a change that
+    /// leaves no key idle ([`with_at`](Self::with_at) notes one that may).
     pub(crate) fn with<R>(&self, key: &[u8], f: impl FnOnce(&mut KeyLease) -> R) -> Option<R> {
         let (hash, mut shard) = self.shard(key);
         shard.lease(hash, key).map(f)
     }
 
-    /// Runs `f` on `key`'s leases, if held, after dropping those that
-    /// lapsed by `now_us`.
+    /// Runs `f` on `key`'s leases, if held, at `now_us`: if `f` leaves the
+    /// key idle, its shard may be swept from then.
     #[inline]
-    pub(crate) fn with_live<R>(
+    pub(crate) fn with_at<R>(
         &self,
         key: &[u8],
         now_us: u64,
@@ -96,8 +98,26 @@ impl Leases {
     ) -> Option<R> {
         let (hash, mut shard) = self.shard(key);
         let lease = shard.lease(hash, key)?;
-        self.lapse(lease.expire(now_us));
-        Some(f(lease))
+        let answer = f(lease);
+        if lease.is_idle(now_us) {
+            shard.went_idle(now_us);
+        }
+        Some(answer)
+    }
+
+    /// [`with_at`](Self::with_at), after dropping the leases that lapsed
+    /// by `now_us`.
+    #[inline]
+    pub(crate) fn with_live<R>(
+        &self,
+        key: &[u8],
+        now_us: u64,
+        f: impl FnOnce(&mut KeyLease) -> R,
+    ) -> Option<R> {
+        self.with_at(key, now_us, |lease| {
+            self.lapse(lease.expire(now_us));
+            f(lease)
+        })
     }
 
     /// Counts `units` given up unused.
@@ -112,11 +132,10 @@ impl Leases {
         self.lapsed.load(Ordering::Relaxed)
     }
 
-    /// Runs `f` on `key`'s leases (after dropping those that lapsed by
-    /// `now_us`), adding the key if there is room: when `max_keys` are held
-    /// (or the key's shard is at its most), the key's shard drops its idle
-    /// keys, then, if still needed, the other shards whose lock is free
-    /// drop theirs. `None` when there is no room.
+    /// [`with_live`](Self::with_live), adding the key if there is room:
+    /// when `max_keys` are held (or the key's shard is at its most), the
+    /// key's shard drops its idle keys, then, if still needed, the other
+    /// shards whose lock is free drop theirs. `None` when there is no room.
     pub(crate) fn with_new<R>(
         &self,
         key: &[u8],
@@ -126,7 +145,11 @@ impl Leases {
         let (hash, mut shard) = self.shard(key);
         if let Some(lease) = shard.lease(hash, key) {
             self.lapse(lease.expire(now_us));
-            return Some(f(lease));
+            let answer = f(lease);
+            if lease.is_idle(now_us) {
+                shard.went_idle(now_us);
+            }
+            return Some(answer);
         }
         if !(shard.keys.len() < self.per_shard && self.reserve()) {
             self.sweep(&mut shard, now_us);
@@ -140,15 +163,21 @@ impl Leases {
                 }
             }
         }
-        // A new key may be idle at once.
-        shard.no_sweep_before_us = shard.no_sweep_before_us.min(now_us);
         let entry = Entry {
             key: Key::new(key),
             lease: KeyLease::new(),
         };
         let rehash = |entry: &Entry| self.hasher.hash_one(entry.key.bytes());
-        let mut slot = shard.keys.insert_unique(hash, entry, rehash);
-        Some(f(&mut slot.get_mut().lease))
+        let lease = &mut shard
+            .keys
+            .insert_unique(hash, entry, rehash)
+            .into_mut()
+            .lease;
+        let answer = f(lease);
+        if lease.is_idle(now_us) {
+            shard.went_idle(now_us);
+        }
+        Some(answer)
     }
 
     /// Counts one more key held, if fewer than `max_keys` are.
@@ -199,14 +228,21 @@ impl Leases {
             .iter()
             .map(|shard| {
                 let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
-                shard
+                let mut idle = false;
+                let released = shard
                     .keys
                     .iter_mut()
                     .map(|Entry { lease, .. }| {
                         self.lapse(lease.expire(now_us));
-                        lease.release()
+                        let released = lease.release();
+                        idle |= lease.is_idle(now_us);
+                        released
                     })
-                    .sum::<u64>()
+                    .sum::<u64>();
+                if idle {
+                    shard.went_idle(now_us);
+                }
+                released
             })
             .sum();
         self.lapse(released);
@@ -242,6 +278,14 @@ impl Shard {
         self.keys
             .find_mut(hash, |entry| entry.key.is(key))
             .map(|entry| &mut entry.lease)
+    }
+
+    /// A key of the shard is idle at `now_us`: the shard may be swept from
+    /// then. Besides its leases lapsing, a key goes idle when its last
+    /// units are taken or given up, or when its lease request settles with
+    /// none, at no time a sweep can foresee.
+    fn went_idle(&mut self, now_us: u64) {
+        self.no_sweep_before_us = self.no_sweep_before_us.min(now_us);
     }
 
     /// Drops the idle keys, unless none can be idle yet; returns how many
@@ -331,6 +375,24 @@ mod tests {
             5 * SHARDS as u64,
             "every lease lapsed unused"
         );
+    }
+
+    #[test]
+    fn a_key_left_idle_before_its_leases_lapse_makes_room_at_once() {
+        let leases = Leases::new(1, 1_000);
+        let room_for =
+            |key: &str, now_us| leases.with_new(key.as_bytes(), now_us, |_| ()).is_some();
+        leases.with_new(b"held", 0, |lease| hold(lease, 5, 500));
+        assert!(!room_for("other", 0), "a live lease is never dropped");
+        // Its units given up, long before they lapse.
+        leases.with_at(b"held", 10, KeyLease::release);
+        assert!(room_for("other", 10));
+        // A lease request in flight, then settled without units.
+        leases.with_new(b"asking", 20, |lease| lease.ask(1, 20, &SIZING));
+        assert!(!room_for("third", 20), "a lease in flight is never dropped");
+        leases.with_at(b"asking", 30, |lease| lease.settled());
+        assert!(room_for("third", 30));
+        assert_eq!(leases.len(), 1);
     }
 
     #[test]

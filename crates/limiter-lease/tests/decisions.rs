@@ -244,6 +244,37 @@ async fn keys_beyond_the_cap_are_decided_by_the_global_limiter() {
     assert_eq!(counted, 200 + leased_units);
 }
 
+/// docs/spec.md 8.1: a key beyond the most keys is sent to the global
+/// limiter only while none of the keys held is idle; a key is idle once
+/// it holds nothing and has nothing in flight, its lease used up long
+/// before it lapses.
+#[tokio::test]
+async fn a_key_that_used_up_its_lease_makes_room_for_another() {
+    let clock = ManualClock::new(0);
+    let limiter = leased(global("sliding-log:10/1h", &clock), &clock)
+        .min_lease(10)
+        .max_lease(10)
+        .refill_percent(0)
+        .max_keys(1)
+        .build();
+    // `a` leases the whole limit of 10.
+    limiter.acquire(b"a", 1).await.unwrap();
+    assert_eq!(limiter.held(b"a"), 9);
+    // `b` finds the one slot taken by a live lease: decided exactly.
+    let b = limiter.acquire(b"b", 1).await.unwrap();
+    assert_eq!(b.source, DecisionSource::Backend);
+    assert_eq!(limiter.held(b"b"), 0);
+    // `a` uses its 9 units; the key has nothing left to lease ahead.
+    for _ in 0..9 {
+        let d = limiter.acquire(b"a", 1).await.unwrap();
+        assert_eq!(d.source, DecisionSource::Lease);
+    }
+    assert_eq!(limiter.held(b"a"), 0);
+    // `c` takes the idle key's place, and leases.
+    limiter.acquire(b"c", 1).await.unwrap();
+    assert_eq!(limiter.held(b"c"), 9, "`c` was decided exactly");
+}
+
 /// The cause of a [`Switch`] that is down.
 #[derive(Debug)]
 struct Down;
