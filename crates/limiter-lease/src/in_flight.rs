@@ -40,28 +40,28 @@ impl<'a> InFlight<'a> {
     }
 
     /// Runs `f` on the key's leases and settles the request, under one
-    /// lock; then wakes the requests that waited for it.
-    pub(crate) fn finish(&mut self, f: impl FnOnce(&mut KeyLease)) {
+    /// lock; then wakes the requests that waited for it. Answers `f`'s
+    /// answer, if the key is held.
+    pub(crate) fn finish<R>(&mut self, f: impl FnOnce(&mut KeyLease) -> R) -> Option<R> {
         self.settled = true;
-        self.settle(|lease| {
-            f(lease);
-            lease.settled()
-        });
+        self.settle(|lease| (f(lease), lease.settled()))
     }
 
     /// Runs `settle` on the key's leases, which settles the request and
-    /// answers the requests that waited for it; then wakes them.
-    fn settle(&self, settle: impl FnOnce(&mut KeyLease) -> Vec<Waker>) {
+    /// answers the requests that waited for it; then wakes them. Answers
+    /// the rest of `settle`'s answer, if the key is held.
+    fn settle<R>(&self, settle: impl FnOnce(&mut KeyLease) -> (R, Vec<Waker>)) -> Option<R> {
         let now_us = self.clock.now_us();
-        let waiting = self.leases.with_at(self.key, now_us, settle);
-        waiting.into_iter().flatten().for_each(Waker::wake);
+        let (answer, waiting) = self.leases.with_at(self.key, now_us, settle)?;
+        waiting.into_iter().for_each(Waker::wake);
+        Some(answer)
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         if !self.settled {
-            self.settle(KeyLease::settled);
+            self.settle(|lease| ((), lease.settled()));
         }
     }
 }

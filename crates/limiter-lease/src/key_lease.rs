@@ -94,8 +94,8 @@ pub(crate) struct KeyLease {
     used: u32,
     /// The last grant's `bound_by`.
     bound_by: u8,
-    /// [`IN_FLIGHT`], [`HAS_GRANT`], [`HAS_SINCE`], [`DEGRADED`] and
-    /// [`OWN_LIMIT`].
+    /// [`IN_FLIGHT`], [`HAS_GRANT`], [`HAS_SINCE`], [`DEGRADED`],
+    /// [`OWN_LIMIT`] and [`LAPSING`].
     flags: u8,
     cold: Box<Cold>,
 }
@@ -112,6 +112,11 @@ const DEGRADED: u8 = 1 << 3;
 /// The last grant's `limit` is not its part's max cost: `grant_limit`
 /// holds it.
 const OWN_LIMIT: u8 = 1 << 4;
+/// The units were given up (`reset`, `release`) while a lease request was
+/// in flight: its lease, counted before, lapses when it arrives
+/// (docs/spec.md section 8.3: the units held, the lease in flight
+/// included, are dropped).
+const LAPSING: u8 = 1 << 5;
 
 /// The part of a key's leases that a decision from the units in hand does
 /// not read, a leaky bucket's departure time aside.
@@ -475,15 +480,20 @@ impl KeyLease {
 
     /// The lease in flight was granted: `batch` is in hand (nothing if it
     /// has no units left), reported as `grant`; `part_limits` holds each
-    /// part's max cost.
+    /// part's max cost. Answers the units that lapse instead: all of
+    /// `batch`'s if the key's units were given up while it was in flight
+    /// (nothing of that lease is kept: its numbers are of the key before).
     pub(crate) fn granted(
         &mut self,
         batch: Batch,
         grant: Grant,
         remaining: u64,
         part_limits: &[u64],
-    ) {
+    ) -> u64 {
         self.set(IN_FLIGHT, false);
+        if self.has(LAPSING) {
+            return u64::from(batch.units);
+        }
         self.cold.remaining = packed(remaining);
         let own_limit = part_limits.get(usize::from(grant.bound_by)) != Some(&grant.limit);
         self.set(HAS_GRANT, true);
@@ -492,7 +502,7 @@ impl KeyLease {
         self.bound_by = grant.bound_by;
         self.reset_at_us = grant.reset_at_us;
         if batch.units == 0 {
-            return;
+            return 0;
         }
         if self.units == 0 {
             self.set_older(batch);
@@ -511,6 +521,7 @@ impl KeyLease {
             });
             self.set_newer(batch);
         }
+        0
     }
 
     /// The lease in flight was denied, with the key's global `remaining`.
@@ -535,17 +546,24 @@ impl KeyLease {
 
     /// The lease in flight was denied and is asked again, smaller: the
     /// requests that claimed its units stop waiting (none claims more), so
-    /// that none waits longer than one round trip. Answers them, to wake.
+    /// that none waits longer than one round trip; the lease asked again is
+    /// sent after any giving up of units, so it is kept. Answers them, to
+    /// wake.
     #[must_use = "the requests waiting for the lease are to be woken"]
     pub(crate) fn unclaimed(&mut self) -> Vec<Waker> {
+        self.set(LAPSING, false);
         self.cold.settles = self.cold.settles.wrapping_add(1);
         self.cold.spare = 0;
         self.cold.waiting = 0;
         std::mem::take(&mut self.cold.waiters)
     }
 
-    /// Gives up every unit in hand; returns how many.
+    /// Gives up every unit in hand, and the lease in flight's, which lapse
+    /// when it arrives ([`LAPSING`]); returns the units in hand.
     pub(crate) fn release(&mut self) -> u64 {
+        if self.has(IN_FLIGHT) {
+            self.set(LAPSING, true);
+        }
         let held = self.held();
         self.set_older(Batch::default());
         self.set_newer(Batch::default());
@@ -663,6 +681,25 @@ mod tests {
         key.degraded(5_000);
         assert!(!key.wants_refill(0, 4_999));
         assert_eq!(key.ask(1, 4_999, &SIZING), None);
+    }
+
+    #[test]
+    fn a_lease_in_flight_when_the_units_are_given_up_lapses_on_arrival() {
+        let mut key = KeyLease::new();
+        key.ask(1, 0, &SIZING);
+        key.granted(batch(4, 1_000), grant(), 50, LIMITS);
+        key.ask(1, 0, &SIZING);
+        assert_eq!(key.release(), 4, "the units in hand");
+        assert_eq!(key.granted(batch(9, 1_000), grant(), 40, LIMITS), 9);
+        assert!(key.settled().is_empty(), "no request waited");
+        assert_eq!(key.held(), 0);
+        // Given up, then denied and asked again: the lease asked again is
+        // sent after, and kept.
+        key.ask(1, 0, &SIZING);
+        key.release();
+        assert!(key.unclaimed().is_empty(), "no request waited");
+        assert_eq!(key.granted(batch(3, 1_000), grant(), 30, LIMITS), 0);
+        assert_eq!(key.held(), 3);
     }
 
     #[test]

@@ -217,14 +217,15 @@ impl<L: Limiter> Leased<L> {
     }
 
     /// Units this instance leased and never used: lapsed with their lease,
-    /// given up by [`release`](Self::release) or by
-    /// [`reset`](Limiter::reset). The global limiter counted them (the
+    /// or given up, in hand or in flight, by [`release`](Self::release) or
+    /// by [`reset`](Limiter::reset). The global limiter counted them (the
     /// under-admission of docs/spec.md section 8.3).
     pub fn lapsed(&self) -> u64 {
         self.leases.lapsed()
     }
 
-    /// Gives up every unit in hand, for a shutdown: returns how many.
+    /// Gives up every unit in hand, for a shutdown: returns how many. The
+    /// units of a lease in flight lapse when it arrives.
     ///
     /// No backend has a refund (docs/spec.md section 8.3), so the units
     /// lapse: the global limiter keeps them counted until its policy lets
@@ -364,7 +365,9 @@ impl<L: Limiter> Leased<L> {
             match (is_counted(decision.source), decision.allowed) {
                 (false, _) => self.degraded(&mut pending),
                 (true, true) => self.settle(&mut pending, sent_us, size, 0, &set),
-                (true, false) => pending.finish(|lease| lease.denied(decision.remaining)),
+                (true, false) => {
+                    pending.finish(|lease| lease.denied(decision.remaining));
+                }
             }
         }
     }
@@ -377,7 +380,8 @@ impl<L: Limiter> Leased<L> {
     }
 
     /// Puts a granted lease of `size`, sent at `sent_us`, in hand, less the
-    /// `cost` of the request that fetched it.
+    /// `cost` of the request that fetched it; counts its units lapsed if
+    /// the key's units were given up while it was in flight.
     fn settle(
         &self,
         pending: &mut InFlight<'_>,
@@ -399,9 +403,9 @@ impl<L: Limiter> Leased<L> {
             bound_by: decision.bound_by,
             reset_at_us: sent_us.saturating_add(micros(decision.reset_after)),
         };
-        pending.finish(|lease| {
-            lease.granted(batch, grant, decision.remaining, &self.part_limits);
-        });
+        let lapsed = pending
+            .finish(|lease| lease.granted(batch, grant, decision.remaining, &self.part_limits));
+        self.leases.lapse(lapsed.unwrap_or(0));
     }
 
     /// When a lease sent at `sent_us` lapses: a lifetime after it was sent,
@@ -550,11 +554,14 @@ impl<L: Limiter> Limiter for Leased<L> {
         }
     }
 
-    /// Gives up the key's units in hand (they lapse) and resets it on the
-    /// wrapped limiter.
+    /// Resets the key on the wrapped limiter, then gives up the key's
+    /// units in hand and those of its lease in flight (they lapse), whatever
+    /// the reset's answer: once the reset returns, the key uses only leases
+    /// sent after it, which the global limiter counts on the fresh key.
     async fn reset(&self, key: &[u8]) -> Result<(), Error> {
+        let reset = self.inner.reset(key).await;
         self.leases.release_key(key, self.clock.now_us());
-        self.inner.reset(key).await
+        reset
     }
 
     /// `Some` when the units in hand cover the request and leave no lease

@@ -121,7 +121,7 @@ impl Leases {
     }
 
     /// Counts `units` given up unused.
-    fn lapse(&self, units: u64) {
+    pub(crate) fn lapse(&self, units: u64) {
         if units > 0 {
             self.lapsed.fetch_add(units, Ordering::Relaxed);
         }
@@ -212,16 +212,18 @@ impl Leases {
         }
     }
 
-    /// Gives up `key`'s units in hand; returns them. The key stays, so
-    /// that a lease in flight settles on it.
+    /// Gives up `key`'s units in hand, and those of its lease in flight
+    /// when it arrives; returns the units in hand. The key stays, so that
+    /// a lease in flight settles on it.
     pub(crate) fn release_key(&self, key: &[u8], now_us: u64) -> u64 {
         let released = self.with_live(key, now_us, KeyLease::release).unwrap_or(0);
         self.lapse(released);
         released
     }
 
-    /// Gives up every unit in hand, keeping what sizes the next leases;
-    /// returns the units given up.
+    /// Gives up every unit in hand, and those of the leases in flight when
+    /// they arrive, keeping what sizes the next leases; returns the units
+    /// in hand given up.
     pub(crate) fn release(&self, now_us: u64) -> u64 {
         let released = self
             .shards

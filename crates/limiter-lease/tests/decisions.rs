@@ -374,7 +374,8 @@ async fn leases_in_hand_serve_through_an_outage_then_the_failure_policy_answers(
     assert!(limiter.held(KEY.as_bytes()) > 0);
 }
 
-/// The memory backend behind a gate: calls wait while it is shut.
+/// The memory backend behind a gate: a call is decided as it arrives and
+/// its answer waits while the gate is shut, as a reply on its way back.
 #[derive(Debug)]
 struct Gate {
     global: MemoryLimiter,
@@ -415,8 +416,9 @@ impl Limiter for Gate {
 
     async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        let decided = self.global.try_acquire(key, cost);
         Opened(&self.open).await;
-        self.global.try_acquire(key, cost)
+        decided
     }
 
     async fn peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
@@ -449,6 +451,34 @@ async fn a_lease_request_dropped_unanswered_lets_the_key_ask_again() {
         9,
         "a lease, not a request sent alone"
     );
+}
+
+/// docs/spec.md 8.3: `reset` drops the units held, and 8.1: the units
+/// held include the lease in flight. A lease counted before the reset and
+/// answered after it lapses, rather than serve on top of the fresh key's
+/// limit; the request that fetched it has its answer.
+#[tokio::test]
+async fn a_lease_in_flight_across_a_reset_is_not_used_on_the_fresh_key() {
+    let clock = ManualClock::new(0);
+    let gate = Gate::shut(global("sliding-log:10/1h", &clock));
+    let limiter = leased(gate, &clock).min_lease(10).max_lease(10).build();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut first = limiter.acquire(KEY.as_bytes(), 1);
+    assert!(
+        first.as_mut().poll(&mut cx).is_pending(),
+        "the lease of 10 is counted, its answer on its way"
+    );
+    limiter.reset(KEY.as_bytes()).await.unwrap();
+    limiter.inner().open.store(true, Ordering::SeqCst);
+    assert!(first.await.unwrap().allowed);
+    assert_eq!(limiter.held(KEY.as_bytes()), 0);
+    assert_eq!(limiter.lapsed(), 9);
+    // The fresh key admits its limit of 10, no more.
+    let mut admitted = 0;
+    while limiter.acquire(KEY.as_bytes(), 1).await.unwrap().allowed {
+        admitted += 1;
+    }
+    assert_eq!(admitted, 10);
 }
 
 #[tokio::test]
