@@ -274,7 +274,10 @@ impl KeyLease {
         })
     }
 
-    /// Whether nothing is in hand or in flight: the key may be dropped.
+    /// Whether nothing is in hand or in flight, and no failure policy's
+    /// answer keeps the key exact: the key may be dropped. An exact key is
+    /// kept, so that its requests go on at their own cost for the lifetime
+    /// (docs/spec.md section 8.4) rather than ask a whole lease again.
     /// Read after every change to a key, so the older lease is read first,
     /// from the packed line: the newer holds units only while it does.
     #[inline]
@@ -282,21 +285,24 @@ impl KeyLease {
         !self.has(IN_FLIGHT)
             && (self.units == 0 || self.expires_us <= now_us)
             && (self.newer_units == 0 || self.cold.newer_expires_us <= now_us)
+            && !self.exact_at(now_us)
     }
 
     /// When the key becomes idle at the latest, if nothing else happens.
     pub(crate) fn idle_at(&self, now_us: u64, lifetime_us: u64) -> u64 {
-        let held_until = [self.older(), self.newer()]
+        let mut idle_at = [self.older(), self.newer()]
             .iter()
             .filter(|batch| batch.units > 0)
             .map(|batch| batch.expires_us)
             .max()
             .unwrap_or(now_us);
         if self.has(IN_FLIGHT) {
-            held_until.max(now_us.saturating_add(lifetime_us))
-        } else {
-            held_until
+            idle_at = idle_at.max(now_us.saturating_add(lifetime_us));
         }
+        if self.exact_at(now_us) {
+            idle_at = idle_at.max(self.cold.exact_until_us);
+        }
+        idle_at
     }
 
     /// What taking `cost` units would give, without taking them; `None`
@@ -681,6 +687,17 @@ mod tests {
         key.degraded(5_000);
         assert!(!key.wants_refill(0, 4_999));
         assert_eq!(key.ask(1, 4_999, &SIZING), None);
+    }
+
+    #[test]
+    fn a_key_a_failure_policy_answered_is_not_idle_while_it_is_exact() {
+        let mut key = KeyLease::new();
+        key.ask(1, 0, &SIZING);
+        key.degraded(5_000);
+        assert!(key.settled().is_empty(), "no request waited");
+        assert!(!key.is_idle(4_999));
+        assert_eq!(key.idle_at(4_999, SIZING.lifetime_us), 5_000);
+        assert!(key.is_idle(5_000));
     }
 
     #[test]

@@ -374,6 +374,39 @@ async fn leases_in_hand_serve_through_an_outage_then_the_failure_policy_answers(
     assert!(limiter.held(KEY.as_bytes()) > 0);
 }
 
+/// docs/spec.md 8.4: after a failure policy answered a lease, the key's
+/// requests go to the global limiter at their own cost for `T`, the most
+/// keys held or not: the key is not dropped to make room meanwhile, which
+/// would have its next request ask a whole lease of the failure policy
+/// again (a fallback limiter counts it whole).
+#[tokio::test]
+async fn a_degraded_key_keeps_asking_at_its_own_cost_when_the_map_is_full() {
+    let clock = ManualClock::new(0);
+    let switch = Arc::new(Switch {
+        global: global("token-bucket:1000/1s", &clock),
+        down: AtomicBool::new(true),
+        asked: AtomicU64::new(0),
+    });
+    let resilient = Arc::clone(&switch)
+        .on_failure(FailurePolicy::FailClosed)
+        .probe_interval(Duration::ZERO);
+    let limiter = leased(resilient, &clock)
+        .min_lease(5)
+        .lifetime(Duration::from_millis(100))
+        .max_keys(1)
+        .build();
+    // `a`'s lease meets the outage: `a` is exact for 100 ms.
+    let a = limiter.acquire(b"a", 1).await.unwrap();
+    assert_eq!(a.source, DecisionSource::FailClosed);
+    // Another key's request comes in meanwhile.
+    limiter.acquire(b"b", 1).await.unwrap();
+    // `a` again, within the 100 ms: its own cost, 1.
+    let before = switch.asked.load(Ordering::SeqCst);
+    limiter.acquire(b"a", 1).await.unwrap();
+    let asked = switch.asked.load(Ordering::SeqCst) - before;
+    assert_eq!(asked, 1, "asked {asked} units for a request of 1");
+}
+
 /// The memory backend behind a gate: a call is decided as it arrives and
 /// its answer waits while the gate is shut, as a reply on its way back.
 #[derive(Debug)]
