@@ -2,7 +2,7 @@
 //! addresses are given.
 
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
 use crate::normalize::normalize_ip;
@@ -27,11 +27,22 @@ pub struct IpNet {
 
 impl IpNet {
     /// The block of `addr` (normalized) under a `prefix`-bit mask; `None`
-    /// if the prefix is longer than the address.
+    /// if the prefix is longer than the address. The block is kept by its
+    /// first address, so `10.0.0.1/8` and `10.0.0.0/8` are one block, equal
+    /// and written alike.
     pub fn new(addr: IpAddr, prefix: u8) -> Option<Self> {
-        let addr = normalize_ip(addr);
-        let bits = if addr.is_ipv4() { 32 } else { 128 };
-        (prefix <= bits).then_some(Self { addr, prefix })
+        let addr = match normalize_ip(addr) {
+            IpAddr::V4(v4) if prefix <= 32 => {
+                IpAddr::from(Ipv4Addr::from(
+                    first_address(u128::from(u32::from(v4)), 32, prefix) as u32,
+                ))
+            }
+            IpAddr::V6(v6) if prefix <= 128 => {
+                IpAddr::from(Ipv6Addr::from(first_address(u128::from(v6), 128, prefix)))
+            }
+            _ => return None,
+        };
+        Some(Self { addr, prefix })
     }
 
     /// Whether `ip` (normalized) is in this block.
@@ -66,6 +77,14 @@ impl fmt::Display for IpNet {
 }
 
 /// The top `prefix` of the `bits` low bits of `value`.
+/// `value`, an address of `bits` bits, with all but its first `prefix`
+/// bits cleared.
+fn first_address(value: u128, bits: u32, prefix: u8) -> u128 {
+    masked(value, bits, prefix)
+        .checked_shl(bits - u32::from(prefix))
+        .unwrap_or(0)
+}
+
 fn masked(value: u128, bits: u32, prefix: u8) -> u128 {
     let keep = u32::from(prefix);
     if keep == 0 {
@@ -144,6 +163,18 @@ mod tests {
         assert!(all.contains(ip("8.8.8.8")));
         let mapped: IpNet = "::ffff:10.0.0.0/104".parse().unwrap();
         assert_eq!(mapped, v4);
+        // A block written from another of its addresses is the same block.
+        let written: IpNet = "10.1.2.3/8".parse().unwrap();
+        assert_eq!(
+            (written, written.to_string()),
+            (v4, "10.0.0.0/8".to_owned())
+        );
+        let written: IpNet = "2001:db8:1::7/32".parse().unwrap();
+        assert_eq!(
+            (written, written.to_string()),
+            (v6, "2001:db8::/32".to_owned())
+        );
+        assert_eq!("10.1.2.3/0".parse::<IpNet>().unwrap(), all);
         for bad in ["10.0.0.0/33", "::/129", "10.0.0/8", "x", "10.0.0.0/a"] {
             assert!(bad.parse::<IpNet>().is_err(), "{bad}");
         }

@@ -95,6 +95,11 @@ allow_ips = ["192.0.2.0/24"]
 [policies.b]
 limits = ["sliding-log:10/5m"]
 trusted_proxies = ["10.0.0.0/8"]
+
+[policies.c]
+limits = ["sliding-log:10/5m"]
+# The same block, written from another of its addresses.
+trusted_proxies = ["10.20.30.40/8"]
 "#,
     );
     assert_eq!(warnings, Vec::<String>::new());
