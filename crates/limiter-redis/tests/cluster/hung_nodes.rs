@@ -2,6 +2,8 @@
 //! under load, and a node a late redirect points to. Each costs its
 //! callers one command timeout at most.
 
+use limiter_core::{DecisionSource, FailurePolicy, LimiterExt};
+
 use super::load::{spread_over_primaries, Load, SLOW};
 use super::*;
 
@@ -288,4 +290,55 @@ async fn a_late_redirect_to_a_hung_node_costs_the_caller_one_command_timeout() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A primary that lost its library (`FUNCTION FLUSH`, a restart) while
+/// another primary hangs: the library is loaded on the node that asked
+/// for it alone, so the hung one neither delays its caller nor makes the
+/// failure the whole backend's (a `Resilient` on top keeps deciding every
+/// other primary's keys by the backend).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_on_a_healthy_primary_is_not_held_up_by_a_hung_one() {
+    const COMMAND_TIMEOUT: Duration = Duration::from_millis(300);
+    let cluster = cluster_of_its_own().await;
+    let backend = RedisBackend::cluster(cluster.seed_urls())
+        .connection_timeout(COMMAND_TIMEOUT)
+        .command_timeout(COMMAND_TIMEOUT)
+        .probe_interval(Duration::from_millis(100))
+        .build()
+        .await
+        .unwrap();
+    let policy = Policy::fixed_window(Rate::per_hour(1000)).unwrap();
+    let raw = limiter(&backend, policy, "reload-hung").await;
+    let primaries = cluster.primaries();
+    let keys = keys_on(&cluster, &raw, "reload-hung", &primaries, 1);
+    let key_of = |primary: &ClusterNode| {
+        keys.iter()
+            .find(|key| cluster.node_for_key(raw.redis_key(key.as_bytes())) == *primary)
+            .unwrap()
+            .clone()
+    };
+    let (flushed, hung, other) = (&primaries[0], &primaries[1], &primaries[2]);
+    let (on_flushed, on_other) = (key_of(flushed), key_of(other));
+    // Every node's connection is up.
+    for key in &keys {
+        raw.acquire(key.as_bytes(), 1).await.unwrap();
+    }
+    let resilient = Arc::clone(&raw)
+        .on_failure(FailurePolicy::FailOpen)
+        .probe_interval(Duration::from_secs(3600));
+
+    cluster.command(flushed, &["FUNCTION", "FLUSH"]);
+    cluster.pause(hung);
+    let started = Instant::now();
+    let reloaded = resilient.acquire(on_flushed.as_bytes(), 1).await.unwrap();
+    let took = started.elapsed();
+    let elsewhere = resilient.acquire(on_other.as_bytes(), 1).await.unwrap();
+    cluster.resume(hung);
+    assert_eq!(
+        (reloaded.source, elsewhere.source),
+        (DecisionSource::Backend, DecisionSource::Backend),
+        "a flushed primary's key (after {took:?}) and another primary's key"
+    );
+    assert!(took < COMMAND_TIMEOUT, "the reload waited {took:?}");
 }

@@ -251,8 +251,9 @@ impl Shared {
         }
     }
 
-    /// After "function not found": loads the library on the same connection and runs
-    /// the command once more.
+    /// After "function not found": loads the library on the same connection
+    /// (on a cluster, on the node that answered) and runs the command once
+    /// more.
     async fn reload_and_retry(
         self: &Arc<Self>,
         conn: &mut Connection,
@@ -267,7 +268,7 @@ impl Shared {
         let result = async {
             let mut tries = 0;
             loop {
-                conn.send(&function.load_command(), Ask::Follow).await?;
+                conn.send_beside(&function.load_command(), cmd).await?;
                 match conn.send(cmd, ask).await {
                     Err(e) if is_function_missing(&e) && tries < FUNCTION_RELOADS => {
                         tries += 1;

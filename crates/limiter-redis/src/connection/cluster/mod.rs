@@ -126,6 +126,17 @@ impl ClusterConnection {
             Route::Primaries => self.inner.send_to_primaries(cmd).await,
         }
     }
+
+    /// Sends `cmd` (a library's load) to the node `beside` goes to: the one
+    /// that answered `beside` "function not found". Another primary, hung
+    /// or slow, neither delays it nor fails it; each primary that lost its
+    /// library loads it again on its own keys' first call.
+    pub(crate) async fn send_beside(&self, cmd: &Cmd, beside: &Cmd) -> RedisResult<Value> {
+        match route(beside) {
+            Route::Slot(slot) => self.inner.send_to_slot(slot, cmd, Ask::Follow).await,
+            Route::Primaries => self.inner.send_to_primaries(cmd).await,
+        }
+    }
 }
 
 impl Inner {
