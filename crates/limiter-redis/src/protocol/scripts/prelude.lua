@@ -211,10 +211,14 @@ local function digits(x)
   return text
 end
 
--- A key's TTL in ms, a whole number (for digits).
+-- A key's TTL in ms, a whole number (for digits): at most 2^53 µs in ms
+-- (285 years), where no time is decided any more (docs/spec.md section
+-- 5), so that a bucket whose refill takes longer still gets a TTL Redis
+-- takes.
 local function ttl_ms(tick, t, t_eff, reset_after)
   local ms = ceil((t_eff - t + reset_after) * tick / 1000) + 1
   if ms < ttl_floor then ms = ttl_floor end
+  if ms > 9007199254740 then ms = 9007199254740 end
   return ms
 end
 -- Notes that the call put a new value (states[key]) of a repeated key
