@@ -335,3 +335,44 @@ async fn a_cluster_that_refuses_every_key_is_an_outage() {
         );
     }
 }
+
+/// A string of another length at a string state's key (written by hand,
+/// or by something else under the prefix) reads as no state, as a key of
+/// another type does, and is written over: it fails no request, neither
+/// its own nor another of its call.
+#[tokio::test(flavor = "current_thread")]
+async fn a_foreign_string_at_a_state_key_reads_as_none_and_fails_no_request() {
+    let server = RedisServer::start();
+    let backend = RedisBackend::builder(server.url()).build().await.unwrap();
+    for algorithm in limiter_core::Algorithm::ALL {
+        let policy = Policy::new(algorithm, Rate::per_hour(10)).unwrap();
+        let limiter = Arc::new(
+            RedisLimiter::builder(&backend, policy)
+                .key_prefix(fresh_prefix("foreign"))
+                .build()
+                .await
+                .unwrap(),
+        );
+        for (key, foreign) in [("short", "abc"), ("odd", "seventeen bytes!!")] {
+            let _: () = redis::cmd("SET")
+                .arg(limiter.redis_key(key.as_bytes()))
+                .arg(foreign)
+                .query(&mut connection(&server.url()))
+                .unwrap();
+        }
+        // The first goes alone; the others share one call.
+        let keys = ["warm", "healthy", "short", "odd"];
+        let calls = keys.iter().map(|key| {
+            let limiter = Arc::clone(&limiter);
+            async move { limiter.acquire(key.as_bytes(), 1).await }
+        });
+        let results = futures_util::future::join_all(calls).await;
+        for (key, result) in keys.iter().zip(&results) {
+            let decision = result
+                .as_ref()
+                .unwrap_or_else(|e| panic!("{algorithm:?} {key}: {}", e.chain()));
+            assert!(decision.allowed, "{algorithm:?} {key}");
+            assert_eq!(decision.remaining, 9, "{algorithm:?} {key}: as a fresh key");
+        }
+    }
+}

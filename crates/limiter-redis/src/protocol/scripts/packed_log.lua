@@ -100,7 +100,12 @@ local function packed_log(key, tick, W, L)
   local t = floor(time_us / tick)
   local log = states[key] or ''
   local size = (#log - 8) / 14
-  if size < 0 then size = 0 end
+  if size < 0 or size % 1 ~= 0 then
+    -- None of ours (a string of another length): read as none, and
+    -- written over, as a key of another type is.
+    log, size = '', 0
+    states[key] = nil
+  end
   local newest_ts, newest_total = 0, 0
   if size > 0 then newest_ts, newest_total = pl_record(log, size) end
   local t_eff = newest_ts
