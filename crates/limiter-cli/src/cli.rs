@@ -293,6 +293,7 @@ pub struct CompareArgs {
         long,
         value_name = "L",
         default_value_t = 100,
+        value_parser = parse_whole_number,
         requires = "trace",
         conflicts_with = "sets"
     )]
@@ -301,10 +302,10 @@ pub struct CompareArgs {
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_duration, requires = "trace", conflicts_with = "sets")]
     pub window: Duration,
     /// With --trace: the token bucket's capacity [default: the limit].
-    #[arg(long, value_name = "C", requires = "trace", conflicts_with = "sets")]
+    #[arg(long, value_name = "C", value_parser = parse_whole_number, requires = "trace", conflicts_with = "sets")]
     pub capacity: Option<u64>,
     /// With --trace: the leaky bucket's queue [default: the limit].
-    #[arg(long, value_name = "Q", requires = "trace", conflicts_with = "sets")]
+    #[arg(long, value_name = "Q", value_parser = parse_whole_number, requires = "trace", conflicts_with = "sets")]
     pub queue: Option<u64>,
     /// Compare this policy set (policy strings joined by `;`, e.g.
     /// "sliding-log:5/1s;sliding-log:100/1m"; one policy is a set of one)
@@ -366,8 +367,9 @@ pub(crate) fn parse_policies(text: &str) -> Result<Policies, PolicyError> {
     text.parse()
 }
 
-/// Parses `--limit`, `--capacity` or `--queue`: digits only, as in a
-/// policy string (`u64::from_str` also takes a leading `+`).
+/// Parses a number of units (`--limit`, `--capacity`, `--queue`,
+/// `--lease-max`): digits only, as in a policy string (`u64::from_str`
+/// also takes a leading `+`).
 pub(crate) fn parse_whole_number(text: &str) -> Result<u64, String> {
     if text.is_empty() || !text.bytes().all(|byte| byte.is_ascii_digit()) {
         return Err(format!("{text:?} is not a whole number (digits only)"));

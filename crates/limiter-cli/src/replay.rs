@@ -24,9 +24,10 @@ use limiter_core::trace::{decision_row, TraceReader, DECISION_HEADER};
 pub(crate) async fn run(args: &ReplayArgs) -> Result<(), Failure> {
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
+    let policy = policies(args)?;
     let mut times = EpochUnitCheck::new();
-    let mut steps = StepBackCheck::new();
-    let result = replay(args, &mut out, &mut times, &mut steps).await;
+    let mut steps = StepBackCheck::new(policy.max_cost());
+    let result = replay(args, policy, &mut out, &mut times, &mut steps).await;
     if matches!(&result, Ok(()) | Err(Stop::Output(_))) {
         epoch::warn(&times, &trace_name(&args.trace));
         if args.backend.backend == BackendKind::Memory {
@@ -87,11 +88,11 @@ pub(crate) fn policies(args: &ReplayArgs) -> Result<Policies, Failure> {
 
 async fn replay(
     args: &ReplayArgs,
+    policy: Policies,
     out: &mut impl Write,
     times: &mut EpochUnitCheck,
     steps: &mut StepBackCheck,
 ) -> Result<(), Stop> {
-    let policy = policies(args)?;
     let name = trace_name(&args.trace);
     let input = open_trace(&args.trace)?;
     let clock = ManualClock::new(0);
@@ -101,14 +102,16 @@ async fn replay(
     let mut progress = Progress::new(format!("replaying {name}"));
     for (index, request) in TraceReader::new(input).enumerate() {
         let request = request.map_err(|e| Failure::runtime(name.to_string()).with_source(e))?;
+        // Every row's time, an error row's too (the checks leave out what
+        // is never decided).
+        times.observe(request.time_us);
+        steps.observe(index as u64 + 1, request.time_us, request.cost);
         if request.oversized.is_some() {
             // Out of every range: an error row, as the limiter would answer.
             writeln!(out, "{}", decision_row(&request, None))?;
             progress.tick();
             continue;
         }
-        times.observe(request.time_us);
-        steps.observe(index as u64 + 1, request.time_us);
         clock.set(request.time_us);
         let decision = match limiter.acquire(request.key.as_bytes(), request.cost).await {
             Ok(decision) => Some(decision),

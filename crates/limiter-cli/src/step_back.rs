@@ -15,8 +15,11 @@ use limiter_core::MAX_TIME_US;
 use crate::backend::MEMORY_EVICTION_DELAY;
 
 /// Watches a trace's times, one by one, in constant memory.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct StepBackCheck {
+    /// The largest cost decided: the policies' max cost (under several
+    /// lanes, the largest of theirs).
+    max_cost: u64,
     /// The latest time seen.
     latest: Option<u64>,
     /// The first step back deeper than the delay: its request's number
@@ -25,16 +28,23 @@ pub(crate) struct StepBackCheck {
 }
 
 impl StepBackCheck {
-    /// A check that has seen no request yet.
-    pub(crate) fn new() -> Self {
-        Self::default()
+    /// A check that has seen no request yet, for policies whose max cost
+    /// is `max_cost`.
+    pub(crate) fn new(max_cost: u64) -> Self {
+        Self {
+            max_cost,
+            latest: None,
+            first_deep: None,
+        }
     }
 
     /// Takes request number `request` (from 1, the trace's numbering) at
-    /// `time_us` into account. A time beyond 2^53 µs is never decided
-    /// (docs/spec.md section 5): it touches no key, so it steps nowhere.
-    pub(crate) fn observe(&mut self, request: u64, time_us: u64) {
-        if time_us > MAX_TIME_US {
+    /// `time_us`, costing `cost`, into account. A request that is never
+    /// decided (cost 0, above the max cost, or a time beyond 2^53 µs:
+    /// docs/spec.md section 5) is an error row before the limiter reads
+    /// any key, so it steps nowhere.
+    pub(crate) fn observe(&mut self, request: u64, time_us: u64, cost: u64) {
+        if cost == 0 || cost > self.max_cost || time_us > MAX_TIME_US {
             return;
         }
         let delay = u64::try_from(MEMORY_EVICTION_DELAY.as_micros()).unwrap_or(u64::MAX);
@@ -74,10 +84,16 @@ mod tests {
 
     const HOUR_US: u64 = 3_600_000_000;
 
+    /// The check after `times`, each request costing 1.
     fn check(times: &[u64]) -> StepBackCheck {
-        let mut check = StepBackCheck::new();
-        for (index, &time) in times.iter().enumerate() {
-            check.observe(index as u64 + 1, time);
+        check_costs(&times.iter().map(|&time| (time, 1)).collect::<Vec<_>>())
+    }
+
+    /// The check after `(time, cost)` requests, under a max cost of 5.
+    fn check_costs(requests: &[(u64, u64)]) -> StepBackCheck {
+        let mut check = StepBackCheck::new(5);
+        for (index, &(time, cost)) in requests.iter().enumerate() {
+            check.observe(index as u64 + 1, time, cost);
         }
         check
     }
@@ -106,5 +122,24 @@ mod tests {
         assert_eq!(check(&[0, u64::MAX, 5]).warning("t"), None);
         let warning = check(&[2 * HOUR_US, beyond, 0]).warning("t").unwrap();
         assert!(warning.starts_with("t: request 3 (t_us=0)"), "{warning}");
+    }
+
+    #[test]
+    fn a_cost_never_decided_is_not_a_step() {
+        let late = 2 * HOUR_US;
+        assert_eq!(
+            check_costs(&[(late, 1), (0, 0), (late, 1)]).warning("t"),
+            None
+        );
+        assert_eq!(
+            check_costs(&[(late, 1), (0, 6), (late, 1)]).warning("t"),
+            None
+        );
+        assert_eq!(
+            check_costs(&[(0, 1), (late, u64::MAX), (0, 1)]).warning("t"),
+            None
+        );
+        let warning = check_costs(&[(late, 1), (0, 5)]).warning("t").unwrap();
+        assert!(warning.starts_with("t: request 2 (t_us=0)"), "{warning}");
     }
 }

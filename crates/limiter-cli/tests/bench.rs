@@ -171,6 +171,27 @@ fn memory_table_shows_dashes_for_the_ceiling() {
     );
 }
 
+/// A duration under a millisecond is printed as given: in the table as
+/// `--duration` takes it, in JSON to the µs.
+#[test]
+fn a_sub_millisecond_duration_is_reported_as_given() {
+    let args = [
+        "--policy",
+        "sliding-log:10/1s",
+        "--concurrency",
+        "1",
+        "--duration",
+        "400us",
+    ];
+    let table = bench(&args);
+    assert!(
+        table.contains(", concurrency 1, 400us per phase, "),
+        "{table}"
+    );
+    let doc = bench_json(&args);
+    assert_eq!(doc.get("duration_s").num(), 0.0004, "{doc:?}");
+}
+
 #[test]
 fn redis_json_reports_the_ceiling_and_a_ratio() {
     let server = RedisServer::start();

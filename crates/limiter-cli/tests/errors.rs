@@ -83,6 +83,21 @@ fn numbers_are_digits_only_as_in_a_policy_string() {
     }
 }
 
+/// `compare` takes `--limit`, `--capacity` and `--queue` as `replay` does.
+#[test]
+fn compare_numbers_are_digits_only_as_replays_are() {
+    for flag in ["--limit", "--capacity", "--queue"] {
+        let output = run(&["compare", "--trace", "-", flag, "+5"], "t_us,key,cost\n");
+        assert_eq!(output.status.code(), Some(2), "{flag}");
+        let message = stderr(&output);
+        assert!(
+            message.contains("\"+5\" is not a whole number"),
+            "{flag}: {message}"
+        );
+        assert_eq!(stdout(&output), "", "{flag}");
+    }
+}
+
 #[test]
 fn a_bad_header_is_reported() {
     let output = replay_with(&["-"], "time,key\n1,a\n");
@@ -185,6 +200,29 @@ fn a_missing_trace_file_is_named() {
         "{message}"
     );
     assert_eq!(stdout(&output), "");
+}
+
+/// A trace that opens but cannot be read (a directory) names the read
+/// error once, after the trace's name, in `replay` and `compare` alike.
+#[test]
+fn an_unreadable_trace_names_its_cause_once() {
+    let dir = std::env::temp_dir();
+    let dir = dir.to_str().unwrap();
+    for output in [
+        replay_with(&[dir], ""),
+        run(&["compare", "--trace", dir], ""),
+    ] {
+        assert_eq!(output.status.code(), Some(1));
+        let message = stderr(&output);
+        assert!(
+            message.starts_with(&format!("error: {dir}: cannot read trace: ")),
+            "{message}"
+        );
+        let parts: Vec<&str> = message.trim_end().split(": ").collect();
+        for (i, part) in parts.iter().enumerate() {
+            assert!(!parts[i + 1..].contains(part), "{part:?} twice: {message}");
+        }
+    }
 }
 
 #[test]

@@ -203,3 +203,41 @@ fn replay_on_memory_warns_of_a_step_back_deeper_than_an_hour() {
     let shallow = replay("fixed-window", "1", "1s", b"t_us,key\n3600000000,a\n0,a\n");
     assert_eq!(text(&shallow.stderr), "");
 }
+
+/// A row whose cost is never decided (0, above every maximum, above
+/// `u64::MAX`) still has a time: it counts towards the epoch warning,
+/// which needs every `t_us` to look like a date (here one is 5), in
+/// `replay` and `compare --trace` alike.
+#[test]
+fn a_row_never_decided_keeps_its_time_for_the_epoch_warning() {
+    for cost in ["0", "101", "99999999999999999999999"] {
+        let trace = format!("t_us,key,cost\n1700000000,a,1\n5,a,{cost}\n1700000001,a,1\n");
+        let replay = replay("sliding-log", "5", "1s", trace.as_bytes());
+        let compare = run_bytes(&["compare", "--trace", "-"], trace.into_bytes());
+        for (command, output) in [("replay", replay), ("compare", compare)] {
+            assert!(output.status.success(), "{command}, cost {cost}");
+            assert_eq!(text(&output.stderr), "", "{command}, cost {cost}");
+        }
+    }
+}
+
+/// A row whose cost is never decided touches no key, so its time steps
+/// nowhere: neither `replay` nor `compare --trace` warns of a step back,
+/// as both do when the row is decided (cost 1).
+#[test]
+fn a_row_never_decided_is_no_step_back() {
+    for cost in ["1", "0", "101", "99999999999999999999999"] {
+        let trace = format!("t_us,key,cost\n7300000000,a,1\n5,a,{cost}\n7300000001,a,1\n");
+        let replay = replay("sliding-log", "5", "1s", trace.as_bytes());
+        let compare = run_bytes(&["compare", "--trace", "-"], trace.into_bytes());
+        for (command, output) in [("replay", replay), ("compare", compare)] {
+            assert!(output.status.success(), "{command}, cost {cost}");
+            let stderr = text(&output.stderr);
+            assert_eq!(
+                stderr.starts_with("warning: <stdin>: request 2 (t_us=5) steps back"),
+                cost == "1",
+                "{command}, cost {cost}: {stderr}"
+            );
+        }
+    }
+}

@@ -284,6 +284,19 @@ fn compare_runs_the_tiered_scenario_and_sets_side_by_side() {
     );
 }
 
+/// The tiered scenario's lanes run under its rate's tiers: its heading
+/// names the rate (docs/cli.md), where one under `--set` names none.
+#[test]
+fn the_tiered_scenario_is_headed_by_its_rate() {
+    let output = run(&["compare", "--scenario", "tiered"], "");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table = stdout(&output);
+    assert!(
+        table.starts_with("tiered (5 per 1s): tiered limits, 5 per second and 100 per minute"),
+        "{table}"
+    );
+}
+
 #[test]
 fn replay_with_several_policies_matches_every_all_of_vector_on_a_redis_cluster() {
     let cluster = RedisCluster::start();

@@ -8,6 +8,7 @@ use limiter_core::Policies;
 use super::args::BenchArgs;
 use super::lease::LeaseFacts;
 use super::phase::Phase;
+use crate::compare::compact_duration;
 use crate::json_string::string;
 
 /// Everything the report prints.
@@ -48,7 +49,7 @@ impl Report<'_> {
                 .as_ref()
                 .map_or_else(String::new, |s| format!(" ({s})")),
             args.concurrency,
-            seconds(args.duration),
+            duration(args.duration),
             args.on_failure.name(),
         );
         out.push('\n');
@@ -84,7 +85,7 @@ impl Report<'_> {
             let _ = writeln!(
                 out,
                 "  leases: lifetime {}, at most {} units; {} of the admitted from leases{}",
-                seconds(lease.lifetime),
+                duration(lease.lifetime),
                 lease.max_lease,
                 t.leased,
                 lease.redis_calls.map_or_else(String::new, |calls| format!(
@@ -132,7 +133,7 @@ impl Report<'_> {
             ("server", self.server.as_deref().map_or_else(null, string)),
             ("policy", string(&self.policy.to_string())),
             ("concurrency", args.concurrency.to_string()),
-            ("duration_s", float(Some(args.duration.as_secs_f64()), 3)),
+            ("duration_s", float(Some(args.duration.as_secs_f64()), 6)),
             ("keys", args.keys.to_string()),
             ("on_failure", string(args.on_failure.name())),
             ("elapsed_s", float(Some(d.elapsed.as_secs_f64()), 3)),
@@ -165,7 +166,7 @@ impl Report<'_> {
         fields.extend([
             (
                 "lease_lifetime_s",
-                float(lease.map(|l| l.lifetime.as_secs_f64()), 3),
+                float(lease.map(|l| l.lifetime.as_secs_f64()), 6),
             ),
             ("lease_max", integer(lease.map(|l| l.max_lease))),
             ("leased_decisions", integer(lease.map(|_| t.leased))),
@@ -271,11 +272,10 @@ fn human_latency(nanos: u64) -> String {
     }
 }
 
-/// `5s`, `1.5s`.
-fn seconds(duration: Duration) -> String {
-    let s = format!("{:.3}", duration.as_secs_f64());
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    format!("{s}s")
+/// `5s`, `1500ms`, `400us`: as `--duration` and `--lease-lifetime` take
+/// it (whole microseconds), in its largest exact unit.
+fn duration(duration: Duration) -> String {
+    compact_duration(u64::try_from(duration.as_micros()).unwrap_or(u64::MAX))
 }
 
 fn null() -> String {
@@ -316,5 +316,16 @@ mod tests {
         assert_eq!(float(Some(2.0), 1), "2");
         assert_eq!(float(None, 1), "null");
         assert_eq!(micros(Some(1_234)), "1.234");
+    }
+
+    #[test]
+    fn durations_are_printed_as_given() {
+        assert_eq!(duration(Duration::from_secs(5)), "5s");
+        assert_eq!(duration(Duration::from_millis(1_500)), "1500ms");
+        assert_eq!(duration(Duration::from_micros(400)), "400us");
+        assert_eq!(
+            float(Some(Duration::from_micros(400).as_secs_f64()), 6),
+            "0.0004"
+        );
     }
 }

@@ -45,25 +45,12 @@ pub(crate) struct ScenarioReport {
 /// plot if asked.
 pub(crate) async fn run(args: &CompareArgs) -> Result<(), Failure> {
     let scenarios = match &args.trace {
-        Some(path) => {
-            let scenario = Scenario::from_trace(
-                path,
-                Rate::new(args.limit, args.window),
-                args.capacity,
-                args.queue,
-            )?;
-            let mut times = EpochUnitCheck::new();
-            let mut steps = StepBackCheck::new();
-            for (number, request) in (1..).zip(&scenario.requests.requests) {
-                times.observe(request.time_us);
-                steps.observe(number, request.time_us);
-            }
-            epoch::warn(&times, &trace_name(path));
-            if args.backend.backend == BackendKind::Memory {
-                step_back::warn(&steps, &trace_name(path));
-            }
-            vec![scenario]
-        }
+        Some(path) => vec![Scenario::from_trace(
+            path,
+            Rate::new(args.limit, args.window),
+            args.capacity,
+            args.queue,
+        )?],
         None if args.scenario.is_empty() => ScenarioName::ALL
             .into_iter()
             .map(Scenario::builtin)
@@ -83,13 +70,18 @@ pub(crate) async fn run(args: &CompareArgs) -> Result<(), Failure> {
     if !args.sets.is_empty() {
         for scenario in &mut scenarios {
             scenario.sets = Some(args.sets.clone());
+            scenario.sets_given = true;
         }
     }
-    // Every policy is checked before anything runs.
+    // Every policy is checked before anything runs, and a trace's times
+    // against its lanes' policies.
     for scenario in &scenarios {
-        scenario
+        let lanes = scenario
             .lanes()
             .map_err(|e| Failure::usage("invalid policy").with_source(e))?;
+        if let Some(path) = &args.trace {
+            warn_of_times(scenario, &lanes, &trace_name(path), args.backend.backend);
+        }
     }
     let mut reports = Vec::with_capacity(scenarios.len());
     for scenario in scenarios {
@@ -118,6 +110,27 @@ pub(crate) async fn run(args: &CompareArgs) -> Result<(), Failure> {
         })?;
     }
     Ok(())
+}
+
+/// Warns, as `replay` does, of a trace named `name` whose times look like
+/// epoch seconds or milliseconds, and on memory of a step back deeper than
+/// it keeps keys: a request is a step if any of `lanes` decides it.
+fn warn_of_times(scenario: &Scenario, lanes: &[Lane], name: &str, backend: BackendKind) {
+    let max_cost = lanes
+        .iter()
+        .map(|lane| lane.policies.max_cost())
+        .max()
+        .unwrap_or(0);
+    let mut times = EpochUnitCheck::new();
+    let mut steps = StepBackCheck::new(max_cost);
+    for (number, request) in (1..).zip(&scenario.requests.requests) {
+        times.observe(request.time_us);
+        steps.observe(number, request.time_us, request.cost);
+    }
+    epoch::warn(&times, name);
+    if backend == BackendKind::Memory {
+        step_back::warn(&steps, name);
+    }
 }
 
 /// Runs every algorithm on `scenario`; with `lease`, each lane a second

@@ -102,6 +102,9 @@ pub(crate) struct Scenario {
     /// The policy sets to compare instead of one lane per algorithm
     /// (`--set`, or the tiered scenario's).
     pub(crate) sets: Option<Vec<Policies>>,
+    /// Whether `sets` came from `--set`: its lanes run under none of the
+    /// scenario's rate, where the tiered scenario's run under it.
+    pub(crate) sets_given: bool,
 }
 
 impl Scenario {
@@ -149,10 +152,11 @@ impl Scenario {
     }
 
     /// What the lanes run under, for a heading: the shared numbers (`100
-    /// per 10s, capacity 50`), or, under `--set`, that each lane has its
-    /// own (the scenario's rate is then none of theirs).
+    /// per 10s, capacity 50`, the tiered scenario's first tier), or, under
+    /// `--set`, that each lane has its own (the scenario's rate is then
+    /// none of theirs).
     pub(crate) fn headline(&self) -> String {
-        if self.sets.is_some() {
+        if self.sets_given {
             return "each lane under its --set".to_owned();
         }
         let window = compact_duration(self.rate.window.as_micros() as u64);
@@ -270,6 +274,7 @@ impl Scenario {
             queue: None,
             requests,
             sets,
+            sets_given: false,
         }
     }
 
@@ -283,7 +288,7 @@ impl Scenario {
         let name = trace_name(path);
         let mut requests = Requests::default();
         for request in TraceReader::new(open_trace(path)?) {
-            let request = request.map_err(|e| Failure::runtime(format!("{name}: {e}")))?;
+            let request = request.map_err(|e| Failure::runtime(name.clone()).with_source(e))?;
             if let Some(bound) = requests.would_overflow(&request.key) {
                 return Err(Failure::runtime(format!(
                     "{name}: {bound}: compare holds a trace in memory (every algorithm replays \
@@ -308,6 +313,7 @@ impl Scenario {
             queue,
             requests,
             sets: None,
+            sets_given: false,
         })
     }
 }

@@ -362,13 +362,24 @@ fn seconds(micros: u64) -> String {
     }
 }
 
-/// Text and attribute escaping.
+/// Text and attribute escaping. XML 1.0 allows no control character but
+/// tab, LF and CR, nor U+FFFE or U+FFFF, not even as a character
+/// reference, so those (a trace's file name may hold one) become U+FFFD.
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&apos;")
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            '\u{0}'..='\u{1f}' | '\u{fffe}' | '\u{ffff}' => out.push('\u{fffd}'),
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -384,5 +395,9 @@ mod tests {
         assert_eq!(seconds(9_000_000), "9");
         assert_eq!(seconds(250_000), "0.25");
         assert_eq!(escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+        assert_eq!(
+            escape("a\u{1}b\tc\u{1f}\u{ffff}"),
+            "a\u{fffd}b\tc\u{fffd}\u{fffd}"
+        );
     }
 }

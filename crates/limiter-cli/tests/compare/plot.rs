@@ -223,6 +223,30 @@ fn the_leaky_bucket_lane_of_the_plot_is_clearly_visible() {
     }
 }
 
+/// A trace's file name heads its section; characters XML forbids in it
+/// (a control character) are replaced, and the plot stays well-formed.
+#[test]
+fn a_trace_named_with_a_control_character_makes_a_well_formed_plot() {
+    let dir = std::env::temp_dir().join(format!("limiter-cli-control-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("ctl\u{1}.csv");
+    std::fs::write(&trace, "t_us,key,cost\n5,a,1\n").unwrap();
+    let path = dir.join("plot.svg");
+    compare(&[
+        "--trace",
+        trace.to_str().unwrap(),
+        "--plot",
+        path.to_str().unwrap(),
+    ]);
+    let svg = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    check_well_formed(&svg);
+    assert!(
+        svg.contains("ctl\u{fffd}.csv"),
+        "the trace's name, replaced"
+    );
+}
+
 /// The text of the first lane of `algorithm` in `svg`.
 fn lane<'a>(svg: &'a str, algorithm: &str) -> &'a str {
     let start = svg
@@ -277,8 +301,17 @@ fn section<'a>(svg: &'a str, name: &str) -> &'a str {
     &rest[..end]
 }
 
-/// Every tag closes in order, attributes are quoted, and `&` starts an entity.
+/// Every tag closes in order, attributes are quoted, `&` starts an entity,
+/// and no character is one XML 1.0 forbids (a control character but tab,
+/// LF and CR, U+FFFE, U+FFFF), which no escaping makes allowed.
 fn check_well_formed(xml: &str) {
+    let forbidden: Vec<char> = xml
+        .chars()
+        .filter(|&c| {
+            (c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{fffe}' | '\u{ffff}')
+        })
+        .collect();
+    assert!(forbidden.is_empty(), "forbidden characters: {forbidden:?}");
     let mut open: Vec<&str> = Vec::new();
     let mut rest = xml;
     let mut roots = 0;

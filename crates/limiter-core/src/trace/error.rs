@@ -29,7 +29,8 @@ pub enum TraceError {
 impl fmt::Display for TraceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Io(e) => write!(f, "cannot read trace: {e}"),
+            // The cause is the source, never part of the message.
+            Self::Io(_) => f.write_str("cannot read trace"),
             Self::Header { found } => write!(
                 f,
                 "line 1: expected the header `t_us,key,cost` (or `t_us,key`), found {found:?}"
@@ -57,5 +58,21 @@ pub(super) fn row_error(line: u64, field: &'static str, reason: String) -> Trace
         line,
         field,
         reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorChain;
+
+    #[test]
+    fn a_read_error_names_its_cause_once() {
+        let error = TraceError::Io(io::Error::other("disk on fire"));
+        assert_eq!(error.to_string(), "cannot read trace");
+        assert_eq!(
+            ErrorChain(&error).to_string(),
+            "cannot read trace: disk on fire"
+        );
     }
 }
