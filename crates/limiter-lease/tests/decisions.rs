@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use limiter_core::{
     Decision, DecisionSource, Error, FailurePolicy, FailureReach, Limiter, LimiterExt, ManualClock,
-    Policies, Policy,
+    Policies, Policy, Resilient,
 };
 use limiter_lease::{Leased, LeasedBuilder};
 use limiter_memory::MemoryLimiter;
@@ -297,6 +297,21 @@ struct Switch {
 }
 
 impl Switch {
+    /// A token bucket of 1000 a second behind the switch, `down` or up,
+    /// and the switch behind a fail-closed `Resilient` that asks it on
+    /// every call (no probe interval).
+    fn fail_closed(clock: &ManualClock, down: bool) -> (Arc<Self>, Resilient<Arc<Self>>) {
+        let switch = Arc::new(Self {
+            global: global("token-bucket:1000/1s", clock),
+            down: AtomicBool::new(down),
+            asked: AtomicU64::new(0),
+        });
+        let resilient = Arc::clone(&switch)
+            .on_failure(FailurePolicy::FailClosed)
+            .probe_interval(Duration::ZERO);
+        (switch, resilient)
+    }
+
     fn answer(&self, cost: u64) -> Result<(), Error> {
         self.asked.fetch_add(cost, Ordering::SeqCst);
         match self.down.load(Ordering::SeqCst) {
@@ -330,14 +345,7 @@ impl Limiter for Switch {
 #[tokio::test]
 async fn leases_in_hand_serve_through_an_outage_then_the_failure_policy_answers() {
     let clock = ManualClock::new(0);
-    let switch = Arc::new(Switch {
-        global: global("token-bucket:1000/1s", &clock),
-        down: AtomicBool::new(false),
-        asked: AtomicU64::new(0),
-    });
-    let resilient = Arc::clone(&switch)
-        .on_failure(FailurePolicy::FailClosed)
-        .probe_interval(Duration::ZERO);
+    let (switch, resilient) = Switch::fail_closed(&clock, false);
     let limiter = leased(resilient, &clock)
         .min_lease(5)
         .refill_percent(0)
@@ -382,14 +390,7 @@ async fn leases_in_hand_serve_through_an_outage_then_the_failure_policy_answers(
 #[tokio::test]
 async fn a_degraded_key_keeps_asking_at_its_own_cost_when_the_map_is_full() {
     let clock = ManualClock::new(0);
-    let switch = Arc::new(Switch {
-        global: global("token-bucket:1000/1s", &clock),
-        down: AtomicBool::new(true),
-        asked: AtomicU64::new(0),
-    });
-    let resilient = Arc::clone(&switch)
-        .on_failure(FailurePolicy::FailClosed)
-        .probe_interval(Duration::ZERO);
+    let (switch, resilient) = Switch::fail_closed(&clock, true);
     let limiter = leased(resilient, &clock)
         .min_lease(5)
         .lifetime(Duration::from_millis(100))
