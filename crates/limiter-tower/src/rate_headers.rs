@@ -210,13 +210,13 @@ impl RateHeaders {
     /// response without headers.
     pub(crate) fn replace_inner<B>(self, response: &mut Response<B>) {
         let Some(ours) = self.headers else { return };
+        if response.headers().is_empty() {
+            *response.headers_mut() = ours;
+            return;
+        }
         let refused = response.status() == StatusCode::TOO_MANY_REQUESTS
             || response.extensions().get::<OwnAnswer>().is_some();
         let headers = response.headers_mut();
-        if headers.is_empty() {
-            *headers = ours;
-            return;
-        }
         // One pass over the few names of a response: a lookup by a custom
         // name hashes it, four of them cost more than the headers' writing.
         let inner_wrote = headers.keys().any(|name| {
