@@ -38,6 +38,18 @@ impl Drop for TomlFile {
     }
 }
 
+/// A router with one route per name, `/{name}` answering "ok", each
+/// under `registry`'s layer of that name.
+fn routes(registry: &Registry, names: &[&str]) -> Router {
+    names.iter().fold(Router::new(), |router, name| {
+        router.merge(
+            Router::new()
+                .route(&format!("/{name}"), routing::get(|| async { "ok" }))
+                .route_layer(registry.layer(name).unwrap()),
+        )
+    })
+}
+
 const LIMITS: &str = r#"
 [policies.login]
 limits = ["sliding-log:2/5m"]
@@ -305,16 +317,7 @@ bans = true
 "#;
     let file = TomlFile::new("lists", text);
     let registry = Registry::memory(&Config::from_file(&file.0).unwrap());
-    let route = |path: &str, name: &str| {
-        Router::new()
-            .route(path, routing::get(|| async { "ok" }))
-            .route_layer(registry.layer(name).unwrap())
-    };
-    let app = route("/open", "open")
-        .merge(route("/partner", "partner"))
-        .merge(route("/strict", "strict"))
-        .merge(route("/banned", "banned"));
-    let addr = serve_router(app).await;
+    let addr = serve_router(routes(&registry, &["open", "partner", "strict", "banned"])).await;
     let client = client();
     let status = async |path, headers| get_path(&client, addr, path, headers).await.status;
 
@@ -392,16 +395,11 @@ on_failure = "fallback"
 "#;
     let config = Config::from_toml("capped.toml", text).unwrap();
     let registry = Registry::memory(&config);
-    let route = |name: &str| {
-        Router::new()
-            .route(&format!("/{name}"), routing::get(|| async { "ok" }))
-            .route_layer(registry.layer(name).unwrap())
-    };
-    let app = route("default")
-        .merge(route("open"))
-        .merge(route("closed"))
-        .merge(route("fallback"));
-    let addr = serve_router(app).await;
+    let addr = serve_router(routes(
+        &registry,
+        &["default", "open", "closed", "fallback"],
+    ))
+    .await;
     let client = client();
     let get = async |path, key: &str| get_path(&client, addr, path, &[("x-api-key", key)]).await;
     // Two keys of 64 bytes each (held as digests): the cap is full.
@@ -490,16 +488,11 @@ limits = ["sliding-log:1/5m"]
     let registry = Registry::redis(&config, &backend, &fresh_prefix("down"))
         .await
         .unwrap();
-    let route = |name: &str| {
-        Router::new()
-            .route(&format!("/{name}"), routing::get(|| async { "ok" }))
-            .route_layer(registry.layer(name).unwrap())
-    };
-    let app = route("open")
-        .merge(route("closed"))
-        .merge(route("fallback"))
-        .merge(route("default"));
-    let addr = serve_router(app).await;
+    let addr = serve_router(routes(
+        &registry,
+        &["open", "closed", "fallback", "default"],
+    ))
+    .await;
     let client = client();
     let get = async |path| get_path(&client, addr, path, &[]).await;
 
