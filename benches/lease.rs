@@ -5,9 +5,9 @@
 //! lease costs no round trip here: what is measured is the decision taken
 //! from the units in hand (the refill, one in many, included), beside the
 //! memory backend deciding the same policy itself. Both through the
-//! synchronous fast path and through `acquire().await`, both on the
-//! memory backend's clock (`AnchoredClock`), so that the clock read costs
-//! them the same.
+//! synchronous fast path and through `acquire().await`, each with its
+//! defaults (both read the `AnchoredClock`); `leased-tuned` is the leased
+//! limiter with a larger `max_lease`, named as such.
 #![allow(missing_docs)]
 
 use std::hint::black_box;
@@ -15,7 +15,7 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use limiter_core::{Limiter, Policy, Rate};
 use limiter_lease::Leased;
-use limiter_memory::{AnchoredClock, MemoryLimiter};
+use limiter_memory::MemoryLimiter;
 
 /// Never denies at bench speed: every decision is an admission.
 fn generous() -> Policy {
@@ -43,16 +43,20 @@ fn warm(c: &mut Criterion) {
     for key_count in [1, 1_000, 10_000] {
         let keys = keys(key_count);
         let memory = MemoryLimiter::new(generous());
+        // The defaults, but for room for every key.
         let leased = Leased::builder(MemoryLimiter::new(generous()))
+            .max_keys(2 * key_count)
+            .build();
+        let tuned = Leased::builder(MemoryLimiter::new(generous()))
             .max_lease(1_000)
             .max_keys(2 * key_count)
-            .clock(AnchoredClock::new())
             .build();
         let mut group = c.benchmark_group(format!("lease/warm/{key_count}-keys"));
         group.throughput(Throughput::Elements(1));
         for (name, limiter) in [
             ("memory", &memory as &dyn Limiter),
             ("leased", &leased as &dyn Limiter),
+            ("leased-tuned", &tuned as &dyn Limiter),
         ] {
             let mut i = 0;
             group.bench_function(format!("{name}-acquire_now"), |b| {

@@ -59,6 +59,7 @@ pub use crate::algorithms::{
     LeakyBucket, LogUpdate, SlidingCounter, SlidingLog, TokenBucket,
 };
 pub use crate::all_of::{all_of, check_policies, SetState};
+pub use crate::clock_source::ClockSource;
 pub use crate::decision::TickDecision;
 
 use crate::algorithm::Algorithm;

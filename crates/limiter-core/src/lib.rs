@@ -31,9 +31,11 @@
 mod algorithm;
 mod algorithms;
 mod all_of;
+mod anchored_clock;
 pub mod backend;
 mod backend_failure;
 mod clock;
+mod clock_source;
 mod decision;
 mod divisor;
 mod error;
@@ -50,6 +52,7 @@ pub mod trace;
 
 pub use self::{
     algorithm::Algorithm,
+    anchored_clock::AnchoredClock,
     backend_failure::{BackendFailure, FailureReach},
     clock::{Clock, ManualClock, SystemClock},
     decision::{Decision, DecisionSource},

@@ -1,12 +1,11 @@
 //! [`LeasedBuilder`]: the knobs of a [`Leased`] limiter; their defaults
 //! are `Leased`'s associated constants.
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use limiter_core::backend::ClockSource;
 use limiter_core::{Clock, Limiter};
 
-use crate::clock::MonotonicClock;
 use crate::leased::Leased;
 
 /// Builds a [`Leased`] limiter; every option has a default, so
@@ -37,7 +36,7 @@ pub struct LeasedBuilder<L> {
     pub(crate) max_lease: u64,
     pub(crate) refill_percent: u8,
     pub(crate) max_keys: usize,
-    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) clock: ClockSource,
 }
 
 impl<L: Limiter> LeasedBuilder<L> {
@@ -49,7 +48,7 @@ impl<L: Limiter> LeasedBuilder<L> {
             max_lease: Leased::<L>::DEFAULT_MAX_LEASE,
             refill_percent: Leased::<L>::DEFAULT_REFILL_PERCENT,
             max_keys: Leased::<L>::DEFAULT_MAX_KEYS,
-            clock: Arc::new(MonotonicClock::new()),
+            clock: ClockSource::default(),
         }
     }
 
@@ -100,11 +99,13 @@ impl<L: Limiter> LeasedBuilder<L> {
     }
 
     /// The clock of the local decisions and of lease lifetimes. Defaults to
-    /// the wall clock read once and advanced by [`Instant`](std::time::Instant),
-    /// which never steps back; a [`ManualClock`](limiter_core::ManualClock)
-    /// in tests. A clock stepped back stretches the leases in hand.
+    /// [`AnchoredClock`](limiter_core::AnchoredClock): the wall clock read
+    /// once and advanced by the CPU's monotonic counter, which never steps
+    /// back and costs a counter read (the memory backend's default too);
+    /// a [`ManualClock`](limiter_core::ManualClock) in tests. A clock
+    /// stepped back stretches the leases in hand.
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
-        self.clock = Arc::new(clock);
+        self.clock = ClockSource::Custom(Box::new(clock));
         self
     }
 

@@ -1,14 +1,11 @@
 //! [`Leased`]: any [`Limiter`], decided in process from leases on it.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use limiter_core::backend::check_policies;
-use limiter_core::{
-    Algorithm, Clock, Decision, DecisionSource, Error, Limiter, Policies, MAX_TIME_US,
-};
+use limiter_core::backend::{check_policies, ClockSource};
+use limiter_core::{Algorithm, Decision, DecisionSource, Error, Limiter, Policies, MAX_TIME_US};
 
 use crate::builder::LeasedBuilder;
 use crate::in_flight::InFlight;
@@ -72,7 +69,7 @@ pub struct Leased<L> {
     leases: Leases,
     sizing: Sizing,
     max_keys: usize,
-    clock: Arc<dyn Clock>,
+    clock: ClockSource,
     /// The policies' max cost: a request of at most it, at a time in the
     /// exact range, passes their checks.
     max_cost: u64,
@@ -310,7 +307,7 @@ impl<L: Limiter> Leased<L> {
     /// denial to the key's `remaining`, then to `cost` (docs/spec.md
     /// section 8.1); the request's answer is the last lease decision.
     async fn fetch(&self, key: &[u8], cost: u64, mut size: u64) -> Result<Decision, Error> {
-        let mut pending = InFlight::new(&self.leases, key, &*self.clock);
+        let mut pending = InFlight::new(&self.leases, key, &self.clock);
         let mut shrunk = false;
         loop {
             let sent_us = self.clock.now_us();
@@ -358,7 +355,7 @@ impl<L: Limiter> Leased<L> {
     /// Fetches a lease of `size` ahead of need; a denial or a failure
     /// leaves the next request to ask (and to meet the failure).
     async fn refill(&self, key: &[u8], size: u64) {
-        let mut pending = InFlight::new(&self.leases, key, &*self.clock);
+        let mut pending = InFlight::new(&self.leases, key, &self.clock);
         let sent_us = self.clock.now_us();
         if let Ok(set) = self.inner.acquire(key, size).await {
             let decision = set.clone();

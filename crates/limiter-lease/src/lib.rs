@@ -23,7 +23,6 @@
 //! ```
 
 mod builder;
-mod clock;
 mod in_flight;
 mod key;
 mod key_lease;

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use limiter_core::{Clock, Policies};
 
-use crate::clock::{AnchoredClock, ClockSource};
 use crate::limiter::MemoryLimiter;
 use crate::store::Store;
+use limiter_core::backend::ClockSource;
+use limiter_core::AnchoredClock;
 
 impl MemoryLimiter {
     /// A limiter for `policies` (a [`Policy`](limiter_core::Policy), or a

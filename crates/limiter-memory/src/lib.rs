@@ -74,7 +74,6 @@
 //! prefix).
 
 mod builder;
-mod clock;
 mod compact_counter;
 mod key;
 mod key_cap;
@@ -84,6 +83,8 @@ mod memory_bound;
 mod store;
 mod sweep;
 
-pub use self::{builder::MemoryLimiterBuilder, clock::AnchoredClock, limiter::MemoryLimiter};
+pub use self::{builder::MemoryLimiterBuilder, limiter::MemoryLimiter};
+/// The default clock, defined in limiter-core and shared by every in-process store.
+pub use limiter_core::AnchoredClock;
 /// The error of a new key refused at [`max_keys`](MemoryLimiterBuilder::max_keys).
 pub use limiter_core::KeyLimitReached;

@@ -6,9 +6,10 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use limiter_core::{Clock, Error, KeyLimitReached, Limiter, SystemClock};
+use limiter_core::backend::ClockSource;
+use limiter_core::{Clock, Error, KeyLimitReached, Limiter};
 use sha2::{Digest as _, Sha256};
 
 use crate::ip_key::from_text;
@@ -56,7 +57,7 @@ enum Store {
 /// `max_bans` of them, so that clients who earn bans under ever new keys
 /// cannot grow the process.
 struct MemoryBans {
-    clock: Arc<dyn Clock>,
+    clock: ClockSource,
     max_bans: usize,
     bans: Mutex<Bans>,
 }
@@ -133,30 +134,6 @@ impl MemoryBans {
     }
 }
 
-/// The wall clock read once, then advanced by [`Instant`]: a ban's end
-/// neither comes early nor late when the wall clock is stepped.
-#[derive(Debug)]
-struct SteadyClock {
-    wall_us: u64,
-    start: Instant,
-}
-
-impl SteadyClock {
-    fn new() -> Self {
-        Self {
-            wall_us: SystemClock.now_us(),
-            start: Instant::now(),
-        }
-    }
-}
-
-impl Clock for SteadyClock {
-    fn now_us(&self) -> u64 {
-        let elapsed = u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.wall_us.saturating_add(elapsed)
-    }
-}
-
 /// Keys refused outright until their ban ends: checked by a
 /// [`LimiterLayer`](crate::LimiterLayer) before its limiter (a banned
 /// request is not counted), answered 403 (or 429, see
@@ -197,7 +174,8 @@ impl BanList {
     /// Bans kept in this process: they hold on this instance only, and
     /// are gone when it exits. A ban lasts its duration even if the wall
     /// clock is stepped meanwhile (NTP, a manual set): its time is the
-    /// system clock's read once, advanced by the monotonic clock.
+    /// [`AnchoredClock`](limiter_core::AnchoredClock)'s, the system clock
+    /// read once and advanced by the monotonic counter.
     ///
     /// At most [`DEFAULT_MAX_BANS`](Self::DEFAULT_MAX_BANS) bans are held,
     /// each under at most 256 bytes of key: a new key's ban while that
@@ -210,18 +188,18 @@ impl BanList {
 
     /// [`memory`](Self::memory) holding at most `max_bans` bans.
     pub fn memory_with_max_bans(max_bans: usize) -> Self {
-        Self::memory_on(SteadyClock::new(), max_bans)
+        Self::memory_on(ClockSource::default(), max_bans)
     }
 
     /// [`memory`](Self::memory) on `clock` (a
     /// [`ManualClock`](limiter_core::ManualClock) in tests).
     pub fn memory_with_clock(clock: impl Clock + 'static) -> Self {
-        Self::memory_on(clock, Self::DEFAULT_MAX_BANS)
+        Self::memory_on(ClockSource::Custom(Box::new(clock)), Self::DEFAULT_MAX_BANS)
     }
 
-    fn memory_on(clock: impl Clock + 'static, max_bans: usize) -> Self {
+    fn memory_on(clock: ClockSource, max_bans: usize) -> Self {
         Self::of(Store::Memory(MemoryBans {
-            clock: Arc::new(clock),
+            clock,
             max_bans,
             bans: Mutex::new(Bans {
                 first_end_us: u64::MAX,
@@ -237,6 +215,8 @@ impl BanList {
     /// ends (Redis's clock decides). Every instance on that Redis sees every
     /// ban. A failed check (Redis down) bans no one: see
     /// [`LimiterLayer::bans`](crate::LimiterLayer::bans).
+    ///
+    /// Available with the `redis` feature.
     #[cfg(feature = "redis")]
     pub fn redis(backend: &limiter_redis::RedisBackend, prefix: impl Into<String>) -> Self {
         Self::of(Store::Redis {
@@ -439,19 +419,6 @@ mod tests {
     use limiter_core::ManualClock;
 
     #[test]
-    fn the_steady_clock_starts_at_the_wall_clock_and_keeps_pace() {
-        let clock = SteadyClock::new();
-        let start = clock.now_us();
-        assert!(start.abs_diff(SystemClock.now_us()) < 1_000_000);
-        std::thread::sleep(Duration::from_millis(20));
-        let later = clock.now_us();
-        assert!(
-            (20_000..5_000_000).contains(&(later - start)),
-            "{start} {later}"
-        );
-    }
-
-    #[test]
     fn a_long_keys_ban_is_kept_under_its_digest_and_is_its_own() {
         let clock = ManualClock::new(1_000_000);
         let bans = BanList::memory_with_clock(clock);
@@ -515,7 +482,7 @@ mod tests {
     #[test]
     fn a_full_memory_list_refuses_new_keys_keeps_its_bans_and_frees_ended_ones() {
         let clock = ManualClock::new(1_000_000);
-        let bans = BanList::memory_on(clock.clone(), 2);
+        let bans = BanList::memory_on(ClockSource::Custom(Box::new(clock.clone())), 2);
         let Store::Memory(memory) = &*bans.store else {
             unreachable!()
         };
