@@ -180,6 +180,8 @@ impl FromStr for Policies {
     }
 }
 
+/// A set serializes as its policy strings joined by `;`. Available with the
+/// `serde` feature.
 #[cfg(feature = "serde")]
 impl serde::Serialize for Policies {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -187,6 +189,8 @@ impl serde::Serialize for Policies {
     }
 }
 
+/// A set deserializes from policy strings joined by `;`. Available with
+/// the `serde` feature.
 #[cfg(feature = "serde")]
 impl<'de> serde::Deserialize<'de> for Policies {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -111,6 +111,8 @@ impl FromStr for Policy {
     }
 }
 
+/// A policy serializes as its policy string. Available with the `serde`
+/// feature.
 #[cfg(feature = "serde")]
 impl serde::Serialize for Policy {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -118,6 +120,8 @@ impl serde::Serialize for Policy {
     }
 }
 
+/// A policy deserializes from its policy string. Available with the
+/// `serde` feature.
 #[cfg(feature = "serde")]
 impl<'de> serde::Deserialize<'de> for Policy {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -78,6 +78,7 @@ impl<E: 'static> RefusalBody for http_body_util::combinators::UnsyncBoxBody<Byte
     }
 }
 
+/// axum's body. Available with the `axum` feature.
 #[cfg(feature = "axum")]
 impl RefusalBody for axum::body::Body {
     fn refusal(data: Bytes) -> Self {
@@ -85,6 +86,7 @@ impl RefusalBody for axum::body::Body {
     }
 }
 
+/// tonic's body. Available with the `tonic` feature.
 #[cfg(feature = "tonic")]
 impl RefusalBody for tonic::body::Body {
     fn refusal(data: Bytes) -> Self {

@@ -1,6 +1,8 @@
 //! [`Config`]: named policies read from a TOML file and checked whole at
 //! startup, and [`ConfigError`], which names the file, the entry and the
 //! reason of the first thing wrong.
+//!
+//! Available with the `config` feature.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -90,6 +92,8 @@ use crate::named_policy::{MemoryBounds, NamedPolicy, OnFailure};
 /// assert!(error.to_string().starts_with("limits.toml: policies.login.limits[0]: unknown algorithm"));
 /// # Ok::<(), limiter_tower::ConfigError>(())
 /// ```
+///
+/// Available with the `config` feature.
 #[derive(Debug, Clone)]
 pub struct Config {
     file: String,

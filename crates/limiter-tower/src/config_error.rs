@@ -29,6 +29,8 @@ pub(crate) fn line_and_column(text: &str, offset: usize) -> String {
 }
 
 /// What kind of thing is wrong in a configuration.
+///
+/// Available with the `config` feature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigErrorKind {
@@ -68,6 +70,8 @@ pub enum ConfigErrorKind {
 ///
 /// Its `Debug` is that line too, so `main` returning it with `?` prints
 /// the line; `{:#?}` shows the fields.
+///
+/// Available with the `config` feature.
 pub struct ConfigError {
     file: String,
     entry: String,

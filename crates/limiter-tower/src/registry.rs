@@ -40,6 +40,8 @@ use crate::layer::LimiterLayer;
 /// assert_eq!(error.to_string(), "limits.toml: policies.signup: not configured (the file has: default, login)");
 /// # Ok::<(), limiter_tower::ConfigError>(())
 /// ```
+///
+/// Available with the `config` feature.
 #[derive(Debug, Clone)]
 pub struct Registry {
     file: String,
@@ -119,6 +121,8 @@ impl Registry {
     /// limiter does under [`memory`](Self::memory)). Its bans are the Redis keys `{key_prefix}:NAME:bans:KEY` (a ban made by
     /// one instance holds on all), its penalty's denials are counted under
     /// `{key_prefix}:NAME:penalty`.
+    ///
+    /// Available with the `redis` feature.
     #[cfg(feature = "redis")]
     pub async fn redis(
         config: &Config,

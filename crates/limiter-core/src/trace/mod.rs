@@ -3,7 +3,9 @@
 //!
 //! It is the command line's format (`limiter replay`, `limiter compare
 //! --trace`), the conformance tests' and the fuzz targets', so a trace
-//! means the same thing everywhere. Behind the `trace` feature.
+//! means the same thing everywhere.
+//!
+//! Available with the `trace` feature.
 //!
 //! Input is CSV as RFC 4180 writes it: a field may be quoted (`"a,b"`, with
 //! `""` for a quote inside, and line breaks inside quotes), a UTF-8 byte

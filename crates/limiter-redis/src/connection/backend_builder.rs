@@ -97,6 +97,8 @@ impl RedisBackendBuilder {
     /// Trusts `pem` (one or more PEM certificates) as the root of a
     /// `rediss://` server's certificate chain, instead of the system's
     /// trust store (for a private CA). Defaults to the system's store.
+    ///
+    /// Available with the `tls-rustls` or the `tls-native-tls` feature.
     #[cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
     pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls_root_certificate = Some(pem.into());
