@@ -4,22 +4,22 @@
 
 use limiter_core::{DecisionSource, FailurePolicy, LimiterExt};
 
-use super::load::{spread_over_primaries, Load, SLOW};
+use super::load::{spread_over_primaries, Load};
 use super::*;
 
-/// A backend built while a primary hangs (`SIGSTOP`, for less than the
-/// node timeout, so no failover starts), that primary the first of its
-/// seeds: the build ends within its timeouts (the slot map read from
-/// another seed, the hung primary marked down, not waited for), and the
-/// other primaries' keys are decided.
+/// A backend built while a primary hangs (`SIGSTOP`; no failover starts,
+/// see [`hold_off_failover`]), that primary the first of its seeds: the
+/// build ends within its timeouts (the slot map read from another seed,
+/// the hung primary marked down, not waited for), and the other
+/// primaries' keys are decided.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backend_built_while_its_first_seed_hangs_serves_the_other_primaries() {
-    // Short, so that the whole hang stays well under the node timeout.
-    const HUNG_TIMEOUT: Duration = Duration::from_millis(200);
+    const HUNG_TIMEOUT: Duration = Duration::from_secs(1);
     /// The build's bound: the connection and command timeouts (what one
-    /// connection may take), plus slack for a loaded machine.
-    const BUILT_WITHIN: Duration = Duration::from_millis(2 * 200 + 150);
+    /// connection may take), plus 1.5 s for a loaded machine's stalls.
+    const BUILT_WITHIN: Duration = Duration::from_millis(2 * 1_000 + 1_500);
     let cluster = cluster_of_its_own().await;
+    hold_off_failover(&cluster);
     let policy = Policy::fixed_window(Rate::per_hour(10)).unwrap();
     let primaries = cluster.primaries();
     let hung = primaries[0].clone();
@@ -65,35 +65,36 @@ async fn a_backend_built_while_its_first_seed_hangs_serves_the_other_primaries()
     assert!(decisions.iter().all(|d| d.allowed), "{decisions:?}");
     assert_eq!(decisions.len(), 4);
 }
-/// A hung primary (`SIGSTOP`, held for less than the cluster's node
-/// timeout, so no failover starts) while 64 tasks decide on keys of every
-/// primary: its callers wait at most one command timeout, once each (the
-/// decisions in flight when it hung); then its keys fail at once while a
-/// background probe checks it; the other primaries' keys never fail; once
-/// it resumes its keys are served again within a few probe intervals; and
-/// every state counts what was admitted (plus, at most, the decisions whose
-/// answer was lost).
+/// A hung primary (`SIGSTOP` for two command timeouts; no failover starts,
+/// see [`hold_off_failover`]) while 64 tasks decide on keys of every
+/// primary: about one decision per caller waits out a command timeout
+/// (those in flight when it hung), and none waits longer than one; then
+/// its keys fail at once while a background probe checks it; the other
+/// primaries' keys never fail; once it resumes its keys are served again
+/// within a bound; and every state counts what was admitted (plus, at
+/// most, the decisions whose answer was lost).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_primary_costs_its_callers_one_command_timeout_at_most() {
     const TASKS: usize = 64;
-    // Long enough that a healthy node answers within it on a loaded CI
-    // machine; the hang longer still, and shorter than the node timeout.
-    const COMMAND_TIMEOUT: Duration = Duration::from_millis(300);
+    /// Long enough that a healthy node answers within it however loaded
+    /// the machine.
+    const COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
     const PROBE_INTERVAL: Duration = Duration::from_millis(100);
-    /// Two command timeouts: a caller that waited more than one (a retry
-    /// after its timeout, or a wait for the resume) waits this long. Well
-    /// short of the node timeout, which an oversleep on a loaded machine
-    /// must not reach (a failover would start).
-    const HUNG_FOR: Duration = Duration::from_millis(600);
+    /// Two command timeouts: without the node's circuit every caller would
+    /// wait out a timeout on its keys twice.
+    const HUNG_FOR: Duration = Duration::from_secs(4);
     /// The longest a caller of the hung node may wait: one command timeout,
-    /// plus slack for a loaded machine; shorter than `HUNG_FOR`.
-    const LONGEST: Duration = Duration::from_millis(COMMAND_TIMEOUT.as_millis() as u64 + 250);
+    /// plus 1.5 s for a loaded machine's stalls; shorter than two.
+    const LONGEST: Duration = Duration::from_millis(2_000 + 1_500);
     /// From the resume to the last error on the hung node's keys: the
-    /// probe's next `PING` (one interval) answered, plus slack for CI.
-    const BACK_WITHIN: Duration = Duration::from_millis(1_000);
-    assert!(HUNG_FOR < Duration::from_millis(NODE_TIMEOUT_MS));
-    assert!(LONGEST < HUNG_FOR && LONGEST < 2 * COMMAND_TIMEOUT);
+    /// probe's next `PING` (one interval) answered, plus 1.9 s for a loaded
+    /// machine. The load runs [`AFTER_RESUME`], longer, so that keys still
+    /// failing show.
+    const BACK_WITHIN: Duration = Duration::from_secs(2);
+    const AFTER_RESUME: Duration = Duration::from_secs(3);
+    assert!(LONGEST < 2 * COMMAND_TIMEOUT && BACK_WITHIN < AFTER_RESUME);
     let cluster = cluster_of_its_own().await;
+    hold_off_failover(&cluster);
     let backend = RedisBackend::cluster(cluster.seed_urls())
         .command_timeout(COMMAND_TIMEOUT)
         .probe_interval(PROBE_INTERVAL)
@@ -104,30 +105,13 @@ async fn a_hung_primary_costs_its_callers_one_command_timeout_at_most() {
     let limiter = Arc::clone(&targets[0].0);
 
     let load = Load::start(targets.clone(), TASKS);
-    // Slow decisions so far, per target: those of the hang are counted from
-    // the pause to the resume plus a probe interval (when the node's keys
-    // are served again), not healthy ones before or after.
-    let slow_so_far = |load: &Load| -> Vec<u64> {
-        load.stats
-            .iter()
-            .map(|s| s.slow.load(Ordering::Relaxed))
-            .collect()
-    };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let slow_before = slow_so_far(&load);
     let paused_at = load.started.elapsed();
     cluster.pause(&hung);
     tokio::time::sleep(HUNG_FOR).await;
     cluster.resume(&hung);
     let resumed_at = load.started.elapsed();
-    tokio::time::sleep(PROBE_INTERVAL).await;
-    let slow_during: Vec<u64> = slow_so_far(&load)
-        .iter()
-        .zip(&slow_before)
-        .map(|(now, before)| now - before)
-        .collect();
-    let window_end = load.started.elapsed();
-    tokio::time::sleep(Duration::from_millis(1_500) - PROBE_INTERVAL).await;
+    tokio::time::sleep(AFTER_RESUME).await;
     let report = load.stop().await;
     for (i, key) in keys.iter().enumerate() {
         assert_eq!(
@@ -153,20 +137,16 @@ async fn a_hung_primary_costs_its_callers_one_command_timeout_at_most() {
         .filter(|&i| on_hung[i])
         .filter_map(|i| report.error_span[i].map(|(_, last)| last))
         .max();
-    let slow_in_hang = sum(true, &slow_during);
+    let timeouts = sum(true, &report.timeouts);
     eprintln!(
         "hung primary {}: paused at {paused_at:?}, resumed at {resumed_at:?}; {} decisions; \
-         on its keys {} errors (last at {last_error:?}), {} slow (>= {SLOW:?}; {slow_in_hang} \
-         from the pause to {window_end:?}), slowest {:?}; on the others' keys {} errors, {} \
-         slow ({} in the hang), slowest {:?}; samples {:?}",
+         on its keys {} errors ({timeouts} timeouts, the last error at {last_error:?}), \
+         slowest {:?}; on the others' keys {} errors, slowest {:?}; samples {:?}",
         hung.port,
         report.decisions,
         sum(true, &report.errors_per_target),
-        sum(true, &report.slow),
         longest(true),
         sum(false, &report.errors_per_target),
-        sum(false, &report.slow),
-        sum(false, &slow_during),
         longest(false),
         report.errors.samples
     );
@@ -176,17 +156,18 @@ async fn a_hung_primary_costs_its_callers_one_command_timeout_at_most() {
         longest(true)
     );
     // One per caller (64 in every run here), and a quarter more for a
-    // loaded machine's pauses; without the node's circuit every caller
-    // would wait out a timeout again and again while it hangs (twice each,
-    // about 128).
+    // request queued behind a call sent just before the node was known
+    // down (it fails with that call); without the node's circuit every
+    // caller would wait out a timeout again and again while it hangs
+    // (twice each, about 128).
     assert!(
-        slow_in_hang <= (TASKS + TASKS / 4) as u64,
-        "{slow_in_hang} slow decisions on the hung node's keys during the hang: more than one \
-         per caller"
+        timeouts <= (TASKS + TASKS / 4) as u64,
+        "{timeouts} decisions on the hung node's keys waited out the command timeout: more \
+         than one per caller"
     );
     assert!(
-        sum(true, &report.errors_per_target) > 0,
-        "the hung node's callers were told"
+        sum(true, &report.errors_per_target) > timeouts,
+        "the hung node's keys failed at once once it was known down"
     );
     assert_eq!(
         sum(false, &report.errors_per_target),
@@ -211,18 +192,25 @@ async fn a_hung_primary_costs_its_callers_one_command_timeout_at_most() {
 }
 /// A redirect late in a command's budget to a hung node: the command's
 /// first node (stale in the client's map: its slot has moved) hangs for
-/// most of the command timeout, then answers `MOVED` to a node that is
+/// half the command timeout, then answers `MOVED` to a node that is
 /// hung by then. The caller is answered within the command timeout, not
 /// the hang plus a second timeout; the retry, going on in the background,
 /// still marks the hung node down (its keys then fail at once); and once
 /// it resumes, its keys are served again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_redirect_to_a_hung_node_costs_the_caller_one_command_timeout() {
-    const COMMAND_TIMEOUT: Duration = Duration::from_millis(400);
-    /// How long the stale node hangs before it answers `MOVED`.
-    const FIRST_HANG: Duration = Duration::from_millis(250);
-    const SLACK: Duration = Duration::from_millis(200);
+    const COMMAND_TIMEOUT: Duration = Duration::from_secs(4);
+    /// How long the stale node hangs before it answers `MOVED`: half the
+    /// command timeout, so that its answer comes in time however the
+    /// machine stalls, and the redirect's own timeout would end past the
+    /// command's.
+    const FIRST_HANG: Duration = Duration::from_secs(2);
+    /// For a loaded machine's stalls: less than `FIRST_HANG`, which a
+    /// caller that waited out the hang plus a second timeout waits more.
+    const SLACK: Duration = Duration::from_millis(1_500);
+    assert!(SLACK < FIRST_HANG);
     let cluster = cluster_of_its_own().await;
+    hold_off_failover(&cluster);
     let backend = probing_backend(&cluster, COMMAND_TIMEOUT);
     let limiter = limiter(
         &backend,
@@ -237,8 +225,7 @@ async fn a_late_redirect_to_a_hung_node_costs_the_caller_one_command_timeout() {
     let slot = cluster.slot_of(limiter.redis_key(key.as_bytes()));
     tokio::task::block_in_place(|| cluster.migrate_slot(slot, &hung));
 
-    // Hung from the start (the retry meets it whenever it comes), for less
-    // than the node timeout all told, so no failover starts.
+    // Hung from the start (the retry meets it whenever it comes).
     cluster.pause(&hung);
     cluster.pause(&stale);
     let hang = {
@@ -266,16 +253,15 @@ async fn a_late_redirect_to_a_hung_node_costs_the_caller_one_command_timeout() {
          (the stale node hung for {FIRST_HANG:?})"
     );
 
-    // The retry's own timeout has passed: the node is known to be down.
+    // The retry's own timeout has passed: the node is known to be down,
+    // and its keys fail without a round trip (its circuit answers).
     tokio::time::sleep_until((started + FIRST_HANG + COMMAND_TIMEOUT + SLACK).into()).await;
-    let asked = Instant::now();
     let down = limiter.acquire(key.as_bytes(), 1).await;
-    let failed_in = asked.elapsed();
     cluster.resume(&hung);
-    assert!(down.is_err(), "a hung node answered: {down:?}");
+    let down = chain(&down.expect_err("a hung node answered"));
     assert!(
-        failed_in < SLACK,
-        "a call on the hung node's keys took {failed_in:?}: it was not marked down"
+        down.contains("down for") && down.contains("probing every"),
+        "a call on the hung node's keys was not answered by its circuit: {down}"
     );
 
     let back = Instant::now();
@@ -283,7 +269,7 @@ async fn a_late_redirect_to_a_hung_node_costs_the_caller_one_command_timeout() {
         match limiter.acquire(key.as_bytes(), 1).await {
             Ok(decision) => break assert!(decision.allowed),
             Err(e) => assert!(
-                back.elapsed() < Duration::from_secs(5),
+                back.elapsed() < Duration::from_secs(10),
                 "the node's keys still fail after it resumed: {}",
                 chain(&e)
             ),
@@ -299,8 +285,11 @@ async fn a_late_redirect_to_a_hung_node_costs_the_caller_one_command_timeout() {
 /// other primary's keys by the backend).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_on_a_healthy_primary_is_not_held_up_by_a_hung_one() {
-    const COMMAND_TIMEOUT: Duration = Duration::from_millis(300);
+    /// What the reload would wait on the hung primary: far above what a
+    /// reload takes however loaded the machine.
+    const COMMAND_TIMEOUT: Duration = Duration::from_secs(3);
     let cluster = cluster_of_its_own().await;
+    hold_off_failover(&cluster);
     let backend = RedisBackend::cluster(cluster.seed_urls())
         .connection_timeout(COMMAND_TIMEOUT)
         .command_timeout(COMMAND_TIMEOUT)

@@ -47,15 +47,13 @@ pub(super) struct Load {
 pub(super) struct Stats {
     pub(super) admitted: AtomicU64,
     pub(super) errors: AtomicU64,
+    /// Errors of kind [`Timeout`](BackendErrorKind::Timeout): decisions
+    /// that waited out a command timeout (the others failed at once).
+    pub(super) timeouts: AtomicU64,
     pub(super) first_error_us: AtomicU64,
     pub(super) last_error_us: AtomicU64,
     pub(super) slowest_us: AtomicU64,
-    /// Decisions that took at least [`SLOW`].
-    pub(super) slow: AtomicU64,
 }
-
-/// What counts as a slow decision in [`Report::slow`].
-pub(super) const SLOW: Duration = Duration::from_millis(100);
 
 impl Default for Stats {
     fn default() -> Self {
@@ -64,8 +62,8 @@ impl Default for Stats {
             errors: AtomicU64::new(0),
             first_error_us: AtomicU64::new(u64::MAX),
             last_error_us: AtomicU64::new(0),
+            timeouts: AtomicU64::new(0),
             slowest_us: AtomicU64::new(0),
-            slow: AtomicU64::new(0),
         }
     }
 }
@@ -100,8 +98,9 @@ pub(super) struct Report {
     /// Per target: its first and last error, since the load started.
     pub(super) error_span: Vec<Option<(Duration, Duration)>>,
     pub(super) slowest: Vec<Duration>,
-    /// Per target: decisions that took at least [`SLOW`].
-    pub(super) slow: Vec<u64>,
+    /// Per target: errors that waited out a command timeout
+    /// ([`Stats::timeouts`]).
+    pub(super) timeouts: Vec<u64>,
     pub(super) decisions: u64,
     pub(super) errors: Errors,
 }
@@ -135,9 +134,6 @@ impl Load {
                         let result = limiter.acquire(key.as_bytes(), 1).await;
                         let took = sent.elapsed().as_micros() as u64;
                         stats[i].slowest_us.fetch_max(took, Ordering::Relaxed);
-                        if took >= SLOW.as_micros() as u64 {
-                            stats[i].slow.fetch_add(1, Ordering::Relaxed);
-                        }
                         match result {
                             Ok(decision) => {
                                 decisions.fetch_add(1, Ordering::Relaxed);
@@ -149,6 +145,9 @@ impl Load {
                                 let at = started.elapsed();
                                 let at_us = at.as_micros() as u64;
                                 stats[i].errors.fetch_add(1, Ordering::Relaxed);
+                                if common::backend_kind(&e) == BackendErrorKind::Timeout {
+                                    stats[i].timeouts.fetch_add(1, Ordering::Relaxed);
+                                }
                                 stats[i].first_error_us.fetch_min(at_us, Ordering::Relaxed);
                                 stats[i].last_error_us.fetch_max(at_us, Ordering::Relaxed);
                                 errors.count += 1;
@@ -211,7 +210,7 @@ impl Load {
                 .iter()
                 .map(|s| Duration::from_micros(load(&s.slowest_us)))
                 .collect(),
-            slow: self.stats.iter().map(|s| load(&s.slow)).collect(),
+            timeouts: self.stats.iter().map(|s| load(&s.timeouts)).collect(),
             decisions: load(&self.decisions),
             errors,
         }

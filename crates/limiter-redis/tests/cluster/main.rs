@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use limiter_core::{Algorithm, Limiter, ManualClock, Policies, Policy, Rate};
-use limiter_redis::{RedisBackend, RedisLimiter};
+use limiter_redis::{BackendErrorKind, RedisBackend, RedisLimiter};
 use limiter_test::redis_cluster::{ClusterNode, RedisCluster, Reply, NODE_TIMEOUT_MS};
 use limiter_test::Harness;
 
@@ -97,6 +97,17 @@ async fn cluster_of_its_own() -> Arc<RedisCluster> {
             .await
             .unwrap(),
     )
+}
+
+/// Raises every node's `cluster-node-timeout` far above
+/// [`NODE_TIMEOUT_MS`], for a test that hangs a node (`SIGSTOP`) for
+/// seconds: command timeouts long enough for a loaded machine, and the
+/// hangs longer still, start no failover.
+fn hold_off_failover(cluster: &RedisCluster) {
+    for node in cluster.nodes() {
+        let set = ["CONFIG", "SET", "cluster-node-timeout", "60000"];
+        assert_eq!(cluster.command(&node, &set).text(), "OK");
+    }
 }
 
 /// The conformance suite's view of the cluster: one backend per test (its
