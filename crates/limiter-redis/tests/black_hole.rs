@@ -106,16 +106,30 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, frozen: Option<Arc<AtomicBool>>)
     let _ = to.shutdown(std::net::Shutdown::Write);
 }
 
-/// Long enough, on a loaded machine, for the probe to reconnect between
-/// the first call's timeout and the second's (half of it apart).
-const COMMAND: Duration = Duration::from_millis(3_000);
+/// The command timeout of the first test: its second call, sent half of
+/// it after the first, times out half of it after the first; the probe
+/// reconnects in between (a probe interval, and at most one attempt on a
+/// frozen path, well under half of this however loaded the machine).
+const COMMAND: Duration = Duration::from_secs(5);
+
+/// Long enough to bound a wait for what a probe does in milliseconds
+/// ("it did not hang"), on a loaded machine.
+const POLL_LIMIT: Duration = Duration::from_secs(10);
+
+/// Polls `condition` every 2 ms until it holds; panics after [`POLL_LIMIT`].
+async fn wait_until(what: &str, condition: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !condition() {
+        assert!(
+            started.elapsed() < POLL_LIMIT,
+            "waited {POLL_LIMIT:?} for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
-    /// The probe's interval: the outage lasts at least this long (the probe
-    /// sleeps before its first attempt), long enough for a watcher polling
-    /// every few ms to see it on a loaded machine; short beside the half
-    /// timeout the probe has to reconnect in.
     const PROBE: Duration = Duration::from_millis(250);
     let proxy = FreezingProxy::start(common::server().port());
     let backend = RedisBackend::builder(proxy.url())
@@ -133,26 +147,11 @@ async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
             .unwrap(),
     );
     assert!(limiter.acquire(b"k", 1).await.unwrap().allowed);
+    // The path black-holed: the open connection, and new ones until the
+    // outage has been seen (the probe cannot end it before).
     proxy.freeze_open_connections();
+    proxy.freeze_new_connections(true);
     let started = Instant::now();
-    // Watches the circuit from before the first call's deadline: when it
-    // opened, and when it closed after that.
-    let watcher = tokio::spawn({
-        let backend = backend.clone();
-        async move {
-            let mut down = None;
-            while started.elapsed() < 3 * COMMAND {
-                let available = backend.is_available();
-                match down {
-                    None if !available => down = Some(Instant::now()),
-                    Some(down) if available => return (Some(down), Some(Instant::now())),
-                    _ => {}
-                }
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            (down, None)
-        }
-    });
     let first = tokio::spawn({
         let limiter = Arc::clone(&limiter);
         async move { limiter.acquire(b"k", 1).await }
@@ -171,20 +170,22 @@ async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
         BackendErrorKind::Timeout,
         "{first}"
     );
-    // The watcher saw the outage the first call's timeout began (not
-    // before), then the probe end it, all before the second call timed out,
-    // or the test shows nothing.
-    let (down, up) = watcher.await.unwrap();
-    let down = down.expect("the circuit was never seen open: the first timeout opened no outage");
-    up.expect("the probe did not reconnect in time");
+    wait_until("the first timeout to open the circuit", || {
+        !backend.is_available()
+    })
+    .await;
+    let down = started.elapsed();
+    assert!(
+        down >= COMMAND,
+        "the circuit opened {down:?} after the first call, before its timeout"
+    );
+    proxy.freeze_new_connections(false);
+    wait_until("the probe to reconnect", || backend.is_available()).await;
+    // The probe ended the outage before the second call timed out, or the
+    // test shows nothing.
     assert!(
         !second.is_finished(),
         "the second call ended before the probe reconnected"
-    );
-    assert!(
-        down - started >= COMMAND,
-        "the circuit opened {:?} after the first call, before its timeout",
-        down - started
     );
     let second = second.await.unwrap().unwrap_err();
     assert_eq!(
@@ -200,19 +201,22 @@ async fn a_late_timeout_on_the_old_connection_does_not_reopen_the_circuit() {
     assert!(limiter.acquire(b"k", 1).await.unwrap().allowed);
 }
 
-/// A call whose connection hangs for most of the command timeout and is
+/// A call whose connection hangs for half the command timeout and is
 /// then lost, and whose reconnection meets a path that answers nothing:
 /// the caller is answered within about one command timeout (the
 /// reconnection's own timeouts would add the connection timeout and the
 /// command timeout), the reconnection going on in the background marks the
-/// backend down (the next call fails at once), and the probe brings it
-/// back once the path answers.
+/// backend down (the next call fails at once, without a round trip), and
+/// the probe brings it back once the path answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_lost_late_costs_its_caller_one_command_timeout() {
-    const TIMEOUT: Duration = Duration::from_millis(400);
-    /// How long the first connection hangs before it is cut.
-    const HANG: Duration = Duration::from_millis(250);
-    const SLACK: Duration = Duration::from_millis(200);
+    const TIMEOUT: Duration = Duration::from_secs(3);
+    /// How long the first connection hangs before it is cut: half the
+    /// timeout, so that the cut comes in time however the machine stalls.
+    const HANG: Duration = Duration::from_millis(1_500);
+    /// For a loaded machine's stalls: a caller that waited out the
+    /// reconnection's own timeouts waits `HANG + 2 * TIMEOUT`, far more.
+    const SLACK: Duration = Duration::from_secs(2);
     let proxy = Arc::new(FreezingProxy::start(common::server().port()));
     let backend = RedisBackend::builder(proxy.url())
         .connection_timeout(TIMEOUT)
@@ -257,30 +261,18 @@ async fn a_connection_lost_late_costs_its_caller_one_command_timeout() {
     assert!(told.contains("a reconnection or reload included"), "{told}");
 
     // The reconnection, going on, fails by its own timeouts: the backend
-    // is marked down.
-    while backend.is_available() {
-        assert!(
-            started.elapsed() < HANG + 2 * TIMEOUT + Duration::from_secs(2),
-            "the failed reconnection was not told"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let asked = Instant::now();
+    // is marked down, and a call fails without a round trip.
+    wait_until("the failed reconnection to be told", || {
+        !backend.is_available()
+    })
+    .await;
     let down = limiter
         .acquire(b"k", 1)
         .await
         .expect_err("the backend is down");
     assert_eq!(common::backend_kind(&down), BackendErrorKind::Unavailable);
-    assert!(asked.elapsed() < SLACK, "a call while down waited");
 
     proxy.freeze_new_connections(false);
-    let back = Instant::now();
-    while !backend.is_available() {
-        assert!(
-            back.elapsed() < Duration::from_secs(5),
-            "the probe did not reconnect"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until("the probe to reconnect", || backend.is_available()).await;
     assert!(limiter.acquire(b"k", 1).await.unwrap().allowed);
 }
