@@ -1,8 +1,8 @@
 //! One instance of a leasing fleet, as its own OS process: `--tasks`
-//! callers decide through a [`Leased`] limiter over a [`RedisLimiter`] at
-//! `--rate`, on `--keys` keys, from `--start-us` for `--run-ms`,
-//! and the process writes every admitted decision, and every decision a
-//! failure policy answered, to `--out`, one per line:
+//! callers decide through a [`Leased`] limiter over a [`RedisLimiter`] on a
+//! fixed schedule of `--rounds` rounds, one every `--period-ms` from
+//! `--start-us`, and the process writes every admitted decision, and every
+//! decision a failure policy answered, to `--out`, one per line:
 //!
 //! ```text
 //! TIME_US KEY_INDEX COST SOURCE ALLOWED
@@ -18,19 +18,31 @@
 //!
 //! ```text
 //! lease_worker --redis redis://127.0.0.1:6379/ --policy sliding-log:100/200ms \
-//!     --prefix fleet --keys 1 --tasks 64 --run-ms 1500 --lifetime-ms 100 \
-//!     --max-lease 10 --rate 1000 --on-failure return-error --out admitted.log
+//!     --prefix fleet --keys 1 --tasks 64 --rounds 24 --period-ms 50 --phase 8 \
+//!     --quiet 5 --burst 4 --lifetime-ms 100 --max-lease 10 \
+//!     --on-failure return-error --out admitted.log
 //! ```
 //!
+//! The rounds come in phases of `--phase` rounds, in each of which a
+//! caller asks one of `--keys` keys: in every round but the phase's last,
+//! a quiet one, the first `--quiet` callers send a request each; in the
+//! last every caller sends `--burst` requests back to back. The key of a
+//! caller's phase depends on the phase and the caller's number only, so
+//! the callers of the same number in every process of a fleet ask the
+//! same key at about the same time. The work is fixed in size: a round
+//! that starts late, on a busy host, starts at once, and the process ends
+//! when its rounds are done.
+//!
 //! `--cluster URL,URL,...` instead of `--redis` reaches a Redis Cluster;
-//! `--start-us` (wall-clock µs) lines the processes up; `--rate` is the
-//! process's demand in decisions per second (0, the default: as fast as
-//! its callers can); `--on-failure` is
-//! `return-error` (an error ends the process with a failure),
-//! `fail-open` or `fail-closed`.
+//! `--start-us` (wall-clock µs) lines the processes up; `--ready-after N`
+//! prints `ready` once every caller has done N rounds; `--until-degraded
+//! N` keeps each caller going past its rounds until N of its rounds had
+//! an answer of the failure policy; `--on-failure` is `return-error` (an
+//! error ends the process with a failure), `fail-open` or `fail-closed`.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -46,14 +58,38 @@ struct Options {
     keys: u64,
     tasks: u64,
     start_us: Option<u64>,
-    run: Duration,
-    /// Decisions per second the process asks for, spread over its callers;
-    /// 0: as fast as they can.
-    rate: u64,
+    schedule: Schedule,
+    /// Rounds after which the process prints `ready` (0: never).
+    ready_after: u64,
     lifetime: Duration,
     max_lease: u64,
     on_failure: FailurePolicy,
     out: String,
+}
+
+/// What each caller sends: `rounds` rounds, one every `period`, and
+/// more until `until_degraded` of them had a failure policy's answer; in
+/// phases of `phase` rounds on one key, a request from each of the first
+/// `quiet` callers in each round but the last, `burst` requests from
+/// every caller in the last.
+#[derive(Clone, Copy)]
+struct Schedule {
+    rounds: u64,
+    period: Duration,
+    phase: u64,
+    quiet: u64,
+    burst: u64,
+    until_degraded: u64,
+}
+
+impl Schedule {
+    /// Requests `task` sends in `round`.
+    fn requests(&self, round: u64, task: u64) -> u64 {
+        match round % self.phase == self.phase - 1 {
+            true => self.burst,
+            false => u64::from(task < self.quiet),
+        }
+    }
 }
 
 enum Target {
@@ -124,18 +160,22 @@ async fn run(options: Options) -> Result<(), String> {
             .build(),
     );
     let start_us = options.start_us.unwrap_or_else(wall_us);
-    let deadline_us = start_us + u64::try_from(options.run.as_micros()).unwrap_or(u64::MAX);
-    tokio::time::sleep(Duration::from_micros(start_us.saturating_sub(wall_us()))).await;
+    // Callers that have done `ready_after` rounds.
+    let done = Arc::new(AtomicU64::new(0));
     let callers: Vec<_> = (0..options.tasks)
         .map(|task| {
             let leased = Arc::clone(&leased);
-            let keys = options.keys;
-            // A caller's mean pause between requests, in µs.
-            let pause_us = match options.rate {
-                0 => 0,
-                rate => options.tasks * 1_000_000 / rate,
-            };
-            tokio::spawn(async move { call(&*leased, task, keys, pause_us, deadline_us).await })
+            let done = Arc::clone(&done);
+            let (keys, tasks, ready_after) = (options.keys, options.tasks, options.ready_after);
+            let schedule = options.schedule;
+            tokio::spawn(async move {
+                let ready = || {
+                    if done.fetch_add(1, Ordering::SeqCst) + 1 == tasks {
+                        println!("ready");
+                    }
+                };
+                call(&*leased, task, keys, start_us, schedule, ready_after, ready).await
+            })
         })
         .collect();
     let mut tallies = Vec::with_capacity(callers.len());
@@ -155,51 +195,62 @@ async fn run(options: Options) -> Result<(), String> {
     Ok(())
 }
 
-/// One caller: decides on keys picked at random until the deadline,
-/// pausing between requests for a random time of mean `pause_us` (demand
-/// that comes and goes around its mean).
+/// One caller: its rounds, each begun at its time on the schedule (at
+/// once when late), its requests sent back to back; calls `ready` once
+/// `ready_after` rounds are done.
 async fn call(
     limiter: &impl Limiter,
     task: u64,
     keys: u64,
-    pause_us: u64,
-    deadline_us: u64,
+    start_us: u64,
+    schedule: Schedule,
+    ready_after: u64,
+    ready: impl Fn(),
 ) -> Result<Tally, String> {
     let mut tally = Tally::default();
-    // xorshift64, seeded per task and per process.
-    let mut state =
-        (u64::from(std::process::id()) << 32 | task).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    while wall_us() < deadline_us {
-        let key = next() % keys;
-        let decision = limiter
-            .acquire(format!("k{key}").as_bytes(), 1)
-            .await
-            .map_err(|e| format!("key k{key}: {e}"))?;
-        if decision.allowed || decision.source.is_degraded() {
-            tally.logged.push(Logged {
-                time_us: decision.time_us,
-                key,
-                cost: 1,
-                source: decision.source,
-                allowed: decision.allowed,
-            });
-        } else {
-            tally.denied += 1;
+    let mut degraded_rounds = 0;
+    let period_us = u64::try_from(schedule.period.as_micros()).unwrap_or(u64::MAX);
+    for round in 0.. {
+        if round >= schedule.rounds && degraded_rounds >= schedule.until_degraded {
+            break;
         }
-        match pause_us {
-            // Leased decisions complete without yielding: let the other
-            // callers (and the lease fetches) run.
-            0 => tokio::task::yield_now().await,
-            mean => tokio::time::sleep(Duration::from_micros(next() % (2 * mean))).await,
+        let due_us = start_us.saturating_add(round * period_us);
+        tokio::time::sleep(Duration::from_micros(due_us.saturating_sub(wall_us()))).await;
+        let key = phase_key(round / schedule.phase, task) % keys;
+        let mut degraded = false;
+        for _ in 0..schedule.requests(round, task) {
+            let decision = limiter
+                .acquire(format!("k{key}").as_bytes(), 1)
+                .await
+                .map_err(|e| format!("key k{key}: {e}"))?;
+            degraded |= decision.source.is_degraded();
+            if decision.allowed || decision.source.is_degraded() {
+                tally.logged.push(Logged {
+                    time_us: decision.time_us,
+                    key,
+                    cost: 1,
+                    source: decision.source,
+                    allowed: decision.allowed,
+                });
+            } else {
+                tally.denied += 1;
+            }
+        }
+        degraded_rounds += u64::from(degraded);
+        if round + 1 == ready_after {
+            ready();
         }
     }
     Ok(tally)
+}
+
+/// The key of `task` in `phase`, before reduction to the keys asked
+/// for: the same in every process (splitmix64's finalizer).
+fn phase_key(phase: u64, task: u64) -> u64 {
+    let mut z = (phase << 32 | task).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 fn write_log(path: &str, tallies: &[Tally]) -> std::io::Result<()> {
@@ -236,8 +287,15 @@ impl Options {
         let mut keys = 1;
         let mut tasks = 64;
         let mut start_us = None;
-        let mut run_ms = 1_000;
-        let mut rate = 0;
+        let mut schedule = Schedule {
+            rounds: 20,
+            period: Duration::from_millis(50),
+            phase: 1,
+            quiet: 0,
+            burst: 1,
+            until_degraded: 0,
+        };
+        let mut ready_after = 0;
         let mut lifetime_ms = 100;
         let mut max_lease = Leased::<RedisLimiter>::DEFAULT_MAX_LEASE;
         let mut on_failure = FailurePolicy::ReturnError;
@@ -267,8 +325,13 @@ impl Options {
                 "--keys" => keys = number()?.max(1),
                 "--tasks" => tasks = number()?,
                 "--start-us" => start_us = Some(number()?),
-                "--run-ms" => run_ms = number()?,
-                "--rate" => rate = number()?,
+                "--rounds" => schedule.rounds = number()?,
+                "--phase" => schedule.phase = number()?.max(1),
+                "--quiet" => schedule.quiet = number()?,
+                "--burst" => schedule.burst = number()?,
+                "--period-ms" => schedule.period = Duration::from_millis(number()?),
+                "--until-degraded" => schedule.until_degraded = number()?,
+                "--ready-after" => ready_after = number()?,
                 "--lifetime-ms" => lifetime_ms = number()?,
                 "--max-lease" => max_lease = number()?,
                 "--on-failure" => {
@@ -289,8 +352,8 @@ impl Options {
             keys,
             tasks,
             start_us,
-            run: Duration::from_millis(run_ms),
-            rate,
+            schedule,
+            ready_after,
             lifetime: Duration::from_millis(lifetime_ms),
             max_lease,
             on_failure,

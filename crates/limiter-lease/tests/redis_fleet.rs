@@ -1,12 +1,15 @@
 //! docs/spec.md section 8 on a real redis-server: 4 OS processes (the
-//! `lease_worker` example) × 64 callers lease from one `RedisLimiter`,
-//! asking for a fifth more than the limit on average (demand that comes and
-//! goes: some windows under the limit, where leases grow, some over it),
-//! and the units their own logs say they admitted stay within the section
-//! 8.2 bound in every interval, for every algorithm, on one hot key and on
-//! 10,000 keys. With the server killed mid-run, nothing
-//! beyond the leases in hand is admitted before the failure policy answers,
-//! and its answers say so.
+//! `lease_worker` example) × 64 callers lease from one `RedisLimiter` on a
+//! fixed schedule, and the units their own logs say they admitted stay
+//! within the section 8.2 bound in every interval, for every algorithm, on
+//! one hot key and on keys drawn from 10,000. The schedule is a round every
+//! 50 ms, in phases of 400 ms on one key per caller (the callers of the same
+//! number in every process on the same key): quiet rounds under the limit,
+//! where leases grow, then a burst larger than the bound lets the fleet
+//! admit in a window, so demand exceeds the limit whatever the host's
+//! speed. With the server killed mid-run, nothing beyond the leases in
+//! hand is admitted before the failure policy answers, and its answers say
+//! so.
 //!
 //! The logs' times are the decisions' own: Redis `TIME` for the global
 //! limiter's, each worker's clock (the host's wall clock, advanced
@@ -30,57 +33,77 @@ fn policies(limit: u64) -> Vec<Policy> {
         .collect()
 }
 
-/// Runs the fleet on `keys` keys under each policy of `limit` per 200 ms,
-/// asking for a fifth more, and checks the bound.
-fn every_algorithm(server: &RedisServer, limit: u64, keys: u64, lifetime_ms: u64, max_lease: u64) {
-    // 5 windows a second, 6/5 of the limit, over the workers.
-    let rate = keys * limit * 5 * 6 / 5 / PROCESSES;
+/// Runs the fleet on `keys` keys under each policy of `limit` per 200 ms:
+/// 64 callers a worker, 3 phases of 8 rounds 50 ms apart, `quiet` callers
+/// in a quiet round, bursts sized to be denied in part; and checks the
+/// bound.
+fn every_algorithm(
+    server: &RedisServer,
+    limit: u64,
+    keys: u64,
+    quiet: u64,
+    lifetime_ms: u64,
+    max_lease: u64,
+) {
     for policy in policies(limit) {
-        let fleet = FleetRun {
+        let mut fleet = FleetRun {
             target: Target::Server(server.url()),
             prefix: fresh_prefix("lease-fleet"),
             policy: policy.clone(),
             keys,
-            run: Duration::from_millis(1_500),
-            rate,
+            tasks: 64,
+            rounds: 24,
+            period: Duration::from_millis(50),
+            phase: 8,
+            quiet,
+            burst: 0,
+            until_degraded: 0,
             lifetime: Duration::from_millis(lifetime_ms),
             max_lease,
             on_failure: "return-error",
         };
+        fleet.burst = fleet.denied_burst();
         let outcome = fleet.run();
         let admitted = outcome.admitted();
         let leased = outcome.admitted_from("lease");
         eprintln!(
-            "{policy} on {keys} keys: {admitted} admitted ({leased} from leases), {} denied",
-            outcome.denied
+            "{policy} on {keys} keys, bursts of {}: {admitted} admitted ({leased} from leases), \
+             {} denied",
+            fleet.burst, outcome.denied
         );
+        assert_eq!(
+            admitted + outcome.denied,
+            fleet.requests(),
+            "{policy}: every request answered"
+        );
+        if let Err(violation) = fleet.check_bound(&outcome) {
+            panic!("{policy} on {keys} keys: {violation}");
+        }
         assert!(
             outcome.denied > 0,
-            "{policy}: the fleet asks for more than the limit"
+            "{policy}: bursts beyond the bound are denied in part"
         );
         assert!(leased > 0, "{policy}: leases serve decisions");
         assert!(
             outcome.logged.iter().all(|l| l.allowed),
             "{policy}: nothing but admissions while Redis is up"
         );
-        if let Err(violation) = fleet.check_bound(&outcome) {
-            panic!("{policy} on {keys} keys: {violation}");
-        }
     }
 }
 
 #[test]
 fn one_hot_key_stays_within_the_bound_for_every_algorithm() {
     let server = RedisServer::start();
-    every_algorithm(&server, 100, 1, 100, 10);
+    // Quiet rounds: 20 requests from the fleet, 80 a window of 100.
+    every_algorithm(&server, 100, 1, 5, 100, 10);
 }
 
 #[test]
 fn many_keys_stay_within_the_bound_for_every_algorithm() {
     let server = RedisServer::start();
-    // Each worker asks a key for about 12 units a second: a lifetime of
-    // 400 ms lets its leases hold more than one.
-    every_algorithm(&server, 4, 10_000, 400, 4);
+    // Quiet rounds: 4 requests a key from the fleet, 16 a window of 20. A
+    // lifetime of two windows: units leased in one are used in the next.
+    every_algorithm(&server, 20, 10_000, 64, 400, 4);
 }
 
 #[test]
@@ -91,19 +114,25 @@ fn a_killed_server_admits_only_the_leases_in_hand_before_the_failure_policy() {
         prefix: fresh_prefix("lease-outage"),
         policy: Policy::token_bucket(Rate::new(400, Duration::from_millis(200))).unwrap(),
         keys: 1,
-        run: Duration::from_millis(2_000),
-        // Half the limit: the leases grow to their maximum.
-        rate: 1_000 / PROCESSES,
+        // 64 requests a round from the fleet, 4 rounds a window: well
+        // under the limit, so the leases grow to their maximum.
+        tasks: 16,
+        rounds: 0,
+        period: Duration::from_millis(50),
+        phase: 1,
+        quiet: 0,
+        burst: 1,
+        // Past a lifetime of rounds with the failure policy's answers.
+        until_degraded: 10,
         lifetime: Duration::from_millis(300),
         max_lease: 20,
         on_failure: "fail-open",
     };
     let port = server.port();
     let mut killed = (0, 0);
-    let outcome = fleet.run_with(|start_us| {
-        std::thread::sleep(Duration::from_micros(
-            (start_us + 1_000_000).saturating_sub(wall_us()),
-        ));
+    // Killed once every worker has done 20 rounds; they go on until each
+    // caller has had 10 rounds answered by the failure policy.
+    let outcome = fleet.run_with(20, |_| {
         let watcher = std::thread::spawn(move || refused_from(port));
         killed.0 = wall_us();
         server.kill();

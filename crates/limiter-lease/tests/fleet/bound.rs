@@ -16,6 +16,25 @@ fn exact_bound(policy: &Policy, ticks: u64) -> u64 {
     }
 }
 
+/// The most units the bound lets `instances` leasing up to `max_lease`
+/// units for `lifetime_us` admit in `ticks` consecutive ticks:
+/// `min(B(d + tau), B(d) + N*M)`; for a fixed window, `L` in each aligned
+/// window the ticks meet. A 1 µs tick.
+pub(crate) fn most_admitted(
+    policy: &Policy,
+    ticks: u64,
+    instances: u64,
+    max_lease: u64,
+    lifetime_us: u64,
+) -> u64 {
+    if policy.algorithm() == Algorithm::FixedWindow {
+        let w = policy.window_ticks();
+        return policy.limit() * (ticks.saturating_sub(2) / w + 1 + u64::from(ticks > 1));
+    }
+    let tau = lifetime_us.saturating_sub(1);
+    exact_bound(policy, ticks + tau).min(exact_bound(policy, ticks) + instances * max_lease)
+}
+
 /// Checks `U(I) <= min(B(d + tau), B(d) + N*M)` for every part of
 /// `policies` and every interval of the `admitted` `(tick, units)`; for a
 /// fixed-window part, `U <= L` in every aligned window. A 1 µs tick.
@@ -28,7 +47,6 @@ pub(crate) fn check(
 ) -> Result<(), String> {
     let mut points = admitted.to_vec();
     points.sort_unstable();
-    let tau = lifetime_us.saturating_sub(1);
     let held = instances * max_lease;
     for policy in policies.iter() {
         assert_eq!(policy.tick_us(), 1, "the simulation's time is in ticks");
@@ -48,11 +66,11 @@ pub(crate) fn check(
             for &(b, units) in &points[i..] {
                 used += units;
                 let d = b - a + 1;
-                let bound = exact_bound(policy, d + tau).min(exact_bound(policy, d) + held);
+                let bound = most_admitted(policy, d, instances, max_lease, lifetime_us);
                 if used > bound {
                     return Err(format!(
                         "{policy}: {used} used in {d} ticks from {a}, bound {bound} \
-                         (N*M = {held}, tau = {tau})"
+                         (N*M = {held}, T = {lifetime_us} µs)"
                     ));
                 }
             }

@@ -1,14 +1,16 @@
 //! A fleet of real OS processes: [`PROCESSES`] `lease_worker`s (this
-//! package's example), each with [`TASKS`] callers, leasing from one Redis
-//! (a server or a cluster), and what their logs say they admitted.
+//! package's example), each with its callers, leasing from one Redis (a
+//! server or a cluster) on a fixed schedule of bursts, and what their logs
+//! say they admitted.
 #![allow(dead_code)] // each test binary uses a part
 
 #[path = "../fleet/bound.rs"]
 mod bound;
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -16,9 +18,6 @@ use limiter_core::{Policies, Policy};
 
 /// Worker processes in a fleet.
 pub(crate) const PROCESSES: u64 = 4;
-
-/// Callers in each worker.
-pub(crate) const TASKS: u64 = 64;
 
 /// How long the workers are given to start and connect before the run
 /// begins (they all begin at once).
@@ -38,9 +37,21 @@ pub(crate) struct FleetRun {
     pub(crate) policy: Policy,
     pub(crate) prefix: String,
     pub(crate) keys: u64,
-    pub(crate) run: Duration,
-    /// Decisions per second each worker asks for (0: as fast as it can).
-    pub(crate) rate: u64,
+    /// Callers in each worker.
+    pub(crate) tasks: u64,
+    /// Rounds each caller runs, one every `period` from the start.
+    pub(crate) rounds: u64,
+    pub(crate) period: Duration,
+    /// Rounds a caller asks one key for, the last of them a burst.
+    pub(crate) phase: u64,
+    /// Callers of a worker that send a request in each round but a
+    /// phase's last.
+    pub(crate) quiet: u64,
+    /// Requests each caller sends back to back in a phase's last round.
+    pub(crate) burst: u64,
+    /// Rounds with a failure policy's answer each caller runs, past
+    /// `rounds` if need be.
+    pub(crate) until_degraded: u64,
     /// `T`.
     pub(crate) lifetime: Duration,
     /// `M` as asked (the workers cap it at the policy's maximum cost).
@@ -89,12 +100,39 @@ impl FleetRun {
         self.max_lease.min(self.policy.max_cost()).max(1)
     }
 
-    /// Starts the workers; `during` runs (with the run's start, wall-clock
-    /// µs) while they work; then collects their logs.
-    pub(crate) fn run_with(&self, during: impl FnOnce(u64)) -> Outcome {
+    /// The smallest burst with which one worker's round, if it takes no
+    /// longer than a window, asks a key for more than the bound lets the
+    /// whole fleet admit in a window: so some of it is denied however
+    /// fast the host is, as long as it does not stall a worker for a
+    /// window. On one key every caller of a worker bursts on it; on many,
+    /// one (the others' keys differ but by chance).
+    pub(crate) fn denied_burst(&self) -> u64 {
+        let callers_per_key = if self.keys == 1 { self.tasks } else { 1 };
+        let most = bound::most_admitted(
+            &self.policy,
+            self.policy.window_ticks(),
+            PROCESSES,
+            self.applied_max_lease(),
+            micros(self.lifetime),
+        );
+        most / callers_per_key + 1
+    }
+
+    /// Requests the fleet sends in its `rounds` rounds.
+    pub(crate) fn requests(&self) -> u64 {
+        let bursts = self.rounds / self.phase;
+        let quiet_rounds = self.rounds - bursts;
+        PROCESSES * (bursts * self.tasks * self.burst + quiet_rounds * self.quiet.min(self.tasks))
+    }
+
+    /// Starts the workers; once each has done `ready_after` rounds (at
+    /// once for 0), `during` runs (with the run's start, wall-clock µs)
+    /// while they go on; then collects their logs.
+    pub(crate) fn run_with(&self, ready_after: u64, during: impl FnOnce(u64)) -> Outcome {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let start_us = wall_us() + micros(STARTUP);
         let mut workers = Workers(Vec::new());
+        let mut outputs = Vec::new();
         for process in 0..PROCESSES {
             let log = std::env::temp_dir().join(format!(
                 "lease-fleet-{}-{}-{process}.log",
@@ -105,15 +143,20 @@ impl FleetRun {
                 Target::Server(url) => ("--redis", url.clone()),
                 Target::Cluster(seeds) => ("--cluster", seeds.join(",")),
             };
-            let child = Command::new(lease_worker())
+            let mut child = Command::new(lease_worker())
                 .args([flag, &target])
                 .args(["--policy", &self.policy.to_string()])
                 .args(["--prefix", &self.prefix])
                 .args(["--keys", &self.keys.to_string()])
-                .args(["--tasks", &TASKS.to_string()])
+                .args(["--tasks", &self.tasks.to_string()])
                 .args(["--start-us", &start_us.to_string()])
-                .args(["--run-ms", &self.run.as_millis().to_string()])
-                .args(["--rate", &self.rate.to_string()])
+                .args(["--rounds", &self.rounds.to_string()])
+                .args(["--period-ms", &self.period.as_millis().to_string()])
+                .args(["--phase", &self.phase.to_string()])
+                .args(["--quiet", &self.quiet.to_string()])
+                .args(["--burst", &self.burst.to_string()])
+                .args(["--until-degraded", &self.until_degraded.to_string()])
+                .args(["--ready-after", &ready_after.to_string()])
                 .args(["--lifetime-ms", &self.lifetime.as_millis().to_string()])
                 .args(["--max-lease", &self.max_lease.to_string()])
                 .args(["--on-failure", self.on_failure])
@@ -123,16 +166,24 @@ impl FleetRun {
                 .stderr(Stdio::inherit())
                 .spawn()
                 .expect("start lease_worker");
+            outputs.push(BufReader::new(child.stdout.take().expect("a pipe")));
             workers.0.push((child, log));
+        }
+        if ready_after > 0 {
+            for output in &mut outputs {
+                let mut line = String::new();
+                output.read_line(&mut line).expect("a worker's output");
+                assert_eq!(line, "ready\n", "lease_worker ({})", self.policy);
+            }
         }
         during(start_us);
         let mut logged = Vec::new();
         let mut denied = 0;
-        for (child, log) in std::mem::take(&mut workers.0) {
-            let output = child.wait_with_output().expect("wait for lease_worker");
-            let stdout = String::from_utf8_lossy(&output.stdout);
+        for ((mut child, log), output) in std::mem::take(&mut workers.0).into_iter().zip(outputs) {
+            let stdout = rest(output);
+            let status = child.wait().expect("wait for lease_worker");
             assert!(
-                output.status.success(),
+                status.success(),
                 "lease_worker ({}) failed: {stdout}",
                 self.policy
             );
@@ -155,7 +206,7 @@ impl FleetRun {
 
     /// Runs the fleet to its end.
     pub(crate) fn run(&self) -> Outcome {
-        self.run_with(|_| ())
+        self.run_with(0, |_| ())
     }
 
     /// Checks docs/spec.md section 8.2's bound, `U(I) <= min(B(d + tau),
@@ -202,6 +253,13 @@ impl Outcome {
             .map(|l| l.cost)
             .sum()
     }
+}
+
+/// What is left of a worker's output, up to its end.
+fn rest(mut output: BufReader<ChildStdout>) -> String {
+    let mut text = String::new();
+    output.read_to_string(&mut text).expect("a worker's output");
+    text
 }
 
 /// `TIME_US KEY COST SOURCE ALLOWED`, as `lease_worker` writes it.
