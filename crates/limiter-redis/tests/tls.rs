@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use limiter_core::{Error, Limiter, ManualClock, Policy, Rate};
 use limiter_redis::{BackendError, BackendErrorKind, RedisBackend, RedisLimiter};
@@ -80,22 +80,21 @@ async fn a_certificate_from_an_untrusted_ca_is_refused_with_a_clear_error() {
         ("an unrelated CA", Some(unrelated_ca_pem())),
         ("the system's roots", None),
     ] {
-        let started = Instant::now();
         let error = tls_backend(&server.tls_url(), ca)
             .build()
             .await
             .unwrap_err();
-        assert!(
-            started.elapsed() < TIMEOUT,
-            "{name}: {:?}",
-            started.elapsed()
-        );
         assert_eq!(
             common::backend_kind(&error),
             BackendErrorKind::Connect,
             "{name}"
         );
         let message = error.chain().to_string();
+        // Refused by the handshake, not left to the connection timeout.
+        assert!(
+            !message.contains("no connection within"),
+            "{name}: {message}"
+        );
         assert!(message.contains(&server.tls_url()), "{name}: {message}");
         assert!(
             message.to_lowercase().contains("certificate"),
