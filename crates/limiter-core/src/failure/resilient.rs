@@ -232,7 +232,7 @@ impl<L: Limiter> Resilient<L> {
         drop(outage);
         tracing::warn!(
             error = %error.chain(),
-            key = %key.escape_ascii(),
+            key_bytes = key.len(),
             call = mode.name(),
             answer = source.name(),
             suppressed,
@@ -316,7 +316,7 @@ impl<L: Limiter> Resilient<L> {
         tracing::warn!(
             error = %error.chain(),
             reach = reach.name(),
-            key = %key.escape_ascii(),
+            key_bytes = key.len(),
             call = mode.name(),
             answer = source.name(),
             suppressed,
