@@ -25,9 +25,10 @@
 //! `--config`, the file's `max_keys` and `max_key_bytes` apply instead.
 //!
 //! The layer's logs go to stderr through `tracing-subscriber`, filtered by
-//! `RUST_LOG` (warnings and errors by default): `RUST_LOG=limiter_tower=debug`
-//! shows each request's key kind, client address and outcome, and a
-//! configuration's startup warnings show at the default level.
+//! `RUST_LOG` (info and above by default, so that an outage's end shows
+//! beside its start): `RUST_LOG=limiter_tower=debug` shows each request's
+//! key kind, client address and outcome, and a configuration's startup
+//! warnings show at the default level.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -74,7 +75,7 @@ async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::builder()
-                .with_default_directive(tracing_subscriber::filter::LevelFilter::WARN.into())
+                .with_default_directive(tracing_subscriber::filter::LevelFilter::INFO.into())
                 .from_env_lossy(),
         )
         .with_writer(std::io::stderr)
