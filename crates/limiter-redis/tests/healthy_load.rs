@@ -4,9 +4,11 @@
 //! timeout, waits of seconds). Its own test binary, so that it
 //! runs alone.
 //!
-//! No performance target: the load runs until every caller has made
-//! [`PER_TASK`] decisions (however long a loaded machine takes), and the
-//! only clock bound is [`max_wait`], far below what starvation costs.
+//! No performance target and no clock bound but one that says the load
+//! did not hang: the load runs until every caller has made [`PER_TASK`]
+//! decisions (however long a loaded machine takes). A caller starved for
+//! the command timeout fails its decision; one starved for less makes a
+//! fraction of the others' decisions meanwhile.
 
 mod common;
 
@@ -15,24 +17,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use limiter_core::{Limiter, Policy, Rate};
-use limiter_redis::{RedisBackend, RedisBackendBuilder, RedisLimiter};
+use limiter_redis::{RedisBackend, RedisLimiter};
 
 const TASKS: usize = 64;
-/// The load lasts at least this long, so that a starved caller shows...
-const MIN_RUN: Duration = Duration::from_secs(2);
-/// ...and until every caller has made this many decisions.
-const PER_TASK: u64 = 50;
-/// Past this, a caller was starved (a fair run takes [`MIN_RUN`], even
-/// on a loaded machine).
-const RUN_LIMIT: Duration = Duration::from_secs(60);
+/// The load runs until every caller has made this many decisions: 64,000
+/// at least, so that a starved caller shows.
+const PER_TASK: u64 = 1_000;
+/// Past this, the load hung (a fair run takes seconds, even on a loaded
+/// machine).
+const RUN_LIMIT: Duration = Duration::from_secs(120);
 /// A window longer than the test: exactly this many are admitted.
 const LIMIT: u64 = 1000;
-
-/// The longest any decision may wait on a healthy server: half the
-/// (default) command timeout, which a caller starved for it would wait.
-fn max_wait() -> Duration {
-    RedisBackendBuilder::DEFAULT_COMMAND_TIMEOUT / 2
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_callers_on_one_key_are_served_fairly_and_admit_exactly_the_limit() {
@@ -78,7 +73,7 @@ async fn sixty_four_callers_on_one_key_are_served_fairly_and_admit_exactly_the_l
     loop {
         tokio::time::sleep(Duration::from_millis(10)).await;
         let counts = counts();
-        if started.elapsed() >= MIN_RUN && counts.iter().all(|&n| n >= PER_TASK) {
+        if counts.iter().all(|&n| n >= PER_TASK) {
             break;
         }
         assert!(
@@ -127,17 +122,10 @@ async fn sixty_four_callers_on_one_key_are_served_fairly_and_admit_exactly_the_l
     );
     assert_eq!(admitted, LIMIT, "{summary}");
     // Fair service: a caller served last, or left waiting while the others
-    // go on, makes a fraction of the others' decisions (a clock-free check).
+    // go on, makes a fraction of the others' decisions (a clock-free check;
+    // one starved for the whole command timeout failed a decision).
     assert!(
         fewest * 4 >= mean,
         "a caller made {fewest} decisions, the mean is {mean}: {summary}"
-    );
-    // A failure-latency bound, not a performance target: a starved caller
-    // waits the command timeout (seconds once); a served one, milliseconds.
-    assert!(
-        latencies[decisions - 1] < max_wait(),
-        "a decision waited {:?}, above {:?}: {summary}",
-        latencies[decisions - 1],
-        max_wait()
     );
 }
