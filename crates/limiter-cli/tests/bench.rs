@@ -85,7 +85,10 @@ fn assert_sane(doc: &Json, concurrency: f64, keys: f64) {
     assert_eq!(n("duration_s"), 1.0);
     assert!(n("decisions") > 0.0, "{doc:?}");
     assert!(n("decisions_per_s") > 0.0, "{doc:?}");
-    assert!(n("elapsed_s") >= 1.0 && n("elapsed_s") < 5.0, "{doc:?}");
+    // At least the duration; under a minute, a bound on hanging only: the
+    // tasks stop at the deadline, and their last calls end soon after on
+    // any host.
+    assert!(n("elapsed_s") >= 1.0 && n("elapsed_s") < 60.0, "{doc:?}");
     assert_eq!(n("admitted") + n("denied"), n("decisions"));
     assert_eq!(n("fail_closed"), 0.0);
     assert_eq!(n("errors"), 0.0, "{doc:?}");
@@ -104,7 +107,7 @@ fn assert_sane(doc: &Json, concurrency: f64, keys: f64) {
 fn memory_json_has_every_field_and_no_ceiling() {
     let doc = bench_json(&[
         "--policy",
-        "token-bucket:100/1s",
+        "token-bucket:100/1h",
         "--concurrency",
         "8",
         "--duration",
@@ -114,7 +117,7 @@ fn memory_json_has_every_field_and_no_ceiling() {
     ]);
     assert_sane(&doc, 8.0, 10.0);
     assert_eq!(doc.get("backend").str(), "memory");
-    assert_eq!(doc.get("policy").str(), "token-bucket:100/1s");
+    assert_eq!(doc.get("policy").str(), "token-bucket:100/1h");
     assert_eq!(doc.get("on_failure").str(), "error");
     assert_eq!(doc.get("server"), &Json::Null);
     for field in [
@@ -128,19 +131,19 @@ fn memory_json_has_every_field_and_no_ceiling() {
     ] {
         assert_eq!(doc.get(field), &Json::Null, "{field}");
     }
-    // Ten keys of a token bucket of 100: 100 each at once, and some refill
-    // over the second (at most 100 per key per second more).
-    let admitted = doc.get("admitted").num();
-    assert!((1000.0..=2100.0).contains(&admitted), "{doc:?}");
-    assert!(doc.get("denied").num() > 0.0, "{doc:?}");
+    // Ten keys of a token bucket of 100 an hour: 100 each at once and
+    // nothing refilled within the run, however many decisions it made.
+    let (admitted, decisions) = (doc.get("admitted").num(), doc.get("decisions").num());
+    assert!(admitted <= 1000.0, "{doc:?}");
+    assert!(admitted >= decisions.min(100.0), "{doc:?}");
 }
 
 #[test]
 fn memory_table_shows_dashes_for_the_ceiling() {
-    let text = bench(&["--policy", "sliding-log:100/10s", "--duration", "1s"]);
+    let text = bench(&["--policy", "sliding-log:100/1h", "--duration", "1s"]);
     let lines: Vec<&str> = text.lines().collect();
     assert!(
-        lines[0].starts_with("limiter bench: sliding-log:100/10s on memory, concurrency 64"),
+        lines[0].starts_with("limiter bench: sliding-log:100/1h on memory, concurrency 64"),
         "{text}"
     );
     let row = |name: &str| {
@@ -164,10 +167,16 @@ fn memory_table_shows_dashes_for_the_ceiling() {
     assert_eq!(decisions[3], "0", "{text}");
     assert_eq!(row("ceiling (return 1)")[3..], ["-"; 6], "{text}");
     assert_eq!(row("ratio"), ["ratio", "-"], "{text}");
-    // One hot key of a sliding log of 100 per 10 s: exactly 100 admitted.
+    // One hot key of a sliding log of 100 an hour: the first 100 decisions
+    // admitted, however many the run made.
+    let total: u64 = decisions[2].parse().unwrap();
+    let admitted = total.min(100);
     assert!(
-        text.contains("admitted 100, denied "),
-        "expected exactly 100 admitted:\n{text}"
+        text.contains(&format!(
+            "admitted {admitted}, denied {}, ",
+            total - admitted
+        )),
+        "expected {admitted} admitted of {total}:\n{text}"
     );
 }
 
@@ -202,7 +211,7 @@ fn redis_json_reports_the_ceiling_and_a_ratio() {
         "--redis-url",
         &url,
         "--policy",
-        "sliding-log:100/10s",
+        "sliding-log:100/1h",
         "--concurrency",
         "16",
         "--duration",
@@ -211,8 +220,10 @@ fn redis_json_reports_the_ceiling_and_a_ratio() {
     assert_sane(&doc, 16.0, 1.0);
     assert_eq!(doc.get("backend").str(), "redis");
     assert_eq!(doc.get("server").str(), url);
-    // Redis TIME decides: one key, 100 per 10 s, exactly 100 admitted.
-    assert_eq!(doc.get("admitted").num(), 100.0, "{doc:?}");
+    // Redis TIME decides: one key, 100 an hour, the first 100 decisions
+    // admitted, however many the run made.
+    let decisions = doc.get("decisions").num();
+    assert_eq!(doc.get("admitted").num(), decisions.min(100.0), "{doc:?}");
     let n = |field: &str| doc.get(field).num();
     assert!(n("ceiling_per_s") > 0.0, "{doc:?}");
     assert!(n("ceiling_calls") > 0.0, "{doc:?}");

@@ -8,7 +8,8 @@ use std::process::Output;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-/// A run that takes longer has hung.
+/// A run that takes longer has hung: each run here ends in well under a
+/// second, so a minute leaves room for a heavily loaded host.
 const DEADLINE: Duration = Duration::from_secs(60);
 
 /// Runs `limiter ARGS…` on `stdin` bytes, killing it (and failing) if it
