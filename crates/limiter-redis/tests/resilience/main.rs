@@ -3,19 +3,19 @@
 //! `SIGSTOP`/`SIGCONT`, a server that never answers and a refused port,
 //! each under 64 concurrent callers. For each, what the callers see:
 //!
-//! - **waits are bounded**: a caller that meets the fault waits at most
-//!   [`IN_FLIGHT_BOUND`] (one command timeout when the server hangs; a
-//!   reconnect and a retry, [`RETRY_BOUND`], when its connection breaks or
-//!   its function is flushed), and at most one call per caller per fault is
-//!   slower than [`FAST`]; once the outage is known, and while the server
-//!   is still down, every call is answered by the open circuit within
-//!   [`FAST`] (no caller waits on the probe). Healthy calls, before the
-//!   fault and after recovery, are not timed: these are failure latencies;
+//! - **waits are bounded**: no caller that meets the fault waits past
+//!   [`IN_FLIGHT_BOUND`] (a reconnect and a retry, [`RETRY_BOUND`], when
+//!   its connection breaks or its function is flushed); a hung server
+//!   costs its callers a command timeout (their failures are timeouts,
+//!   nothing to reconnect). These bounds say the callers did not hang, with
+//!   [`SLACK`] for a loaded machine; what the tests count is speed-free;
 //! - **failed decisions are bounded**: at most one that cost a round trip
-//!   per caller (in-flight request) per outage, the rest fail at once
-//!   (`Unavailable`); none after recovery; none at all where the fault is
-//!   survived by the retry on a new connection (`CLIENT KILL`, `FUNCTION
-//!   FLUSH`, a restart while idle);
+//!   per caller (in-flight request) per outage; once the outage is known,
+//!   and while the server is still down, every call is answered by the open
+//!   circuit (`Unavailable`: no round trip, no wait on the probe); none
+//!   after recovery; none at all where the fault is survived by the retry
+//!   on a new connection (`CLIENT KILL`, `FUNCTION FLUSH`, a restart while
+//!   idle);
 //! - **no over-admission**: a long-window sliding log admits exactly its
 //!   limit, or twice its limit where the fault wiped the server's state (a
 //!   restart without persistence);
@@ -82,15 +82,9 @@ const BACK_OFF: Duration = Duration::from_millis(10);
 /// number admitted is exactly the limit unless the server lost its state.
 const LIMIT: u64 = 500;
 
-/// Slack for scheduling on a loaded 2-core machine, added to every bound
-/// derived from the timeouts.
-const SLACK: Duration = Duration::from_millis(500);
-
-/// A call that is answered "at once": by the circuit while it is open, or
-/// by a refused port. Well under a millisecond on an idle machine; half a
-/// command timeout leaves room for a loaded one, and is still half what a
-/// caller that waited on a hung server (a command timeout) would wait.
-const FAST: Duration = Duration::from_millis(COMMAND.as_millis() as u64 / 2);
+/// Slack for a loaded 2-core machine (whose stalls reach a second or
+/// two), added to every bound derived from the timeouts.
+const SLACK: Duration = Duration::from_secs(2);
 
 /// The longest any caller may wait: a decision whose connection broke,
 /// waiting for another caller's reconnect (connection timeout plus command
@@ -110,18 +104,17 @@ const RETRY_BOUND: Duration =
 /// From the server being back to decisions succeeding again: the probe
 /// sleeps at most one interval, and an attempt begun while the server was
 /// still down gives up within the connection and command timeouts; then
-/// the next attempt succeeds. Three times that, for a loaded machine.
+/// the next attempt succeeds. Plus [`SLACK`].
 const RECOVERY_BOUND: Duration = Duration::from_millis(
-    3 * (PROBE.as_millis() + CONNECT.as_millis() + COMMAND.as_millis()) as u64,
+    (PROBE.as_millis() + CONNECT.as_millis() + COMMAND.as_millis() + SLACK.as_millis()) as u64,
 );
 
 /// How long a bounded polling loop waits for a condition that should hold
 /// much sooner.
 const POLL_LIMIT: Duration = Duration::from_secs(10);
 
-/// Runs the tests of this file one at a time: each measures waits against
-/// bounds of a few hundred ms, which sixty-four callers of a neighbouring
-/// test on a 2-core machine would otherwise eat into.
+/// Runs the tests of this file one at a time: each runs sixty-four
+/// callers, whose neighbours' would make a 2-core machine's stalls longer.
 async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
     static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     SERIAL.lock().await
