@@ -88,7 +88,8 @@ async fn stacked_layers_show_the_numbers_of_the_one_that_binds() {
 #[tokio::test]
 async fn only_a_refusals_retry_after_keeps_an_outer_layers_headers_off() {
     let clock = ManualClock::new(T0);
-    let bans = limiter_tower::ban::BanList::memory();
+    // On the manual clock: a ban's 60 s are all left when read.
+    let bans = limiter_tower::ban::BanList::memory_with_clock(clock.clone());
     let maintenance = || async {
         (
             StatusCode::SERVICE_UNAVAILABLE,
