@@ -1,5 +1,6 @@
 //! Each failure policy's answer on a refused port, a killed server, a
-//! full server and a flushed library, and the errors callers read.
+//! demoted primary, a full server and a flushed library, and the errors
+//! callers read.
 
 use super::*;
 
@@ -143,6 +144,66 @@ async fn a_limiter_built_while_redis_is_down_connects_when_it_comes_up() {
     wait_until("the probe to connect", || backend.is_available()).await;
     let decision = limiter.acquire(b"k", 1).await.unwrap();
     assert_eq!((decision.allowed, decision.remaining), (true, 2));
+}
+
+/// A failover that demotes the primary the backend points at (`REPLICAOF`
+/// the promoted replica: every write answered `READONLY`) is an outage of
+/// the server: the backend is down, and each failure policy's answer is
+/// marked degraded. Once it is promoted back (`REPLICAOF NO ONE`), the
+/// probe's new connection finds it writable and decisions go on exactly
+/// where they left off (the replica held the same state).
+#[tokio::test]
+async fn a_demoted_primary_is_the_failure_policys_until_promoted_back() {
+    let _serial = one_at_a_time().await;
+    let server = RedisServer::start();
+    let replica = RedisServer::start();
+    let url = server.url();
+    let limiters = [
+        guarded(&url, FailurePolicy::FailOpen).await,
+        guarded(&url, FailurePolicy::FailClosed).await,
+    ];
+    for limiter in &limiters {
+        assert_eq!(limiter.acquire(b"k", 1).await.unwrap().remaining, 2);
+    }
+    let follow = |port: u16| format!("REPLICAOF 127.0.0.1 {port}");
+    assert_eq!(replica.command(&follow(server.port())), "+OK");
+    wait_until("the replica to sync", || {
+        replica
+            .query("INFO replication")
+            .contains("master_link_status:up")
+    })
+    .await;
+    assert_eq!(replica.command("REPLICAOF NO ONE"), "+OK");
+    assert_eq!(server.command(&follow(replica.port())), "+OK");
+
+    let [open, closed] = &limiters;
+    for _ in 0..3 {
+        let admitted = open.acquire(b"k", 1).await.unwrap();
+        assert_eq!(
+            (admitted.allowed, admitted.source),
+            (true, DecisionSource::FailOpen)
+        );
+        let denied = closed.acquire(b"k", 1).await.unwrap();
+        assert_eq!(
+            (denied.allowed, denied.source),
+            (false, DecisionSource::FailClosed)
+        );
+    }
+    for limiter in &limiters {
+        assert!(!limiter.inner().backend().is_available(), "{limiter:?}");
+    }
+
+    assert_eq!(server.command("REPLICAOF NO ONE"), "+OK");
+    for limiter in &limiters {
+        let backend = limiter.inner().backend();
+        wait_until("the probe to reconnect", || backend.is_available()).await;
+        let decision = limiter.acquire(b"k", 1).await.unwrap();
+        assert_eq!(
+            (decision.allowed, decision.remaining, decision.source),
+            (true, 1, DecisionSource::Backend),
+            "nothing counted while demoted: {limiter:?}"
+        );
+    }
 }
 
 #[tokio::test]
