@@ -13,8 +13,11 @@ pub enum BackendErrorKind {
     /// [`RedisBackendBuilder::build`](crate::RedisBackendBuilder::build)
     /// before any round trip), a key prefix with braces (by
     /// [`RedisLimiterBuilder::build`](crate::RedisLimiterBuilder::build)),
-    /// or a single-server backend pointed at a Redis Cluster node (on
-    /// connecting); or a call from outside any Tokio runtime
+    /// a single-server backend pointed at a Redis Cluster node (on
+    /// connecting), or credentials the server refuses (a wrong password or
+    /// user, or none where one is required: on connecting, and at once
+    /// while a probe checks whether the server accepts them again); or a
+    /// call from outside any Tokio runtime
     /// finds none to run on (the backend never met one, or the first it
     /// met has shut down). Always
     /// [`Error::InvalidConfig`](limiter_core::Error::InvalidConfig), never
@@ -125,6 +128,11 @@ impl BackendError {
         ) || self.redis_source().is_some_and(is_not_serving)
     }
 
+    /// Whether Redis refused the backend's credentials ([`is_refused_credentials`]).
+    pub(crate) fn is_refused_credentials(&self) -> bool {
+        self.redis_source().is_some_and(is_refused_credentials)
+    }
+
     /// Whether Redis refused for want of memory (`OOM`: `maxmemory` reached
     /// under `noeviction`): the server answers, it only writes nothing.
     pub(crate) fn is_out_of_memory(&self) -> bool {
@@ -206,4 +214,13 @@ pub(crate) fn is_out_of_memory(error: &redis::RedisError) -> bool {
 /// and starts writing again in place, so each request is answered alone.
 pub(crate) fn is_not_serving(error: &redis::RedisError) -> bool {
     matches!(error.code(), Some("READONLY" | "LOADING" | "MASTERDOWN"))
+}
+
+/// The server refused the backend's credentials: a wrong password or user
+/// (`WRONGPASS`, which the client reports as failed authentication), or
+/// none where one is required (`NOAUTH`). A configuration error: no
+/// failure policy answers it.
+pub(crate) fn is_refused_credentials(error: &redis::RedisError) -> bool {
+    error.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(error.code(), Some("NOAUTH" | "WRONGPASS"))
 }

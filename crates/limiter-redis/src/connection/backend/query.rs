@@ -8,11 +8,12 @@ use std::time::Instant;
 use redis::{Cmd, RedisError, RetryMethod, Value};
 
 use super::connection_slot::{Connection, ConnectionSlot, Live};
+use super::open::CREDENTIALS_FIX;
 use super::{Connector, RedisBackend, Shared};
 use crate::connection::cluster::Ask;
 use crate::connection::library::Library;
 use crate::connection::runtime::{within, Runtime};
-use crate::error::{is_not_serving, BackendError, BackendErrorKind};
+use crate::error::{is_not_serving, is_refused_credentials, BackendError, BackendErrorKind};
 
 impl RedisBackend {
     /// Runs `cmd` (an `FCALL` of `function`, if given: loaded again and
@@ -250,8 +251,16 @@ impl Shared {
     /// A failed command, classified, with nothing retired or tripped. On a
     /// cluster it reaches one node's keys alone (the connection outlives
     /// one node's failure), unless the cluster refuses every key
-    /// (`CLUSTERDOWN`).
+    /// (`CLUSTERDOWN`); a node that refuses the credentials is a
+    /// configuration error.
     fn failed(&self, error: RedisError) -> BackendError {
+        if is_refused_credentials(&error) {
+            return BackendError::config(format!(
+                "Redis at {}: a node refuses the backend's credentials: {CREDENTIALS_FIX}",
+                self.url
+            ))
+            .with_source(error);
+        }
         let (kind, what) = if is_timeout(&error) {
             (BackendErrorKind::Timeout, "no answer in time")
         } else if is_broken_connection(&error) {
