@@ -1,6 +1,7 @@
 //! The circuit: once Redis is known to be down, every caller is answered at
-//! once (through the limiter's failure policy), while one background probe
-//! at a time checks the server.
+//! once (through the limiter's failure policy; or, when the server refuses
+//! the backend's credentials, with that configuration error), while one
+//! background probe at a time checks the server.
 //!
 //! Without it, each caller would wait out its own connection or command
 //! timeout during an outage: a refused port costs little, but a hung server

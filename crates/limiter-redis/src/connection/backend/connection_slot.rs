@@ -116,7 +116,7 @@ impl ConnectionSlot {
             // The wrong credentials, not a down server: no failure policy
             // answers it, and the probe finds when the server takes them.
             Err(e) if e.is_refused_credentials() => {
-                shared.misconfigured(&e);
+                shared.trip_misconfigured(&e);
                 Err(e)
             }
             // The wrong server, not a down one: no failure policy answers it.

@@ -56,7 +56,7 @@ impl Shared {
     /// error, and the probe connects every probe interval until the server
     /// takes them (a password set back, or rotated on both sides). Logged
     /// at `error`, with the fix, when it starts.
-    pub(super) fn misconfigured(self: &Arc<Self>, error: &BackendError) {
+    pub(super) fn trip_misconfigured(self: &Arc<Self>, error: &BackendError) {
         for connection_slot in self.connection_slots.iter() {
             connection_slot.clear();
         }
@@ -108,7 +108,7 @@ async fn probe(shared: Weak<Shared>, _turn: ProbeTurn) {
                 return;
             }
             Err(e) if e.is_refused_credentials() => {
-                shared.misconfigured(&e);
+                shared.trip_misconfigured(&e);
                 tracing::debug!(url = %shared.url, error = %limiter_core::ErrorChain(&e), "Redis probe refused");
             }
             Err(e) if e.kind() == BackendErrorKind::Config => {
