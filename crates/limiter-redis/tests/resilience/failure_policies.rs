@@ -254,7 +254,8 @@ async fn a_password_rotated_under_a_running_backend_is_a_configuration_error() {
 #[tokio::test]
 async fn a_demoted_primary_is_the_failure_policys_until_promoted_back() {
     let _serial = one_at_a_time().await;
-    let server = RedisServer::start();
+    // Its replica syncs at once, not after the default 5 s wait for more.
+    let server = RedisServer::start_with_args(&["--repl-diskless-sync-delay", "0"]);
     let replica = RedisServer::start();
     let url = server.url();
     let limiters = [
