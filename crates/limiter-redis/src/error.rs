@@ -13,8 +13,11 @@ pub enum BackendErrorKind {
     /// [`RedisBackendBuilder::build`](crate::RedisBackendBuilder::build)
     /// before any round trip), a key prefix with braces (by
     /// [`RedisLimiterBuilder::build`](crate::RedisLimiterBuilder::build)),
-    /// or a single-server backend pointed at a Redis Cluster node (on
-    /// connecting); or a call from outside any Tokio runtime
+    /// a single-server backend pointed at a Redis Cluster node (on
+    /// connecting), or credentials the server refuses (a wrong password or
+    /// user, or none where one is required: on connecting, and at once
+    /// while a probe checks whether the server accepts them again); or a
+    /// call from outside any Tokio runtime
     /// finds none to run on (the backend never met one, or the first it
     /// met has shut down). Always
     /// [`Error::InvalidConfig`](limiter_core::Error::InvalidConfig), never
@@ -26,7 +29,9 @@ pub enum BackendErrorKind {
     /// Redis did not answer within the command timeout.
     Timeout,
     /// Redis is known to be down (a connection or a command failed a
-    /// moment ago): the decision failed at once, without a round trip,
+    /// moment ago, or the server answered that it serves no decision now:
+    /// a replica, or loading its data): the decision failed at once,
+    /// without a round trip,
     /// while a background probe checks the server.
     Unavailable,
     /// Redis answered with an error or an unexpected reply, or the
@@ -113,13 +118,19 @@ impl BackendError {
         limiter_core::Error::InvalidConfig(Box::new(self))
     }
 
-    /// Whether Redis could not be reached or did not answer (as opposed to
-    /// answering with an error, or a configuration error).
+    /// Whether Redis could not be reached, did not answer, or answered
+    /// that it serves no decision now ([`is_not_serving`]), as opposed to
+    /// answering this request with an error, or a configuration error.
     pub(crate) fn is_outage(&self) -> bool {
         matches!(
             self.kind,
             BackendErrorKind::Connect | BackendErrorKind::Timeout | BackendErrorKind::Unavailable
-        )
+        ) || self.redis_source().is_some_and(is_not_serving)
+    }
+
+    /// Whether Redis refused the backend's credentials ([`is_refused_credentials`]).
+    pub(crate) fn is_refused_credentials(&self) -> bool {
+        self.redis_source().is_some_and(is_refused_credentials)
     }
 
     /// Whether Redis refused for want of memory (`OOM`: `maxmemory` reached
@@ -140,9 +151,11 @@ impl BackendError {
         self.kind
     }
 
-    /// How far this failure reaches: no answer from the server is the
-    /// whole backend's (one node's, on a cluster); an answer with an error,
-    /// or a request not sent for want of a turn, is this request's alone.
+    /// How far this failure reaches: no answer from the server, or an
+    /// answer that it serves no decision now (`READONLY`, `LOADING`,
+    /// `MASTERDOWN`), is the whole backend's (one node's, on a cluster);
+    /// any other answer with an error, or a request not sent for want of a
+    /// turn, is this request's alone.
     pub fn reach(&self) -> limiter_core::FailureReach {
         use limiter_core::FailureReach;
         let not_sent = self
@@ -190,4 +203,24 @@ impl From<BackendError> for limiter_core::Error {
 /// function, `FUNCTION LOAD`), and answers the rest.
 pub(crate) fn is_out_of_memory(error: &redis::RedisError) -> bool {
     error.code() == Some("OOM")
+}
+
+/// The server serves no decision now, whatever the key: it is a replica
+/// (`READONLY`: a primary demoted by a failover; `MASTERDOWN`: a replica
+/// cut from its primary) or it is loading its data (`LOADING`). An outage
+/// of the server, not of one request: only a new connection, once the
+/// address serves a writable primary again, ends it. Not `MISCONF` (writes
+/// refused after a failed save) nor `OOM`: that server still answers peeks,
+/// and starts writing again in place, so each request is answered alone.
+pub(crate) fn is_not_serving(error: &redis::RedisError) -> bool {
+    matches!(error.code(), Some("READONLY" | "LOADING" | "MASTERDOWN"))
+}
+
+/// The server refused the backend's credentials: a wrong password or user
+/// (`WRONGPASS`, which the client reports as failed authentication), or
+/// none where one is required (`NOAUTH`). A configuration error: no
+/// failure policy answers it.
+pub(crate) fn is_refused_credentials(error: &redis::RedisError) -> bool {
+    error.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(error.code(), Some("NOAUTH" | "WRONGPASS"))
 }

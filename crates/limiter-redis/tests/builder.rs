@@ -181,8 +181,10 @@ async fn a_huge_ttl_floor_is_capped_not_an_error() {
 
 /// `username`, `password` and `db` against a server that requires a
 /// password (`--requirepass`) and has an ACL user: each option reaches the
-/// server, overrides the URL's, and a wrong or missing password is a clear
-/// connection error that never shows the password.
+/// server, overrides the URL's, and a wrong or missing password, or a
+/// wrong user, is a configuration error (no failure policy answers it)
+/// that says what to fix and never shows the password: from `build()`,
+/// and from a lazy backend's first call (a limiter's build).
 #[tokio::test]
 async fn username_password_and_db_options_reach_the_server() {
     use limiter_test::redis_server::RedisServer;
@@ -216,34 +218,37 @@ async fn username_password_and_db_options_reach_the_server() {
     };
 
     // No password, or a wrong one: refused, without the password in sight.
-    for (name, builder) in [
-        ("no password", RedisBackend::builder(url.as_str())),
-        (
-            "wrong password",
-            RedisBackend::builder(url.as_str()).password("wr0ng-pw"),
-        ),
-        (
-            "wrong user",
-            RedisBackend::builder(url.as_str())
-                .username("nobody")
-                .password("s3cret"),
-        ),
-    ] {
-        let error = quick(builder).build().await.unwrap_err();
+    let refused = |name: &str, error: Error| {
         let message = chain(&error);
         match &error {
-            Error::Backend(e) => {
+            Error::InvalidConfig(e) => {
                 let kind = e.downcast_ref::<BackendError>().map(BackendError::kind);
-                assert_eq!(kind, Some(BackendErrorKind::Connect), "{name}: {message}");
+                assert_eq!(kind, Some(BackendErrorKind::Config), "{name}: {message}");
             }
-            other => panic!("{name}: expected a backend error, got {other:?}"),
+            other => panic!("{name}: expected a configuration error, got {other:?}"),
         }
-        let lower = message.to_lowercase();
         assert!(
-            lower.contains("auth") || lower.contains("password"),
-            "{name}: the error says authentication failed: {message}"
+            message.contains("refuses the backend's credentials")
+                && message.contains(".username() and .password()"),
+            "{name}: the error says what to fix: {message}"
         );
         assert!(!message.contains("wr0ng-pw"), "{name}: {message}");
+    };
+    let credentials = |name: &str| {
+        let builder = RedisBackend::builder(url.as_str());
+        quick(match name {
+            "no password" => builder,
+            "wrong password" => builder.password("wr0ng-pw"),
+            _ => builder.username("nobody").password("s3cret"),
+        })
+    };
+    for name in ["no password", "wrong password", "wrong user"] {
+        refused(name, credentials(name).build().await.unwrap_err());
+        let lazy = credentials(name).build_lazy().unwrap();
+        let first_call = RedisLimiter::builder(&lazy, policy.clone()).build().await;
+        refused(name, first_call.unwrap_err());
+        refused(name, lazy.ping().await.unwrap_err());
+        assert!(!lazy.is_available(), "{name}");
     }
 
     // The default user's password, overriding a wrong one in the URL.

@@ -148,8 +148,10 @@ impl RedisBackendBuilder {
     /// of kind [`Config`](crate::BackendErrorKind::Config)), before any
     /// round trip; so is a Redis Cluster node where one server is expected
     /// ([`RedisBackend::builder`]: its `INFO cluster` says
-    /// `cluster_enabled:1`; build it with [`RedisBackend::cluster`]). An
-    /// unreachable server is [`Error::Backend`], within the timeouts. Must be called within a Tokio runtime, the one the
+    /// `cluster_enabled:1`; build it with [`RedisBackend::cluster`]), and
+    /// so are credentials the server refuses (a wrong password or user, or
+    /// none where one is required). An unreachable server is
+    /// [`Error::Backend`], within the timeouts. Must be called within a Tokio runtime, the one the
     /// backend is then used on (its connections run on it).
     pub async fn build(self) -> Result<RedisBackend, Error> {
         let backend = self.build_lazy()?;
@@ -162,7 +164,8 @@ impl RedisBackendBuilder {
     /// while Redis is down (with a failure policy that answers without
     /// it), or for code that cannot `await` here. A Redis Cluster node
     /// where one server is expected is then that first call's
-    /// [`Error::InvalidConfig`], and every later call's.
+    /// [`Error::InvalidConfig`], and every later call's; so are credentials
+    /// the server refuses, until a probe finds it takes them.
     pub fn build_lazy(self) -> Result<RedisBackend, Error> {
         if self.connections == 0 {
             return Err(config("connections must be at least 1, got 0"));

@@ -1,6 +1,7 @@
 //! The circuit: once Redis is known to be down, every caller is answered at
-//! once (through the limiter's failure policy), while one background probe
-//! at a time checks the server.
+//! once (through the limiter's failure policy; or, when the server refuses
+//! the backend's credentials, with that configuration error), while one
+//! background probe at a time checks the server.
 //!
 //! Without it, each caller would wait out its own connection or command
 //! timeout during an outage: a refused port costs little, but a hung server
@@ -39,6 +40,10 @@ pub(crate) struct Outage {
     pub(crate) since: Instant,
     /// The failure that opened it, or the last probe's.
     pub(crate) cause: String,
+    /// Whether that failure is the server refusing the backend's
+    /// credentials: a configuration error, which callers are told as one
+    /// (no failure policy answers it) until a probe is let in.
+    pub(crate) misconfigured: bool,
 }
 
 impl Circuit {
@@ -48,20 +53,35 @@ impl Circuit {
         self.open.load(Ordering::Acquire)
     }
 
-    /// Opens the circuit because of `cause`. Returns whether this call
-    /// opened it; a circuit already open only records the newer cause.
+    /// Opens the circuit because of `cause`, a failure of the server.
+    /// Returns whether this call opened it; a circuit already open only
+    /// records the newer cause.
     pub(crate) fn trip(&self, cause: impl Into<String>) -> bool {
+        self.open(cause.into(), false)
+    }
+
+    /// Opens the circuit because the server refuses the backend's
+    /// credentials (`cause`). Returns whether this call opened it or
+    /// turned an outage into this refusal; a refusal already recorded only
+    /// records the newer cause.
+    pub(crate) fn trip_misconfigured(&self, cause: impl Into<String>) -> bool {
+        self.open(cause.into(), true)
+    }
+
+    fn open(&self, cause: String, misconfigured: bool) -> bool {
         let mut outage = self.lock();
-        let cause = cause.into();
         match outage.as_mut() {
             Some(outage) => {
+                let news = misconfigured && !outage.misconfigured;
                 outage.cause = cause;
-                false
+                outage.misconfigured = misconfigured;
+                news
             }
             None => {
                 *outage = Some(Outage {
                     since: Instant::now(),
                     cause,
+                    misconfigured,
                 });
                 self.open.store(true, Ordering::Release);
                 true
@@ -115,6 +135,18 @@ mod tests {
         assert!(circuit.close().is_some());
         assert!(!circuit.is_open());
         assert!(circuit.outage().is_none());
+    }
+
+    #[test]
+    fn a_refusal_of_the_credentials_is_told_apart_from_an_outage() {
+        let circuit = Circuit::default();
+        assert!(circuit.trip_misconfigured("WRONGPASS"));
+        assert!(circuit.outage().unwrap().misconfigured);
+        assert!(!circuit.trip_misconfigured("WRONGPASS again"));
+        assert!(!circuit.trip("refused"), "open already");
+        assert!(!circuit.outage().unwrap().misconfigured, "now an outage");
+        assert!(circuit.trip_misconfigured("WRONGPASS"), "a refusal again");
+        assert!(circuit.outage().unwrap().misconfigured);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Where decisions go: keys spread over every primary, a tiered set in one
-//! slot, the article's load test per primary, a password, and a
-//! single-server backend pointed at a cluster node.
+//! slot, the article's load test per primary, a password (and one the
+//! nodes refuse), and a single-server backend pointed at a cluster node.
+
+use limiter_core::LimiterExt;
 
 use super::*;
 
@@ -184,6 +186,114 @@ async fn a_cluster_with_a_password_needs_it_and_decides_exactly_with_it() {
         }
     }
 }
+/// Credentials the cluster refuses are a configuration error, never a
+/// failure policy's answer: building without the password or with a wrong
+/// one; and a password rotated on the nodes under a running backend (its
+/// node connections then lost), where each decision is `InvalidConfig`
+/// under fail-open, counted nowhere. Once the nodes take the backend's
+/// password again, their probes reconnect and decisions go on exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_the_cluster_refuses_is_a_configuration_error() {
+    const PASSWORD: &str = "s3cret-cluster";
+    const ROTATED: &str = "r0tated";
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(|| RedisCluster::start_with_password(PASSWORD))
+            .await
+            .unwrap(),
+    );
+    let refused = |error: &limiter_core::Error| {
+        let message = chain(error);
+        assert!(
+            matches!(error, limiter_core::Error::InvalidConfig(_)),
+            "{message}"
+        );
+        assert!(message.contains("refuses the"), "{message}");
+        assert!(message.contains("credentials"), "{message}");
+    };
+    for builder in [
+        RedisBackend::cluster(cluster.seed_urls()),
+        RedisBackend::cluster(cluster.seed_urls()).password("wr0ng-pw"),
+    ] {
+        refused(&builder.build().await.unwrap_err());
+    }
+
+    let backend = RedisBackend::cluster(cluster.seed_urls())
+        .password(PASSWORD)
+        .connection_timeout(TIMEOUT)
+        .command_timeout(TIMEOUT)
+        .probe_interval(Duration::from_millis(100))
+        .build()
+        .await
+        .unwrap();
+    let policy = Policy::fixed_window(Rate::per_hour(10)).unwrap();
+    let limiter = RedisLimiter::builder(&backend, policy)
+        .key_prefix(common::fresh_prefix("rotated"))
+        .build()
+        .await
+        .unwrap();
+    // Asked once: the harness's own password stops working with the rotation.
+    let primaries = cluster.primaries();
+    let keys = keys_on(&cluster, &limiter, "rotated", &primaries, 1);
+    let open = limiter
+        .on_failure(limiter_core::FailurePolicy::FailOpen)
+        .probe_interval(Duration::ZERO);
+    for key in &keys {
+        assert_eq!(open.acquire(key.as_bytes(), 1).await.unwrap().remaining, 9);
+    }
+    for primary in &primaries {
+        let kill = ["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"];
+        assert_eq!(cluster.command(primary, &kill), Reply::Integer(1));
+        let rotate = ["CONFIG", "SET", "requirepass", ROTATED];
+        assert_eq!(
+            cluster.command(primary, &rotate),
+            Reply::Status("OK".into())
+        );
+    }
+    for key in &keys {
+        for _ in 0..3 {
+            let error = open
+                .acquire(key.as_bytes(), 1)
+                .await
+                .expect_err("no failure policy answers refused credentials");
+            refused(&error);
+        }
+    }
+
+    for primary in &primaries {
+        let url = primary
+            .url()
+            .replacen("redis://", &format!("redis://:{ROTATED}@"), 1);
+        let mut admin = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("requirepass")
+            .arg(PASSWORD)
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for key in &keys {
+        let decision = loop {
+            match open.acquire(key.as_bytes(), 1).await {
+                Ok(decision) => break decision,
+                Err(error) => refused(&error),
+            }
+            assert!(Instant::now() < deadline, "{key}: the probe never got in");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert_eq!(
+            (decision.allowed, decision.remaining, decision.source),
+            (true, 8, limiter_core::DecisionSource::Backend),
+            "{key}: nothing counted while refused"
+        );
+    }
+}
+
 /// A single-server backend pointed at a cluster node is the wrong backend
 /// (the node redirects the keys of every other node): building it fails
 /// with a configuration error that names `RedisBackend::cluster`, as does a

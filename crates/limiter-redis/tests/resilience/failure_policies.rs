@@ -1,5 +1,6 @@
 //! Each failure policy's answer on a refused port, a killed server, a
-//! full server and a flushed library, and the errors callers read.
+//! demoted primary, a full server and a flushed library, and the errors
+//! callers read; credentials the server refuses, which no policy answers.
 
 use super::*;
 
@@ -154,6 +155,166 @@ async fn a_limiter_built_while_redis_is_down_connects_when_it_comes_up() {
     wait_until("the probe to connect", || backend.is_available()).await;
     let decision = limiter.acquire(b"k", 1).await.unwrap();
     assert_eq!((decision.allowed, decision.remaining), (true, 2));
+}
+
+/// Every decision of each limiter is a configuration error, told at once:
+/// the server refuses the credentials, which no failure policy answers
+/// (fail-open admits nothing uncounted); and its backend is down.
+async fn every_policy_refused(limiters: &[Guarded]) {
+    for limiter in limiters {
+        for _ in 0..3 {
+            let error = limiter
+                .acquire(b"k", 1)
+                .await
+                .expect_err("no failure policy answers refused credentials");
+            let chain = error.chain().to_string();
+            match &error {
+                Error::InvalidConfig(e) => assert_eq!(
+                    e.downcast_ref::<limiter_redis::BackendError>()
+                        .map(|e| e.kind()),
+                    Some(BackendErrorKind::Config),
+                    "{chain}"
+                ),
+                other => panic!("expected a configuration error, got {other:?}"),
+            }
+            assert!(
+                chain.contains("refuses the backend's credentials"),
+                "{chain}"
+            );
+        }
+        assert!(!limiter.inner().backend().is_available(), "{limiter:?}");
+    }
+}
+
+/// A limiter built while Redis is down, on a lazy backend whose password
+/// the server turns out to refuse when it comes up: the probe's refusal is
+/// every decision's configuration error, under every failure policy.
+#[tokio::test]
+async fn a_server_that_comes_up_refusing_the_password_is_a_configuration_error() {
+    let _serial = one_at_a_time().await;
+    let mut server = RedisServer::start_with_args(&["--requirepass", "s3cret"]);
+    let url = server.url().replace("redis://", "redis://:wr0ng-pw@");
+    server.stop();
+    let limiters = [
+        guarded(&url, FailurePolicy::ReturnError).await,
+        guarded(&url, FailurePolicy::FailOpen).await,
+        guarded(&url, FailurePolicy::FailClosed).await,
+    ];
+    let [_, open, _] = &limiters;
+    let degraded = open.acquire(b"k", 1).await.unwrap();
+    assert_eq!(degraded.source, DecisionSource::FailOpen, "down: an outage");
+    server.restart();
+    // The backends tell an outage until their probe meets the password
+    // check.
+    let deadline = Instant::now() + POLL_LIMIT;
+    for limiter in &limiters {
+        loop {
+            match limiter.inner().acquire(b"k", 1).await {
+                Err(Error::InvalidConfig(_)) => break,
+                Err(_) => assert!(Instant::now() < deadline, "the probe never met it"),
+                Ok(decision) => panic!("decided without the password: {decision:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    every_policy_refused(&limiters).await;
+}
+
+/// A password rotated on the server but not in the backend (the backend's
+/// connection then lost): every decision is a configuration error under
+/// every failure policy, counted nowhere, while the backend is down; once
+/// the server takes the backend's password again, the probe reconnects and
+/// decisions go on, exactly, where they left off.
+#[tokio::test]
+async fn a_password_rotated_under_a_running_backend_is_a_configuration_error() {
+    let _serial = one_at_a_time().await;
+    let server = RedisServer::start();
+    assert_eq!(server.command("ACL SETUSER app on >old-pw ~* +@all"), "+OK");
+    let url = server.url().replace("redis://", "redis://app:old-pw@");
+    let limiters = [
+        guarded(&url, FailurePolicy::ReturnError).await,
+        guarded(&url, FailurePolicy::FailOpen).await,
+        guarded(&url, FailurePolicy::FailClosed).await,
+    ];
+    for limiter in &limiters {
+        assert_eq!(limiter.acquire(b"k", 1).await.unwrap().remaining, 2);
+    }
+    assert_eq!(server.command("ACL SETUSER app resetpass >new-pw"), "+OK");
+    assert_eq!(server.command("CLIENT KILL USER app"), ":3");
+    every_policy_refused(&limiters).await;
+
+    assert_eq!(server.command("ACL SETUSER app resetpass >old-pw"), "+OK");
+    for limiter in &limiters {
+        let backend = limiter.inner().backend();
+        wait_until("the probe to reconnect", || backend.is_available()).await;
+        let decision = limiter.acquire(b"k", 1).await.unwrap();
+        assert_eq!(
+            (decision.allowed, decision.remaining, decision.source),
+            (true, 1, DecisionSource::Backend),
+            "nothing counted while refused: {limiter:?}"
+        );
+    }
+}
+
+/// A failover that demotes the primary the backend points at (`REPLICAOF`
+/// the promoted replica: every write answered `READONLY`) is an outage of
+/// the server: the backend is down, and each failure policy's answer is
+/// marked degraded. Once it is promoted back (`REPLICAOF NO ONE`), the
+/// probe's new connection finds it writable and decisions go on exactly
+/// where they left off (the replica held the same state).
+#[tokio::test]
+async fn a_demoted_primary_is_the_failure_policys_until_promoted_back() {
+    let _serial = one_at_a_time().await;
+    // Its replica syncs at once, not after the default 5 s wait for more.
+    let server = RedisServer::start_with_args(&["--repl-diskless-sync-delay", "0"]);
+    let replica = RedisServer::start();
+    let url = server.url();
+    let limiters = [
+        guarded(&url, FailurePolicy::FailOpen).await,
+        guarded(&url, FailurePolicy::FailClosed).await,
+    ];
+    for limiter in &limiters {
+        assert_eq!(limiter.acquire(b"k", 1).await.unwrap().remaining, 2);
+    }
+    let follow = |port: u16| format!("REPLICAOF 127.0.0.1 {port}");
+    assert_eq!(replica.command(&follow(server.port())), "+OK");
+    wait_until("the replica to sync", || {
+        replica
+            .query("INFO replication")
+            .contains("master_link_status:up")
+    })
+    .await;
+    assert_eq!(replica.command("REPLICAOF NO ONE"), "+OK");
+    assert_eq!(server.command(&follow(replica.port())), "+OK");
+
+    let [open, closed] = &limiters;
+    for _ in 0..3 {
+        let admitted = open.acquire(b"k", 1).await.unwrap();
+        assert_eq!(
+            (admitted.allowed, admitted.source),
+            (true, DecisionSource::FailOpen)
+        );
+        let denied = closed.acquire(b"k", 1).await.unwrap();
+        assert_eq!(
+            (denied.allowed, denied.source),
+            (false, DecisionSource::FailClosed)
+        );
+    }
+    for limiter in &limiters {
+        assert!(!limiter.inner().backend().is_available(), "{limiter:?}");
+    }
+
+    assert_eq!(server.command("REPLICAOF NO ONE"), "+OK");
+    for limiter in &limiters {
+        let backend = limiter.inner().backend();
+        wait_until("the probe to reconnect", || backend.is_available()).await;
+        let decision = limiter.acquire(b"k", 1).await.unwrap();
+        assert_eq!(
+            (decision.allowed, decision.remaining, decision.source),
+            (true, 1, DecisionSource::Backend),
+            "nothing counted while demoted: {limiter:?}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! The fault matrix on a real `redis-server` under load: kill -9 and
 //! restart, a graceful restart, `FUNCTION FLUSH`, `CLIENT KILL`, `DEBUG
-//! SLEEP`, `SIGSTOP`/`SIGCONT`, each checked against the bounds that
+//! SLEEP`, `SIGSTOP`/`SIGCONT`, `REPLICAOF` and back, `DEBUG RELOAD` of a
+//! slow load, each checked against the bounds that
 //! `main.rs` states ([`fault_matrix`]); and the same faults while idle.
 
 use super::load::{Call, Load, Outcome};
@@ -21,12 +22,23 @@ enum Fault {
     DebugSleep,
     /// `SIGSTOP`, for 1.2 s after the callers noticed, then `SIGCONT`.
     Pause,
+    /// `REPLICAOF` another server (a failover demoted it: every write is
+    /// answered `READONLY`), for a second after the callers noticed and
+    /// until it has synced with its new primary, which holds no state;
+    /// then `REPLICAOF NO ONE`.
+    Demoted,
+    /// `DEBUG RELOAD` with a slow load (`key-load-delay`): every command
+    /// is answered `LOADING` until the data is back.
+    Loading,
 }
 
 impl Fault {
     /// Whether the fault wipes the server's state.
     fn wipes_state(self) -> bool {
-        matches!(self, Fault::KillAndRestart | Fault::GracefulRestart)
+        matches!(
+            self,
+            Fault::KillAndRestart | Fault::GracefulRestart | Fault::Demoted
+        )
     }
 
     /// Whether the callers see an outage (the circuit opens); otherwise
@@ -121,6 +133,38 @@ async fn fault_matrix(fault: Fault) -> Measured {
             let down_until = load.now();
             server.resume();
             (down_until, load.now())
+        }
+        Fault::Demoted => {
+            let primary = RedisServer::start_with_args(&["--repl-diskless-sync-delay", "0"]);
+            let demote = format!("REPLICAOF 127.0.0.1 {}", primary.port());
+            assert_eq!(server.command(&demote), "+OK");
+            wait_until("callers to notice the demotion", || load.failed() > 0).await;
+            let noticed = load.now();
+            wait_until("a second demoted, and synced", || {
+                load.now() > noticed + Duration::from_secs(1)
+                    && server
+                        .query("INFO replication")
+                        .contains("master_link_status:up")
+            })
+            .await;
+            let down_until = load.now();
+            assert_eq!(server.command("REPLICAOF NO ONE"), "+OK");
+            (down_until, load.now())
+        }
+        Fault::Loading => {
+            // A thousand keys of at least 200 µs each: loading lasts 200 ms
+            // at least, answering every command `LOADING`.
+            for setting in [
+                "CONFIG SET key-load-delay 200",
+                "CONFIG SET loading-process-events-interval-bytes 1024",
+                "DEBUG POPULATE 1000 filler",
+            ] {
+                assert_eq!(server.command(setting), "+OK", "{setting}");
+            }
+            let reloading = server.spawn_command("DEBUG RELOAD");
+            wait_until("DEBUG RELOAD to end", || reloading.is_finished()).await;
+            assert_eq!(reloading.join().unwrap().unwrap(), "+OK");
+            (fault_start, load.now())
         }
     };
     wait_until("decisions to succeed again", || load.answered_since(back)).await;
@@ -352,6 +396,20 @@ async fn sigstop_then_sigcont() {
     let _serial = one_at_a_time().await;
     let m = fault_matrix(Fault::Pause).await;
     assert!(m.round_trip_failures > 0, "the hang was noticed: {m:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demoted_primary_is_an_outage_until_promoted_back() {
+    let _serial = one_at_a_time().await;
+    let m = fault_matrix(Fault::Demoted).await;
+    assert!(m.failures > 0, "the demotion was noticed: {m:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loading_server_is_an_outage_until_loaded() {
+    let _serial = one_at_a_time().await;
+    let m = fault_matrix(Fault::Loading).await;
+    assert!(m.failures > 0, "the load was noticed: {m:?}");
 }
 
 /// A fault while no decision is in flight is found when the next one is

@@ -1,6 +1,7 @@
 //! The fault matrix against a real `redis-server`: kill -9 and restart, a
 //! graceful restart, `FUNCTION FLUSH`, `CLIENT KILL`, `DEBUG SLEEP`,
-//! `SIGSTOP`/`SIGCONT`, a server that never answers and a refused port,
+//! `SIGSTOP`/`SIGCONT`, a demoted primary (`REPLICAOF`), a server loading
+//! its data (`LOADING`), a server that never answers and a refused port,
 //! each under 64 concurrent callers. For each, what the callers see:
 //!
 //! - **waits are bounded**: no caller that meets the fault waits past
@@ -18,7 +19,7 @@
 //!   idle);
 //! - **no over-admission**: a long-window sliding log admits exactly its
 //!   limit, or twice its limit where the fault wiped the server's state (a
-//!   restart without persistence);
+//!   restart without persistence, a demotion synced from an empty primary);
 //! - **recovery is bounded**: decisions succeed again within
 //!   [`RECOVERY_BOUND`] of the server being back;
 //! - **no leaked connections**: the server sees exactly the backend's

@@ -113,6 +113,12 @@ impl ConnectionSlot {
         }
         match shared.open_connection().await {
             Ok(conn) => Ok(self.install(shared, conn)),
+            // The wrong credentials, not a down server: no failure policy
+            // answers it, and the probe finds when the server takes them.
+            Err(e) if e.is_refused_credentials() => {
+                shared.trip_misconfigured(&e);
+                Err(e)
+            }
             // The wrong server, not a down one: no failure policy answers it.
             Err(e) if e.kind() == BackendErrorKind::Config => Err(shared.refuse(e)),
             Err(e) => {

@@ -238,8 +238,9 @@ impl RedisBackend {
     /// Adds `function` to the libraries loaded on every new connection, and
     /// loads it now unless Redis is down (libraries are server-wide: one load
     /// serves every connection to the server). Fails only if Redis refuses
-    /// the library: then it is not kept either (e.g. a server older than
-    /// Redis 7.0, which has no `FUNCTION LOAD`).
+    /// the library (e.g. a server older than Redis 7.0, which has no
+    /// `FUNCTION LOAD`) or the backend's configuration (its credentials):
+    /// then it is not kept either.
     pub(crate) async fn register(&self, function: &Library) -> Result<(), BackendError> {
         {
             let mut functions = self.shared.lock_functions();
@@ -258,7 +259,8 @@ impl RedisBackend {
                     .lock_functions()
                     .retain(|f| f.name() != function.name());
                 if e.kind() == BackendErrorKind::Config {
-                    // Not Redis's refusal: nothing could ask it (no runtime).
+                    // Not a refusal of the library: of the backend's
+                    // credentials, or nothing could ask (no runtime).
                     return Err(e);
                 }
                 Err(e.with_message(format!(

@@ -10,11 +10,12 @@ use redis::{RedisError, Value};
 use super::connection_slot::Connection;
 use super::{Connector, Shared};
 use crate::connection::cluster::ClusterConnection;
-use crate::error::{is_out_of_memory, BackendError, BackendErrorKind};
+use crate::error::{is_out_of_memory, is_refused_credentials, BackendError, BackendErrorKind};
 
 impl Shared {
     /// Connects, checks the server answers and is no Redis Cluster node
-    /// (one is a configuration error: see [`Shared::refusal`]), and loads
+    /// (one is a configuration error: see [`Shared::refusal`]; so are
+    /// credentials the server refuses), and loads
     /// every registered function library, all within the connection
     /// timeout plus the command timeout. A cluster connection is up once
     /// it has the slot map: it loads the libraries on every primary it
@@ -59,6 +60,7 @@ impl Shared {
         match tokio::time::timeout(self.connection_timeout + self.command_timeout, connect).await {
             Ok(Ok(Some(conn))) => Ok(conn),
             Ok(Ok(None)) => Err(self.cluster_node("INFO cluster says cluster_enabled:1")),
+            Ok(Err(e)) if is_refused_credentials(&e) => Err(self.refused_credentials(e)),
             Ok(Err(e)) => Err(BackendError::new(
                 BackendErrorKind::Connect,
                 format!("Redis at {}: cannot connect", self.url),
@@ -74,7 +76,21 @@ impl Shared {
             )),
         }
     }
+
+    /// The configuration error of credentials the server refused
+    /// (`error`), with what to fix.
+    fn refused_credentials(&self, error: RedisError) -> BackendError {
+        BackendError::config(format!(
+            "Redis at {} refuses the backend's credentials: {CREDENTIALS_FIX}",
+            self.url
+        ))
+        .with_source(error)
+    }
 }
+
+/// What to do about credentials the server refuses.
+pub(super) const CREDENTIALS_FIX: &str = "set the user and password the server expects, in the \
+     URL (redis://user:password@host:port/) or with .username() and .password() on the builder";
 
 /// Whether the server is a Redis Cluster node (`INFO cluster` says
 /// `cluster_enabled:1`). A server that refuses `INFO` (an ACL, a proxy)

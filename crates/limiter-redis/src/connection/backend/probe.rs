@@ -3,18 +3,27 @@
 
 use std::sync::{Arc, Weak};
 
+use super::open::CREDENTIALS_FIX;
 use super::{cause, Shared};
 use crate::connection::circuit::ProbeTurn;
 use crate::error::{BackendError, BackendErrorKind};
 
 impl Shared {
-    /// The answer while the circuit is open: at once, no round trip.
+    /// The answer while the circuit is open: at once, no round trip. While
+    /// the server refuses the credentials, a configuration error.
     pub(super) fn unavailable(&self) -> BackendError {
-        let (ago, cause) = self
+        let (ago, cause, misconfigured) = self
             .circuit
             .outage()
-            .map(|o| (o.since.elapsed(), o.cause))
+            .map(|o| (o.since.elapsed(), o.cause, o.misconfigured))
             .unwrap_or_default();
+        if misconfigured {
+            return BackendError::config(format!(
+                "Redis at {} refuses the backend's credentials ({cause}): {CREDENTIALS_FIX} \
+                 (checked again every {:?})",
+                self.url, self.probe_interval
+            ));
+        }
         BackendError::new(
             BackendErrorKind::Unavailable,
             format!(
@@ -37,6 +46,26 @@ impl Shared {
                 url = %self.url,
                 cause,
                 "Redis unavailable: decisions fail at once until a probe succeeds"
+            );
+        }
+        self.ensure_probe();
+    }
+
+    /// Opens the circuit because the server refused the credentials
+    /// (`error`): every call is then told so at once, as a configuration
+    /// error, and the probe connects every probe interval until the server
+    /// takes them (a password set back, or rotated on both sides). Logged
+    /// at `error`, with the fix, when it starts.
+    pub(super) fn trip_misconfigured(self: &Arc<Self>, error: &BackendError) {
+        for connection_slot in self.connection_slots.iter() {
+            connection_slot.clear();
+        }
+        if self.circuit.trip_misconfigured(cause(error)) {
+            tracing::error!(
+                url = %self.url,
+                error = %limiter_core::ErrorChain(error),
+                "Redis refuses the rate limiter's credentials: every decision fails with a \
+                 configuration error (no failure policy answers it) until the server takes them"
             );
         }
         self.ensure_probe();
@@ -77,6 +106,10 @@ async fn probe(shared: Weak<Shared>, _turn: ProbeTurn) {
                     "Redis available again"
                 );
                 return;
+            }
+            Err(e) if e.is_refused_credentials() => {
+                shared.trip_misconfigured(&e);
+                tracing::debug!(url = %shared.url, error = %limiter_core::ErrorChain(&e), "Redis probe refused");
             }
             Err(e) if e.kind() == BackendErrorKind::Config => {
                 // Back as a Redis Cluster node: every call is refused, at once.

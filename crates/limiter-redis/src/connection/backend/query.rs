@@ -8,11 +8,12 @@ use std::time::Instant;
 use redis::{Cmd, RedisError, RetryMethod, Value};
 
 use super::connection_slot::{Connection, ConnectionSlot, Live};
-use super::{RedisBackend, Shared};
+use super::open::CREDENTIALS_FIX;
+use super::{Connector, RedisBackend, Shared};
 use crate::connection::cluster::Ask;
 use crate::connection::library::Library;
 use crate::connection::runtime::{within, Runtime};
-use crate::error::{BackendError, BackendErrorKind};
+use crate::error::{is_not_serving, is_refused_credentials, BackendError, BackendErrorKind};
 
 impl RedisBackend {
     /// Runs `cmd` (an `FCALL` of `function`, if given: loaded again and
@@ -145,6 +146,22 @@ impl RedisBackend {
             return Attempt::Done(Err(shared.refuse(shared.cluster_node(&evidence))));
         }
         let connection_slot = &shared.connection_slots[connection_slot];
+        if is_not_serving(&error) {
+            // A replica (a demoted primary) or a server loading its data
+            // answers every decision so: an outage, which the probe's new
+            // connection ends once the address serves a writable primary.
+            if connection_slot.retire(live.id) {
+                shared.trip(&error.to_string());
+            }
+            return Attempt::Done(Err(BackendError::new(
+                BackendErrorKind::Redis,
+                format!(
+                    "Redis at {}: the server serves no decisions now",
+                    shared.url
+                ),
+            )
+            .with_source(error)));
+        }
         if is_timeout(&error) {
             // A connection already replaced (the probe's, after an earlier
             // timeout) says nothing of the server now.
@@ -231,10 +248,19 @@ enum Attempt {
 }
 
 impl Shared {
-    /// A failed command, classified, with nothing retired or tripped (a
-    /// cluster's: it outlives one node's failure, and reaches that node's
-    /// keys alone, unless the cluster refuses every key, `CLUSTERDOWN`).
+    /// A failed command, classified, with nothing retired or tripped. On a
+    /// cluster it reaches one node's keys alone (the connection outlives
+    /// one node's failure), unless the cluster refuses every key
+    /// (`CLUSTERDOWN`); a node that refuses the credentials is a
+    /// configuration error.
     fn failed(&self, error: RedisError) -> BackendError {
+        if is_refused_credentials(&error) {
+            return BackendError::config(format!(
+                "Redis at {}: a node refuses the backend's credentials: {CREDENTIALS_FIX}",
+                self.url
+            ))
+            .with_source(error);
+        }
         let (kind, what) = if is_timeout(&error) {
             (BackendErrorKind::Timeout, "no answer in time")
         } else if is_broken_connection(&error) {
@@ -242,12 +268,13 @@ impl Shared {
         } else {
             (BackendErrorKind::Redis, "command failed")
         };
-        let whole_cluster = crate::connection::cluster::is_cluster_down(&error);
+        let one_node = matches!(self.connector, Connector::Cluster(_))
+            && !crate::connection::cluster::is_cluster_down(&error);
         let failed =
             BackendError::new(kind, format!("Redis at {}: {what}", self.url)).with_source(error);
-        match whole_cluster {
-            true => failed,
-            false => failed.on_node(),
+        match one_node {
+            true => failed.on_node(),
+            false => failed,
         }
     }
 
@@ -280,7 +307,7 @@ impl Shared {
         .await;
         result.map_err(|e| {
             if !conn.outlives_failures()
-                && (is_timeout(&e) || is_broken_connection(&e))
+                && (is_timeout(&e) || is_broken_connection(&e) || is_not_serving(&e))
                 && connection_slot.retire(id)
             {
                 self.trip(&e.to_string());

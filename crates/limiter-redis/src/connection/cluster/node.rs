@@ -12,7 +12,7 @@ use super::out_of_time::past_deadline;
 use super::Inner;
 use crate::connection::circuit::Circuit;
 use crate::connection::slot_map::Address;
-use crate::error::is_out_of_memory;
+use crate::error::{is_out_of_memory, is_refused_credentials};
 
 /// One node's connection, made by one caller at a time.
 #[derive(Default)]
@@ -24,9 +24,9 @@ pub(super) struct Node {
     made: std::sync::atomic::AtomicU64,
     connecting: tokio::sync::Mutex<()>,
     /// Open while the node is known to be down (it timed out, or could
-    /// not be reached): its commands then fail at once, and one background
-    /// probe checks it every refresh interval. The backend's own circuit,
-    /// per node.
+    /// not be reached) or refuses the credentials: its commands then fail
+    /// at once, and one background probe checks it every refresh
+    /// interval. The backend's own circuit, per node.
     pub(super) circuit: Circuit,
 }
 
@@ -192,7 +192,9 @@ impl Inner {
                 Ok((id, conn))
             }
             Err(e) => {
-                if e.is_timeout() || is_connection_error(&e) {
+                if is_refused_credentials(&e) {
+                    self.mark_misconfigured(node, &state, &e);
+                } else if e.is_timeout() || is_connection_error(&e) {
                     self.mark_down(node, &state, &e);
                 }
                 Err(e)

@@ -4,7 +4,7 @@
 use std::sync::{Arc, PoisonError};
 
 use redis::aio::ConnectionLike as _;
-use redis::{RedisError, Value};
+use redis::{ErrorKind, RedisError, Value};
 
 use super::node::Node;
 use super::Inner;
@@ -12,15 +12,26 @@ use crate::connection::circuit::ProbeTurn;
 use crate::connection::slot_map::Address;
 
 impl Inner {
-    /// The error of a command to `node` while it is known to be down, with
-    /// its probe made sure of.
+    /// The error of a command to `node` while it is known to be down (or
+    /// to refuse the credentials: then that refusal, a configuration
+    /// error), with its probe made sure of.
     pub(super) fn down(self: &Arc<Self>, node: &Address, state: &Node) -> RedisError {
         self.ensure_probe(node, state);
-        let (ago, cause) = state
+        let (ago, cause, misconfigured) = state
             .circuit
             .outage()
-            .map(|o| (o.since.elapsed(), o.cause))
+            .map(|o| (o.since.elapsed(), o.cause, o.misconfigured))
             .unwrap_or_default();
+        if misconfigured {
+            return RedisError::from((
+                ErrorKind::AuthenticationFailed,
+                "Redis Cluster node refuses the credentials",
+                format!(
+                    "{}:{} ({cause}); checked again every {:?}",
+                    node.host, node.port, self.client.refresh_interval
+                ),
+            ));
+        }
         RedisError::from(std::io::Error::new(
             std::io::ErrorKind::ConnectionRefused,
             format!(
@@ -41,6 +52,27 @@ impl Inner {
                 cause = %cause,
                 node = %format!("{}:{}", node.host, node.port),
                 "Redis Cluster node unavailable: its commands fail at once until a probe succeeds"
+            );
+        }
+        self.ensure_probe(node, state);
+    }
+
+    /// Marks `node` as refusing the credentials (`cause`): its commands
+    /// fail at once with that configuration error, logged at `error` when
+    /// it starts, until its probe is let in.
+    pub(super) fn mark_misconfigured(
+        self: &Arc<Self>,
+        node: &Address,
+        state: &Node,
+        cause: &RedisError,
+    ) {
+        if state.circuit.trip_misconfigured(cause.to_string()) {
+            tracing::error!(
+                cause = %cause,
+                node = %format!("{}:{}", node.host, node.port),
+                "Redis Cluster node refuses the rate limiter's credentials: its keys' decisions \
+                 fail with a configuration error (no failure policy answers it) until it takes \
+                 them; set the user and password the cluster expects"
             );
         }
         self.ensure_probe(node, state);

@@ -12,6 +12,7 @@ use super::out_of_time::{out_of_time, past_deadline};
 use super::{Ask, Inner};
 use crate::connection::runtime::within;
 use crate::connection::slot_map::Address;
+use crate::error::is_refused_credentials;
 
 /// The first wait before a command goes again to a node it went to
 /// already (the cluster refused it for now, `TRYAGAIN` or `CLUSTERDOWN`, or
@@ -123,6 +124,8 @@ impl Inner {
                     }
                     Target::Owner
                 }
+                // A node that refuses the credentials: the caller's to fix.
+                _ if is_refused_credentials(&error) => return Err(error),
                 _ if error.is_timeout() => {
                     // A hung node (now marked down by `send_to`): a
                     // failover may be under way.
