@@ -37,6 +37,7 @@ pub struct LeasedBuilder<L> {
     pub(crate) max_lease: u64,
     pub(crate) refill_percent: u8,
     pub(crate) max_keys: usize,
+    pub(crate) max_key_bytes: usize,
     pub(crate) clock: Arc<dyn Clock>,
 }
 
@@ -49,6 +50,7 @@ impl<L: Limiter> LeasedBuilder<L> {
             max_lease: Leased::<L>::DEFAULT_MAX_LEASE,
             refill_percent: Leased::<L>::DEFAULT_REFILL_PERCENT,
             max_keys: Leased::<L>::DEFAULT_MAX_KEYS,
+            max_key_bytes: Leased::<L>::DEFAULT_MAX_KEY_BYTES,
             clock: Arc::new(MonotonicClock::new()),
         }
     }
@@ -92,10 +94,25 @@ impl<L: Limiter> LeasedBuilder<L> {
 
     /// The most keys this instance holds leases for: a key beyond them is
     /// decided by the wrapped limiter, at its own cost, until an idle key
-    /// (no units in hand, no lease in flight) is dropped to make room.
-    /// Zero leases nothing. Defaults to [`Leased::DEFAULT_MAX_KEYS`].
+    /// (no units in hand, no lease in flight) is dropped to make room;
+    /// idle keys are also dropped within about a second without it
+    /// ([`Leased::max_bytes`]). Zero leases nothing. Defaults to
+    /// [`Leased::DEFAULT_MAX_KEYS`].
     pub fn max_keys(mut self, keys: usize) -> Self {
         self.max_keys = keys;
+        self
+    }
+
+    /// The longest key held as it is: a longer one is held as its SHA-256
+    /// digest (33 bytes with a marker), as the memory backend does, so
+    /// that what one key costs is bounded however long a client makes it
+    /// ([`Leased::max_bytes`]). Decisions are those of the keys themselves:
+    /// two keys share leases only if they are equal, and the wrapped
+    /// limiter is asked about the key itself. Hashing costs a long key's
+    /// request a pass over its bytes. `usize::MAX` holds every key whole,
+    /// its cost unbounded. Defaults to [`Leased::DEFAULT_MAX_KEY_BYTES`].
+    pub fn max_key_bytes(mut self, bytes: usize) -> Self {
+        self.max_key_bytes = bytes;
         self
     }
 

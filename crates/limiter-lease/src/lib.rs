@@ -30,5 +30,6 @@ mod key_lease;
 mod landing;
 mod leased;
 mod leases;
+mod memory_bound;
 
 pub use self::{builder::LeasedBuilder, leased::Leased};

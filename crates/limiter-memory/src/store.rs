@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use dashmap::mapref::entry::Entry;
-use limiter_core::backend::check_policies;
+use limiter_core::backend::{check_policies, StoredKey};
 use limiter_core::{Decision, Error, Policies};
 
 use crate::clock::ClockSource;
-use crate::key::{Key, StoredKey};
+use crate::key::Key;
 use crate::key_cap::KeyCap;
 use crate::map::{with_map, with_single_map, Keys, Map, Rules, Stored};
 use crate::memory_bound::{entry_bytes, max_bytes_per_key};
