@@ -398,6 +398,8 @@ impl RawPolicy {
                 Some((counter, ban_for))
             }
         };
+        let bans = self.bans || penalty.is_some();
+        let ban_status_unused = self.ban_status.is_some() && !bans && !inherited("ban_status");
         let ban_status = match self.ban_status {
             None | Some(403) => StatusCode::FORBIDDEN,
             Some(429) => StatusCode::TOO_MANY_REQUESTS,
@@ -438,9 +440,10 @@ impl RawPolicy {
             allow_ips,
             allow_keys: self.allow_keys,
             on_failure,
-            bans: self.bans || penalty.is_some(),
+            bans,
             penalty,
             ban_status,
+            ban_status_unused,
             memory,
             trusts_none_on_purpose: false,
             mask_addresses: self.mask_addresses,
