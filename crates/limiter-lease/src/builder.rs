@@ -59,6 +59,9 @@ impl<L: Limiter> LeasedBuilder<L> {
     /// request is sent (docs/spec.md section 8.1). The over-admission of the
     /// windowed algorithms and the buckets grows with it (about `L * T / W`);
     /// zero leases nothing, and every request goes to the wrapped limiter.
+    /// Longer than the window of a part (a fixed window aside, which ends
+    /// each lease), the bound is `N * M` in every window whatever the
+    /// demand: [`build`](Self::build) warns of it through `tracing`.
     /// Whole microseconds; defaults to [`Leased::DEFAULT_LIFETIME`].
     pub fn lifetime(mut self, lifetime: Duration) -> Self {
         self.lifetime = lifetime;

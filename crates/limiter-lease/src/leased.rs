@@ -144,6 +144,7 @@ impl<L: Limiter> Leased<L> {
             max_lease,
             refill_percent: u64::from(refill_percent.min(100)),
         };
+        warn_of_lifetime_beyond_windows(policies, sizing.lifetime_us);
         let fixed_windows = policies
             .iter()
             .enumerate()
@@ -525,6 +526,26 @@ impl<L: Limiter> Leased<L> {
             })
             .flatten()?;
         Some(Ok(self.leased_decision(grant, taken, now_us)))
+    }
+}
+
+/// Warns of each part whose window the lease lifetime outlasts: the
+/// over-admission bound `min(B(d + tau), B(d) + N*M)` (docs/spec.md
+/// section 8.2) is then `N * M` in every window whatever the demand, not
+/// about `rate * T`. A fixed-window part ends each lease with its window,
+/// so its lifetime does not matter.
+fn warn_of_lifetime_beyond_windows(policies: &Policies, lifetime_us: u64) {
+    for policy in policies.iter() {
+        if policy.algorithm() != Algorithm::FixedWindow && lifetime_us > policy.window_us() {
+            tracing::warn!(
+                target: "limiter_lease",
+                lifetime_us,
+                policy = %policy,
+                "the lease lifetime is longer than the policy's window: the over-admission \
+                 is up to N*M units (instances times maximum lease) in every window, not \
+                 about rate*T"
+            );
+        }
     }
 }
 
