@@ -20,7 +20,7 @@ pub(crate) const SHARDS: usize = 16;
 /// while requests come, whether or not a new key needs the room: one
 /// shard in turn every sixteenth of it, or every shard whose turn passed
 /// at the first request after a quiet spell.
-pub(crate) const IDLE_SWEEP_INTERVAL_US: u64 = 1_000_000;
+const IDLE_SWEEP_INTERVAL_US: u64 = 1_000_000;
 
 /// Keys to their leases, at most `max_keys` of them, and at most twice
 /// their share in any one shard, which bounds each shard's table. A key
@@ -105,6 +105,8 @@ impl Leases {
         }
     }
 
+    /// [`sweep_due`](Self::sweep_due)'s sweeps, by the request that moves
+    /// the due time from `due_us`: one turn a step since it, all at most.
     #[cold]
     #[inline(never)]
     fn sweep_turns(&self, now_us: u64, due_us: u64) {
