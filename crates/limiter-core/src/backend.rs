@@ -32,6 +32,9 @@
 //!   expiry time.
 //! - **Expiry**: a key may be dropped once `time_us + reset_after` of its
 //!   last admission has passed, never earlier (docs/spec.md rule 2.5).
+//! - **Long keys**: a store in process bounds what a client-chosen key
+//!   costs by holding a key longer than its bound as its digest,
+//!   [`StoredKey`], and deciding it as itself.
 //! - **Errors**: a failure of the store is [`Error::Backend`](crate::Error::Backend)
 //!   with the cause as its source (and nothing of the cause in the message);
 //!   a bad configuration found before any request is
@@ -61,6 +64,7 @@ pub use crate::algorithms::{
 pub use crate::all_of::{all_of, check_policies, SetState};
 pub use crate::clock_source::ClockSource;
 pub use crate::decision::TickDecision;
+pub use crate::stored_key::{StoredKey, DIGEST_KEY_BYTES, DIGEST_MARK};
 
 use crate::algorithm::Algorithm;
 use crate::policy::Policy;

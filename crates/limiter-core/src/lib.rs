@@ -47,6 +47,7 @@ mod policies;
 mod policy;
 mod policy_text;
 mod rate;
+mod stored_key;
 #[cfg(feature = "trace")]
 pub mod trace;
 

@@ -36,6 +36,7 @@ pub struct LeasedBuilder<L> {
     pub(crate) max_lease: u64,
     pub(crate) refill_percent: u8,
     pub(crate) max_keys: usize,
+    pub(crate) max_key_bytes: usize,
     pub(crate) clock: ClockSource,
 }
 
@@ -48,6 +49,7 @@ impl<L: Limiter> LeasedBuilder<L> {
             max_lease: Leased::<L>::DEFAULT_MAX_LEASE,
             refill_percent: Leased::<L>::DEFAULT_REFILL_PERCENT,
             max_keys: Leased::<L>::DEFAULT_MAX_KEYS,
+            max_key_bytes: Leased::<L>::DEFAULT_MAX_KEY_BYTES,
             clock: ClockSource::default(),
         }
     }
@@ -56,6 +58,9 @@ impl<L: Limiter> LeasedBuilder<L> {
     /// request is sent (docs/spec.md section 8.1). The over-admission of the
     /// windowed algorithms and the buckets grows with it (about `L * T / W`);
     /// zero leases nothing, and every request goes to the wrapped limiter.
+    /// Longer than the window of a part (a fixed window aside, which ends
+    /// each lease), the bound is `N * M` in every window whatever the
+    /// demand: [`build`](Self::build) warns of it through `tracing`.
     /// Whole microseconds; defaults to [`Leased::DEFAULT_LIFETIME`].
     pub fn lifetime(mut self, lifetime: Duration) -> Self {
         self.lifetime = lifetime;
@@ -91,10 +96,25 @@ impl<L: Limiter> LeasedBuilder<L> {
 
     /// The most keys this instance holds leases for: a key beyond them is
     /// decided by the wrapped limiter, at its own cost, until an idle key
-    /// (no units in hand, no lease in flight) is dropped to make room.
-    /// Zero leases nothing. Defaults to [`Leased::DEFAULT_MAX_KEYS`].
+    /// (no units in hand, no lease in flight) is dropped to make room;
+    /// idle keys are also dropped within about a second without it
+    /// ([`Leased::max_bytes`]). Zero leases nothing. Defaults to
+    /// [`Leased::DEFAULT_MAX_KEYS`].
     pub fn max_keys(mut self, keys: usize) -> Self {
         self.max_keys = keys;
+        self
+    }
+
+    /// The longest key held as it is: a longer one is held as its SHA-256
+    /// digest (33 bytes with a marker), as the memory backend does, so
+    /// that what one key costs is bounded however long a client makes it
+    /// ([`Leased::max_bytes`]). Decisions are those of the keys themselves:
+    /// two keys share leases only if they are equal, and the wrapped
+    /// limiter is asked about the key itself. Hashing costs a long key's
+    /// request a pass over its bytes. `usize::MAX` holds every key whole,
+    /// its cost unbounded. Defaults to [`Leased::DEFAULT_MAX_KEY_BYTES`].
+    pub fn max_key_bytes(mut self, bytes: usize) -> Self {
+        self.max_key_bytes = bytes;
         self
     }
 

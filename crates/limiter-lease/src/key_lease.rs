@@ -156,6 +156,10 @@ struct Cold {
 }
 
 impl KeyLease {
+    /// The bytes a key's leases hold on the heap, beyond the wakers of
+    /// the requests waiting for a lease in flight.
+    pub(crate) const COLD_BYTES: usize = std::mem::size_of::<Cold>();
+
     pub(crate) fn new() -> Self {
         Self {
             expires_us: 0,

@@ -69,6 +69,7 @@ pub struct Leased<L> {
     leases: Leases,
     sizing: Sizing,
     max_keys: usize,
+    max_key_bytes: usize,
     clock: ClockSource,
     /// The policies' max cost: a request of at most it, at a time in the
     /// exact range, passes their checks.
@@ -107,6 +108,9 @@ impl<L: Limiter> Leased<L> {
     pub const DEFAULT_REFILL_PERCENT: u8 = 25;
     /// The default [most keys leased](LeasedBuilder::max_keys): 10,000.
     pub const DEFAULT_MAX_KEYS: usize = 10_000;
+    /// The default [longest key held whole](LeasedBuilder::max_key_bytes):
+    /// 256 bytes, the memory backend's.
+    pub const DEFAULT_MAX_KEY_BYTES: usize = 256;
 
     /// `inner` leased with the default options.
     pub fn new(inner: L) -> Self {
@@ -126,6 +130,7 @@ impl<L: Limiter> Leased<L> {
             max_lease,
             refill_percent,
             max_keys,
+            max_key_bytes,
             clock,
         } = builder;
         let policies = inner.policies();
@@ -136,6 +141,7 @@ impl<L: Limiter> Leased<L> {
             max_lease,
             refill_percent: u64::from(refill_percent.min(100)),
         };
+        warn_of_lifetime_beyond_windows(policies, sizing.lifetime_us);
         let fixed_windows = policies
             .iter()
             .enumerate()
@@ -151,12 +157,13 @@ impl<L: Limiter> Leased<L> {
                 Slowness(u128::from(window) * u128::from(tick), u128::from(limit))
             });
         Self {
-            leases: Leases::new(max_keys, sizing.lifetime_us),
+            leases: Leases::new(max_keys, max_key_bytes, sizing.lifetime_us),
             max_cost: policies.max_cost(),
             part_limits: policies.iter().map(|policy| policy.max_cost()).collect(),
             inner,
             sizing,
             max_keys,
+            max_key_bytes,
             clock,
             fixed_windows,
             spacing,
@@ -194,8 +201,43 @@ impl<L: Limiter> Leased<L> {
         self.max_keys
     }
 
+    /// The longest key held as it is ([`LeasedBuilder::max_key_bytes`]).
+    pub fn max_key_bytes(&self) -> usize {
+        self.max_key_bytes
+    }
+
+    /// The most bytes the keys' lease state holds, beyond the empty
+    /// limiter's own and the wrapped limiter's: for each of
+    /// [`max_keys`](Self::max_keys), its bytes (at most
+    /// [`max_key_bytes`](Self::max_key_bytes), or a digest) and its
+    /// leases, and the shards' tables at their largest, each allocation
+    /// counted with 32 bytes of allocator overhead (the wakers of requests
+    /// waiting for a lease in flight aside).
+    ///
+    /// A key is idle once it holds no units and has no lease in flight: at
+    /// the latest a [lifetime](LeasedBuilder::lifetime) after its last
+    /// lease was sent. Idle keys are dropped when a new key needs the
+    /// room, and otherwise within about a second, at the first request
+    /// after then; a sweep also gives back the room of a table left
+    /// mostly empty.
+    ///
+    /// ```
+    /// use limiter_core::{Policy, Rate};
+    /// use limiter_lease::Leased;
+    /// use limiter_memory::MemoryLimiter;
+    ///
+    /// let global = MemoryLimiter::new(Policy::token_bucket(Rate::per_second(100))?);
+    /// let leased = Leased::builder(global).max_keys(10_000).build();
+    /// // Keys of up to 256 bytes, their leases and the tables.
+    /// assert!(leased.max_bytes() < 10_000 * 1_024);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn max_bytes(&self) -> usize {
+        self.leases.max_bytes()
+    }
+
     /// The keys this instance holds lease state for (idle ones until
-    /// dropped to make room).
+    /// dropped).
     pub fn len(&self) -> usize {
         self.leases.len()
     }
@@ -484,6 +526,26 @@ impl<L: Limiter> Leased<L> {
     }
 }
 
+/// Warns of each part whose window the lease lifetime outlasts: the
+/// over-admission bound `min(B(d + tau), B(d) + N*M)` (docs/spec.md
+/// section 8.2) is then `N * M` in every window whatever the demand, not
+/// about `rate * T`. A fixed-window part ends each lease with its window,
+/// so its lifetime does not matter.
+fn warn_of_lifetime_beyond_windows(policies: &Policies, lifetime_us: u64) {
+    for policy in policies.iter() {
+        if policy.algorithm() != Algorithm::FixedWindow && lifetime_us > policy.window_us() {
+            tracing::warn!(
+                target: "limiter_lease",
+                lifetime_us,
+                policy = %policy,
+                "the lease lifetime is longer than the policy's window: the over-admission \
+                 is up to N*M units (instances times maximum lease) in every window, not \
+                 about rate*T"
+            );
+        }
+    }
+}
+
 /// `µs per unit` as the fraction `(µs, units)`, ordered by value.
 #[derive(PartialEq, Eq)]
 struct Slowness(u128, u128);
@@ -519,6 +581,7 @@ impl<L: Limiter> fmt::Debug for Leased<L> {
             .field("max_lease", &self.sizing.max_lease)
             .field("refill_percent", &self.sizing.refill_percent)
             .field("max_keys", &self.max_keys)
+            .field("max_key_bytes", &self.max_key_bytes)
             .field("keys_held", &self.len())
             .finish_non_exhaustive()
     }

@@ -1,28 +1,40 @@
 //! [`Leases`]: the keys this instance holds leases for, in shards under
-//! their own locks, at most a fixed number of them.
+//! their own locks, at most a fixed number of them, each at most a fixed
+//! number of bytes.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 use ahash::RandomState;
 use hashbrown::HashTable;
+use limiter_core::backend::StoredKey;
 
 use crate::key::Key;
 use crate::key_lease::KeyLease;
+use crate::memory_bound;
 
 /// Shards: requests on different keys rarely wait on one lock.
-const SHARDS: usize = 16;
+pub(crate) const SHARDS: usize = 16;
+
+/// Each shard's idle keys are dropped at least once in this time (µs)
+/// while requests come, whether or not a new key needs the room: one
+/// shard in turn every sixteenth of it, or every shard whose turn passed
+/// at the first request after a quiet spell.
+const IDLE_SWEEP_INTERVAL_US: u64 = 1_000_000;
 
 /// Keys to their leases, at most `max_keys` of them, and at most twice
-/// their share in any one shard, which bounds each shard's table. Hashed
-/// with aHash under per-process random keys: clients choose the keys, so
-/// the hash must resist flooding, as the memory backend's map does. The
-/// hash is computed once a decision: it picks the shard and the slot.
+/// their share in any one shard, which bounds each shard's table. A key
+/// longer than `max_key_bytes` is held as its digest ([`StoredKey`]), so
+/// what a key costs is bounded whatever its length. Hashed with aHash
+/// under per-process random keys: clients choose the keys, so the hash
+/// must resist flooding, as the memory backend's map does. The hash is
+/// computed once a decision: it picks the shard and the slot.
 #[derive(Debug)]
 pub(crate) struct Leases {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
     max_keys: usize,
+    max_key_bytes: usize,
     /// A shard's most keys: twice its share of `max_keys`, which bounds
     /// its table; keys hashed at random rarely reach it, short of tiny
     /// `max_keys`.
@@ -32,13 +44,17 @@ pub(crate) struct Leases {
     lifetime_us: u64,
     /// Units given up unused: lapsed, released or reset.
     lapsed: AtomicU64,
+    /// When the next shard's idle keys are due to be dropped (µs).
+    next_sweep_us: AtomicU64,
+    /// The shard swept next, modulo [`SHARDS`].
+    next_shard: AtomicUsize,
 }
 
 /// A key and its leases: the map's slot, one cache line, the key inline
 /// when short, so that a decision from the units in hand reads one line.
 #[derive(Debug)]
 #[repr(align(64))]
-struct Entry {
+pub(crate) struct Entry {
     key: Key,
     lease: KeyLease,
 }
@@ -53,23 +69,63 @@ struct Shard {
 }
 
 impl Leases {
-    pub(crate) fn new(max_keys: usize, lifetime_us: u64) -> Self {
+    pub(crate) fn new(max_keys: usize, max_key_bytes: usize, lifetime_us: u64) -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             hasher: RandomState::new(),
             max_keys,
-            per_shard: max_keys.div_ceil(SHARDS).saturating_mul(2),
+            max_key_bytes,
+            per_shard: per_shard(max_keys),
             held: AtomicUsize::new(0),
             lifetime_us,
             lapsed: AtomicU64::new(0),
+            next_sweep_us: AtomicU64::new(0),
+            next_shard: AtomicUsize::new(0),
         }
     }
 
-    /// `key`'s hash and its shard, locked.
+    /// `key` as held, its hash and its shard, locked.
     #[inline]
-    fn shard(&self, key: &[u8]) -> (u64, MutexGuard<'_, Shard>) {
-        let hash = self.hasher.hash_one(key);
-        (hash, self.lock(shard_of(hash)))
+    fn shard<'k>(&self, key: &'k [u8]) -> (StoredKey<'k>, u64, MutexGuard<'_, Shard>) {
+        let stored = StoredKey::of(key, self.max_key_bytes);
+        let hash = self.hasher.hash_one(stored.as_bytes());
+        let shard = self.lock(shard_of(hash));
+        (stored, hash, shard)
+    }
+
+    /// Drops the idle keys of the shards whose turn has come by `now_us`
+    /// ([`IDLE_SWEEP_INTERVAL_US`]), one request doing it for all; called
+    /// with no shard locked. A sweep also shrinks a table left mostly
+    /// empty, so that the memory of keys gone idle is returned.
+    #[inline]
+    fn sweep_due(&self, now_us: u64) {
+        let due_us = self.next_sweep_us.load(Ordering::Relaxed);
+        if now_us >= due_us {
+            self.sweep_turns(now_us, due_us);
+        }
+    }
+
+    /// [`sweep_due`](Self::sweep_due)'s sweeps, by the request that moves
+    /// the due time from `due_us`: one turn a step since it, all at most.
+    #[cold]
+    #[inline(never)]
+    fn sweep_turns(&self, now_us: u64, due_us: u64) {
+        const STEP_US: u64 = IDLE_SWEEP_INTERVAL_US / SHARDS as u64;
+        let next_us = now_us.saturating_add(STEP_US);
+        if self
+            .next_sweep_us
+            .compare_exchange(due_us, next_us, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        let turns = ((now_us - due_us) / STEP_US).saturating_add(1);
+        for _ in 0..turns.min(SHARDS as u64) {
+            let index = self.next_shard.fetch_add(1, Ordering::Relaxed) % SHARDS;
+            let mut shard = self.lock(index);
+            self.sweep(&mut shard, now_us);
+            shard.shrink(|entry| self.hasher.hash_one(entry.key.bytes()));
+        }
     }
 
     /// The shard at `index`, locked.
@@ -83,8 +139,8 @@ impl Leases {
     /// Runs `f` on `key`'s leases, if held: for a read, or a change that
     /// leaves no key idle ([`with_at`](Self::with_at) notes one that may).
     pub(crate) fn with<R>(&self, key: &[u8], f: impl FnOnce(&mut KeyLease) -> R) -> Option<R> {
-        let (hash, mut shard) = self.shard(key);
-        shard.lease(hash, key).map(f)
+        let (stored, hash, mut shard) = self.shard(key);
+        shard.lease(hash, stored.as_bytes()).map(f)
     }
 
     /// Runs `f` on `key`'s leases, if held, at `now_us`: if `f` leaves the
@@ -96,8 +152,9 @@ impl Leases {
         now_us: u64,
         f: impl FnOnce(&mut KeyLease) -> R,
     ) -> Option<R> {
-        let (hash, mut shard) = self.shard(key);
-        let lease = shard.lease(hash, key)?;
+        self.sweep_due(now_us);
+        let (stored, hash, mut shard) = self.shard(key);
+        let lease = shard.lease(hash, stored.as_bytes())?;
         let answer = f(lease);
         if lease.is_idle(now_us) {
             shard.went_idle(now_us);
@@ -142,8 +199,9 @@ impl Leases {
         now_us: u64,
         f: impl FnOnce(&mut KeyLease) -> R,
     ) -> Option<R> {
-        let (hash, mut shard) = self.shard(key);
-        if let Some(lease) = shard.lease(hash, key) {
+        self.sweep_due(now_us);
+        let (stored, hash, mut shard) = self.shard(key);
+        if let Some(lease) = shard.lease(hash, stored.as_bytes()) {
             self.lapse(lease.expire(now_us));
             let answer = f(lease);
             if lease.is_idle(now_us) {
@@ -164,7 +222,7 @@ impl Leases {
             }
         }
         let entry = Entry {
-            key: Key::new(key),
+            key: Key::new(stored.as_bytes()),
             lease: KeyLease::new(),
         };
         let rehash = |entry: &Entry| self.hasher.hash_one(entry.key.bytes());
@@ -174,9 +232,8 @@ impl Leases {
             .into_mut()
             .lease;
         let answer = f(lease);
-        if lease.is_idle(now_us) {
-            shard.went_idle(now_us);
-        }
+        let idle_at = lease.idle_at(now_us, self.lifetime_us);
+        shard.went_idle(idle_at);
         Some(answer)
     }
 
@@ -251,6 +308,11 @@ impl Leases {
         released
     }
 
+    /// The most bytes the keys held take ([`memory_bound::max_bytes`]).
+    pub(crate) fn max_bytes(&self) -> usize {
+        memory_bound::max_bytes(self.max_keys, self.per_shard, self.max_key_bytes)
+    }
+
     /// The keys held.
     pub(crate) fn len(&self) -> usize {
         self.shards
@@ -264,6 +326,11 @@ impl Leases {
             })
             .sum()
     }
+}
+
+/// A shard's most keys under a cap of `max_keys`: twice its share.
+fn per_shard(max_keys: usize) -> usize {
+    max_keys.div_ceil(SHARDS).saturating_mul(2)
 }
 
 /// The shard of a key hashed to `hash`: read from the hash's middle bits,
@@ -285,9 +352,21 @@ impl Shard {
     /// A key of the shard is idle at `now_us`: the shard may be swept from
     /// then. Besides its leases lapsing, a key goes idle when its last
     /// units are taken or given up, or when its lease request settles with
-    /// none, at no time a sweep can foresee.
+    /// none, at no time a sweep can foresee; a key added goes idle by its
+    /// [`idle_at`](KeyLease::idle_at) at the latest, which a sweep that
+    /// kept no key could not foresee either.
     fn went_idle(&mut self, now_us: u64) {
         self.no_sweep_before_us = self.no_sweep_before_us.min(now_us);
+    }
+
+    /// Gives back the room of a table at most a quarter full, keeping
+    /// twice its keys' room: the table grew to that many keys once, so
+    /// shrinking it costs no more rehashing than that growth did.
+    fn shrink(&mut self, rehash: impl Fn(&Entry) -> u64) {
+        let len = self.keys.len();
+        if self.keys.capacity() > len.saturating_mul(4) {
+            self.keys.shrink_to(len * 2, rehash);
+        }
     }
 
     /// Drops the idle keys, unless none can be idle yet; returns how many
@@ -352,7 +431,7 @@ mod tests {
     fn a_full_map_makes_room_from_idle_keys_only() {
         // As many keys as shards, two at most in one; 400 keys reach every
         // shard.
-        let leases = Leases::new(SHARDS, 1_000);
+        let leases = Leases::new(SHARDS, 256, 1_000);
         let keys = |prefix: &'static str| (0..400).map(move |i| format!("{prefix}{i}"));
         let held = keys("held")
             .filter(|key| {
@@ -381,7 +460,7 @@ mod tests {
 
     #[test]
     fn a_key_left_idle_before_its_leases_lapse_makes_room_at_once() {
-        let leases = Leases::new(1, 1_000);
+        let leases = Leases::new(1, 256, 1_000);
         let room_for =
             |key: &str, now_us| leases.with_new(key.as_bytes(), now_us, |_| ()).is_some();
         leases.with_new(b"held", 0, |lease| hold(lease, 5, 500));
@@ -398,8 +477,23 @@ mod tests {
     }
 
     #[test]
+    fn keys_added_after_a_sweep_emptied_their_shard_make_room_once_idle() {
+        let leases = Leases::new(1, 256, 1_000);
+        let room_for = |key: &str, now_us| {
+            leases
+                .with_new(key.as_bytes(), now_us, |lease| hold(lease, 5, now_us + 500))
+                .is_some()
+        };
+        assert!(room_for("first", 0));
+        // Its lease lapsed: the sweep drops it, leaving its shard empty.
+        assert!(room_for("second", 500));
+        assert!(!room_for("third", 999), "a live lease is never dropped");
+        assert!(room_for("third", 1_000), "the second key's lease lapsed");
+    }
+
+    #[test]
     fn the_most_keys_are_held_whatever_their_shards() {
-        let leases = Leases::new(1_000, 1_000);
+        let leases = Leases::new(1_000, 256, 1_000);
         let hold_one = |i: usize| {
             leases
                 .with_new(format!("key{i}").as_bytes(), 0, |lease| hold(lease, 1, 500))

@@ -29,5 +29,6 @@ mod key_lease;
 mod landing;
 mod leased;
 mod leases;
+mod memory_bound;
 
 pub use self::{builder::LeasedBuilder, leased::Leased};

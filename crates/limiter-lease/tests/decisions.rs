@@ -275,6 +275,56 @@ async fn a_key_that_used_up_its_lease_makes_room_for_another() {
     assert_eq!(limiter.held(b"c"), 9, "`c` was decided exactly");
 }
 
+/// A key longer than `max_key_bytes` is held as its digest, and decided
+/// as itself: two long keys with a common prefix keep leases of their own.
+#[tokio::test]
+async fn long_keys_keep_leases_of_their_own() {
+    let clock = ManualClock::new(0);
+    let limiter = leased(global("sliding-log:10/1h", &clock), &clock)
+        .min_lease(5)
+        .max_key_bytes(16)
+        .build();
+    assert_eq!(limiter.max_key_bytes(), 16);
+    let [a, b] = ["a", "b"].map(|tail| format!("{}{tail}", "k".repeat(100)));
+    limiter.acquire(a.as_bytes(), 1).await.unwrap();
+    limiter.acquire(b.as_bytes(), 2).await.unwrap();
+    assert_eq!(
+        (limiter.held(a.as_bytes()), limiter.held(b.as_bytes())),
+        (4, 3)
+    );
+    assert_eq!(limiter.len(), 2);
+    // Each counted its lease of 5 on the global limiter (a peek of 1
+    // leaves 4).
+    let left = |key: &str| {
+        limiter
+            .inner()
+            .try_peek(key.as_bytes(), 1)
+            .unwrap()
+            .remaining
+    };
+    assert_eq!((left(&a), left(&b)), (4, 4));
+}
+
+/// Keys whose leases lapsed are dropped within the idle sweep's second,
+/// though no new key asks for the room.
+#[tokio::test]
+async fn idle_keys_are_dropped_without_a_new_key_asking() {
+    let clock = ManualClock::new(0);
+    let limiter = leased(global("token-bucket:100/1s", &clock), &clock)
+        .min_lease(10)
+        .build();
+    for i in 0..100 {
+        limiter
+            .acquire(format!("k{i}").as_bytes(), 1)
+            .await
+            .unwrap();
+    }
+    assert_eq!(limiter.len(), 100);
+    clock.advance(limiter.lifetime() + Duration::from_secs(1));
+    limiter.acquire(b"k0", 1).await.unwrap();
+    assert_eq!(limiter.len(), 1, "only the key just asked for");
+}
+
 /// The cause of a [`Switch`] that is down.
 #[derive(Debug)]
 struct Down;

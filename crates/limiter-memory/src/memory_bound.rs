@@ -9,7 +9,7 @@ use dashmap::DashMap;
 use limiter_core::backend::KeyState;
 use limiter_core::{Algorithm, Policies, Policy};
 
-use crate::key::DIGEST_KEY_BYTES;
+use limiter_core::backend::DIGEST_KEY_BYTES;
 
 /// What the allocator is counted to add to each heap allocation (glibc's
 /// malloc adds at most 23 bytes, rounding to 16 with an 8-byte header).

@@ -5,15 +5,14 @@
 use std::time::Duration;
 
 use dashmap::mapref::entry::Entry;
-use limiter_core::backend::check_policies;
+use limiter_core::backend::{check_policies, ClockSource, StoredKey};
 use limiter_core::{Decision, Error, Policies};
 
-use crate::key::{Key, StoredKey};
+use crate::key::Key;
 use crate::key_cap::KeyCap;
 use crate::map::{with_map, with_single_map, Keys, Map, Rules, Stored};
 use crate::memory_bound::{entry_bytes, max_bytes_per_key};
 use crate::sweep::{Sweep, Sweeper, MIN_SWEEP_INTERVAL};
-use limiter_core::backend::ClockSource;
 
 /// The keys' states, decided under each key's shard lock, and dropped
 /// once expired (docs/spec.md rule 2.5).

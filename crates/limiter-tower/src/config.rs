@@ -52,7 +52,11 @@ use crate::named_policy::{MemoryBounds, NamedPolicy, OnFailure};
 /// A policy inherits every field of `[defaults]` it does not set itself,
 /// and a field it sets replaces the default whole (a list is not merged:
 /// `allow_ips = []` allows no one). An error in an inherited field is
-/// named `defaults.FIELD`. A policy whose own table says `trusted_proxies
+/// named `defaults.FIELD`. `fallback` and `ipv6_prefix` apply only where
+/// the key takes them: an inherited `fallback` to the header keys, an
+/// inherited `ipv6_prefix` to the keys by address (`ip`, or a header
+/// falling back to `ip`); the other policies leave them, and only a
+/// policy's own table setting one its key cannot take is an error. A policy whose own table says `trusted_proxies
 /// = []` trusts no proxy on purpose, and is left out of the startup
 /// warning of policies that trust different proxies.
 ///
@@ -202,7 +206,8 @@ impl Config {
                     let reason = error.inner().message().to_owned();
                     ConfigError::new(&file, entry, ConfigErrorKind::Schema, reason)
                 })?;
-            let mut policy = raw.check().map_err(|(field, kind, reason)| {
+            let inherited = |field: &str| !own.contains_key(field) && defaults.contains_key(field);
+            let mut policy = raw.check(inherited).map_err(|(field, kind, reason)| {
                 ConfigError::new(&file, entry_of(&field), kind, reason)
             })?;
             policy.trusts_none_on_purpose = trusts_none_on_purpose;
@@ -291,7 +296,9 @@ struct RawPenalty {
 type FieldError = (String, ConfigErrorKind, String);
 
 impl RawPolicy {
-    fn check(self) -> Result<NamedPolicy, FieldError> {
+    /// The policy, checked; `inherited` tells the fields taken from
+    /// `[defaults]`, which apply only where the key takes them.
+    fn check(self, inherited: impl Fn(&str) -> bool) -> Result<NamedPolicy, FieldError> {
         let mut parts = Vec::with_capacity(self.limits.len());
         for (index, text) in self.limits.iter().enumerate() {
             let policy = text.parse::<Policy>().map_err(|error| {
@@ -312,7 +319,13 @@ impl RawPolicy {
             ("key".to_owned(), ConfigErrorKind::Key, error.to_string())
         })?;
         let header_key = kind.starts_with("header:");
-        if let Some(fallback) = self.fallback.as_deref() {
+        // A default a key cannot take is not its: `[defaults]` serves
+        // policies of every kind of key.
+        let fallback = self
+            .fallback
+            .as_deref()
+            .filter(|_| header_key || !inherited("fallback"));
+        if let Some(fallback) = fallback {
             if !header_key {
                 let reason = format!("a fallback is for a header key, and the key is {kind:?}");
                 return key_error("fallback", reason);
@@ -327,20 +340,21 @@ impl RawPolicy {
                 }
             });
         }
+        let by_ip_too = header_key && fallback == Some("ip");
         if let Some(prefix) = self.ipv6_prefix {
-            let by_ip = kind == "ip" || (header_key && self.fallback.as_deref() == Some("ip"));
-            if !by_ip {
-                let reason = format!("an IPv6 prefix groups ip keys, and the key is {kind:?}");
-                return key_error("ipv6_prefix", reason);
-            }
             let Some(prefix) = u8::try_from(prefix).ok().filter(|&bits| bits <= 128) else {
                 let reason = format!("{prefix} is not a prefix length: expected 0 to 128 bits");
                 return key_error("ipv6_prefix", reason);
             };
-            key = key.ipv6_prefix(prefix);
+            let by_ip = kind == "ip" || by_ip_too;
+            if by_ip {
+                key = key.ipv6_prefix(prefix);
+            } else if !inherited("ipv6_prefix") {
+                let reason = format!("an IPv6 prefix groups ip keys, and the key is {kind:?}");
+                return key_error("ipv6_prefix", reason);
+            }
         }
 
-        let by_ip_too = header_key && self.fallback.as_deref() == Some("ip");
         for (index, entry) in self.allow_keys.iter().enumerate() {
             if !key_may_be(kind, by_ip_too, entry, &key) {
                 let reason = format!(
@@ -388,6 +402,8 @@ impl RawPolicy {
                 Some((counter, ban_for))
             }
         };
+        let bans = self.bans || penalty.is_some();
+        let ban_status_unused = self.ban_status.is_some() && !bans && !inherited("ban_status");
         let ban_status = match self.ban_status {
             None | Some(403) => StatusCode::FORBIDDEN,
             Some(429) => StatusCode::TOO_MANY_REQUESTS,
@@ -428,9 +444,10 @@ impl RawPolicy {
             allow_ips,
             allow_keys: self.allow_keys,
             on_failure,
-            bans: self.bans || penalty.is_some(),
+            bans,
             penalty,
             ban_status,
+            ban_status_unused,
             memory,
             trusts_none_on_purpose: false,
             mask_addresses: self.mask_addresses,

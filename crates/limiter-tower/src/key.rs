@@ -180,8 +180,12 @@ impl KeyExtractor {
 
     /// The method and the route: with the `axum` feature the route pattern
     /// matched (axum's `MatchedPath`, `GET /users/{id}`), so every user id
-    /// shares one budget; otherwise, or outside an axum router, the URI
-    /// path (`GET /users/42`). Never missing.
+    /// shares one budget, and a request the router matched to no route
+    /// (its fallback, a 404) `GET (unmatched)`, one budget per method for
+    /// every such path; otherwise, or outside an axum router (a layer
+    /// around the router rather than on it, `Router::layer`), the URI path
+    /// (`GET /users/42`), every path a budget and a key of its own. Never
+    /// missing.
     ///
     /// `HEAD` counts as `GET` (a router answers it with the `GET` handler),
     /// the other methods of RFC 9110 and `PATCH` as themselves, and any
@@ -449,16 +453,33 @@ pub(crate) enum Missing {
     Skip,
 }
 
+/// What an axum router's request that matched no route is keyed by, after
+/// the method: no path is it (a path starts with `/`), and clients cannot
+/// open a budget per path that does not exist.
+#[cfg(feature = "axum")]
+const UNMATCHED: &str = "(unmatched)";
+
 /// `route:<method> <matched route or path>`, the method as [`route_method`]
-/// names it.
+/// names it; in an axum router, a request no route matched is
+/// `route:<method> (unmatched)` ([`UNMATCHED`]).
 fn route_key(view: &RequestView<'_>) -> KeyBytes {
     let mut key = KeyBytes::of(b"route:");
     key.push_str(route_method(view.method));
     key.push_str(" ");
     #[cfg(feature = "axum")]
-    if let Some(route) = view.extensions.get::<axum::extract::MatchedPath>() {
-        key.push_str(route.as_str());
-        return key;
+    {
+        use axum::extract::{MatchedPath, OriginalUri};
+        if let Some(route) = view.extensions.get::<MatchedPath>() {
+            key.push_str(route.as_str());
+            return key;
+        }
+        // The router marks every request it routes with its original URI,
+        // and the matched ones with their route too: the fallback's are
+        // the rest.
+        if view.extensions.get::<OriginalUri>().is_some() {
+            key.push_str(UNMATCHED);
+            return key;
+        }
     }
     key.push_str(view.uri.path());
     key

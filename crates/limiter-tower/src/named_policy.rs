@@ -71,6 +71,9 @@ pub(crate) struct NamedPolicy {
     /// The denials that earn a ban (a sliding log's limit), and its length.
     pub(crate) penalty: Option<(Policy, Duration)>,
     pub(crate) ban_status: StatusCode,
+    /// Whether its own table sets `ban_status` while it checks no ban
+    /// list: no request is ever answered with it.
+    pub(crate) ban_status_unused: bool,
     /// What each of its in-process limiters holds at most.
     pub(crate) memory: MemoryBounds,
     /// Whether its own table says `trusted_proxies = []`: it trusts no

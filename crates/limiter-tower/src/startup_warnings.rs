@@ -6,12 +6,43 @@ use std::collections::HashSet;
 use crate::cidr::IpNet;
 use crate::config::Config;
 
+/// The longest key a request carries in practice: HTTP servers and
+/// proxies refuse longer header lines (hyper reads at most about 400 KiB
+/// of headers, nginx and Apache 8 KiB a line by default). A
+/// `max_key_bytes` beyond it holds every key whole: the per-key bound is
+/// off.
+const LONGEST_KEY_BYTES: usize = 64 * 1024;
+
 /// Warns of each policy of `config` whose `trusted_proxies` or
-/// `allow_ips` holds every address, and of policies that trust different
-/// proxies (but for those that say `trusted_proxies = []` on purpose).
+/// `allow_ips` holds every address, whose own `ban_status` no ban list
+/// answers, or whose `max_key_bytes` bounds no key; and of policies that
+/// trust different proxies (but for those that say `trusted_proxies = []`
+/// on purpose).
 pub(crate) fn warn_about(config: &Config) {
     let file = config.file();
     for (name, policy) in config.iter() {
+        if policy.ban_status_unused {
+            tracing::warn!(
+                target: "limiter_tower",
+                file,
+                policy = name,
+                ban_status = policy.ban_status.as_u16(),
+                "ban_status without penalty or bans: this policy bans no one, so no request \
+                 is answered with it"
+            );
+        }
+        let max_key_bytes = policy.memory.max_key_bytes;
+        if max_key_bytes > LONGEST_KEY_BYTES {
+            let most = max_key_bytes.saturating_mul(policy.memory.max_keys);
+            tracing::warn!(
+                target: "limiter_tower",
+                file,
+                policy = name,
+                max_key_bytes,
+                "max_key_bytes is beyond any key a request carries: every key is held whole, \
+                 not as its digest, so the in-process keys may hold up to {most} bytes"
+            );
+        }
         for net in policy.trusted.iter().filter(|net| net.is_everything()) {
             tracing::warn!(
                 target: "limiter_tower",

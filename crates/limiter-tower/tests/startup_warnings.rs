@@ -1,7 +1,8 @@
 //! Building a `Registry` warns, once, of a configuration that serves but
 //! most likely not as meant: a trusted proxy block or an allowlist that
-//! holds every address, and policies that trust different proxies. The
-//! warnings are read by a subscriber of this test's own.
+//! holds every address, policies that trust different proxies, a
+//! `ban_status` no ban list answers and a `max_key_bytes` that bounds no
+//! key. The warnings are read by a subscriber of this test's own.
 
 mod support;
 
@@ -135,4 +136,45 @@ limits = ["sliding-log:10/5m"]
         warnings[0].ends_with("trusted_proxies=a, b: 10.0.0.0/8; c: 192.168.0.1/32"),
         "{warnings:?}"
     );
+}
+
+#[test]
+fn a_ban_status_without_bans_is_warned_of() {
+    let login = "[policies.login]\nlimits = [\"sliding-log:10/5m\"]\nban_status = 429\n";
+    assert_eq!(
+        warnings_of(login),
+        [
+            "ban_status without penalty or bans: this policy bans no one, so no request is \
+             answered with it file=limits.toml policy=login ban_status=429"
+        ]
+    );
+    // With a ban list it answers, it is not; nor is one `[defaults]` sets
+    // for the policies that ban.
+    assert_eq!(
+        warnings_of(&format!("{login}bans = true\n")),
+        Vec::<String>::new()
+    );
+    let defaults = "[defaults]\nban_status = 429\n\
+                    [policies.login]\nlimits = [\"sliding-log:10/5m\"]\n\
+                    [policies.api]\nlimits = [\"sliding-log:10/5m\"]\n\
+                    penalty = { denials = \"5/1m\", ban_for = \"15m\" }\n";
+    assert_eq!(warnings_of(defaults), Vec::<String>::new());
+}
+
+#[test]
+fn a_max_key_bytes_that_bounds_no_key_is_warned_of() {
+    let policy = |bytes: usize| {
+        format!(
+            "[policies.login]\nlimits = [\"sliding-log:10/5m\"]\nmax_keys = 1000\nmax_key_bytes = {bytes}\n"
+        )
+    };
+    assert_eq!(
+        warnings_of(&policy(1 << 20)),
+        [
+            "max_key_bytes is beyond any key a request carries: every key is held whole, not \
+             as its digest, so the in-process keys may hold up to 1048576000 bytes \
+             file=limits.toml policy=login max_key_bytes=1048576"
+        ]
+    );
+    assert_eq!(warnings_of(&policy(4_096)), Vec::<String>::new());
 }

@@ -1,5 +1,6 @@
-//! Shared by the memory-measuring examples, the memory bound test and
-//! the `bytes_per_key` bench: each measures in a fresh child process.
+//! Shared by the memory-measuring examples, the memory bound tests (this
+//! crate's and limiter-lease's) and the `bytes_per_key` bench: each
+//! measures in a fresh child process.
 
 use std::process::Command;
 

@@ -24,7 +24,7 @@ macro_rules! never_an_ip_key {
 
 #[test]
 fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
-    let cases: [(&str, String, ConfigErrorKind, &str, &str); 40] = [
+    let cases: [(&str, String, ConfigErrorKind, &str, &str); 43] = [
         (
             "unknown-algorithm",
             login(r#"["sliding-lgo:10/5m"]"#, ""),
@@ -348,6 +348,35 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             ConfigErrorKind::Address,
             "defaults.trusted_proxies[0]",
             "invalid address block \"10.0.0.0/33\": expected an address or ADDRESS/PREFIX",
+        ),
+        (
+            "inherited-prefix-too-long",
+            "[defaults]\nipv6_prefix = 200\n\
+             [policies.total]\nlimits = [\"sliding-log:10/5m\"]\nkey = \"global\"\n"
+                .to_owned(),
+            ConfigErrorKind::Key,
+            "defaults.ipv6_prefix",
+            "200 is not a prefix length: expected 0 to 128 bits",
+        ),
+        (
+            "own-prefix-beside-defaults",
+            "[defaults]\nipv6_prefix = 64\n\
+             [policies.total]\nlimits = [\"sliding-log:10/5m\"]\nkey = \"global\"\n\
+             ipv6_prefix = 56\n"
+                .to_owned(),
+            ConfigErrorKind::Key,
+            "policies.total.ipv6_prefix",
+            "an IPv6 prefix groups ip keys, and the key is \"global\"",
+        ),
+        (
+            "own-fallback-beside-defaults",
+            "[defaults]\nfallback = \"ip\"\n\
+             [policies.total]\nlimits = [\"sliding-log:10/5m\"]\nkey = \"global\"\n\
+             fallback = \"skip\"\n"
+                .to_owned(),
+            ConfigErrorKind::Key,
+            "policies.total.fallback",
+            "a fallback is for a header key, and the key is \"global\"",
         ),
         (
             "inherited-wrong-type",

@@ -261,6 +261,66 @@ async fn every_policy_inherits_the_defaults_and_may_override_each() {
     );
 }
 
+/// `ipv6_prefix` and `fallback` in `[defaults]` apply to the policies
+/// whose key takes them, and leave the others be: a `global` policy among
+/// them does not stop the file.
+const DEFAULTS_BY_KEY: &str = r#"
+[defaults]
+limits = ["sliding-log:1/1m"]
+trusted_proxies = ["127.0.0.1"]
+ipv6_prefix = 64
+fallback = "ip"
+
+[policies.total]
+key = "global"
+
+[policies.addresses]
+key = "ip"
+
+[policies.users]
+key = "header:x-user-id"
+"#;
+
+#[tokio::test]
+async fn defaults_apply_to_the_policies_whose_key_takes_them() {
+    let config = Config::from_toml("limits.toml", DEFAULTS_BY_KEY).unwrap();
+    let registry = Registry::memory(&config);
+    let addr = serve_router(routes(&registry, &["total", "addresses", "users"])).await;
+    let client = client();
+    let from = |path: &'static str, client_ip: &'static str| {
+        let client = client.clone();
+        async move {
+            let forwarded = [("x-forwarded-for", client_ip)];
+            get_path(&client, addr, path, &forwarded).await.status
+        }
+    };
+    // `addresses` groups a /64; `users`, without the header, falls back to
+    // the address, grouped too.
+    for path in ["/addresses", "/users"] {
+        assert_eq!(
+            from(path, "2001:db8:1:1::1").await,
+            StatusCode::OK,
+            "{path}"
+        );
+        assert_eq!(
+            from(path, "2001:db8:1:1::2").await,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{path}: one network, one budget"
+        );
+        assert_eq!(
+            from(path, "2001:db8:1:2::1").await,
+            StatusCode::OK,
+            "{path}"
+        );
+    }
+    // `total` is one budget for all.
+    assert_eq!(from("/total", "2001:db8:1:1::1").await, StatusCode::OK);
+    assert_eq!(
+        from("/total", "2001:db8:1:2::1").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
 /// A policy's in-process ban list holds at most its `max_keys` bans: a
 /// client earning bans under ever new keys cannot grow the process.
 #[tokio::test]

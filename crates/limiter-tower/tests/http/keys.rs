@@ -168,6 +168,36 @@ async fn the_route_key_is_the_method_and_the_matched_route() {
     assert_eq!(status("POST", "/any").await, StatusCode::OK);
 }
 
+/// A request no route matches has no route of its own: every unmatched
+/// path shares one budget per method, so a client cannot open a fresh
+/// budget, nor fill the limiter's keys, by asking paths that do not exist.
+#[tokio::test]
+async fn unmatched_paths_share_one_route_key_per_method() {
+    let clock = ManualClock::new(T0);
+    let layer = LimiterLayer::new(memory("sliding-log:2/10s", &clock)).key(KeyExtractor::route());
+    let addr = serve_router(
+        Router::new()
+            .route("/users/{id}", routing::get(|| async { "user" }))
+            .layer(layer),
+    )
+    .await;
+    let client = client();
+    let status = |method: &'static str, path: &'static str| {
+        let client = client.clone();
+        async move { request_path(&client, addr, method, path).await.status }
+    };
+    assert_eq!(status("GET", "/nothing/1").await, StatusCode::NOT_FOUND);
+    assert_eq!(status("GET", "/nothing/2").await, StatusCode::NOT_FOUND);
+    assert_eq!(status("GET", "/else").await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        status("HEAD", "/else/again").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // Another method, another budget; a route keeps its own.
+    assert_eq!(status("POST", "/nothing/1").await, StatusCode::NOT_FOUND);
+    assert_eq!(status("GET", "/users/1").await, StatusCode::OK);
+}
+
 #[tokio::test]
 async fn a_header_key_rejects_or_falls_back_to_the_address() {
     let clock = ManualClock::new(T0);

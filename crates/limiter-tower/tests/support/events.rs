@@ -1,5 +1,6 @@
 //! A `tracing` subscriber of the tests' own: it keeps every event at a
 //! level or above, written out, for a test to read what was logged.
+//! limiter-lease's startup warnings test reads its warnings with it too.
 
 use std::sync::{Arc, Mutex};
 
