@@ -100,6 +100,7 @@ pub mod client_address;
 pub mod config;
 #[cfg(feature = "config")]
 mod config_error;
+pub mod cost;
 mod forwarded_headers;
 pub mod future;
 mod grpc;
@@ -129,6 +130,7 @@ mod static_values;
 
 pub use self::{
     cidr::IpNet,
+    cost::Cost,
     headers::HeaderStyle,
     key::{Fallback, KeyExtractor, RequestView},
     layer::LimiterLayer,
