@@ -428,7 +428,11 @@ impl CostError {
                 json_escaped(&self.message)
             )
         } else {
-            let reason = self.status.canonical_reason().unwrap_or("Error");
+            // RFC 9110's name of 413 (`http` keeps RFC 7231's).
+            let reason = match self.status {
+                StatusCode::PAYLOAD_TOO_LARGE => "Content Too Large",
+                status => status.canonical_reason().unwrap_or("Error"),
+            };
             format!("{reason}: {}\n", self.message)
         };
         let mut response = Response::new(Bytes::from(body));
