@@ -332,15 +332,20 @@ impl FromStr for Cost {
     type Err = CostFormError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let whole = |text: &str| {
-            decimal(text.as_bytes())
-                .and_then(NonZeroU64::new)
-                .ok_or_else(|| {
-                    CostFormError(format!("{s:?}: {text:?} is not a whole number from 1"))
-                })
-        };
+        let whole = |text: &str| decimal(text.as_bytes()).and_then(NonZeroU64::new);
+        if s == "content-length" {
+            return Err(CostFormError(
+                "content-length needs its unit: content-length:UNIT_BYTES (content-length:1024 \
+                 for one unit per KiB)"
+                    .to_owned(),
+            ));
+        }
         if let Some(unit) = s.strip_prefix("content-length:") {
-            return whole(unit).map(Self::content_length);
+            return whole(unit).map(Self::content_length).ok_or_else(|| {
+                CostFormError(format!(
+                    "{s:?}: the unit {unit:?} is not a whole number of bytes from 1"
+                ))
+            });
         }
         if let Some(name) = s.strip_prefix("header:") {
             return HeaderName::from_str(name)
@@ -351,7 +356,11 @@ impl FromStr for Cost {
             .next()
             .is_some_and(|b| b.is_ascii_digit() || b == b'-')
         {
-            return whole(s).map(Self::weight);
+            return whole(s).map(Self::weight).ok_or_else(|| {
+                CostFormError(format!(
+                    "{s:?} is not a weight: expected a whole number from 1"
+                ))
+            });
         }
         Err(CostFormError(format!(
             "unknown cost {s:?}; expected a weight (a whole number from 1), \
@@ -610,15 +619,26 @@ mod tests {
             "Cost { kind: \"12\", unstated: None }"
         );
         let err = |s: &str| s.parse::<Cost>().unwrap_err().to_string();
-        assert_eq!(err("0"), "\"0\": \"0\" is not a whole number from 1");
-        assert_eq!(err("-2"), "\"-2\": \"-2\" is not a whole number from 1");
+        assert_eq!(
+            err("0"),
+            "\"0\" is not a weight: expected a whole number from 1"
+        );
+        assert_eq!(
+            err("-2"),
+            "\"-2\" is not a weight: expected a whole number from 1"
+        );
         assert_eq!(
             err("content-length:0"),
-            "\"content-length:0\": \"0\" is not a whole number from 1"
+            "\"content-length:0\": the unit \"0\" is not a whole number of bytes from 1"
         );
         assert_eq!(
             err("content-length:1KiB"),
-            "\"content-length:1KiB\": \"1KiB\" is not a whole number from 1"
+            "\"content-length:1KiB\": the unit \"1KiB\" is not a whole number of bytes from 1"
+        );
+        assert_eq!(
+            err("content-length"),
+            "content-length needs its unit: content-length:UNIT_BYTES (content-length:1024 for \
+             one unit per KiB)"
         );
         assert_eq!(err("header:x cost"), "invalid header name \"x cost\"");
         assert_eq!(
