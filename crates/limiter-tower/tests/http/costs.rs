@@ -373,3 +373,36 @@ async fn a_function_weighs_a_request_by_its_head() {
     let plain = at("/").await;
     assert_eq!((plain.status, remaining(&plain)), (StatusCode::OK, 3));
 }
+
+#[tokio::test]
+async fn an_inner_layers_429_keeps_its_own_numbers_though_units_are_left() {
+    let clock = ManualClock::new(T0);
+    // A per-address default of 10 requests around a route of 100 units
+    // whose requests cost 60.
+    let heavy =
+        LimiterLayer::new(memory("fixed-window:100/1m", &clock)).cost(Cost::weight(units(60)));
+    let router = Router::new()
+        .route("/heavy", routing::get(|| async { "ok" }))
+        .route_layer(heavy)
+        .layer(LimiterLayer::new(memory("fixed-window:10/1m", &clock)));
+    let addr = serve_router(router).await;
+    let client = client();
+    let first = get_path(&client, addr, "/heavy", &[]).await;
+    assert_eq!(first.status, StatusCode::OK);
+    // The default binds: 9 left of 10, fewer than the route's 40 of 100.
+    assert_eq!(
+        (first.number("x-ratelimit-limit"), remaining(&first)),
+        (10, 9)
+    );
+    let denied = get_path(&client, addr, "/heavy", &[]).await;
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+    // The route refused with 40 units left, fewer than 60: its numbers
+    // stand beside its Retry-After, though the default has only 8 left.
+    assert_eq!(
+        (denied.number("x-ratelimit-limit"), remaining(&denied)),
+        (100, 40)
+    );
+    assert!(denied.number("retry-after") >= 1);
+    let policies = denied.header("ratelimit-policy").unwrap();
+    assert!(policies.contains("fixed-window:100/1m") && policies.contains("fixed-window:10/1m"));
+}
