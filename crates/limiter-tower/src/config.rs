@@ -80,7 +80,7 @@ use crate::named_policy::{MemoryBounds, NamedPolicy, OnFailure};
 /// limiter, answered by `on_failure` (docs/http.md, "What clients' keys
 /// can cost").
 ///
-/// `cost` weighs each request ([`Cost`](crate::Cost), whose text forms it
+/// `cost` weighs each request ([`Cost`], whose text forms it
 /// takes): a weight (`cost = 10`, at most the limits' max cost), the
 /// body's length in units of so many bytes (`"content-length:1024"`, a
 /// body of unknown length answered 411) or a header's value
