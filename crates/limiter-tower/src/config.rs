@@ -54,6 +54,7 @@ use crate::named_policy::{MemoryBounds, NamedPolicy, OnFailure};
 /// limits = ["fixed-window:1000/1m"]
 /// cost = "content-length:1024"        # what a request costs: 1 (default), a weight (10),
 ///                                     # content-length:UNIT_BYTES, header:NAME
+///                                     # (either with ,or=UNITS for a chunked body, no header)
 /// ```
 ///
 /// A policy inherits every field of `[defaults]` it does not set itself,
@@ -84,7 +85,9 @@ use crate::named_policy::{MemoryBounds, NamedPolicy, OnFailure};
 /// takes): a weight (`cost = 10`, at most the limits' max cost), the
 /// body's length in units of so many bytes (`"content-length:1024"`, a
 /// body of unknown length answered 411) or a header's value
-/// (`"header:x-request-cost"`, a request without it answered 400).
+/// (`"header:x-request-cost"`, a request without it answered 400); the
+/// last two with `,or=UNITS`, the cost of a request that does not state
+/// its own (a body of unknown length, no header) instead of its 411 or 400.
 ///
 /// A [`Registry`](crate::Registry) builds the layers on a backend.
 ///

@@ -316,16 +316,18 @@ impl fmt::Debug for Cost {
 }
 
 /// The text forms a configuration writes: a weight (`"5"`),
-/// `"content-length:UNIT_BYTES"` or `"header:NAME"`.
+/// `"content-length:UNIT_BYTES"` or `"header:NAME"`, the last two with
+/// `,or=UNITS` for [`or_weight`](Cost::or_weight).
 ///
 /// ```
 /// use limiter_tower::Cost;
 ///
 /// let upload: Cost = "content-length:1024".parse()?;
 /// let stated: Cost = "header:x-request-cost".parse()?;
+/// let chunked_too: Cost = "content-length:1024,or=64".parse()?;
 /// let search: Cost = "10".parse()?;
 /// assert!("0".parse::<Cost>().is_err());
-/// # let _ = (upload, stated, search);
+/// # let _ = (upload, stated, chunked_too, search);
 /// # Ok::<(), limiter_tower::cost::CostFormError>(())
 /// ```
 impl FromStr for Cost {
@@ -340,17 +342,40 @@ impl FromStr for Cost {
                     .to_owned(),
             ));
         }
-        if let Some(unit) = s.strip_prefix("content-length:") {
-            return whole(unit).map(Self::content_length).ok_or_else(|| {
-                CostFormError(format!(
-                    "{s:?}: the unit {unit:?} is not a whole number of bytes from 1"
-                ))
-            });
-        }
-        if let Some(name) = s.strip_prefix("header:") {
-            return HeaderName::from_str(name)
-                .map(|name| Self::of(Kind::Header(name)))
-                .map_err(|_| CostFormError(format!("invalid header name {name:?}")));
+        let stated = s
+            .strip_prefix("content-length:")
+            .map(|rest| (true, rest))
+            .or_else(|| s.strip_prefix("header:").map(|rest| (false, rest)));
+        if let Some((by_length, rest)) = stated {
+            // A header name holds no comma: what follows one is an option.
+            let (form, option) = match rest.split_once(',') {
+                Some((form, option)) => (form, Some(option)),
+                None => (rest, None),
+            };
+            let cost = if by_length {
+                whole(form).map(Self::content_length).ok_or_else(|| {
+                    CostFormError(format!(
+                        "{s:?}: the unit {form:?} is not a whole number of bytes from 1"
+                    ))
+                })?
+            } else {
+                HeaderName::from_str(form)
+                    .map(|name| Self::of(Kind::Header(name)))
+                    .map_err(|_| CostFormError(format!("invalid header name {form:?}")))?
+            };
+            return match option {
+                None => Ok(cost),
+                Some(option) => match option.strip_prefix("or=").map(whole) {
+                    Some(Some(units)) => Ok(cost.or_weight(units)),
+                    Some(None) => Err(CostFormError(format!(
+                        "{s:?}: {option:?} is not a weight: expected or= a whole number from 1"
+                    ))),
+                    None => Err(CostFormError(format!(
+                        "{s:?}: unknown option {option:?}; expected or=UNITS, the cost of a \
+                         request that does not state its own"
+                    ))),
+                },
+            };
         }
         if s.bytes()
             .next()
@@ -641,6 +666,24 @@ mod tests {
              one unit per KiB)"
         );
         assert_eq!(err("header:x cost"), "invalid header name \"x cost\"");
+        assert_eq!(
+            format!("{:?}", "header:x-cost,or=3".parse::<Cost>().unwrap()),
+            "Cost { kind: \"header:x-cost\", unstated: Some(3) }"
+        );
+        assert_eq!(
+            format!("{:?}", "content-length:100,or=7".parse::<Cost>().unwrap()),
+            "Cost { kind: \"content-length:100\", unstated: Some(7) }"
+        );
+        assert_eq!(
+            err("content-length:100,or=0"),
+            "\"content-length:100,or=0\": \"or=0\" is not a weight: expected or= a whole number \
+             from 1"
+        );
+        assert_eq!(
+            err("header:x-cost,else=2"),
+            "\"header:x-cost,else=2\": unknown option \"else=2\"; expected or=UNITS, the cost of a \
+             request that does not state its own"
+        );
         assert_eq!(
             err("bytes"),
             "unknown cost \"bytes\"; expected a weight (a whole number from 1), \

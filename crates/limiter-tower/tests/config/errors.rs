@@ -24,7 +24,7 @@ macro_rules! never_an_ip_key {
 
 #[test]
 fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
-    let cases: [(&str, String, ConfigErrorKind, &str, &str); 50] = [
+    let cases: [(&str, String, ConfigErrorKind, &str, &str); 51] = [
         (
             "unknown-algorithm",
             login(r#"["sliding-lgo:10/5m"]"#, ""),
@@ -433,6 +433,14 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             ConfigErrorKind::Cost,
             "policies.login.cost",
             "invalid header name \"x cost\"",
+        ),
+        (
+            "bad-unstated-cost",
+            login(r#"["fixed-window:10/1m"]"#, r#"cost = "header:x-cost,or=0""#),
+            ConfigErrorKind::Cost,
+            "policies.login.cost",
+            "\"header:x-cost,or=0\": \"or=0\" is not a weight: expected or= a whole number \
+             from 1",
         ),
         (
             "inherited-bad-cost",

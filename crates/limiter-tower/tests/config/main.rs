@@ -560,7 +560,7 @@ cost = 4
 
 [policies.stated]
 limits = ["fixed-window:10/1m"]
-cost = "header:x-cost"
+cost = "header:x-cost,or=2"
 
 [policies.upload]
 limits = ["fixed-window:10/1m"]
@@ -583,6 +583,8 @@ cost = "content-length:1024"
 
     let stated = get("/stated", &[("x-cost", "7")]).await;
     assert_eq!((stated.status, left(&stated)), (StatusCode::OK, 3));
+    let unstated = get("/stated", &[]).await;
+    assert_eq!((unstated.status, left(&unstated)), (StatusCode::OK, 1));
     let zero = get("/stated", &[("x-cost", "0")]).await;
     assert_eq!(zero.status, StatusCode::BAD_REQUEST);
 
