@@ -5,6 +5,7 @@
 //! Available with the `config` feature.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU64;
 use std::path::Path;
 
 use http::StatusCode;
@@ -14,6 +15,7 @@ use serde::Deserialize;
 use crate::cidr::IpNet;
 use crate::config_error::{line_and_column, toml_key};
 pub use crate::config_error::{ConfigError, ConfigErrorKind};
+use crate::cost::Cost;
 use crate::headers::HeaderStyle;
 use crate::key::{is_route_key, Fallback, KeyExtractor, KeyKindError};
 use crate::named_policy::{MemoryBounds, NamedPolicy, OnFailure};
@@ -47,6 +49,12 @@ use crate::named_policy::{MemoryBounds, NamedPolicy, OnFailure};
 /// max_keys = 100000                   # keys held in process at once (the default)
 /// max_key_bytes = 256                 # longer keys held as their SHA-256 (the default)
 /// mask_addresses = true               # debug logs show a client's /24 or /48 only
+///
+/// [policies.upload]
+/// limits = ["fixed-window:1000/1m"]
+/// cost = "content-length:1024"        # what a request costs: 1 (default), a weight (10),
+///                                     # content-length:UNIT_BYTES, header:NAME
+///                                     # (either with ,or=UNITS for a chunked body, no header)
 /// ```
 ///
 /// A policy inherits every field of `[defaults]` it does not set itself,
@@ -76,6 +84,14 @@ use crate::named_policy::{MemoryBounds, NamedPolicy, OnFailure};
 /// otherwise. A new key while the cap is full is a failure of the
 /// limiter, answered by `on_failure` (docs/http.md, "What clients' keys
 /// can cost").
+///
+/// `cost` weighs each request ([`Cost`], whose text forms it
+/// takes): a weight (`cost = 10`, at most the limits' max cost), the
+/// body's length in units of so many bytes (`"content-length:1024"`, a
+/// body of unknown length answered 411) or a header's value
+/// (`"header:x-request-cost"`, a request without it answered 400); the
+/// last two with `,or=UNITS`, the cost of a request that does not state
+/// its own (a body of unknown length, no header) instead of its 411 or 400.
 ///
 /// A [`Registry`](crate::Registry) builds the layers on a backend.
 ///
@@ -235,7 +251,7 @@ impl Config {
 }
 
 /// The fields of a policy, which `[defaults]` may set for every policy.
-const POLICY_FIELDS: [&str; 15] = [
+const POLICY_FIELDS: [&str; 16] = [
     "limits",
     "key",
     "fallback",
@@ -251,6 +267,7 @@ const POLICY_FIELDS: [&str; 15] = [
     "max_keys",
     "max_key_bytes",
     "mask_addresses",
+    "cost",
 ];
 
 /// One `[policies.NAME]` table as written, over the `[defaults]` table's
@@ -282,6 +299,8 @@ struct RawPolicy {
     max_key_bytes: Option<i64>,
     #[serde(default)]
     mask_addresses: bool,
+    /// A weight (an integer) or a text form: checked whole by `cost`.
+    cost: Option<toml::Value>,
 }
 
 /// `penalty = { denials = "5/1m", ban_for = "15m" }` as written.
@@ -425,6 +444,8 @@ impl RawPolicy {
             )?,
         };
 
+        let cost = cost(self.cost.as_ref(), policies.max_cost())?;
+
         let headers = match self.headers.as_deref() {
             None | Some("both") => HeaderStyle::Both,
             Some("none") => HeaderStyle::None,
@@ -451,7 +472,51 @@ impl RawPolicy {
             memory,
             trusts_none_on_purpose: false,
             mask_addresses: self.mask_addresses,
+            cost,
         })
+    }
+}
+
+/// The cost of field `cost` (a weight or a text form of [`Cost`]), one
+/// when unset; a weight above `max_cost`, which no request could pay, is
+/// an error.
+fn cost(value: Option<&toml::Value>, max_cost: u64) -> Result<Cost, FieldError> {
+    let error = |reason: String| Err(("cost".to_owned(), ConfigErrorKind::Cost, reason));
+    let parsed = match value {
+        None => return Ok(Cost::one()),
+        Some(toml::Value::Integer(weight)) => {
+            match u64::try_from(*weight).ok().and_then(NonZeroU64::new) {
+                Some(units) => Ok(Cost::weight(units)),
+                None => {
+                    return error(format!(
+                        "{weight} is not a weight: expected a whole number from 1"
+                    ))
+                }
+            }
+        }
+        Some(toml::Value::String(text)) => text.parse::<Cost>(),
+        Some(other) => {
+            let shown = match other {
+                toml::Value::Float(number) => number.to_string(),
+                toml::Value::Boolean(flag) => flag.to_string(),
+                other => format!("a TOML {}", other.type_str()),
+            };
+            return error(format!(
+                "{shown} is not a cost; expected a weight (a whole number from 1), \
+                 \"content-length:UNIT_BYTES\" or \"header:NAME\""
+            ));
+        }
+    };
+    let cost = match parsed {
+        Ok(cost) => cost,
+        Err(reason) => return error(reason.to_string()),
+    };
+    match cost.weight_units() {
+        Some(units) if units > max_cost => error(format!(
+            "a weight of {units} is above the most a request of these limits may cost, \
+             {max_cost}: every request would be refused"
+        )),
+        _ => Ok(cost),
     }
 }
 

@@ -56,6 +56,9 @@ pub enum ConfigErrorKind {
     Bans,
     /// A `max_keys` or `max_key_bytes` out of range.
     Memory,
+    /// A `cost` that is not a weight from 1, `content-length:UNIT_BYTES`
+    /// or `header:NAME`, or a weight above the limits' max cost.
+    Cost,
     /// A policy asked for by name that the file does not configure.
     NotConfigured,
     /// The backend refused the policy (e.g. a Redis sliding log above its

@@ -11,6 +11,7 @@ use tower::Layer;
 use crate::allow::Allowlist;
 use crate::ban::{BanList, Penalty};
 use crate::cidr::IpNet;
+use crate::cost::Cost;
 use crate::headers::HeaderStyle;
 use crate::key::KeyExtractor;
 use crate::limited::LimitedContext;
@@ -26,8 +27,9 @@ use crate::shaping::Shaping;
 /// A denied request is answered `429 Too Many Requests` without reaching
 /// the inner service; an admitted one reaches it and its response carries
 /// the rate-limit headers (see [`HeaderStyle`]). Each request costs one
-/// unit. In order, a request is: keyed, let through if
-/// [allowlisted](Self::allow_ips), refused if [banned](Self::bans), decided
+/// unit unless [`cost`](Self::cost) says otherwise. In order, a request
+/// is: keyed, let through if [allowlisted](Self::allow_ips), weighed
+/// ([`cost`](Self::cost)), refused if [banned](Self::bans), decided
 /// by the limiter, and, if admitted with a leaky bucket's wait,
 /// [shaped](Self::shaping).
 ///
@@ -63,11 +65,14 @@ impl LimiterLayer {
     pub fn from_arc(limiter: Arc<dyn Limiter>) -> Self {
         let policy_headers = PolicyHeaders::new(limiter.policies());
         let observer = Observer::new(limiter.policies().to_string());
+        let max_cost = limiter.policies().max_cost();
         Self {
             config: Arc::new(Settings {
                 single_policy: limiter.policies().single().is_some(),
                 limiter,
                 key: KeyExtractor::default(),
+                cost: Cost::default(),
+                max_cost,
                 trusted: Vec::new(),
                 style: HeaderStyle::default(),
                 policy_headers,
@@ -105,6 +110,31 @@ impl LimiterLayer {
     #[must_use]
     pub fn key(mut self, key: KeyExtractor) -> Self {
         Arc::make_mut(&mut self.config).key = key;
+        self
+    }
+
+    /// What each request costs the limiter ([`Cost::one`] by default): a
+    /// weight, the body's length, a header's value, a function's. A cost
+    /// the request states wrongly, or one above the most a request may
+    /// cost, is answered 400, 411 or 413 with a body saying why, never
+    /// counted (see [`Cost`]); the rate-limit headers report units.
+    ///
+    /// # Panics
+    ///
+    /// If `cost` is a [weight](Cost::weight) above the limiter's max cost
+    /// (every request would be refused).
+    #[must_use]
+    pub fn cost(mut self, cost: Cost) -> Self {
+        let config = Arc::make_mut(&mut self.config);
+        if let Some(units) = cost.weight_units() {
+            assert!(
+                units <= config.max_cost,
+                "a request weight of {units} is above the limiter's max cost of {}: every \
+                 request would be refused",
+                config.max_cost
+            );
+        }
+        config.cost = cost;
         self
     }
 

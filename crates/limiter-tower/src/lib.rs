@@ -40,6 +40,10 @@
 //! - Admitted by a leaky bucket with a `wait`: the inner service runs once
 //!   the wait is over, so output is smooth ([`Shaping`]; a wait beyond
 //!   [`Shaping::WaitAtMost`] answers `429`).
+//! - A cost it states wrongly, or one it can never pay ([`Cost`]: a
+//!   weight, the body's length, a gateway's header, a function): `400`,
+//!   `411` or `413` with a body saying why, never counted. An admitted or
+//!   denied request's headers count its units.
 //! - No key: a request without its header (or custom key) answers `401`
 //!   unless the key falls back to the address, or passes unlimited where
 //!   you chose so ([`Fallback::Skip`]); a request without a peer address
@@ -80,9 +84,9 @@
 //! As in tower's own middleware: the [`LimiterLayer`] and its builder
 //! methods, the [`LimiterService`] it wraps a route in, and the service's
 //! [`future::ResponseFuture`]. The rest of the common path is at the root
-//! ([`KeyExtractor`], [`IpNet`], [`HeaderStyle`], [`Shaping`],
+//! ([`KeyExtractor`], [`Cost`], [`IpNet`], [`HeaderStyle`], [`Shaping`],
 //! [`LimitedContext`]); the less central parts have modules of their own:
-//! [`ban`] (bans and penalties), [`client_address`] (the client behind
+//! [`ban`] (bans and penalties), [`cost`] (its errors), [`client_address`] (the client behind
 //! trusted proxies), [`cidr`], [`key`], [`headers`] (the header names),
 //! [`metrics`] (the metric names), [`body`] (the bodies the layer answers
 //! in) and, with the `config` feature, `config`.
@@ -100,6 +104,7 @@ pub mod client_address;
 pub mod config;
 #[cfg(feature = "config")]
 mod config_error;
+pub mod cost;
 mod forwarded_headers;
 pub mod future;
 mod grpc;
@@ -129,6 +134,7 @@ mod static_values;
 
 pub use self::{
     cidr::IpNet,
+    cost::Cost,
     headers::HeaderStyle,
     key::{Fallback, KeyExtractor, RequestView},
     layer::LimiterLayer,

@@ -3,7 +3,8 @@
 
 /// Requests, by `policy` (the layer's [name](crate::LimiterLayer::name))
 /// and `outcome`: `allowed`, `denied`, `banned`, `allowlisted`,
-/// `failed_open`, `failed_closed`, `error`, `missing_key` or `skipped`.
+/// `failed_open`, `failed_closed`, `error`, `missing_key`, `skipped` or
+/// `invalid_cost`.
 pub const METRIC_REQUESTS: &str = "limiter_http_requests_total";
 /// Seconds from a request's arrival to the layer's answer (the ban check
 /// and the limiter; not a shaped request's wait, nor the inner service),

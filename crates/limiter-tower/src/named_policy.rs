@@ -10,6 +10,7 @@ use limiter_memory::MemoryLimiter;
 
 use crate::ban::{BanList, Penalty};
 use crate::cidr::IpNet;
+use crate::cost::Cost;
 use crate::headers::HeaderStyle;
 use crate::key::KeyExtractor;
 use crate::layer::LimiterLayer;
@@ -81,6 +82,8 @@ pub(crate) struct NamedPolicy {
     pub(crate) trusts_none_on_purpose: bool,
     /// Whether its layer logs client addresses masked to their network.
     pub(crate) mask_addresses: bool,
+    /// What each request costs.
+    pub(crate) cost: Cost,
 }
 
 impl NamedPolicy {
@@ -100,7 +103,8 @@ impl NamedPolicy {
             .allow_ips(self.allow_ips.iter().copied())
             .allow_keys(self.allow_keys.iter().cloned())
             .ban_status(self.ban_status)
-            .mask_addresses(self.mask_addresses);
+            .mask_addresses(self.mask_addresses)
+            .cost(self.cost.clone());
         if let Some(bans) = bans {
             layer = layer.bans(bans);
         }

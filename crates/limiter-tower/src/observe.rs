@@ -37,11 +37,15 @@ pub(crate) enum Outcome {
     MissingKey,
     /// No key, passed unlimited by [`Fallback::Skip`](crate::Fallback::Skip).
     Skipped,
+    /// A cost the request states wrongly or above the most a request may
+    /// cost (400, 411, 413; see [`Cost`](crate::Cost)): not counted.
+    InvalidCost,
 }
 
 impl Outcome {
     /// The label: `allowed`, `denied`, `banned`, `allowlisted`,
-    /// `failed_open`, `failed_closed`, `error`, `missing_key`, `skipped`.
+    /// `failed_open`, `failed_closed`, `error`, `missing_key`, `skipped`,
+    /// `invalid_cost`.
     pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Allowed => "allowed",
@@ -53,6 +57,7 @@ impl Outcome {
             Self::Error => "error",
             Self::MissingKey => "missing_key",
             Self::Skipped => "skipped",
+            Self::InvalidCost => "invalid_cost",
         }
     }
 

@@ -37,6 +37,8 @@ pub(crate) type Decide = Pin<Box<dyn Future<Output = Verdict> + Send>>;
 pub(crate) struct Pending<C: Deref<Target = Settings>, R: Reply, K: Borrow<KeyBytes>> {
     pub(crate) config: C,
     pub(crate) key: K,
+    /// The request's units, from 1 to the limiter's max cost.
+    pub(crate) cost: u64,
     pub(crate) reply: R,
     pub(crate) timer: Timer,
 }
@@ -85,6 +87,7 @@ impl Pending<&Settings, &HeaderMap, &KeyBytes> {
         Pending {
             config: Arc::clone(config),
             key: self.key.clone(),
+            cost: self.cost,
             reply: ReplyFormat {
                 json: self.reply.json(),
                 grpc: self.reply.grpc(),
@@ -122,7 +125,7 @@ impl<C: Deref<Target = Settings>, R: Reply, K: Borrow<KeyBytes>> Pending<C, R, K
         if !self.config.single_policy {
             return None;
         }
-        self.config.limiter.acquire_now(self.key(), 1)
+        self.config.limiter.acquire_now(self.key(), self.cost)
     }
 
     /// Whether `result` needs more than a synchronous answer: a denial to
@@ -203,7 +206,7 @@ impl<C: Deref<Target = Settings>, R: Reply, K: Borrow<KeyBytes>> Pending<C, R, K
         }
         let result = match self.acquire_now() {
             Some(result) => result,
-            None => self.config.limiter.acquire(self.key(), 1).await,
+            None => self.config.limiter.acquire(self.key(), self.cost).await,
         };
         self.follow_up(result).await
     }

@@ -198,7 +198,7 @@ impl RateHeaders {
     /// remaining or fewer (or it refused the request: a `Retry-After` on
     /// a 429 or on a limiter-tower layer's own answer, [`OwnAnswer`]):
     /// the answer that binds stands, so stacked layers never show a 429
-    /// saying units are left. Another `Retry-After` (a 503 for
+    /// with another layer's numbers beside its `Retry-After`. Another `Retry-After` (a 503 for
     /// maintenance, a 202's polling hint) is the service's, and these
     /// headers go beside it. Where these replace an inner layer's, every rate-limit header
     /// of the inner one goes, its degraded marker too (a marker describes
@@ -296,13 +296,16 @@ fn list_policies(headers: &mut HeaderMap, more: &HeaderValue) {
     }
 }
 
-/// What an inner layer's headers on a response report remaining: its
-/// `X-RateLimit-Remaining`, or the `r` of its `RateLimit`; 0 for a
-/// refusal that reports no count (`Retry-After` alone on a response
-/// `refused`); `u64::MAX` for a degraded admission (its marker alone:
-/// nothing counted, so any count binds more); `None` when no layer wrote
-/// any.
+/// What an inner layer's headers on a response report remaining: 0 for
+/// a refusal (`Retry-After` on a response `refused`), which binds
+/// whatever units it reports left (fewer than its request costs); else
+/// its `X-RateLimit-Remaining`, or the `r` of its `RateLimit`; `u64::MAX`
+/// for a degraded admission (its marker alone: nothing counted, so any
+/// count binds more); `None` when no layer wrote any.
 fn inner_remaining(headers: &HeaderMap, refused: bool) -> Option<u64> {
+    if refused && headers.contains_key(RETRY_AFTER) {
+        return Some(0);
+    }
     if let Some(remaining) = headers.get(X_RATELIMIT_REMAINING) {
         return Some(decimal(remaining.as_bytes()).unwrap_or(0));
     }
@@ -312,9 +315,6 @@ fn inner_remaining(headers: &HeaderMap, refused: bool) -> Option<u64> {
             .split(|&byte| byte == b';')
             .find_map(|param| param.trim_ascii().strip_prefix(b"r="));
         return Some(r.and_then(decimal).unwrap_or(0));
-    }
-    if refused && headers.contains_key(RETRY_AFTER) {
-        return Some(0);
     }
     headers
         .contains_key(X_RATELIMIT_DEGRADED)

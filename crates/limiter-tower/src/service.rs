@@ -55,7 +55,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Request<B>) -> Self::Future {
+    fn call(&mut self, mut req: Request<B>) -> Self::Future {
         let timer = Timer::start();
         let config = &self.config;
         let (ip, allowlistable): (Option<IpAddr>, _) = match peer_addr(req.extensions()) {
@@ -109,9 +109,23 @@ where
             config.observer.record(Outcome::Allowlisted, timer);
             return ResponseFuture::passing(self.inner.call(req));
         }
+        let cost = if config.cost.is_one() {
+            1
+        } else {
+            let (back, units) = config.cost.of_request(req, config.max_cost);
+            req = back;
+            match units {
+                Ok(units) => units,
+                Err(error) => {
+                    config.observer.record(Outcome::InvalidCost, timer);
+                    return ResponseFuture::done(error.respond(accepts_json(req.headers())));
+                }
+            }
+        };
         let request = Pending {
             config: &**config,
             key: &key,
+            cost,
             reply: req.headers(),
             timer,
         };

@@ -10,6 +10,7 @@ use limiter_core::Limiter;
 use crate::allow::Allowlist;
 use crate::ban::{BanList, Penalty};
 use crate::cidr::IpNet;
+use crate::cost::Cost;
 use crate::headers::HeaderStyle;
 use crate::key::KeyExtractor;
 use crate::limited::OnLimited;
@@ -25,6 +26,11 @@ pub(crate) struct Settings {
     /// `Decision`, possibly given now): asked once here, not per request.
     pub(crate) single_policy: bool,
     pub(crate) key: KeyExtractor,
+    /// What a request costs.
+    pub(crate) cost: Cost,
+    /// The most a request may cost (the policies' max cost): asked once
+    /// here, not per request.
+    pub(crate) max_cost: u64,
     pub(crate) trusted: Vec<IpNet>,
     pub(crate) style: HeaderStyle,
     pub(crate) policy_headers: PolicyHeaders,
@@ -45,6 +51,7 @@ impl fmt::Debug for Settings {
             .field("name", &self.observer.policy())
             .field("limiter", &self.limiter)
             .field("key", &self.key)
+            .field("cost", &self.cost)
             .field("trusted", &self.trusted)
             .field("style", &self.style)
             .field("allow", &self.allow)

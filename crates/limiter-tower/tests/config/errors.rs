@@ -24,7 +24,7 @@ macro_rules! never_an_ip_key {
 
 #[test]
 fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
-    let cases: [(&str, String, ConfigErrorKind, &str, &str); 43] = [
+    let cases: [(&str, String, ConfigErrorKind, &str, &str); 54] = [
         (
             "unknown-algorithm",
             login(r#"["sliding-lgo:10/5m"]"#, ""),
@@ -254,7 +254,7 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             "unknown field `limit`, expected one of `limits`, `key`, `fallback`, \
              `trusted_proxies`, `ipv6_prefix`, `headers`, `allow_ips`, `allow_keys`, \
              `on_failure`, `bans`, `penalty`, `ban_status`, `max_keys`, `max_key_bytes`, \
-             `mask_addresses`",
+             `mask_addresses`, `cost`",
         ),
         (
             "no-keys",
@@ -394,7 +394,90 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             "unknown field `trusted_proxy`, expected one of `limits`, `key`, `fallback`, \
              `trusted_proxies`, `ipv6_prefix`, `headers`, `allow_ips`, `allow_keys`, \
              `on_failure`, `bans`, `penalty`, `ban_status`, `max_keys`, `max_key_bytes`, \
-             `mask_addresses`",
+             `mask_addresses`, `cost`",
+        ),
+        (
+            "zero-cost",
+            login(r#"["fixed-window:10/1m"]"#, "cost = 0"),
+            ConfigErrorKind::Cost,
+            "policies.login.cost",
+            "0 is not a weight: expected a whole number from 1",
+        ),
+        (
+            "negative-cost",
+            login(r#"["fixed-window:10/1m"]"#, "cost = -2"),
+            ConfigErrorKind::Cost,
+            "policies.login.cost",
+            "-2 is not a weight: expected a whole number from 1",
+        ),
+        (
+            "fractional-cost",
+            login(r#"["fixed-window:10/1m"]"#, "cost = 1.5"),
+            ConfigErrorKind::Cost,
+            "policies.login.cost",
+            "1.5 is not a cost; expected a weight (a whole number from 1), \
+             \"content-length:UNIT_BYTES\" or \"header:NAME\"",
+        ),
+        (
+            "weight-above-the-limit",
+            login(r#"["fixed-window:10/1m", "fixed-window:100/1h"]"#, "cost = 11"),
+            ConfigErrorKind::Cost,
+            "policies.login.cost",
+            "a weight of 11 is above the most a request of these limits may cost, 10: every \
+             request would be refused",
+        ),
+        (
+            "unknown-cost",
+            login(r#"["fixed-window:10/1m"]"#, r#"cost = "ten""#),
+            ConfigErrorKind::Cost,
+            "policies.login.cost",
+            "unknown cost \"ten\"; expected a weight (a whole number from 1), \
+             content-length:UNIT_BYTES or header:NAME",
+        ),
+        (
+            "non-numeric-weight",
+            login(r#"["fixed-window:10/1m"]"#, r#"cost = "5x""#),
+            ConfigErrorKind::Cost,
+            "policies.login.cost",
+            "\"5x\" is not a weight: expected a whole number from 1",
+        ),
+        (
+            "content-length-without-unit",
+            login(r#"["fixed-window:10/1m"]"#, r#"cost = "content-length""#),
+            ConfigErrorKind::Cost,
+            "policies.login.cost",
+            "content-length needs its unit: content-length:UNIT_BYTES (content-length:1024 for \
+             one unit per KiB)",
+        ),
+        (
+            "content-length-of-zero-bytes",
+            login(r#"["fixed-window:10/1m"]"#, r#"cost = "content-length:0""#),
+            ConfigErrorKind::Cost,
+            "policies.login.cost",
+            "\"content-length:0\": the unit \"0\" is not a whole number of bytes from 1",
+        ),
+        (
+            "bad-cost-header",
+            login(r#"["fixed-window:10/1m"]"#, r#"cost = "header:x cost""#),
+            ConfigErrorKind::Cost,
+            "policies.login.cost",
+            "invalid header name \"x cost\"",
+        ),
+        (
+            "bad-unstated-cost",
+            login(r#"["fixed-window:10/1m"]"#, r#"cost = "header:x-cost,or=0""#),
+            ConfigErrorKind::Cost,
+            "policies.login.cost",
+            "\"header:x-cost,or=0\": \"or=0\" is not a weight: expected or= a whole number \
+             from 1",
+        ),
+        (
+            "inherited-bad-cost",
+            "[defaults]\ncost = 0\n[policies.login]\nlimits = [\"fixed-window:10/1m\"]\n"
+                .to_owned(),
+            ConfigErrorKind::Cost,
+            "defaults.cost",
+            "0 is not a weight: expected a whole number from 1",
         ),
     ];
     for (name, text, kind, entry, reason) in cases {

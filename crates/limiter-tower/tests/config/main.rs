@@ -611,3 +611,47 @@ penalty = { denials = "1/1m", ban_for = "10m" }
 fn login(limits: &str, rest: &str) -> String {
     format!("[policies.login]\nlimits = {limits}\n{rest}\n")
 }
+
+#[tokio::test]
+async fn each_policys_cost_comes_from_the_file() {
+    let file = TomlFile::new(
+        "costs",
+        r#"
+[policies.search]
+limits = ["fixed-window:10/1m"]
+cost = 4
+
+[policies.stated]
+limits = ["fixed-window:10/1m"]
+cost = "header:x-cost,or=2"
+
+[policies.upload]
+limits = ["fixed-window:10/1m"]
+cost = "content-length:1024"
+"#,
+    );
+    let registry = Registry::memory(&Config::from_file(&file.0).unwrap());
+    let addr = serve_router(routes(&registry, &["search", "stated", "upload"])).await;
+    let client = client();
+    let get = async |path, headers| get_path(&client, addr, path, headers).await;
+    let left = |reply: &support::Reply| reply.number("x-ratelimit-remaining");
+
+    let search = [get("/search", &[]).await, get("/search", &[]).await];
+    assert_eq!(search.map(|reply| left(&reply)), [6, 2]);
+    let third = get("/search", &[]).await;
+    assert_eq!(
+        (third.status, left(&third)),
+        (StatusCode::TOO_MANY_REQUESTS, 2)
+    );
+
+    let stated = get("/stated", &[("x-cost", "7")]).await;
+    assert_eq!((stated.status, left(&stated)), (StatusCode::OK, 3));
+    let unstated = get("/stated", &[]).await;
+    assert_eq!((unstated.status, left(&unstated)), (StatusCode::OK, 1));
+    let zero = get("/stated", &[("x-cost", "0")]).await;
+    assert_eq!(zero.status, StatusCode::BAD_REQUEST);
+
+    // A GET without a body costs one unit of the upload policy.
+    let upload = get("/upload", &[]).await;
+    assert_eq!((upload.status, left(&upload)), (StatusCode::OK, 9));
+}

@@ -2,16 +2,19 @@
 //! port) and a real client (hyper-util's). Limiters run on a
 //! [`ManualClock`] that does not move unless a test moves it, so the counts
 //! do not depend on how fast this machine runs the requests. The load tests
-//! run once on memory and once on a real `redis-server` (same body).
+//! and the uploads by cost run once on memory and once on a real
+//! `redis-server` (same body).
 //!
 //! Here the fixtures and the load tests; in the modules, the headers
-//! (`headers`), what a request is keyed by (`keys`), a failing limiter
-//! (`failures`), and the layer among others (`composition`).
+//! (`headers`), what a request is keyed by (`keys`), what it costs
+//! (`costs`), a failing limiter (`failures`), and the layer among others
+//! (`composition`).
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod composition;
+mod costs;
 mod failures;
 mod headers;
 mod keys;
