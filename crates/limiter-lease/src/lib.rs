@@ -29,5 +29,6 @@ mod key_lease;
 mod landing;
 mod leased;
 mod leases;
+mod stats;
 
-pub use self::{builder::LeasedBuilder, leased::Leased};
+pub use self::{builder::LeasedBuilder, leased::Leased, stats::LeaseStats};
