@@ -416,7 +416,7 @@ impl KeyLease {
     /// The size of a lease asked now ahead of need, and marks it in flight;
     /// `None` when none may be asked, or when the demand seen does not
     /// promise to use a unit within half a lifetime (it would lapse), or
-    /// the key has no unit left. With nothing asked since the last lease
+    /// the key has no unit left. With no request arrived since the last lease
     /// (fetched just now), the demand that sized it.
     pub(crate) fn ask_ahead(&mut self, now_us: u64, sizing: &Sizing) -> Option<u64> {
         let room = self.room(1, now_us, sizing)?;
