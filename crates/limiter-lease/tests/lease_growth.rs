@@ -86,9 +86,9 @@ fn a_key_under_steady_demand_reaches_its_steady_lease_whatever_the_round_trip() 
                     .all(|&(_, size)| size == MAX_LEASE),
                 "{case}: {leases:?}"
             );
-            // The first lease of M is asked at most one round trip after
-            // each earlier one lands or is used up: within that many round
-            // trips and the time to ask for 2 * M units.
+            // The first lease of M within `K * (R + P) + 2 * M * P`
+            // (docs/spec.md section 8.5), one more µs a lease for the
+            // simulation's step.
             let (full_at, _) = leases.iter().find(|&&(_, size)| size == MAX_LEASE).unwrap();
             let most =
                 LEASES_TO_FULL as u64 * (round_trip_us + period_us + 1) + 2 * MAX_LEASE * period_us;
