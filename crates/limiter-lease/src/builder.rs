@@ -95,9 +95,12 @@ impl<L: Limiter> LeasedBuilder<L> {
         self
     }
 
-    /// `m`: the smallest lease asked on demand alone (a lease still shrinks
-    /// below it to what the key has left). At least 1, at most the maximum
-    /// lease. Defaults to [`Leased::DEFAULT_MIN_LEASE`].
+    /// `m`: the smallest lease asked, on need or ahead of it when some
+    /// demand is due (a lease still shrinks below it to what the key has
+    /// left). Above 1, it lets keys asked too rarely for larger leases be
+    /// decided from leases, at the cost of units that may lapse
+    /// (docs/spec.md section 8.5). At least 1, at most the maximum lease.
+    /// Defaults to [`Leased::DEFAULT_MIN_LEASE`].
     pub fn min_lease(mut self, units: u64) -> Self {
         self.min_lease = units;
         self

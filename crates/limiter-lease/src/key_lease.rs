@@ -417,16 +417,18 @@ impl KeyLease {
     /// `None` when none may be asked, or when the demand seen does not
     /// promise to use a unit within half a lifetime (it would lapse), or
     /// the key has no unit left. With no request arrived since the last lease
-    /// (fetched just now), the demand that sized it.
+    /// (fetched just now), the demand that sized it. A demand seen is
+    /// raised to the minimum lease, as for a lease asked on need.
     pub(crate) fn ask_ahead(&mut self, now_us: u64, sizing: &Sizing) -> Option<u64> {
         let room = self.room(1, now_us, sizing)?;
         if self.arrived > 0 {
             self.cold.demand = packed(self.demand(now_us, sizing));
         }
-        let size = u64::from(self.cold.demand)
-            .min(sizing.max_lease)
-            .min(u64::from(self.cold.remaining))
-            .min(room);
+        let target = match u64::from(self.cold.demand) {
+            0 => 0,
+            demand => demand.clamp(sizing.min_lease, sizing.max_lease),
+        };
+        let size = target.min(u64::from(self.cold.remaining)).min(room);
         self.cold.spare = packed(size);
         (size > 0).then(|| self.asked(size, now_us, sizing))
     }
@@ -722,6 +724,25 @@ mod tests {
         key.degraded(5_000);
         assert!(!key.wants_refill(0, 4_999));
         assert_eq!(key.ask(1, 4_999, &SIZING), None);
+    }
+
+    #[test]
+    fn a_lease_ahead_of_need_is_at_least_the_minimum_lease_if_any_is_due() {
+        let sizing = Sizing {
+            min_lease: 8,
+            ..SIZING
+        };
+        let mut key = KeyLease::new();
+        key.arrived(1);
+        assert_eq!(key.ask(1, 0, &sizing), Some(8));
+        key.granted(batch(7, 10_000_000), grant(), 500, LIMITS);
+        // One request in 600 ms: less than one in half a lifetime.
+        key.take(7, false);
+        key.arrived(1);
+        assert_eq!(key.ask_ahead(600_000, &sizing), None, "no demand, no lease");
+        // Three in 900 ms: one unit in half a lifetime, raised to 8.
+        key.arrived(2);
+        assert_eq!(key.ask_ahead(900_000, &sizing), Some(8));
     }
 
     #[test]

@@ -114,7 +114,7 @@ pub(super) fn take_off_warning(
         format!(
             "{head}, whose leases are of {mean} units on average: the keys are asked too \
              rarely at the exact path's speed for larger leases (docs/spec.md section 8.5); \
-             a longer --lease-lifetime (or --lease-min 8) lets them start"
+             --lease-min 8 (or a longer --lease-lifetime) lets them start"
         )
     })
 }
