@@ -471,7 +471,7 @@ impl KeyLease {
     /// grows at most twofold a lease, so that two requests close together
     /// do not take the maximum lease, yet a key under steady demand
     /// reaches it in a logarithmic number of leases (docs/spec.md section
-    /// 8.1a). 0 before the first lease, when no rate has been seen.
+    /// 8.5). 0 before the first lease, when no rate has been seen.
     fn demand(&self, now_us: u64, sizing: &Sizing) -> u64 {
         if !self.has(HAS_SINCE) {
             return 0;
