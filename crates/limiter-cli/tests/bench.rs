@@ -11,7 +11,7 @@ use support::json::{self, Json};
 use support::{limiter, stderr, stdout};
 
 /// Every field of the JSON document.
-const FIELDS: [&str; 36] = [
+const FIELDS: [&str; 43] = [
     "backend",
     "server",
     "policy",
@@ -41,6 +41,12 @@ const FIELDS: [&str; 36] = [
     "ratio",
     "lease_lifetime_s",
     "lease_max",
+    "lease_min",
+    "lease_budget_percent",
+    "lease_requests",
+    "mean_lease",
+    "exact_requests",
+    "decisions_per_call",
     "leased_decisions",
     "redis_calls",
     "redis_calls_per_1000",
@@ -48,6 +54,7 @@ const FIELDS: [&str; 36] = [
     "exact_most_in_window",
     "over_admission",
     "over_admission_bound",
+    "lease_warning",
 ];
 
 fn bench(args: &[&str]) -> String {
@@ -237,6 +244,38 @@ fn redis_json_reports_the_ceiling_and_a_ratio() {
     assert_eq!(server.command("DBSIZE"), ":0");
 }
 
+/// `--lease` with leases of one unit: every admitted unit costs a call to
+/// the global limiter (a lease holds at most one unit, the one in flight
+/// included), so the table warns that leases did not take off and names
+/// the budget.
+#[test]
+fn a_table_warns_when_leases_do_not_take_off() {
+    let table = bench(&[
+        "--policy",
+        "token-bucket:1000000/1s",
+        "--concurrency",
+        "4",
+        "--duration",
+        "200ms",
+        "--lease",
+        "--lease-max",
+        "1",
+    ]);
+    assert!(
+        table.contains("leases: lifetime 250ms, 1 to 1 units (over-admission budget 0.0001% of the limit per instance)"),
+        "{table}"
+    );
+    assert!(
+        table.contains("lease requests of 1 units on average"),
+        "{table}"
+    );
+    let warning = table
+        .lines()
+        .find(|line| line.starts_with("  warning: leases did not take off"))
+        .unwrap_or_else(|| panic!("no warning:\n{table}"));
+    assert!(warning.contains("--lease-budget"), "{table}");
+}
+
 /// `--lease` on Redis: most admissions come from leases, far fewer Redis
 /// calls than decisions, and the most units of the key in one window stay
 /// within the exact algorithm's most plus the bound; one key, a hot one.
@@ -262,6 +301,10 @@ fn redis_json_with_leases_reports_calls_and_the_bound() {
     assert_sane(&doc, 16.0, 1.0);
     let n = |field: &str| doc.get(field).num();
     assert_eq!(n("lease_max"), 50.0, "{doc:?}");
+    assert_eq!(n("lease_min"), 1.0, "{doc:?}");
+    assert_eq!(n("lease_budget_percent"), 5.0, "50 of 1,000: {doc:?}");
+    assert!(n("lease_requests") > 0.0, "{doc:?}");
+    assert!(n("mean_lease") >= 1.0 && n("mean_lease") <= 50.0, "{doc:?}");
     assert!(n("leased_decisions") > 0.0, "{doc:?}");
     assert!(n("leased_decisions") <= n("admitted"), "{doc:?}");
     assert!(n("redis_calls") > 0.0, "{doc:?}");

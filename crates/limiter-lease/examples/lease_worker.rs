@@ -297,7 +297,7 @@ impl Options {
         };
         let mut ready_after = 0;
         let mut lifetime_ms = 100;
-        let mut max_lease = Leased::<RedisLimiter>::DEFAULT_MAX_LEASE;
+        let mut max_lease = 100;
         let mut on_failure = FailurePolicy::ReturnError;
         while let Some(flag) = args.next() {
             let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;

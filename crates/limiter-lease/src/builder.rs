@@ -20,7 +20,7 @@ use crate::leased::Leased;
 /// let global = MemoryLimiter::new(Policy::token_bucket(Rate::per_second(10_000))?);
 /// let leased = Leased::builder(global)
 ///     .lifetime(Duration::from_millis(100))
-///     .max_lease(50)
+///     .over_admission_budget(0.5) // at most 50 units over the limit a window
 ///     .refill_percent(25)
 ///     .max_keys(100_000)
 ///     .build();
@@ -33,7 +33,9 @@ pub struct LeasedBuilder<L> {
     pub(crate) inner: L,
     pub(crate) lifetime: Duration,
     pub(crate) min_lease: u64,
-    pub(crate) max_lease: u64,
+    /// `None`: the over-admission budget's.
+    pub(crate) max_lease: Option<u64>,
+    pub(crate) over_admission_budget: f64,
     pub(crate) refill_percent: u8,
     pub(crate) max_keys: usize,
     pub(crate) max_key_bytes: usize,
@@ -46,7 +48,8 @@ impl<L: Limiter> LeasedBuilder<L> {
             inner,
             lifetime: Leased::<L>::DEFAULT_LIFETIME,
             min_lease: Leased::<L>::DEFAULT_MIN_LEASE,
-            max_lease: Leased::<L>::DEFAULT_MAX_LEASE,
+            max_lease: None,
+            over_admission_budget: Leased::<L>::DEFAULT_OVER_ADMISSION_BUDGET,
             refill_percent: Leased::<L>::DEFAULT_REFILL_PERCENT,
             max_keys: Leased::<L>::DEFAULT_MAX_KEYS,
             max_key_bytes: Leased::<L>::DEFAULT_MAX_KEY_BYTES,
@@ -70,16 +73,39 @@ impl<L: Limiter> LeasedBuilder<L> {
     /// `M`: the most units of one key this instance holds at once, the lease
     /// in flight included; the over-admission is at most `N * M` for `N`
     /// instances. Capped at the policies' maximum cost and at 2^32 - 1 (a
-    /// key's counts of units are 32 bits); at least 1. Defaults
-    /// to [`Leased::DEFAULT_MAX_LEASE`].
+    /// key's counts of units are 32 bits); at least 1. Set, it replaces the
+    /// [over-admission budget](Self::over_admission_budget)'s.
     pub fn max_lease(mut self, units: u64) -> Self {
-        self.max_lease = units;
+        self.max_lease = Some(units);
         self
     }
 
-    /// `m`: the smallest lease asked on demand alone (a lease still shrinks
-    /// below it to what the key has left). At least 1, at most the maximum
-    /// lease. Defaults to [`Leased::DEFAULT_MIN_LEASE`].
+    /// The over-admission budget, in percent of the policy's limit `L`:
+    /// the most this instance's leases may add to a window above the exact
+    /// algorithm's own bound (docs/spec.md section 8.2). It sets the
+    /// maximum lease, `M = floor(L * percent / 100)` (with a tiered set,
+    /// the smallest over its parts), at least one unit, unless
+    /// [`max_lease`](Self::max_lease) sets `M` itself.
+    ///
+    /// The budget is per instance: `N` instances leasing a key add at most
+    /// `N` times it (and, on the sliding counter and the buckets, never more
+    /// than about `T` worth of the rate, whatever `N`). A fleet-wide budget
+    /// would need `N`, which no operation of a [`Limiter`] can count; per
+    /// instance, each bound holds for the instances running at the time,
+    /// as the fleet grows or shrinks. Between 0 and 100, in steps of a
+    /// millionth of the limit; defaults to
+    /// [`Leased::DEFAULT_OVER_ADMISSION_BUDGET`].
+    pub fn over_admission_budget(mut self, percent: f64) -> Self {
+        self.over_admission_budget = percent;
+        self
+    }
+
+    /// `m`: the smallest lease asked, on need or ahead of it when some
+    /// demand is due (a lease still shrinks below it to what the key has
+    /// left). Above 1, it lets keys asked too rarely for larger leases be
+    /// decided from leases, at the cost of units that may lapse
+    /// (docs/spec.md section 8.5). At least 1, at most the maximum lease.
+    /// Defaults to [`Leased::DEFAULT_MIN_LEASE`].
     pub fn min_lease(mut self, units: u64) -> Self {
         self.min_lease = units;
         self

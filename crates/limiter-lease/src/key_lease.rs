@@ -68,7 +68,7 @@ pub(crate) struct Taken {
 /// key beside the key, in one cache line. What a decision from the units
 /// in hand reads and writes is here: the older lease's units, expiry and
 /// place in its queue, the newer lease's units, the grant, the refill
-/// threshold, the demand count and the flags. The rest, read only when a
+/// threshold, the count of arrivals and the flags. The rest, read only when a
 /// lease is asked, granted or lapses into its place, or to time a leaky
 /// bucket's queue, is behind a pointer ([`Cold`]). Counts of units are
 /// 32 bits ([`MAX_UNITS`]).
@@ -90,8 +90,9 @@ pub(crate) struct KeyLease {
     /// The most units left in hand that fetch the next lease: the refill
     /// threshold's share of the last lease asked, below the maximum lease.
     refill_at: u32,
-    /// Units asked of the key since the last lease was asked (saturated).
-    used: u32,
+    /// Units of the requests that arrived on the key since the last lease
+    /// was asked, whatever decided them (saturated): the demand.
+    arrived: u32,
     /// The last grant's `bound_by`.
     bound_by: u8,
     /// [`IN_FLIGHT`], [`HAS_GRANT`], [`HAS_SINCE`], [`DEGRADED`],
@@ -140,8 +141,8 @@ struct Cold {
     /// The global `remaining` last reported for the key, saturated; the
     /// most before any report (it bounds no lease then).
     remaining: u32,
-    /// The demand (units over half a lifetime) the last lease was sized by,
-    /// saturated (a lease is at most `M` anyway).
+    /// The demand `D` (units over half a lifetime) the last lease was sized
+    /// by, saturated (a lease is at most `M` anyway): the next may double it.
     demand: u32,
     /// Units of the lease in flight that the request fetching it does not
     /// take: what requests may wait for.
@@ -168,7 +169,7 @@ impl KeyLease {
             taken: 0,
             newer_units: 0,
             refill_at: 0,
-            used: 0,
+            arrived: 0,
             bound_by: 0,
             flags: 0,
             cold: Box::new(Cold {
@@ -328,7 +329,8 @@ impl KeyLease {
 
     /// Takes `cost` units from the leases in hand, oldest first, if they
     /// cover it (call [`expire`](Self::expire) first); `queued` as in
-    /// [`peek`](Self::peek).
+    /// [`peek`](Self::peek). The request's arrival is counted apart
+    /// ([`arrived`](Self::arrived)), once however it is decided.
     pub(crate) fn take(&mut self, cost: u64, queued: bool) -> Option<Taken> {
         let taken = self.peek(cost, queued)?;
         self.take_held(cost);
@@ -337,8 +339,8 @@ impl KeyLease {
 
     /// Takes `cost` units from the leases in hand, if they cover it and
     /// leave more than the refill threshold or a lease in flight (call
-    /// [`expire`](Self::expire) first): a decision that fetches no lease.
-    /// `queued` as in [`peek`](Self::peek).
+    /// [`expire`](Self::expire) first): a decision that fetches no lease,
+    /// its arrival counted. `queued` as in [`peek`](Self::peek).
     #[inline]
     pub(crate) fn serve(&mut self, cost: u64, now_us: u64, queued: bool) -> Option<Taken> {
         let taken = self.peek(cost, queued)?;
@@ -346,6 +348,7 @@ impl KeyLease {
             return None;
         }
         self.take_held(cost);
+        self.arrived(cost);
         Some(taken)
     }
 
@@ -360,7 +363,6 @@ impl KeyLease {
         } else {
             self.take_across(cost);
         }
-        self.used_exactly(cost);
     }
 
     /// [`take_held`](Self::take_held) when it empties the older lease.
@@ -389,19 +391,23 @@ impl KeyLease {
         self.has(DEGRADED) && now_us < self.cold.exact_until_us
     }
 
-    /// Counts `cost` units the wrapped limiter admitted on its own: demand.
+    /// Counts a request of `cost` that arrived on the key: demand, whether
+    /// the units in hand, the lease in flight or the wrapped limiter at its
+    /// own cost decide it, and whatever the answer.
     #[inline]
-    pub(crate) fn used_exactly(&mut self, cost: u64) {
-        self.used = self.used.saturating_add(packed(cost));
+    pub(crate) fn arrived(&mut self, cost: u64) {
+        self.arrived = self.arrived.saturating_add(packed(cost));
     }
 
     /// The size of a lease asked now for a request of `cost`, and marks it
     /// in flight; `None` when none may be asked: one is in flight, a failure
     /// policy answered the last, or the units in hand leave no room for
     /// `cost` under the maximum lease.
+    /// The request's own arrival is counted before
+    /// ([`arrived`](Self::arrived)).
     pub(crate) fn ask(&mut self, cost: u64, now_us: u64, sizing: &Sizing) -> Option<u64> {
         let room = self.room(cost, now_us, sizing)?;
-        self.cold.demand = packed(self.demand(cost, now_us, sizing));
+        self.cold.demand = packed(self.demand(now_us, sizing));
         let target = u64::from(self.cold.demand).clamp(sizing.min_lease, sizing.max_lease);
         let size = target
             .min(u64::from(self.cold.remaining))
@@ -414,17 +420,19 @@ impl KeyLease {
     /// The size of a lease asked now ahead of need, and marks it in flight;
     /// `None` when none may be asked, or when the demand seen does not
     /// promise to use a unit within half a lifetime (it would lapse), or
-    /// the key has no unit left. With nothing asked since the last lease
-    /// (fetched just now), the demand that sized it.
+    /// the key has no unit left. With no request arrived since the last lease
+    /// (fetched just now), the demand that sized it. A demand seen is
+    /// raised to the minimum lease, as for a lease asked on need.
     pub(crate) fn ask_ahead(&mut self, now_us: u64, sizing: &Sizing) -> Option<u64> {
         let room = self.room(1, now_us, sizing)?;
-        if self.used > 0 {
-            self.cold.demand = packed(self.demand(0, now_us, sizing));
+        if self.arrived > 0 {
+            self.cold.demand = packed(self.demand(now_us, sizing));
         }
-        let size = u64::from(self.cold.demand)
-            .min(sizing.max_lease)
-            .min(u64::from(self.cold.remaining))
-            .min(room);
+        let target = match u64::from(self.cold.demand) {
+            0 => 0,
+            demand => demand.clamp(sizing.min_lease, sizing.max_lease),
+        };
+        let size = target.min(u64::from(self.cold.remaining)).min(room);
         self.cold.spare = packed(size);
         (size > 0).then(|| self.asked(size, now_us, sizing))
     }
@@ -458,20 +466,25 @@ impl KeyLease {
         (!self.has(IN_FLIGHT) && !self.exact_at(now_us) && room >= cost).then_some(room)
     }
 
-    /// The units admitted since the last lease was asked, `cost` (the
-    /// request asking now) included, at the rate they came, over half a
-    /// lifetime (rounded down), and at most twice those units: a lease
-    /// grows at most twofold a time, so that two requests close together
-    /// do not take the maximum lease. 0 before the first lease, when no
-    /// rate has been seen.
-    fn demand(&self, cost: u64, now_us: u64, sizing: &Sizing) -> u64 {
+    /// `D`: the units that arrived since the last lease was asked, at the
+    /// rate they came, over half a lifetime (rounded down), and at most
+    /// twice the larger of those units and the last lease's `D`. The
+    /// arrivals count every request, those the lease in flight or the
+    /// wrapped limiter decide included, so a key's lease grows with what
+    /// is asked of it, not with what the slower paths got through; and it
+    /// grows at most twofold a lease, so that two requests close together
+    /// do not take the maximum lease, yet a key under steady demand
+    /// reaches it in a logarithmic number of leases (docs/spec.md section
+    /// 8.5). 0 before the first lease, when no rate has been seen.
+    fn demand(&self, now_us: u64, sizing: &Sizing) -> u64 {
         if !self.has(HAS_SINCE) {
             return 0;
         }
         let elapsed = now_us.saturating_sub(self.cold.since_us).max(1);
-        let units = u128::from(u64::from(self.used).saturating_add(cost));
-        let demand = units * u128::from(sizing.lifetime_us / 2) / u128::from(elapsed);
-        u64::try_from(demand.min(2 * units)).unwrap_or(u64::MAX)
+        let units = u128::from(self.arrived);
+        let rate = units * u128::from(sizing.lifetime_us / 2) / u128::from(elapsed);
+        let doubled = 2 * units.max(u128::from(self.cold.demand));
+        u64::try_from(rate.min(doubled)).unwrap_or(u64::MAX)
     }
 
     /// Marks a lease of `size` in flight, asked at `now_us`, from which
@@ -483,7 +496,7 @@ impl KeyLease {
         let share = u128::from(sizing.refill_percent) * u128::from(packed(size)) / 100;
         let below_max = u128::from(sizing.max_lease.saturating_sub(1));
         self.refill_at = packed(u64::try_from(share.min(below_max)).unwrap_or(u64::MAX));
-        self.used = 0;
+        self.arrived = 0;
         self.cold.since_us = now_us;
         size
     }
@@ -615,25 +628,48 @@ mod tests {
     #[test]
     fn a_lease_follows_demand_within_the_minimum_and_maximum() {
         let mut key = KeyLease::new();
+        key.arrived(1);
         assert_eq!(key.ask(1, 0, &SIZING), Some(1), "no demand seen yet");
         assert_eq!(key.ask(1, 0, &SIZING), None, "one in flight at a time");
         key.granted(batch(0, 1_000_000), grant(), 900, LIMITS);
-        // 10 units (and the request's) in 10 ms: 1,100/s, half a second's
+        // 10 units and the request's in 10 ms: 1,100/s, half a second's
         // worth is 550, but a lease grows at most twofold.
-        key.used_exactly(10);
+        key.arrived(11);
         assert_eq!(key.ask(1, 10_000, &SIZING), Some(22));
         key.granted(batch(0, 1_000_000), grant(), 900, LIMITS);
-        // 60 units in 1 ms: far more than the maximum.
-        key.used_exactly(60);
+        // 61 units in 1 ms: far more than the maximum.
+        key.arrived(61);
         assert_eq!(key.ask(1, 11_000, &SIZING), Some(100));
         key.granted(batch(100, 1_000_000), grant(), 40, LIMITS);
         key.expire(11_000);
         assert!(key.take(60, true).is_some());
-        // 60 units in 9 ms again, but the key has 40 left and 40 are in hand.
+        // 61 units in 9 ms again, but the key has 40 left and 40 are in hand.
+        key.arrived(61);
         assert_eq!(key.ask(1, 20_000, &SIZING), Some(40));
         assert!(key.settled().is_empty(), "no request waited");
         key.denied(3);
         assert_eq!(key.ask(5, 20_000, &SIZING), Some(5), "down to the request");
+    }
+
+    #[test]
+    fn a_lease_doubles_the_last_demand_when_few_requests_arrive_between_leases() {
+        // One request a millisecond, 500 in half a lifetime: each lease
+        // sees one arrival, and still doubles the last one's demand.
+        let mut key = KeyLease::new();
+        key.arrived(1);
+        assert_eq!(key.ask(1, 0, &SIZING), Some(1));
+        let mut sizes = Vec::new();
+        for ms in 1..=8 {
+            key.granted(batch(0, 10_000_000), grant(), 10_000, LIMITS);
+            key.arrived(1);
+            sizes.push(key.ask(1, ms * 1_000, &SIZING).unwrap());
+        }
+        assert_eq!(sizes, [2, 4, 8, 16, 32, 64, 100, 100]);
+        // Demand that stops: one request half a lifetime later sizes the
+        // next lease by its rate, whatever the last lease was.
+        key.granted(batch(0, 10_000_000), grant(), 10_000, LIMITS);
+        key.arrived(1);
+        assert_eq!(key.ask(1, 508_000, &SIZING), Some(1));
     }
 
     #[test]
@@ -670,7 +706,7 @@ mod tests {
     fn the_refill_threshold_is_a_share_of_the_last_lease() {
         let mut key = KeyLease::new();
         key.ask(1, 0, &SIZING);
-        key.used_exactly(100);
+        key.arrived(101);
         assert!(key.settled().is_empty(), "no request waited");
         assert_eq!(key.ask(1, 1_000, &SIZING), Some(100));
         key.granted(batch(100, 1_000_000), grant(), 500, LIMITS);
@@ -682,6 +718,7 @@ mod tests {
             "no room under the maximum lease"
         );
         key.take(80, true);
+        key.arrived(80);
         assert_eq!(
             key.ask_ahead(2_000, &SIZING),
             Some(80),
@@ -691,6 +728,25 @@ mod tests {
         key.degraded(5_000);
         assert!(!key.wants_refill(0, 4_999));
         assert_eq!(key.ask(1, 4_999, &SIZING), None);
+    }
+
+    #[test]
+    fn a_lease_ahead_of_need_is_at_least_the_minimum_lease_if_any_is_due() {
+        let sizing = Sizing {
+            min_lease: 8,
+            ..SIZING
+        };
+        let mut key = KeyLease::new();
+        key.arrived(1);
+        assert_eq!(key.ask(1, 0, &sizing), Some(8));
+        key.granted(batch(7, 10_000_000), grant(), 500, LIMITS);
+        // One request in 600 ms: less than one in half a lifetime.
+        key.take(7, false);
+        key.arrived(1);
+        assert_eq!(key.ask_ahead(600_000, &sizing), None, "no demand, no lease");
+        // Three in 900 ms: one unit in half a lifetime, raised to 8.
+        key.arrived(2);
+        assert_eq!(key.ask_ahead(900_000, &sizing), Some(8));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::in_flight::InFlight;
 use crate::key_lease::{packed, Batch, Grant, KeyLease, Sizing, Taken, MAX_UNITS};
 use crate::landing::Landing;
 use crate::leases::Leases;
+use crate::stats::{Counters, LeaseStats};
 
 /// A limiter that takes quota from another limiter (the **global** one,
 /// say Redis, shared by every instance) in leases, and decides most
@@ -27,6 +28,9 @@ use crate::leases::Leases;
 /// docs/spec.md section 8.2: at most `N * M` units in any window for `N`
 /// instances and a [maximum lease](LeasedBuilder::max_lease) `M`, and no
 /// more than about `T` worth of the rate (none in an aligned fixed window).
+/// By default `M` is the [over-admission
+/// budget](LeasedBuilder::over_admission_budget), a share of the policy's
+/// limit, so each instance adds at most that share to a window.
 ///
 /// It is a [`Limiter`] itself: wrap it in [`Resilient`](limiter_core::Resilient),
 /// an HTTP layer or the CLI unchanged. To keep deciding from leases in hand
@@ -80,6 +84,8 @@ pub struct Leased<L> {
     fixed_windows: Box<[usize]>,
     /// The slowest leaky-bucket part's spacing, if any: `(W, L, tick)`.
     spacing: Option<(u64, u64, u64)>,
+    /// What was sent to the wrapped limiter ([`stats`](Self::stats)).
+    counters: Counters,
 }
 
 /// What a request does, decided under its key's lock.
@@ -101,8 +107,11 @@ impl<L: Limiter> Leased<L> {
     /// The default [minimum lease](LeasedBuilder::min_lease): 1 unit, so a
     /// key with little demand is decided exactly.
     pub const DEFAULT_MIN_LEASE: u64 = 1;
-    /// The default [maximum lease](LeasedBuilder::max_lease): 100 units.
-    pub const DEFAULT_MAX_LEASE: u64 = 100;
+    /// The default [over-admission
+    /// budget](LeasedBuilder::over_admission_budget): 1% of the policy's
+    /// limit per instance, the default maximum lease (100 units on a limit
+    /// of 10,000). A limit below 200 is then leased one unit at a time.
+    pub const DEFAULT_OVER_ADMISSION_BUDGET: f64 = 1.0;
     /// The default [refill threshold](LeasedBuilder::refill_percent): 25% of
     /// the last lease left in hand.
     pub const DEFAULT_REFILL_PERCENT: u8 = 25;
@@ -128,13 +137,16 @@ impl<L: Limiter> Leased<L> {
             lifetime,
             min_lease,
             max_lease,
+            over_admission_budget,
             refill_percent,
             max_keys,
             max_key_bytes,
             clock,
         } = builder;
         let policies = inner.policies();
-        let max_lease = max_lease.clamp(1, policies.max_cost().min(MAX_UNITS));
+        let max_lease = max_lease
+            .unwrap_or_else(|| budgeted_max_lease(policies, over_admission_budget))
+            .clamp(1, policies.max_cost().min(MAX_UNITS));
         let sizing = Sizing {
             lifetime_us: u64::try_from(lifetime.as_micros()).unwrap_or(u64::MAX),
             min_lease: min_lease.clamp(1, max_lease),
@@ -167,6 +179,7 @@ impl<L: Limiter> Leased<L> {
             clock,
             fixed_windows,
             spacing,
+            counters: Counters::default(),
         }
     }
 
@@ -184,6 +197,23 @@ impl<L: Limiter> Leased<L> {
     /// policies' maximum cost and 2^32 - 1.
     pub fn max_lease(&self) -> u64 {
         self.sizing.max_lease
+    }
+
+    /// The [over-admission budget](LeasedBuilder::over_admission_budget) in
+    /// force, in percent: `M` as a share of the smallest limit of the
+    /// policies, the most this instance's leases add to a window of it
+    /// (docs/spec.md section 8.2). It is the budget set, or more when `M`
+    /// is the one unit a lease takes at least, or what a
+    /// [`max_lease`](LeasedBuilder::max_lease) set amounts to.
+    pub fn over_admission_budget(&self) -> f64 {
+        let smallest = self.inner.policies().iter().map(|p| p.limit()).min();
+        self.sizing.max_lease as f64 * 100.0 / smallest.unwrap_or(1).max(1) as f64
+    }
+
+    /// What this instance has sent to the wrapped limiter so far: lease
+    /// requests, their units, and requests at their own cost.
+    pub fn stats(&self) -> LeaseStats {
+        self.counters.snapshot()
     }
 
     /// `m`, the [minimum lease](LeasedBuilder::min_lease).
@@ -317,8 +347,12 @@ impl<L: Limiter> Leased<L> {
 
     /// What a request of `cost` does now: served from the units in hand,
     /// else (if `may_wait`) waiting for the lease in flight if it has the
-    /// units unclaimed, else fetching a lease, else asking exactly.
+    /// units unclaimed, else fetching a lease, else asking exactly. The
+    /// first plan of a request (`may_wait`) counts its arrival.
     fn plan(&self, lease: &mut KeyLease, cost: u64, now_us: u64, may_wait: bool) -> Plan {
+        if may_wait {
+            lease.arrived(cost);
+        }
         if let Some(taken) = lease.take(cost, self.spacing.is_some()) {
             let decision = self.leased_decision(lease.grant(&self.part_limits), taken, now_us);
             let refill = match lease.wants_refill(taken.left, now_us) {
@@ -338,11 +372,8 @@ impl<L: Limiter> Leased<L> {
 
     /// The wrapped limiter's decision at the request's own cost.
     async fn exact(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
-        let set = self.inner.acquire(key, cost).await?;
-        if set.allowed {
-            self.leases.with(key, |lease| lease.used_exactly(cost));
-        }
-        Ok(set)
+        self.counters.exact();
+        self.inner.acquire(key, cost).await
     }
 
     /// Fetches a lease of `size` for a request of `cost`, shrinking it on a
@@ -353,6 +384,7 @@ impl<L: Limiter> Leased<L> {
         let mut shrunk = false;
         loop {
             let sent_us = self.clock.now_us();
+            self.counters.lease(size);
             let set = self.inner.acquire(key, size).await?;
             let decision = set.clone();
             if !is_counted(decision.source) {
@@ -399,6 +431,7 @@ impl<L: Limiter> Leased<L> {
     async fn refill(&self, key: &[u8], size: u64) {
         let mut pending = InFlight::new(&self.leases, key, &self.clock);
         let sent_us = self.clock.now_us();
+        self.counters.lease(size);
         if let Ok(set) = self.inner.acquire(key, size).await {
             let decision = set.clone();
             match (is_counted(decision.source), decision.allowed) {
@@ -544,6 +577,19 @@ fn warn_of_lifetime_beyond_windows(policies: &Policies, lifetime_us: u64) {
             );
         }
     }
+}
+
+/// The maximum lease an over-admission budget of `percent` of the limit
+/// gives: that share of every part's limit, the smallest (0 to 100, in
+/// steps of a millionth of the limit).
+fn budgeted_max_lease(policies: &Policies, percent: f64) -> u64 {
+    // NaN is cast to 0: no budget.
+    let per_million = (percent.clamp(0.0, 100.0) * 10_000.0).round() as u128;
+    policies
+        .iter()
+        .map(|policy| u128::from(policy.limit()) * per_million / 1_000_000)
+        .min()
+        .map_or(0, |units| u64::try_from(units).unwrap_or(u64::MAX))
 }
 
 /// `µs per unit` as the fraction `(µs, units)`, ordered by value.

@@ -30,5 +30,6 @@ mod landing;
 mod leased;
 mod leases;
 mod memory_bound;
+mod stats;
 
-pub use self::{builder::LeasedBuilder, leased::Leased};
+pub use self::{builder::LeasedBuilder, leased::Leased, stats::LeaseStats};

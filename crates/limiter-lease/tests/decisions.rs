@@ -64,6 +64,7 @@ async fn a_peek_answers_from_the_units_in_hand_without_taking_them() {
     let clock = ManualClock::new(0);
     let limiter = leased(global("token-bucket:100/1s", &clock), &clock)
         .min_lease(10)
+        .max_lease(10)
         .build();
     assert!(
         limiter.peek_now(KEY.as_bytes(), 1).is_none(),
@@ -159,6 +160,7 @@ async fn a_fixed_window_lease_ends_with_its_window() {
     let clock = ManualClock::new(900_000);
     let limiter = leased(global("fixed-window:100/1s", &clock), &clock)
         .min_lease(10)
+        .max_lease(10)
         .lifetime(Duration::from_secs(5))
         .build();
     limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
@@ -281,6 +283,7 @@ async fn a_key_that_used_up_its_lease_makes_room_for_another() {
 async fn long_keys_keep_leases_of_their_own() {
     let clock = ManualClock::new(0);
     let limiter = leased(global("sliding-log:10/1h", &clock), &clock)
+        .max_lease(5)
         .min_lease(5)
         .max_key_bytes(16)
         .build();
@@ -572,7 +575,7 @@ async fn a_tiered_set_leases_from_every_part_and_reports_the_bound_one() {
         .parse()
         .unwrap();
     let global = MemoryLimiter::builder(tiers).clock(clock.clone()).build();
-    let limiter = leased(global, &clock).min_lease(50).build();
+    let limiter = leased(global, &clock).min_lease(50).max_lease(100).build();
     assert_eq!(limiter.max_lease(), 20, "capped by the set's max cost");
     let first = limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
     assert_eq!(first.source, DecisionSource::Backend);

@@ -71,7 +71,8 @@ fn fleet() -> impl Strategy<Value = (Policies, LeaseOptions, Vec<Instance>)> {
                 (1..=max_lease).prop_map(move |min_lease| LeaseOptions {
                     lifetime_us: 1_000_000,
                     min_lease,
-                    max_lease,
+                    max_lease: Some(max_lease),
+                    budget_percent: None,
                 }),
                 prop::collection::vec(instance(max_cost), 1..=4),
             )

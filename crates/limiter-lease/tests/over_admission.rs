@@ -1,6 +1,7 @@
-//! docs/spec.md section 8.2: several instances leasing from one exact
-//! limiter admit, in every interval, at most the bound written there, for
-//! every algorithm and for tiered sets.
+//! docs/spec.md sections 8.2 and 8.6: several instances leasing from one
+//! exact limiter admit, in every interval, at most the bound written
+//! there, for every algorithm and for tiered sets, with the maximum lease
+//! set or the over-admission budget's.
 
 mod fleet;
 
@@ -8,6 +9,8 @@ use std::time::Duration;
 
 use fleet::{Instance, LeaseOptions};
 use limiter_core::{Algorithm, Policies, Policy, Rate};
+use limiter_lease::Leased;
+use limiter_memory::MemoryLimiter;
 use proptest::prelude::*;
 
 fn small_policy() -> impl Strategy<Value = Policy> {
@@ -41,7 +44,8 @@ fn lease_options() -> impl Strategy<Value = LeaseOptions> {
         .prop_map(|(lifetime_us, min_lease, max_lease)| LeaseOptions {
             lifetime_us,
             min_lease,
-            max_lease,
+            max_lease: Some(max_lease),
+            budget_percent: None,
         })
 }
 
@@ -73,14 +77,66 @@ fn instance(max_cost: u64) -> impl Strategy<Value = Instance> {
         })
 }
 
+/// The default options but the clock, or the default lifetime (250 ms,
+/// thousands of these windows) and minimum lease with an over-admission
+/// budget of its own: the maximum lease is the budget's share of the
+/// smallest limit.
+fn default_lease_options() -> impl Strategy<Value = LeaseOptions> {
+    prop_oneof![
+        Just(None),
+        (0u32..=100_000).prop_map(|m| Some(f64::from(m) / 1_000.0))
+    ]
+    .prop_map(|budget_percent| LeaseOptions {
+        lifetime_us: 250_000,
+        min_lease: 1,
+        max_lease: None,
+        budget_percent,
+    })
+}
+
+/// The maximum lease an over-admission budget gives (1% by default):
+/// `floor(L * percent / 100)` of the smallest limit, at least 1, at most
+/// the max cost.
+fn budgeted_max_lease(policies: &Policies, budget_percent: Option<f64>) -> u64 {
+    let per_million = (budget_percent.unwrap_or(1.0) * 10_000.0).round() as u64;
+    let smallest = policies.iter().map(Policy::limit).min().unwrap();
+    (smallest * per_million / 1_000_000).clamp(1, policies.max_cost())
+}
+
 fn fleet() -> impl Strategy<Value = (Policies, LeaseOptions, Vec<Instance>)> {
-    policies().prop_flat_map(|policies| {
+    fleet_with(policies(), lease_options)
+}
+
+/// A fleet of 1 to 4 instances leasing with `options` on `policies`.
+fn fleet_with<S: Strategy<Value = LeaseOptions>>(
+    policies: impl Strategy<Value = Policies>,
+    options: fn() -> S,
+) -> impl Strategy<Value = (Policies, LeaseOptions, Vec<Instance>)> {
+    policies.prop_flat_map(move |policies| {
         let max_cost = policies.max_cost();
         (
             Just(policies),
-            lease_options(),
+            options(),
             prop::collection::vec(instance(max_cost), 1..=4),
         )
+    })
+}
+
+/// `policies` with limits 100 times [`small_policy`]'s, so that a budget
+/// of a few percent leases a few units.
+fn large_policies() -> impl Strategy<Value = Policies> {
+    policies().prop_map(|policies| {
+        let parts = policies.iter().map(|policy| {
+            let rate = Rate::new(100 * policy.limit(), policy.window());
+            let large = Policy::new(policy.algorithm(), rate).expect("a policy");
+            match policy.algorithm() {
+                Algorithm::TokenBucket => large.with_capacity(100 * policy.max_cost()),
+                Algorithm::LeakyBucket => large.with_queue(100 * policy.max_cost()),
+                _ => Ok(large),
+            }
+            .expect("a large policy")
+        });
+        Policies::new(parts).unwrap()
     })
 }
 
@@ -102,4 +158,74 @@ proptest! {
         );
         prop_assert!(outcome.is_ok(), "{}", outcome.unwrap_err());
     }
+
+    #[test]
+    fn at_the_default_options_every_interval_admits_at_most_the_budgeted_bound(
+        (policies, lease, instances) in prop_oneof![
+            fleet_with(policies(), default_lease_options),
+            fleet_with(large_policies(), default_lease_options),
+        ]
+    ) {
+        let run = fleet::run(&policies, lease, &instances);
+        prop_assert_eq!(run.max_lease, budgeted_max_lease(&policies, lease.budget_percent));
+        prop_assert!(run.most_held <= run.max_lease, "{} held, M = {}", run.most_held, run.max_lease);
+        let outcome = fleet::bound::check(
+            &policies,
+            &run.admitted,
+            instances.len() as u64,
+            run.max_lease,
+            lease.lifetime_us,
+        );
+        prop_assert!(outcome.is_ok(), "{}", outcome.unwrap_err());
+    }
+}
+
+/// The maximum lease by default: the over-admission budget's share (1% by
+/// default) of the smallest limit, at least one unit; a maximum lease set
+/// replaces it.
+#[test]
+fn the_default_maximum_lease_is_the_budgets_share_of_the_smallest_limit() {
+    let leased = |policies: &str, budget_percent: Option<f64>| {
+        let policies: Policies = policies.parse().unwrap();
+        let builder = Leased::builder(MemoryLimiter::new(policies));
+        match budget_percent {
+            Some(percent) => builder.over_admission_budget(percent).build(),
+            None => builder.build(),
+        }
+    };
+    let max_lease = |policies, budget_percent| leased(policies, budget_percent).max_lease();
+    assert_eq!(max_lease("token-bucket:10000/1s", None), 100);
+    assert_eq!(
+        max_lease("sliding-log:5000/1s;sliding-log:100000/1m", None),
+        50
+    );
+    assert_eq!(
+        max_lease("sliding-log:150/1s", None),
+        1,
+        "at least one unit"
+    );
+    assert_eq!(max_lease("token-bucket:10000/1s", Some(0.25)), 25);
+    assert_eq!(max_lease("token-bucket:10000/1s", Some(100.0)), 10_000);
+    assert_eq!(max_lease("token-bucket:10000/1s", Some(250.0)), 10_000);
+    assert_eq!(max_lease("token-bucket:10000/1s", Some(f64::NAN)), 1);
+    // The budget in force: M's share of the smallest limit.
+    assert_eq!(
+        leased("token-bucket:10000/1s", None).over_admission_budget(),
+        1.0
+    );
+    assert_eq!(
+        leased("sliding-log:50/1s", None).over_admission_budget(),
+        2.0
+    );
+    let global = MemoryLimiter::new("token-bucket:10000/1s".parse::<Policy>().unwrap());
+    let set = Leased::builder(global)
+        .max_lease(500)
+        .over_admission_budget(0.1)
+        .build();
+    assert_eq!(
+        set.max_lease(),
+        500,
+        "a maximum lease set replaces the budget's"
+    );
+    assert_eq!(set.over_admission_budget(), 5.0);
 }

@@ -78,11 +78,52 @@ fn fleet() -> impl Strategy<Value = (Policies, LeaseOptions, Vec<Instance>)> {
                 (12 * shortest..=24 * shortest).prop_map(move |lifetime_us| LeaseOptions {
                     lifetime_us,
                     min_lease: 1,
-                    max_lease,
+                    max_lease: Some(max_lease),
+                    budget_percent: None,
                 }),
                 prop::collection::vec(one, instances as usize),
             )
         })
+}
+
+/// The lifetime of a lease by default, in µs.
+const DEFAULT_LIFETIME_US: u64 = 250_000;
+
+/// As [`fleet`], at the default options but the clock: the maximum lease
+/// is the default over-admission budget's, 1% of a limit of 500 to 3,000
+/// per window (5 to 30 units), and leases live for the default 250 ms,
+/// hundreds of windows.
+fn fleet_at_defaults() -> impl Strategy<Value = (Policies, LeaseOptions, Vec<Instance>)> {
+    (1u64..=3, 5u64..=30, 40u64..=200).prop_flat_map(|(instances, max_lease, window_us)| {
+        let limit = 100 * max_lease;
+        let spare = limit - instances * (max_lease + 1);
+        let shortest = (window_us * instances).div_ceil(spare);
+        let one = (
+            0u64..=3,
+            0u64..=3,
+            shortest..=shortest * 3,
+            0u64..=window_us,
+        )
+            .prop_map(move |(to_us, back_us, period, phase)| Instance {
+                to_us,
+                back_us,
+                refill_percent: 25,
+                requests: (phase..WINDOWS * window_us)
+                    .step_by(period as usize)
+                    .map(|at| (at, 1))
+                    .collect(),
+            });
+        (
+            policies(limit, window_us),
+            Just(LeaseOptions {
+                lifetime_us: DEFAULT_LIFETIME_US,
+                min_lease: 1,
+                max_lease: None,
+                budget_percent: None,
+            }),
+            prop::collection::vec(one, instances as usize),
+        )
+    })
 }
 
 /// Whether the exact limiter admits every request of `instances`, each at
@@ -124,6 +165,28 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn demand_leaving_room_for_the_default_leases_is_never_refused(
+        (policies, lease, instances) in fleet_at_defaults()
+    ) {
+        prop_assert!(exact_admits_all(&policies, &instances), "the demand is within the limit");
+        let run = fleet::run(&policies, lease, &instances);
+        let smallest = policies.iter().map(|policy| policy.limit()).min().unwrap();
+        prop_assert_eq!(run.max_lease, smallest / 100, "1% of the smallest limit");
+        prop_assert!(
+            run.refused.is_empty(),
+            "{} refused, first at {:?}; {} of {} units from leases",
+            run.refused.len(),
+            run.refused.first(),
+            run.leased,
+            run.admitted.len()
+        );
+    }
+}
+
 /// The steady demand above, decided mostly from leases: 3 instances at one
 /// unit every 10 µs (300 per ms) against 400 per ms, leases of up to 8 living 200 µs.
 #[test]
@@ -132,7 +195,8 @@ fn steady_demand_is_decided_from_leases() {
     let lease = LeaseOptions {
         lifetime_us: 200,
         min_lease: 1,
-        max_lease: 8,
+        max_lease: Some(8),
+        budget_percent: None,
     };
     let instances: Vec<Instance> = (0..3)
         .map(|i| Instance {

@@ -89,17 +89,29 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Decide through leases (limiter-lease) on the limiter: most
-    /// decisions in process, and the report shows the most units a key
-    /// admitted in one window beside the exact algorithm's most and the
-    /// bound of docs/spec.md section 8.
+    /// decisions in process. The report shows the lease size reached, the
+    /// share of the admitted from leases and the over-admission budget in
+    /// force (with a warning when leases did not take off), and the most
+    /// units a key admitted in one window beside the exact algorithm's
+    /// most and the bound of docs/spec.md section 8.
     #[arg(long)]
     pub lease: bool,
     /// With --lease: the lease lifetime [default: limiter-lease's].
     #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "lease")]
     pub lease_lifetime: Option<Duration>,
-    /// With --lease: the largest lease, in units [default: limiter-lease's].
+    /// With --lease: the largest lease, in units [default: the
+    /// over-admission budget's].
     #[arg(long, value_name = "UNITS", value_parser = parse_whole_number, requires = "lease")]
     pub lease_max: Option<u64>,
+    /// With --lease: the smallest lease asked on demand, in units
+    /// [default: limiter-lease's, 1].
+    #[arg(long, value_name = "UNITS", value_parser = parse_whole_number, requires = "lease")]
+    pub lease_min: Option<u64>,
+    /// With --lease: the over-admission budget, in percent of the limit
+    /// per instance (0 to 100), which sets the largest lease
+    /// [default: limiter-lease's, 1].
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent, requires = "lease")]
+    pub lease_budget: Option<f64>,
 }
 
 impl BenchArgs {
@@ -108,6 +120,8 @@ impl BenchArgs {
         self.lease.then_some(LeaseOptions {
             lifetime: self.lease_lifetime,
             max_lease: self.lease_max,
+            min_lease: self.lease_min,
+            budget: self.lease_budget,
         })
     }
 }
@@ -136,6 +150,14 @@ impl OnFailure {
 
 fn parse_policies(text: &str) -> Result<Policies, PolicyError> {
     text.parse()
+}
+
+/// `--lease-budget`: a percentage from 0 to 100, decimals allowed.
+fn parse_percent(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(percent) if (0.0..=100.0).contains(&percent) => Ok(percent),
+        _ => Err(format!("{text:?} is not a percentage from 0 to 100")),
+    }
 }
 
 fn parse_run_duration(text: &str) -> Result<Duration, String> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use limiter_core::Policies;
 
 use super::args::BenchArgs;
-use super::lease::LeaseFacts;
+use super::lease::{decisions_per_call, percent, take_off_warning, LeaseFacts};
 use super::phase::Phase;
 use crate::compare::compact_duration;
 use crate::json_string::string;
@@ -26,6 +26,13 @@ pub(super) struct Report<'a> {
 }
 
 impl Report<'_> {
+    /// The warning when the leases did not take off, with `--lease`.
+    fn lease_warning(&self) -> Option<String> {
+        let lease = self.lease.as_ref()?;
+        let t = &self.decisions.tally;
+        take_off_warning(t.decisions(), t.denied, &lease.stats, lease.max_lease)
+    }
+
     fn ratio(&self) -> Option<f64> {
         let ceiling = self.ceiling.as_ref()?.per_second();
         (ceiling > 0.0).then(|| self.decisions.per_second() / ceiling)
@@ -84,10 +91,23 @@ impl Report<'_> {
         if let Some(lease) = &self.lease {
             let _ = writeln!(
                 out,
-                "  leases: lifetime {}, at most {} units; {} of the admitted from leases{}",
+                "  leases: lifetime {}, {} to {} units (over-admission budget {} of the limit \
+                 per instance)",
                 duration(lease.lifetime),
+                lease.min_lease,
                 lease.max_lease,
+                budget(lease.budget_percent),
+            );
+            let _ = writeln!(
+                out,
+                "  {} of the admitted from leases ({}); {} lease requests of {} units on \
+                 average, {} requests decided exactly: {:.1} decisions per call{}",
                 t.leased,
+                percent(t.leased, t.admitted),
+                lease.stats.leases,
+                lease.stats.mean_lease().unwrap_or(0),
+                lease.stats.exact,
+                decisions_per_call(t.decisions(), &lease.stats),
                 lease.redis_calls.map_or_else(String::new, |calls| format!(
                     "; {calls} Redis calls ({:.1} per 1,000 decisions)",
                     per_thousand(calls, t.decisions())
@@ -102,6 +122,9 @@ impl Report<'_> {
                 lease.over_admission(),
                 lease.bound,
             );
+            if let Some(warning) = self.lease_warning() {
+                let _ = writeln!(out, "  warning: {warning}");
+            }
         }
         if let Some(e) = self
             .ceiling
@@ -169,6 +192,24 @@ impl Report<'_> {
                 float(lease.map(|l| l.lifetime.as_secs_f64()), 6),
             ),
             ("lease_max", integer(lease.map(|l| l.max_lease))),
+            ("lease_min", integer(lease.map(|l| l.min_lease))),
+            (
+                "lease_budget_percent",
+                float(lease.map(|l| l.budget_percent), 4),
+            ),
+            ("lease_requests", integer(lease.map(|l| l.stats.leases))),
+            (
+                "mean_lease",
+                integer(lease.and_then(|l| l.stats.mean_lease())),
+            ),
+            ("exact_requests", integer(lease.map(|l| l.stats.exact))),
+            (
+                "decisions_per_call",
+                float(
+                    lease.map(|l| decisions_per_call(t.decisions(), &l.stats)),
+                    2,
+                ),
+            ),
             ("leased_decisions", integer(lease.map(|_| t.leased))),
             ("redis_calls", integer(lease.and_then(|l| l.redis_calls))),
             (
@@ -187,6 +228,10 @@ impl Report<'_> {
                 integer(lease.map(LeaseFacts::over_admission)),
             ),
             ("over_admission_bound", integer(lease.map(|l| l.bound))),
+            (
+                "lease_warning",
+                self.lease_warning().as_deref().map_or_else(null, string),
+            ),
         ]);
         let mut out = String::from("{\n");
         for (i, (name, value)) in fields.iter().enumerate() {
@@ -196,6 +241,11 @@ impl Report<'_> {
         out.push_str("}\n");
         out
     }
+}
+
+/// An over-admission budget in percent: `1%`, `0.25%`.
+fn budget(percent: f64) -> String {
+    format!("{}%", float(Some(percent), 4))
 }
 
 /// `calls` per 1,000 of `decisions`.

@@ -13,7 +13,9 @@ use limiter_redis::{RedisBackend, RedisLimiter};
 
 use super::args::{BenchArgs, OnFailure};
 use super::ceiling::{ceiling, ceiling_key, CeilingClient};
-use super::lease::{bound, exact_most_in_window, fcall_calls, leased, LeaseFacts, WindowCounts};
+use super::lease::{
+    bound, exact_most_in_window, fcall_calls, leased, BenchLeased, LeaseFacts, WindowCounts,
+};
 use super::phase::{phase, Phase, Tally};
 use super::report::Report;
 use crate::backend;
@@ -56,9 +58,7 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<(), Failure> {
                 decisions,
                 ceiling: None,
                 cleanup: None,
-                lease: lease.map(|(lifetime, max_lease)| {
-                    facts(&policy, lifetime, max_lease, counts.as_deref(), None)
-                }),
+                lease: lease.map(|leased| facts(&policy, &leased, counts.as_deref(), None)),
             }
         }
         BackendKind::Redis | BackendKind::RedisCluster => {
@@ -100,9 +100,7 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<(), Failure> {
                 decisions,
                 ceiling: Some(ceiling),
                 cleanup,
-                lease: lease.map(|(lifetime, max_lease)| {
-                    facts(&policy, lifetime, max_lease, counts.as_deref(), redis_calls)
-                }),
+                lease: lease.map(|leased| facts(&policy, &leased, counts.as_deref(), redis_calls)),
             }
         }
     };
@@ -130,30 +128,36 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `exact` behind leases when `--lease` asks for them (with their
-/// lifetime and largest lease), else as it is.
-fn lease(exact: Arc<dyn Limiter>, args: &BenchArgs) -> (Arc<dyn Limiter>, Option<(Duration, u64)>) {
+/// `exact` behind leases when `--lease` asks for them (and the leased
+/// limiter, to read after the run), else as it is.
+fn lease(
+    exact: Arc<dyn Limiter>,
+    args: &BenchArgs,
+) -> (Arc<dyn Limiter>, Option<Arc<BenchLeased>>) {
     match args.lease_options() {
         None => (exact, None),
         Some(options) => {
-            let (leased, lifetime, max_lease) = leased(exact, options);
-            (leased, Some((lifetime, max_lease)))
+            let leased = leased(exact, options);
+            (Arc::clone(&leased) as Arc<dyn Limiter>, Some(leased))
         }
     }
 }
 
-/// What a leased run of `policies` showed.
+/// What a leased run of `policies` through `leased` showed.
 fn facts(
     policies: &Policies,
-    lifetime: Duration,
-    max_lease: u64,
+    leased: &BenchLeased,
     counts: Option<&WindowCounts>,
     redis_calls: Option<u64>,
 ) -> LeaseFacts {
     let first = &policies[0];
+    let max_lease = leased.max_lease();
     LeaseFacts {
-        lifetime,
+        lifetime: leased.lifetime(),
         max_lease,
+        min_lease: leased.min_lease(),
+        budget_percent: leased.over_admission_budget(),
+        stats: leased.stats(),
         most_in_window: counts.map_or(0, WindowCounts::most),
         exact_most: exact_most_in_window(first),
         bound: bound(first, max_lease),

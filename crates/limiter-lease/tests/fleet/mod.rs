@@ -7,7 +7,7 @@ pub(crate) mod bound;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 
 use async_trait::async_trait;
@@ -23,7 +23,10 @@ pub(crate) const KEY: &str = "tenant";
 pub(crate) struct LeaseOptions {
     pub(crate) lifetime_us: u64,
     pub(crate) min_lease: u64,
-    pub(crate) max_lease: u64,
+    /// `None`: the over-admission budget's.
+    pub(crate) max_lease: Option<u64>,
+    /// `None`: the default budget.
+    pub(crate) budget_percent: Option<f64>,
 }
 
 /// One instance: its round trip, its refill threshold and its requests.
@@ -59,6 +62,12 @@ pub(crate) struct Run {
     pub(crate) available: u64,
     /// `M` as the instances applied it (capped by the max cost).
     pub(crate) max_lease: u64,
+    /// Per instance, `(send µs, cost)` of every call to the global
+    /// limiter: lease requests, and requests at their own cost.
+    pub(crate) sent: Vec<Vec<(u64, u64)>>,
+    /// `(instance, arrival µs, source)` of every request, in the order
+    /// answered.
+    pub(crate) sources: Vec<(usize, u64, DecisionSource)>,
 }
 
 /// The global limiter as one instance reaches it: each call waits out the
@@ -69,6 +78,8 @@ struct Delayed {
     clock: ManualClock,
     to_us: u64,
     back_us: u64,
+    /// `(send µs, cost)` of every acquire.
+    sent: Mutex<Vec<(u64, u64)>>,
 }
 
 /// Ready once the manual clock reaches `due_us`.
@@ -106,6 +117,11 @@ impl Limiter for Delayed {
     }
 
     async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
+        {
+            use limiter_core::Clock;
+            let mut sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
+            sent.push((self.clock.now_us(), cost));
+        }
         self.after(self.to_us).await;
         let decided = self.global.try_acquire(key, cost);
         self.after(self.back_us).await;
@@ -123,6 +139,7 @@ impl Limiter for Delayed {
 }
 
 type Pending<'a> = (
+    usize,
     u64,
     u64,
     Pin<Box<dyn Future<Output = Result<Decision, Error>> + Send + 'a>>,
@@ -145,20 +162,27 @@ pub(crate) fn run(policies: &Policies, lease: LeaseOptions, instances: &[Instanc
                 clock: clock.clone(),
                 to_us: instance.to_us,
                 back_us: instance.back_us,
+                sent: Mutex::default(),
             };
-            Leased::builder(delayed)
+            let mut builder = Leased::builder(delayed)
                 .clock(clock.clone())
                 .lifetime(std::time::Duration::from_micros(lease.lifetime_us))
                 .min_lease(lease.min_lease)
-                .max_lease(lease.max_lease)
-                .refill_percent(instance.refill_percent)
-                .build()
+                .refill_percent(instance.refill_percent);
+            if let Some(percent) = lease.budget_percent {
+                builder = builder.over_admission_budget(percent);
+            }
+            if let Some(units) = lease.max_lease {
+                builder = builder.max_lease(units);
+            }
+            builder.build()
         })
         .collect();
     let mut next = vec![0; instances.len()];
     let mut pending: Vec<Pending<'_>> = Vec::new();
     let mut admitted = Vec::new();
     let mut refused = Vec::new();
+    let mut sources = Vec::new();
     let mut from_leases = 0;
     let mut most_held = 0;
     let mut cx = Context::from_waker(Waker::noop());
@@ -170,24 +194,27 @@ pub(crate) fn run(policies: &Policies, lease: LeaseOptions, instances: &[Instanc
                 if at > now {
                     break;
                 }
-                pending.push((at, cost, leased[i].acquire(KEY.as_bytes(), cost)));
+                pending.push((i, at, cost, leased[i].acquire(KEY.as_bytes(), cost)));
                 next[i] += 1;
             }
         }
-        pending.retain_mut(|(at, cost, future)| match future.as_mut().poll(&mut cx) {
-            Poll::Pending => true,
-            Poll::Ready(decided) => {
-                let decision = decided.expect("a valid request");
-                if decision.source == DecisionSource::Lease {
-                    from_leases += *cost;
+        pending.retain_mut(
+            |(i, at, cost, future)| match future.as_mut().poll(&mut cx) {
+                Poll::Pending => true,
+                Poll::Ready(decided) => {
+                    let decision = decided.expect("a valid request");
+                    sources.push((*i, *at, decision.source));
+                    if decision.source == DecisionSource::Lease {
+                        from_leases += *cost;
+                    }
+                    match decision.allowed {
+                        true => admitted.push((decision.time_us, *cost)),
+                        false => refused.push((*at, *cost)),
+                    }
+                    false
                 }
-                match decision.allowed {
-                    true => admitted.push((decision.time_us, *cost)),
-                    false => refused.push((*at, *cost)),
-                }
-                false
-            }
-        });
+            },
+        );
         for instance in &leased {
             most_held = most_held.max(instance.held(KEY.as_bytes()));
         }
@@ -218,5 +245,13 @@ pub(crate) fn run(policies: &Policies, lease: LeaseOptions, instances: &[Instanc
         lapsed,
         available,
         max_lease: leased[0].max_lease(),
+        sent: leased
+            .iter()
+            .map(|instance| {
+                let sent = &instance.inner().sent;
+                sent.lock().unwrap_or_else(PoisonError::into_inner).clone()
+            })
+            .collect(),
+        sources,
     }
 }
