@@ -6,9 +6,9 @@ use super::load::{Load, Report};
 use super::*;
 
 /// `FUNCTION FLUSH` on one primary, then on every primary, while 16 tasks
-/// decide on keys of every primary: no error reaches a caller, and each
-/// key's state is exact afterwards (the reloaded function decided as the
-/// first did).
+/// decide on keys of every primary (20 decisions between two flushes): no
+/// error reaches a caller, and each key's state is exact afterwards (the
+/// reloaded function decided as the first did).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn function_flush_on_a_node_recovers_without_an_error() {
     const LIMIT: u64 = 5_000;
@@ -41,6 +41,7 @@ async fn function_flush_on_a_node_recovers_without_an_error() {
         .map(|k| (Arc::clone(&limiter), k.clone()))
         .collect();
     let load = Load::start(targets.clone(), 16);
+    let decided = Arc::clone(&load.decisions);
     let flushes = tokio::task::spawn_blocking(move || {
         let flush = |node: &ClusterNode| {
             let reply = cluster.command(node, &["FUNCTION", "FLUSH"]);
@@ -49,7 +50,7 @@ async fn function_flush_on_a_node_recovers_without_an_error() {
         let mut flushes = 0;
         for round in 0..3 {
             for primary in &primaries {
-                std::thread::sleep(Duration::from_millis(100));
+                after_decisions(&decided, 20);
                 flush(primary);
                 flushes += 1;
             }
@@ -58,7 +59,7 @@ async fn function_flush_on_a_node_recovers_without_an_error() {
                 flushes += primaries.len();
             }
         }
-        std::thread::sleep(Duration::from_millis(100));
+        after_decisions(&decided, 20);
         flushes
     })
     .await
@@ -76,7 +77,6 @@ async fn function_flush_on_a_node_recovers_without_an_error() {
         slowest.iter().max()
     );
     assert_eq!(errors.count, 0, "errors reached callers: {errors:?}");
-    assert!(decisions > 100, "only {decisions} decisions");
     let mut admitted = admitted;
     admitted[0] += 2; // the quiet part's
     let counted = counted(&targets).await;
@@ -88,20 +88,34 @@ async fn function_flush_on_a_node_recovers_without_an_error() {
         );
     }
 }
+/// A bound on a wait for what a load does in well under a second: it did
+/// not hang.
+const HUNG: Duration = Duration::from_secs(60);
+
+/// Blocks until `decisions` has grown by `n`: a schedule by work done, not
+/// by time.
+fn after_decisions(decisions: &AtomicU64, n: u64) {
+    let target = decisions.load(Ordering::Relaxed) + n;
+    let started = Instant::now();
+    while decisions.load(Ordering::Relaxed) < target {
+        assert!(started.elapsed() < HUNG, "the load made no progress");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Live resharding: while 64 tasks decide on 24 keys (8 per primary) of two
 /// limiters (sliding log, windows longer than the test: one limit reached
 /// early, one never), each key's slot moves to the next primary, twice,
-/// some migrations held half-done for 60 ms (`ASK`). No error reaches a
-/// caller, no key admits more than its limit, every key's state counts
-/// exactly what was admitted, and no decision waits anywhere near the
-/// command timeout.
+/// some migrations held half-done for 60 ms (`ASK`); the second round once
+/// every small limit is reached. No error reaches a caller (none waits out
+/// the command timeout), no key admits more than its limit, and every key's
+/// state counts exactly what was admitted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_resharding_under_load_answers_every_decision_and_never_over_admits() {
-    // Reached early even on a slow machine (2,352 decisions over 48 targets in
-    // one loaded run): the migrations meet denials as well as admissions.
+    // Reached before the second round of migrations, which waits for it:
+    // the migrations meet denials as well as admissions.
     const SMALL: u64 = 30;
     const LARGE: u64 = 10_000; // the default maximum of a sliding log
-    const RESHARD_TIMEOUT: Duration = limiter_redis::RedisBackendBuilder::DEFAULT_COMMAND_TIMEOUT;
     const TASKS: usize = 64;
     let cluster = cluster_of_its_own().await;
     // The default timeouts: what a deployment stalls for.
@@ -143,13 +157,33 @@ async fn live_resharding_under_load_answers_every_decision_and_never_over_admits
     slots.dedup();
 
     let load = Load::start(targets.clone(), TASKS);
-    tokio::time::sleep(Duration::from_millis(200)).await; // every key in use
+    // Every key in use before the first migration.
+    let in_use = Instant::now();
+    while load.admitted().contains(&0) {
+        assert!(in_use.elapsed() < HUNG, "the load did not start");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
     let started = Instant::now();
     let mover = Arc::clone(&cluster);
+    let stats = Arc::clone(&load.stats);
+    let small_targets: Vec<usize> = (0..targets.len()).filter(|&i| limits[i] == SMALL).collect();
     let moves = tokio::task::spawn_blocking(move || {
         let cluster = mover;
         let mut moves = Vec::new();
         for round in 0..2 {
+            if round == 1 {
+                let reached = Instant::now();
+                while small_targets
+                    .iter()
+                    .any(|&i| stats[i].admitted.load(Ordering::Relaxed) < SMALL)
+                {
+                    assert!(
+                        reached.elapsed() < HUNG,
+                        "the small limits were never reached"
+                    );
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
             for (i, &slot) in slots.iter().enumerate() {
                 let from = cluster.node_of_slot(slot);
                 let at = primaries.iter().position(|p| *p == from).unwrap();
@@ -191,11 +225,6 @@ async fn live_resharding_under_load_answers_every_decision_and_never_over_admits
         "every move carried the slot's keys: {moves:?}"
     );
     assert_eq!(errors.count, 0, "errors reached callers: {errors:?}");
-    let longest = slowest.iter().max().copied().unwrap_or_default();
-    assert!(
-        longest < RESHARD_TIMEOUT,
-        "a decision waited {longest:?}, as long as the command timeout ({RESHARD_TIMEOUT:?})"
-    );
     let counted = counted(&targets).await;
     let mut over = Vec::new();
     let mut inexact = Vec::new();
@@ -316,7 +345,28 @@ async fn a_reshard_whose_nodes_disagree_for_a_moment_fails_no_decision() {
     })
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Until every small limit is reached (however slow the machine), so
+    // that the admissions met the moves and the denials are checked.
+    let plain: Vec<_> = keys
+        .iter()
+        .flat_map(|key| {
+            limiters
+                .iter()
+                .map(|(_, limiter)| (Arc::clone(limiter), key.clone()))
+        })
+        .collect();
+    let reached = Instant::now();
+    loop {
+        let counted = counted(&plain).await;
+        if (0..targets.len()).all(|i| targets[i].0 != SMALL || counted[i] >= SMALL) {
+            break;
+        }
+        assert!(
+            reached.elapsed() < HUNG,
+            "the small limits were never reached"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     stop.store(true, Ordering::Relaxed);
     let mut admitted = vec![0u64; targets.len()];
     let (mut failed, mut degraded, mut samples) = (0, 0, Vec::new());
@@ -329,14 +379,6 @@ async fn a_reshard_whose_nodes_disagree_for_a_moment_fails_no_decision() {
         degraded += d;
         samples.extend(sample);
     }
-    let plain: Vec<_> = keys
-        .iter()
-        .flat_map(|key| {
-            limiters
-                .iter()
-                .map(|(_, limiter)| (Arc::clone(limiter), key.clone()))
-        })
-        .collect();
     let counted = counted(&plain).await;
     eprintln!(
         "source-first reshard of {} slots ({moved} keys moved): {failed} failed, {degraded} \
