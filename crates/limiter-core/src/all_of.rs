@@ -149,6 +149,11 @@ impl SetState {
         }
     }
 
+    /// The state of these parts, one per policy of the set, in its order.
+    pub(crate) fn from_parts(parts: Box<[KeyState]>) -> Self {
+        Self { parts }
+    }
+
     /// Each part's state, in the set's order.
     pub fn parts(&self) -> &[KeyState] {
         &self.parts

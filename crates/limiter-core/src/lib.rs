@@ -43,6 +43,7 @@ mod limiter;
 mod overloaded;
 mod policies;
 mod policy;
+mod policy_change;
 mod policy_text;
 mod rate;
 #[cfg(feature = "trace")]
