@@ -296,7 +296,7 @@ proptest! {
         }
     }
 
-    /// A policy changed to itself decides every later request as before.
+    /// A policy changed to itself decides every later request as the state it had does.
     #[test]
     fn a_change_to_the_same_policy_changes_no_decision(
         a in any_small_policy(),
