@@ -159,6 +159,20 @@ impl SetState {
         &self.parts
     }
 
+    /// The time (µs since the epoch) this state, as it stands, is back to
+    /// its initial state if nothing arrives: the latest of its parts',
+    /// each its stamp plus the ticks to its reset from there. After an
+    /// admission it is that admission's `time_us + reset_after`; a backend
+    /// may drop the state from then on (docs/spec.md rule 2.5).
+    pub fn reset_at_us(&self, policies: &Policies) -> u64 {
+        self.parts
+            .iter()
+            .zip(policies.iter())
+            .map(|(part, policy)| part.reset_at_us(policy))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Bytes this key's state takes in memory.
     pub fn size_bytes(&self) -> usize {
         self.parts
@@ -212,6 +226,15 @@ impl SetState {
         cost: u64,
     ) -> Result<(Decision, [Option<KeyUpdate>; MAX_PARTS]), Error> {
         evaluate(&self.parts, policies, now_us, cost)
+    }
+}
+
+/// A set of one policy's state.
+impl From<KeyState> for SetState {
+    fn from(state: KeyState) -> Self {
+        Self {
+            parts: Box::new([state]),
+        }
     }
 }
 

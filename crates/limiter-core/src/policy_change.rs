@@ -7,8 +7,7 @@
 
 use crate::algorithm::Algorithm;
 use crate::algorithms::{
-    effective_tick, AlgorithmState, FixedWindow, KeyState, LeakyBucket, SlidingCounter, SlidingLog,
-    TokenBucket,
+    effective_tick, FixedWindow, KeyState, LeakyBucket, SlidingCounter, SlidingLog, TokenBucket,
 };
 use crate::all_of::SetState;
 use crate::policies::Policies;
@@ -64,17 +63,6 @@ impl KeyState {
             _ => None,
         };
         kept.unwrap_or_else(|| carried(to, self.used(from, t), tick_in(from, t, to)))
-    }
-
-    /// Ticks until this state is back to its initial state, at `t_eff`.
-    fn reset_ticks(&self, policy: &Policy, t_eff: u64) -> u64 {
-        match self {
-            Self::FixedWindow(state) => state.reset_as_it_stands(policy, t_eff),
-            Self::SlidingLog(state) => state.reset_as_it_stands(policy, t_eff),
-            Self::SlidingCounter(state) => state.reset_as_it_stands(policy, t_eff),
-            Self::TokenBucket(state) => state.reset_as_it_stands(policy, t_eff),
-            Self::LeakyBucket(state) => state.reset_as_it_stands(policy, t_eff),
-        }
     }
 
     /// The units `policy` counts against this key at tick `t`: its maximum

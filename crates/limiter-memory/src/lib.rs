@@ -76,11 +76,13 @@
 mod builder;
 mod clock;
 mod compact_counter;
+mod generations;
 mod key;
 mod key_cap;
 mod limiter;
 mod map;
 mod memory_bound;
+mod policy_history;
 mod store;
 mod sweep;
 

@@ -39,9 +39,33 @@ impl MemoryLimiter {
     }
 
     /// The policies every key is limited by: one, or a tiered set whose
-    /// parts must all admit a request (docs/spec.md section 7).
+    /// parts must all admit a request (docs/spec.md section 7). Those in
+    /// force now (see [`set_policies`](Self::set_policies)).
     pub fn policies(&self) -> &Policies {
         self.store.policies()
+    }
+
+    /// Puts `policies` in force for every request that begins from now on,
+    /// while the limiter serves: each request is decided entirely under the
+    /// policies in force when it began, and each key keeps what it used
+    /// (docs/spec.md section 9). A key's state is taken over by the new
+    /// policies at its first request under them (a key that sees none
+    /// expires under the old ones), so the change itself touches no key;
+    /// it waits for the requests being decided to finish. A change to the
+    /// policies in force changes nothing.
+    ///
+    /// ```
+    /// use limiter_core::Policy;
+    /// use limiter_memory::MemoryLimiter;
+    ///
+    /// let limiter = MemoryLimiter::new("sliding-log:100/1m".parse::<Policy>()?);
+    /// assert!(limiter.try_acquire(b"client", 90)?.allowed);
+    /// limiter.set_policies("sliding-log:1000/1m".parse::<Policy>()?);
+    /// assert_eq!(limiter.try_peek(b"client", 1)?.remaining, 909); // 910 left
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_policies(&self, policies: impl Into<Policies>) {
+        self.store.set_policies(policies.into());
     }
 
     /// The cap on keys held, if any (see [`MemoryLimiterBuilder::max_keys`](crate::MemoryLimiterBuilder::max_keys)).
