@@ -219,3 +219,14 @@ fn no_request_is_decided_under_a_mix_of_policies() {
     assert_eq!(admitted, 2_000);
     assert_eq!(limiter.len(), 1);
 }
+
+/// The policy-change vectors (docs/spec.md section 6a), replayed with
+/// `set_policies` before each row from which a case changes the policies.
+#[tokio::test]
+async fn the_policy_change_vectors_replay_byte_for_byte() {
+    limiter_test::cases::policy_change_vectors_replay_byte_for_byte(
+        |policies, clock| MemoryLimiter::builder(policies).clock(clock).build(),
+        |limiter, policies| limiter.set_policies(policies),
+    )
+    .await;
+}
