@@ -113,6 +113,32 @@ fn used(policy: &Policy, state: &KeyState, t: u64) -> u64 {
     policy.max_cost() - stands
 }
 
+/// A policy of any algorithm whose tick is 1, 10, 100 or 1,000 µs: a
+/// window of 1 to 40 ticks and a largest number of units from tiny to the
+/// most the tick allows (`4 * U * (W / q) <= 2^53`).
+fn big_policy() -> impl Strategy<Value = Policy> {
+    (
+        prop::sample::select(Algorithm::ALL.to_vec()),
+        0u32..=3,
+        1u64..=40,
+        prop_oneof![1u64..=12, 1u64..=1_000_000, Just(u64::MAX)],
+        prop_oneof![Just(1u64), 1u64..=1_000],
+    )
+        .prop_map(|(algorithm, exp, k, units, slower)| {
+            let tick = 10u64.pow(exp);
+            let top = (1u64 << 51) / k;
+            let units = units.min(top);
+            let window = Duration::from_micros(k * tick);
+            let limit = (units / slower).max(1);
+            let policy = Policy::new(algorithm, Rate::new(limit, window)).unwrap();
+            match algorithm {
+                Algorithm::TokenBucket => policy.with_capacity(units).unwrap(),
+                Algorithm::LeakyBucket => policy.with_queue(units).unwrap(),
+                _ => policy,
+            }
+        })
+}
+
 /// The most `policy` admits within `d <= W` consecutive µs on its own
 /// (docs/spec.md section 4; for a leaky bucket, admissions rather than
 /// departures, bounded as a token bucket's are).
@@ -305,6 +331,44 @@ proptest! {
                 let retry_at = t + decision.retry_after.as_micros() as u64;
                 prop_assert!(after.peek(&b, retry_at, cost).unwrap().allowed);
                 prop_assert!(!after.peek(&b, retry_at - 1, cost).unwrap().allowed);
+            }
+        }
+    }
+
+    /// Policies whose ticks are 1 to 1,000 µs and whose numbers reach the
+    /// exact range's bound (docs/spec.md section 5), changed from one to
+    /// another: no overflow, the units carried (a sliding log's entries may
+    /// round out of a window of another tick: fewer), and the decisions on
+    /// the state taken over exact.
+    #[test]
+    fn a_change_between_ticks_carries_the_units_exactly(
+        a in big_policy(),
+        b in big_policy(),
+        steps in prop::collection::vec((0u64..=1_000, 0u64..=1_000), 1..40),
+        delta in 0u64..=1_000,
+    ) {
+        let mut state = KeyState::fresh(&a);
+        let (per_step, big) = (a.window_us() / 500 + 1, a.max_cost() / 3 + 1);
+        let mut t = 1_000_000_000;
+        for (step, share) in steps {
+            t += step * per_step;
+            let _ = state.acquire(&a, t, 1 + share * big / 1_000);
+        }
+        let t = t + delta * per_step;
+        let changed = state.change_policy(&a, &b, t);
+        let (before, after) = (used(&a, &state, t), used(&b, &changed, t));
+        let carried = before.min(b.max_cost());
+        if a.algorithm() == Algorithm::SlidingLog && b.algorithm() == Algorithm::SlidingLog {
+            prop_assert!(after <= carried, "{} -> {}: {} used, {} counted", a, b, before, after);
+        } else {
+            prop_assert_eq!(after, carried, "{} -> {}: {} used", a, b, before);
+        }
+        for cost in [1, b.max_cost() / 2 + 1, b.max_cost()] {
+            let decision = changed.peek(&b, t, cost).unwrap();
+            if !decision.allowed {
+                let retry_at = t + decision.retry_after.as_micros() as u64;
+                prop_assert!(changed.peek(&b, retry_at, cost).unwrap().allowed);
+                prop_assert!(!changed.peek(&b, retry_at - 1, cost).unwrap().allowed);
             }
         }
     }
