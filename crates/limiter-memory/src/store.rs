@@ -3,7 +3,7 @@
 //! bound on key bytes, the cap on keys, the eviction delay and the sweep's
 //! schedule.
 
-use std::sync::{PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, PoisonError, RwLockReadGuard};
 use std::time::Duration;
 
 use dashmap::mapref::entry::Entry;
@@ -11,7 +11,7 @@ use limiter_core::backend::check_policies;
 use limiter_core::{Decision, Error, Policies};
 
 use crate::clock::ClockSource;
-use crate::generations::{Generation, Generations};
+use crate::generations::{Generation, Generations, InForce};
 use crate::key::{Key, StoredKey};
 use crate::key_cap::KeyCap;
 use crate::map::{with_map, with_single_map, Map, Stored};
@@ -22,12 +22,15 @@ use crate::sweep::{Sweep, Sweeper, MIN_SWEEP_INTERVAL};
 /// The keys' states, decided under each key's shard lock, and dropped
 /// once expired (docs/spec.md rule 2.5).
 pub(crate) struct Store {
-    /// Read-locked for the whole of each request, so that a request is
-    /// decided entirely under the policies in force when it began; a
-    /// change of policies takes it for writing.
-    generations: RwLock<Generations>,
+    /// The keys under the policies in force and earlier ones, read-locked
+    /// for the whole of each request, so that a request is decided
+    /// entirely under the policies in force when it began.
+    generations: InForce,
     /// The policies in force, lent by [`policies`](Self::policies).
     history: PolicyHistory,
+    /// One change of policies at a time, so that the history and the
+    /// generations change in the same order.
+    changing: Mutex<()>,
     /// Read once per request, and by the sweep.
     clock: ClockSource,
     /// A longer key is stored as its digest (see [`StoredKey`]).
@@ -51,7 +54,8 @@ impl Store {
     ) -> Self {
         Self {
             history: PolicyHistory::new(policies.clone()),
-            generations: RwLock::new(Generations::new(Generation::new(policies))),
+            changing: Mutex::new(()),
+            generations: InForce::new(Generations::new(Generation::new(policies))),
             clock,
             max_key_bytes,
             eviction_delay_us,
@@ -68,21 +72,16 @@ impl Store {
     /// is taken over at its next request (docs/spec.md section 9). Waits
     /// for the requests being decided to finish.
     pub(crate) fn set_policies(&self, policies: Policies) {
-        let mut generations = self
-            .generations
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        if generations.change(policies.clone()) {
+        let _one_change_at_a_time = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.generations.change(policies.clone()) {
             self.history.put_in_force(&policies);
         }
     }
 
     /// The generations, for the whole of one request.
     #[inline]
-    fn generations(&self) -> RwLockReadGuard<'_, Generations> {
-        self.generations
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn generations(&self) -> RwLockReadGuard<'_, Arc<Generations>> {
+        self.generations.read()
     }
 
     pub(crate) fn clock(&self) -> &ClockSource {
@@ -118,7 +117,7 @@ impl Store {
     #[inline]
     pub(crate) fn try_acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         let generations = self.generations();
-        let gens = &*generations;
+        let gens: &Generations = &generations;
         with_single_map!(&gens.current.keys,
             map => self.try_acquire_in(gens, map, key, cost),
             set => self.try_acquire_in(gens, set, key, cost)
@@ -129,7 +128,7 @@ impl Store {
     #[inline]
     pub(crate) fn try_acquire_allowed(&self, key: &[u8], cost: u64) -> Result<bool, Error> {
         let generations = self.generations();
-        let gens = &*generations;
+        let gens: &Generations = &generations;
         let now_us = self.clock.now_us();
         with_map!(&gens.current.keys, map => self.acquire_allowed_in(gens, map, key, now_us, cost))
     }
@@ -137,7 +136,7 @@ impl Store {
     /// What [`try_acquire`](Self::try_acquire) would decide now, writing nothing.
     pub(crate) fn try_peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         let generations = self.generations();
-        let gens = &*generations;
+        let gens: &Generations = &generations;
         let now_us = self.clock.now_us();
         with_single_map!(&gens.current.keys,
             map => self.peek_in(gens, map, key, now_us, cost),
