@@ -154,6 +154,11 @@ impl SetState {
         Self { parts }
     }
 
+    /// Each part's state, to change them together.
+    pub(crate) fn parts_mut(&mut self) -> &mut [KeyState] {
+        &mut self.parts
+    }
+
     /// Each part's state, in the set's order.
     pub fn parts(&self) -> &[KeyState] {
         &self.parts

@@ -33,6 +33,7 @@ mod algorithms;
 mod all_of;
 pub mod backend;
 mod backend_failure;
+mod charge;
 mod clock;
 mod decision;
 mod divisor;

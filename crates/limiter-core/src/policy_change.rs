@@ -10,6 +10,7 @@ use crate::algorithms::{
     effective_tick, FixedWindow, KeyState, LeakyBucket, SlidingCounter, SlidingLog, TokenBucket,
 };
 use crate::all_of::SetState;
+use crate::charge::{newest_units, rolled};
 use crate::policies::Policies;
 use crate::policy::{Policy, EXACT_LIMIT};
 
@@ -147,19 +148,6 @@ fn tick_in(from: &Policy, t: u64, to: &Policy) -> u64 {
     ((t + 1) * from.tick_us() - 1) / to.tick_us()
 }
 
-/// A sliding counter's `(previous, current)` counts rolled forward to tick
-/// `t` (docs/spec.md section 3).
-fn rolled(counter: &SlidingCounter, w: u64, t: u64) -> (u64, u64) {
-    let window_start = t - t % w;
-    if window_start == counter.window_start() {
-        (counter.previous(), counter.current())
-    } else if window_start == counter.window_start() + w {
-        (counter.current(), 0)
-    } else {
-        (0, 0)
-    }
-}
-
 /// A token bucket's level (tokens times the window) at tick `t`, refilled.
 fn tokens(bucket: &TokenBucket, policy: &Policy, t: u64) -> u64 {
     let full = policy.max_cost() * policy.window_ticks();
@@ -183,17 +171,7 @@ fn kept_log(log: &SlidingLog, from: &Policy, t: u64, to: &Policy) -> SlidingLog 
         .in_window(from, t)
         .map(|(ts, units)| (tick_in(from, ts, to), units))
         .collect();
-    let mut room = to.limit();
-    let mut newest_first = Vec::with_capacity(entries.len());
-    for (ts, units) in entries.into_iter().rev() {
-        if room == 0 {
-            break;
-        }
-        let kept = units.min(room);
-        room -= kept;
-        newest_first.push((ts, kept));
-    }
-    SlidingLog::from_entries(newest_first.into_iter().rev())
+    SlidingLog::from_entries(newest_units(&entries, to.limit()))
 }
 
 /// A sliding counter's counts at tick `t`, kept as they are when both fit
