@@ -172,6 +172,34 @@ impl MemoryLimiter {
         self.store.try_peek(key, cost)
     }
 
+    /// Counts `units` against `key` now, after the fact: what a response
+    /// turned out to use beyond what its request was admitted for (tokens
+    /// generated, bytes sent). Never refused, whatever the key has left: a
+    /// window algorithm counts them in the current window up to its limit,
+    /// a bucket goes into debt (at most one full bucket) and refuses every
+    /// request until its rate has paid it back (docs/spec.md section 10).
+    ///
+    /// ```
+    /// use limiter_core::Policy;
+    /// use limiter_memory::MemoryLimiter;
+    ///
+    /// let tokens = MemoryLimiter::new("token-bucket:1000/1m".parse::<Policy>()?);
+    /// assert!(tokens.try_acquire(b"client", 100)?.allowed); // an estimate
+    /// tokens.charge(b"client", 1_400)?; // the response used 1,500
+    /// assert!(!tokens.try_peek(b"client", 1)?.allowed); // 500 owed
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ZeroCost`] for 0 units and [`Error::TimeOutOfRange`], which
+    /// change nothing; [`Error::Backend`] wrapping
+    /// [`KeyLimitReached`](crate::KeyLimitReached) for a key not held when
+    /// [`max_keys`](crate::MemoryLimiterBuilder::max_keys) keys are.
+    pub fn charge(&self, key: &[u8], units: u64) -> Result<(), Error> {
+        self.store.charge(key, units)
+    }
+
     /// Drops `key`'s state, so it starts again with a full quota; returns
     /// whether it was held. The synchronous form of [`Limiter::reset`].
     pub fn remove(&self, key: &[u8]) -> bool {

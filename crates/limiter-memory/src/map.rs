@@ -143,6 +143,10 @@ pub(crate) trait Stored: Send + Sync + Sized + 'static {
     /// keys are stored, so there is a last admission.
     fn reset_time_us(&self, rules: &Rules) -> u64;
 
+    /// Counts `units` after the fact (docs/spec.md section 10), for a time
+    /// [`check`](Self::check) passed.
+    fn charge(&mut self, rules: &Rules, now_us: u64, units: u64);
+
     /// This state as the core's [`SetState`] under the rules it was made
     /// under: what a change of policies takes over (docs/spec.md section 9).
     fn to_set(&self, rules: &Rules) -> SetState;
@@ -217,6 +221,15 @@ where
         stamp
             .saturating_add(self.reset_as_it_stands(policy, stamp))
             .saturating_mul(policy.tick_us())
+    }
+
+    /// The core's charge on the state as a [`KeyState`] (a charge is rare
+    /// beside decisions: the copy is no concern).
+    fn charge(&mut self, rules: &Rules, now_us: u64, units: u64) {
+        let mut state: KeyState = self.clone().into();
+        if state.charge(&rules.first, now_us, units).is_ok() {
+            *self = Self::from_set(SetState::from(state), rules);
+        }
     }
 
     fn to_set(&self, _: &Rules) -> SetState {
@@ -294,6 +307,12 @@ impl Stored for Tiered {
 
     fn reset_time_us(&self, _: &Rules) -> u64 {
         self.reset_time_us
+    }
+
+    fn charge(&mut self, rules: &Rules, now_us: u64, units: u64) {
+        if self.set.charge(&rules.policies, now_us, units).is_ok() {
+            self.reset_time_us = self.set.reset_at_us(&rules.policies);
+        }
     }
 
     fn to_set(&self, _: &Rules) -> SetState {

@@ -144,6 +144,59 @@ impl Store {
         )
     }
 
+    /// Counts `units` against `key` now, after the fact (docs/spec.md
+    /// section 10). A key not held is taken over from earlier policies or
+    /// stored fresh, then charged.
+    pub(crate) fn charge(&self, key: &[u8], units: u64) -> Result<(), Error> {
+        let generations = self.generations();
+        let gens: &Generations = &generations;
+        let now_us = self.clock.now_us();
+        // The checks of a charge (docs/spec.md section 10), before any lock.
+        check_policies(&gens.current.rules.policies, now_us, 1)?;
+        if units == 0 {
+            return Err(Error::ZeroCost);
+        }
+        with_map!(&gens.current.keys, map => self.charge_in(gens, map, key, now_us, units))
+    }
+
+    /// [`charge`](Self::charge) in the current map.
+    fn charge_in<S: Stored>(
+        &self,
+        gens: &Generations,
+        map: &Map<S>,
+        key: &[u8],
+        now_us: u64,
+        units: u64,
+    ) -> Result<(), Error> {
+        let (current, rules) = (&gens.current, &gens.current.rules);
+        let key = self.stored_key(key);
+        if let Some(mut state) = map.get_mut(key.as_bytes()) {
+            // A later eviction time keeps the sweeper's bounds lower bounds.
+            state.charge(rules, now_us, units);
+            return Ok(());
+        }
+        let vacant = match map.entry(Key::new(key.as_bytes())) {
+            Entry::Occupied(mut held) => {
+                held.get_mut().charge(rules, now_us, units);
+                return Ok(());
+            }
+            Entry::Vacant(vacant) => vacant,
+        };
+        let mut state = match gens.take_over::<S>(key.as_bytes(), now_us) {
+            Some(state) => state,
+            None if self.keys_held.try_reserve() => S::fresh(rules),
+            None => {
+                self.sweeper.note_refused();
+                return Err(self.keys_held.refusal());
+            }
+        };
+        state.charge(rules, now_us, units);
+        let evict_at = self.evict_at(current, &state);
+        drop(vacant.insert(state));
+        self.sweeper.note_evict_at(evict_at);
+        Ok(())
+    }
+
     /// Drops `key`'s state, under the policies in force or earlier ones;
     /// returns whether it was held.
     pub(crate) fn remove(&self, key: &[u8]) -> bool {
