@@ -85,8 +85,9 @@ impl MemoryLimiter {
         self.store.eviction_delay()
     }
 
-    /// The most bytes one key holds under the policies in force, all
-    /// counted: its share of the hash
+    /// The most bytes one key holds under the policies in force (and
+    /// earlier ones, while keys made under them are held), all counted:
+    /// its share of the hash
     /// table, its bytes on the heap (at most
     /// [`max_key_bytes`](Self::max_key_bytes), or a 33-byte digest of a
     /// longer key; a key up to 22 bytes is held in the entry) and its

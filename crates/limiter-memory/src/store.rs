@@ -106,11 +106,15 @@ impl Store {
     }
 
     /// The most bytes one key holds (see `memory_bound.rs`).
+    /// Under the policies in force and any earlier ones still holding keys
+    /// (a key taken over holds the new policies' state).
     pub(crate) fn max_bytes_per_key(&self) -> usize {
         let generations = self.generations();
-        let current = &generations.current;
-        let entry = with_map!(&current.keys, map => entry_bytes(map));
-        max_bytes_per_key(entry, self.max_key_bytes, &current.rules.policies)
+        let per_key = |generation: &Generation| {
+            let entry = with_map!(&generation.keys, map => entry_bytes(map));
+            max_bytes_per_key(entry, self.max_key_bytes, &generation.rules.policies)
+        };
+        generations.all().map(per_key).max().unwrap_or(0)
     }
 
     /// Decides a request on `key` now and commits it if admitted.

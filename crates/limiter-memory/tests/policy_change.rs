@@ -230,3 +230,23 @@ async fn the_policy_change_vectors_replay_byte_for_byte() {
     )
     .await;
 }
+
+/// The bound on bytes per key covers the keys still held under earlier
+/// policies: a log of 1,000 entries stays held after a change to a fixed
+/// window, until it is taken over or expires.
+#[test]
+fn the_bytes_per_key_bound_covers_keys_of_earlier_policies() {
+    let clock = ManualClock::new(T0);
+    let log = Policy::sliding_log(Rate::per_minute(1_000)).unwrap();
+    let window = Policy::fixed_window(Rate::per_minute(1_000)).unwrap();
+    let limiter = limiter(log.clone(), &clock);
+    let bound_of = |policy: &Policy| MemoryLimiter::new(policy.clone()).max_bytes_per_key();
+    assert!(limiter.try_acquire(b"client", 1).unwrap().allowed);
+    limiter.set_policies(window.clone());
+    assert_eq!(limiter.max_bytes_per_key(), bound_of(&log));
+    assert!(limiter.try_acquire(b"client", 1).unwrap().allowed);
+    clock.advance(Duration::from_secs(1));
+    limiter.set_policies(log);
+    limiter.set_policies(window.clone());
+    assert_eq!(limiter.max_bytes_per_key(), bound_of(&window));
+}
