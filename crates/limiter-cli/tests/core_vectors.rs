@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
 
-use limiter_core::backend::KeyState;
+use limiter_core::backend::{KeyState, SetState};
 use limiter_core::trace::{decision_row, TraceReader, DECISION_HEADER};
-use limiter_core::{parse_duration, Policy, Rate};
+use limiter_core::{parse_duration, Policies, Policy, Rate};
 
 fn vectors_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vectors")
@@ -59,4 +59,48 @@ fn core_reproduces_every_shared_vector_byte_for_byte() {
         checked += 1;
     }
     assert_eq!(checked, 32);
+}
+
+/// Every policy-change vector (docs/spec.md sections 6a and 9) through the
+/// core's rule: each key's state is taken over by the policies in force at
+/// its first request after a change, and stored whatever the decision.
+#[test]
+fn core_reproduces_every_policy_change_vector_byte_for_byte() {
+    let cases = limiter_test::cases::policy_change_cases();
+    for case in &cases {
+        let mut keys: HashMap<String, (SetState, Policies)> = HashMap::new();
+        let mut out = format!("{DECISION_HEADER}\n");
+        for (row, request) in TraceReader::new(case.trace.as_bytes()).enumerate() {
+            let request = request.expect("vector traces are well formed");
+            let policies = case.policies_at(row);
+            let (state, made_under) = keys
+                .remove(&request.key)
+                .unwrap_or_else(|| (SetState::fresh(policies), policies.clone()));
+            let mut taken_over = if made_under == *policies {
+                state.clone()
+            } else {
+                state.change_policies(&made_under, policies, request.time_us)
+            };
+            let decision = taken_over
+                .acquire(policies, request.time_us, request.cost)
+                .ok();
+            // An error is no decision, and takes nothing over.
+            let kept = match decision {
+                Some(_) => (taken_over, policies.clone()),
+                None => (state, made_under),
+            };
+            keys.insert(request.key.clone(), kept);
+            out.push_str(&decision_row(&request, decision.as_ref()));
+            out.push('\n');
+        }
+        if out != case.expected {
+            let first = out
+                .lines()
+                .zip(case.expected.lines())
+                .find(|(a, e)| a != e)
+                .map(|(a, e)| format!("got      {a}\nexpected {e}"));
+            panic!("case {} differs:\n{}", case.name, first.unwrap_or_default());
+        }
+    }
+    assert_eq!(cases.len(), 30);
 }

@@ -149,9 +149,33 @@ impl SetState {
         }
     }
 
+    /// The state of these parts, one per policy of the set, in its order.
+    pub(crate) fn from_parts(parts: Box<[KeyState]>) -> Self {
+        Self { parts }
+    }
+
+    /// Each part's state, to change them together.
+    pub(crate) fn parts_mut(&mut self) -> &mut [KeyState] {
+        &mut self.parts
+    }
+
     /// Each part's state, in the set's order.
     pub fn parts(&self) -> &[KeyState] {
         &self.parts
+    }
+
+    /// The time (µs since the epoch) this state, as it stands, is back to
+    /// its initial state if nothing arrives: the latest of its parts',
+    /// each its stamp plus the ticks to its reset from there. After an
+    /// admission it is that admission's `time_us + reset_after`; a backend
+    /// may drop the state from then on (docs/spec.md rule 2.5).
+    pub fn reset_at_us(&self, policies: &Policies) -> u64 {
+        self.parts
+            .iter()
+            .zip(policies.iter())
+            .map(|(part, policy)| part.reset_at_us(policy))
+            .max()
+            .unwrap_or(0)
     }
 
     /// Bytes this key's state takes in memory.
@@ -207,6 +231,15 @@ impl SetState {
         cost: u64,
     ) -> Result<(Decision, [Option<KeyUpdate>; MAX_PARTS]), Error> {
         evaluate(&self.parts, policies, now_us, cost)
+    }
+}
+
+/// A set of one policy's state.
+impl From<KeyState> for SetState {
+    fn from(state: KeyState) -> Self {
+        Self {
+            parts: Box::new([state]),
+        }
     }
 }
 

@@ -41,6 +41,14 @@
 //!   [`Error::InvalidConfig`](crate::Error::InvalidConfig). Fail-open,
 //!   fail-closed and fallback are not the backend's business: users wrap it
 //!   in [`Resilient`](crate::Resilient).
+//! - **A change of policy** keeps what each key used (docs/spec.md
+//!   section 9): a key's state is taken over by
+//!   [`KeyState::change_policy`] (a set's by
+//!   [`SetState::change_policies`]) at the first request decided under
+//!   the new policy, and stored whatever that request's decision. A
+//!   backend that keeps state across a change names it without the
+//!   numbers and stores beside it the [fingerprint](crate::Policies::fingerprint)
+//!   of the set it was made under.
 //! - **Per-algorithm code outside this crate** (a script per algorithm, a
 //!   key suffix) goes in a [`PerAlgorithm`] table, never in a `match` on
 //!   [`Algorithm`] (which is `#[non_exhaustive]`): a new

@@ -79,6 +79,30 @@ impl Policies {
         }
     }
 
+    /// A 64-bit digest of the set's numbers (FNV-1a of its text form, which
+    /// is one string per set): what a backend stores beside a key's state,
+    /// so that a state made under other numbers is converted before it
+    /// decides (docs/spec.md section 9). Equal sets have equal
+    /// fingerprints; the digest of a set is fixed, so stored fingerprints
+    /// stay valid across versions.
+    ///
+    /// ```
+    /// use limiter_core::Policies;
+    ///
+    /// let free: Policies = "sliding-log:100/1m".parse()?;
+    /// let pro: Policies = "sliding-log:1000/1m".parse()?;
+    /// assert_ne!(free.fingerprint(), pro.fingerprint());
+    /// assert_eq!(free.fingerprint(), "sliding-log:100/60s".parse::<Policies>()?.fingerprint());
+    /// # Ok::<(), limiter_core::PolicyError>(())
+    /// ```
+    pub fn fingerprint(&self) -> u64 {
+        const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+        const PRIME: u64 = 0x0100_0000_01b3;
+        self.to_string().bytes().fold(OFFSET, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(PRIME)
+        })
+    }
+
     /// The most one request may cost: the smallest of the parts' max costs.
     /// A larger cost is an error (docs/spec.md rule 2.2 and section 7).
     #[inline]

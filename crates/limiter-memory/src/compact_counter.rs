@@ -1,7 +1,7 @@
 //! [`CompactCounter`]: the sliding counter's state in 16 bytes, for limits
 //! that fit in 32 bits.
 
-use limiter_core::backend::{AlgorithmState, SlidingCounter, TickDecision};
+use limiter_core::backend::{AlgorithmState, KeyState, SlidingCounter, TickDecision};
 use limiter_core::{Algorithm, Policy};
 
 /// A sliding counter's state `(T_s, prev, curr)` with the two counts in 32
@@ -47,6 +47,21 @@ impl CompactCounter {
             previous: count(state.previous()),
             current: count(state.current()),
         }
+    }
+}
+
+impl From<CompactCounter> for KeyState {
+    fn from(state: CompactCounter) -> Self {
+        Self::SlidingCounter(state.wide())
+    }
+}
+
+impl TryFrom<KeyState> for CompactCounter {
+    type Error = KeyState;
+
+    /// A sliding counter's state under a policy that [`fits`](Self::fits).
+    fn try_from(state: KeyState) -> Result<Self, KeyState> {
+        SlidingCounter::try_from(state).map(Self::narrow)
     }
 }
 

@@ -28,6 +28,16 @@
 //! before the key's last admission is decided at that admission's time
 //! (docs/spec.md rule 2.3).
 //!
+//! # Changing the policies while serving
+//!
+//! [`MemoryLimiter::set_policies`] puts other policies in force (another
+//! plan, an edited limit) without a fresh budget for every key: each key
+//! keeps what it used, by the core's rule (docs/spec.md section 9), taken
+//! over at its first request under the new policies. Every request is
+//! decided entirely under the policies in force when it began: it holds a
+//! read lock of its thread's (one of sixteen, each on its own cache line)
+//! for its whole decision, and a change takes them all for writing.
+//!
 //! # Memory
 //!
 //! A key's state tells when it will be back to its initial state (its last
@@ -75,11 +85,13 @@
 
 mod builder;
 mod compact_counter;
+mod generations;
 mod key;
 mod key_cap;
 mod limiter;
 mod map;
 mod memory_bound;
+mod policy_history;
 mod store;
 mod sweep;
 

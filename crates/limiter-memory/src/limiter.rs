@@ -39,9 +39,33 @@ impl MemoryLimiter {
     }
 
     /// The policies every key is limited by: one, or a tiered set whose
-    /// parts must all admit a request (docs/spec.md section 7).
+    /// parts must all admit a request (docs/spec.md section 7). Those in
+    /// force now (see [`set_policies`](Self::set_policies)).
     pub fn policies(&self) -> &Policies {
         self.store.policies()
+    }
+
+    /// Puts `policies` in force for every request that begins from now on,
+    /// while the limiter serves: each request is decided entirely under the
+    /// policies in force when it began, and each key keeps what it used
+    /// (docs/spec.md section 9). A key's state is taken over by the new
+    /// policies at its first request under them (a key that sees none
+    /// expires under the old ones), so the change itself touches no key;
+    /// it waits for the requests being decided to finish. A change to the
+    /// policies in force changes nothing.
+    ///
+    /// ```
+    /// use limiter_core::Policy;
+    /// use limiter_memory::MemoryLimiter;
+    ///
+    /// let limiter = MemoryLimiter::new("sliding-log:100/1m".parse::<Policy>()?);
+    /// assert!(limiter.try_acquire(b"client", 90)?.allowed);
+    /// limiter.set_policies("sliding-log:1000/1m".parse::<Policy>()?);
+    /// assert_eq!(limiter.try_peek(b"client", 1)?.remaining, 909); // 910 left
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_policies(&self, policies: impl Into<Policies>) {
+        self.store.set_policies(policies.into());
     }
 
     /// The cap on keys held, if any (see [`MemoryLimiterBuilder::max_keys`](crate::MemoryLimiterBuilder::max_keys)).
@@ -61,7 +85,9 @@ impl MemoryLimiter {
         self.store.eviction_delay()
     }
 
-    /// The most bytes one key holds, all counted: its share of the hash
+    /// The most bytes one key holds under the policies in force (and
+    /// earlier ones, while keys made under them are held), all counted:
+    /// its share of the hash
     /// table, its bytes on the heap (at most
     /// [`max_key_bytes`](Self::max_key_bytes), or a 33-byte digest of a
     /// longer key; a key up to 22 bytes is held in the entry) and its
@@ -145,6 +171,34 @@ impl MemoryLimiter {
     /// error: a peek stores nothing.
     pub fn try_peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         self.store.try_peek(key, cost)
+    }
+
+    /// Counts `units` against `key` now, after the fact: what a response
+    /// turned out to use beyond what its request was admitted for (tokens
+    /// generated, bytes sent). Never refused, whatever the key has left: a
+    /// window algorithm counts them in the current window up to its limit,
+    /// a bucket goes into debt (at most one full bucket) and refuses every
+    /// request until its rate has paid it back (docs/spec.md section 10).
+    ///
+    /// ```
+    /// use limiter_core::Policy;
+    /// use limiter_memory::MemoryLimiter;
+    ///
+    /// let tokens = MemoryLimiter::new("token-bucket:1000/1m".parse::<Policy>()?);
+    /// assert!(tokens.try_acquire(b"client", 100)?.allowed); // an estimate
+    /// tokens.charge(b"client", 1_400)?; // the response used 1,500
+    /// assert!(!tokens.try_peek(b"client", 1)?.allowed); // 500 owed
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ZeroCost`] for 0 units and [`Error::TimeOutOfRange`], which
+    /// change nothing; [`Error::Backend`] wrapping
+    /// [`KeyLimitReached`](crate::KeyLimitReached) for a key not held when
+    /// [`max_keys`](crate::MemoryLimiterBuilder::max_keys) keys are.
+    pub fn charge(&self, key: &[u8], units: u64) -> Result<(), Error> {
+        self.store.charge(key, units)
     }
 
     /// Drops `key`'s state, so it starts again with a full quota; returns

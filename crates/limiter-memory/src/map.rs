@@ -4,7 +4,7 @@
 
 use dashmap::DashMap;
 use limiter_core::backend::{
-    check_request, effective_tick, AlgorithmState, ForAlgorithm, SetState, StateFamily,
+    check_request, effective_tick, AlgorithmState, ForAlgorithm, KeyState, SetState, StateFamily,
     TickDecision,
 };
 use limiter_core::{Decision, Error, Policies, Policy};
@@ -142,9 +142,23 @@ pub(crate) trait Stored: Send + Sync + Sized + 'static {
     /// reset_after` (under a set, the latest of its parts'). Only admitted
     /// keys are stored, so there is a last admission.
     fn reset_time_us(&self, rules: &Rules) -> u64;
+
+    /// Counts `units` after the fact (docs/spec.md section 10), for a time
+    /// [`check`](Self::check) passed.
+    fn charge(&mut self, rules: &Rules, now_us: u64, units: u64);
+
+    /// This state as the core's [`SetState`] under the rules it was made
+    /// under: what a change of policies takes over (docs/spec.md section 9).
+    fn to_set(&self, rules: &Rules) -> SetState;
+
+    /// The state `set`, made for `rules`, as stored.
+    fn from_set(set: SetState, rules: &Rules) -> Self;
 }
 
-impl<S: AlgorithmState> Stored for S {
+impl<S> Stored for S
+where
+    S: AlgorithmState + Into<KeyState> + TryFrom<KeyState>,
+{
     #[inline]
     fn fresh(rules: &Rules) -> Self {
         S::fresh(&rules.first)
@@ -208,6 +222,30 @@ impl<S: AlgorithmState> Stored for S {
             .saturating_add(self.reset_as_it_stands(policy, stamp))
             .saturating_mul(policy.tick_us())
     }
+
+    /// The core's charge on the state as a [`KeyState`] (a charge is rare
+    /// beside decisions: the copy is no concern).
+    fn charge(&mut self, rules: &Rules, now_us: u64, units: u64) {
+        let mut state: KeyState = self.clone().into();
+        if state.charge(&rules.first, now_us, units).is_ok() {
+            *self = Self::from_set(SetState::from(state), rules);
+        }
+    }
+
+    fn to_set(&self, _: &Rules) -> SetState {
+        SetState::from(self.clone().into())
+    }
+
+    /// The set's only part, of this algorithm (the core takes a state over
+    /// into the algorithm of each policy).
+    fn from_set(set: SetState, rules: &Rules) -> Self {
+        let part = set.parts().first().cloned();
+        part.and_then(|part| S::try_from(part).ok())
+            .unwrap_or_else(|| {
+                debug_assert!(false, "a set of one part of this algorithm");
+                S::fresh(&rules.first)
+            })
+    }
 }
 
 /// A key's [`SetState`] under a tiered set (a type of this crate's, so
@@ -269,6 +307,23 @@ impl Stored for Tiered {
 
     fn reset_time_us(&self, _: &Rules) -> u64 {
         self.reset_time_us
+    }
+
+    fn charge(&mut self, rules: &Rules, now_us: u64, units: u64) {
+        if self.set.charge(&rules.policies, now_us, units).is_ok() {
+            self.reset_time_us = self.set.reset_at_us(&rules.policies);
+        }
+    }
+
+    fn to_set(&self, _: &Rules) -> SetState {
+        self.set.clone()
+    }
+
+    fn from_set(set: SetState, rules: &Rules) -> Self {
+        Self {
+            reset_time_us: set.reset_at_us(&rules.policies),
+            set,
+        }
     }
 }
 

@@ -1,26 +1,37 @@
 //! [`Store`]: the keys' states and everything deciding and evicting them
-//! needs: the policies, the clock, the bound on key bytes, the cap on
-//! keys, the eviction delay and the sweep's schedule.
+//! needs: the policies (which may change while it serves), the clock, the
+//! bound on key bytes, the cap on keys, the eviction delay and the sweep's
+//! schedule.
 
+use std::sync::{Arc, Mutex, PoisonError, RwLockReadGuard};
 use std::time::Duration;
 
 use dashmap::mapref::entry::Entry;
 use limiter_core::backend::{check_policies, ClockSource, StoredKey};
 use limiter_core::{Decision, Error, Policies};
 
+use crate::generations::{Generation, Generations, InForce};
 use crate::key::Key;
 use crate::key_cap::KeyCap;
-use crate::map::{with_map, with_single_map, Keys, Map, Rules, Stored};
+use crate::map::{with_map, with_single_map, Map, Stored};
 use crate::memory_bound::{entry_bytes, max_bytes_per_key};
+use crate::policy_history::PolicyHistory;
 use crate::sweep::{Sweep, Sweeper, MIN_SWEEP_INTERVAL};
 
 /// The keys' states, decided under each key's shard lock, and dropped
 /// once expired (docs/spec.md rule 2.5).
 pub(crate) struct Store {
-    rules: Rules,
+    /// The keys under the policies in force and earlier ones, read-locked
+    /// for the whole of each request, so that a request is decided
+    /// entirely under the policies in force when it began.
+    generations: InForce,
+    /// The policies in force, lent by [`policies`](Self::policies).
+    history: PolicyHistory,
+    /// One change of policies at a time, so that the history and the
+    /// generations change in the same order.
+    changing: Mutex<()>,
     /// Read once per request, and by the sweep.
     clock: ClockSource,
-    keys: Keys,
     /// A longer key is stored as its digest (see [`StoredKey`]).
     max_key_bytes: usize,
     /// How long past its reset time a key is kept.
@@ -41,8 +52,9 @@ impl Store {
         eviction_delay_us: u64,
     ) -> Self {
         Self {
-            keys: Keys::new(&policies),
-            rules: Rules::new(policies),
+            history: PolicyHistory::new(policies.clone()),
+            changing: Mutex::new(()),
+            generations: InForce::new(Generations::new(Generation::new(policies))),
             clock,
             max_key_bytes,
             eviction_delay_us,
@@ -52,7 +64,23 @@ impl Store {
     }
 
     pub(crate) fn policies(&self) -> &Policies {
-        &self.rules.policies
+        self.history.in_force()
+    }
+
+    /// Puts `policies` in force for every later request; each key's state
+    /// is taken over at its next request (docs/spec.md section 9). Waits
+    /// for the requests being decided to finish.
+    pub(crate) fn set_policies(&self, policies: Policies) {
+        let _one_change_at_a_time = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.generations.change(policies.clone()) {
+            self.history.put_in_force(&policies);
+        }
+    }
+
+    /// The generations, for the whole of one request.
+    #[inline]
+    fn generations(&self) -> RwLockReadGuard<'_, Arc<Generations>> {
+        self.generations.read()
     }
 
     pub(crate) fn clock(&self) -> &ClockSource {
@@ -77,60 +105,133 @@ impl Store {
     }
 
     /// The most bytes one key holds (see `memory_bound.rs`).
+    /// Under the policies in force and any earlier ones still holding keys
+    /// (a key taken over holds the new policies' state).
     pub(crate) fn max_bytes_per_key(&self) -> usize {
-        let entry = with_map!(&self.keys, map => entry_bytes(map));
-        max_bytes_per_key(entry, self.max_key_bytes, &self.rules.policies)
+        let generations = self.generations();
+        let per_key = |generation: &Generation| {
+            let entry = with_map!(&generation.keys, map => entry_bytes(map));
+            max_bytes_per_key(entry, self.max_key_bytes, &generation.rules.policies)
+        };
+        generations.all().map(per_key).max().unwrap_or(0)
     }
 
     /// Decides a request on `key` now and commits it if admitted.
     #[inline]
     pub(crate) fn try_acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
-        with_single_map!(&self.keys,
-            map => self.try_acquire_in(map, key, cost),
-            set => self.try_acquire_in(set, key, cost)
+        let generations = self.generations();
+        let gens: &Generations = &generations;
+        with_single_map!(&gens.current.keys,
+            map => self.try_acquire_in(gens, map, key, cost),
+            set => self.try_acquire_in(gens, set, key, cost)
         )
     }
 
     /// [`try_acquire`](Self::try_acquire), answering only whether it was admitted.
     #[inline]
     pub(crate) fn try_acquire_allowed(&self, key: &[u8], cost: u64) -> Result<bool, Error> {
+        let generations = self.generations();
+        let gens: &Generations = &generations;
         let now_us = self.clock.now_us();
-        with_map!(&self.keys, map => self.acquire_allowed_in(map, key, now_us, cost))
+        with_map!(&gens.current.keys, map => self.acquire_allowed_in(gens, map, key, now_us, cost))
     }
 
     /// What [`try_acquire`](Self::try_acquire) would decide now, writing nothing.
     pub(crate) fn try_peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
+        let generations = self.generations();
+        let gens: &Generations = &generations;
         let now_us = self.clock.now_us();
-        with_single_map!(&self.keys,
-            map => self.peek_in(map, key, now_us, cost),
-            set => self.peek_in(set, key, now_us, cost)
+        with_single_map!(&gens.current.keys,
+            map => self.peek_in(gens, map, key, now_us, cost),
+            set => self.peek_in(gens, set, key, now_us, cost)
         )
     }
 
-    /// Drops `key`'s state; returns whether it was held.
+    /// Counts `units` against `key` now, after the fact (docs/spec.md
+    /// section 10). A key not held is taken over from earlier policies or
+    /// stored fresh, then charged.
+    pub(crate) fn charge(&self, key: &[u8], units: u64) -> Result<(), Error> {
+        let generations = self.generations();
+        let gens: &Generations = &generations;
+        let now_us = self.clock.now_us();
+        // The checks of a charge (docs/spec.md section 10), before any lock.
+        check_policies(&gens.current.rules.policies, now_us, 1)?;
+        if units == 0 {
+            return Err(Error::ZeroCost);
+        }
+        with_map!(&gens.current.keys, map => self.charge_in(gens, map, key, now_us, units))
+    }
+
+    /// [`charge`](Self::charge) in the current map.
+    fn charge_in<S: Stored>(
+        &self,
+        gens: &Generations,
+        map: &Map<S>,
+        key: &[u8],
+        now_us: u64,
+        units: u64,
+    ) -> Result<(), Error> {
+        let (current, rules) = (&gens.current, &gens.current.rules);
+        let key = self.stored_key(key);
+        if let Some(mut state) = map.get_mut(key.as_bytes()) {
+            // A later eviction time keeps the sweeper's bounds lower bounds.
+            state.charge(rules, now_us, units);
+            return Ok(());
+        }
+        let vacant = match map.entry(Key::new(key.as_bytes())) {
+            Entry::Occupied(mut held) => {
+                held.get_mut().charge(rules, now_us, units);
+                return Ok(());
+            }
+            Entry::Vacant(vacant) => vacant,
+        };
+        let mut state = match gens.take_over::<S>(key.as_bytes(), now_us) {
+            Some(state) => state,
+            None if self.keys_held.try_reserve() => S::fresh(rules),
+            None => {
+                self.sweeper.note_refused();
+                return Err(self.keys_held.refusal());
+            }
+        };
+        state.charge(rules, now_us, units);
+        let evict_at = self.evict_at(current, &state);
+        drop(vacant.insert(state));
+        self.sweeper.note_evict_at(evict_at);
+        Ok(())
+    }
+
+    /// Drops `key`'s state, under the policies in force or earlier ones;
+    /// returns whether it was held.
     pub(crate) fn remove(&self, key: &[u8]) -> bool {
         let key = self.stored_key(key);
-        let removed = with_map!(&self.keys, map => map.remove(key.as_bytes()).is_some());
-        if removed {
-            self.keys_held.release(1);
-        }
-        removed
+        let generations = self.generations();
+        let removed = generations
+            .all()
+            .filter(|generation| {
+                with_map!(&generation.keys, map => map.remove(key.as_bytes()).is_some())
+            })
+            .count();
+        self.keys_held.release(removed);
+        removed > 0
     }
 
     /// Drops every key's state.
     pub(crate) fn clear(&self) {
         let mut removed = 0;
-        with_map!(&self.keys, map => map.retain(|_, _| {
-            removed += 1;
-            false
-        }));
+        for generation in self.generations().all() {
+            with_map!(&generation.keys, map => map.retain(|_, _| {
+                removed += 1;
+                false
+            }));
+        }
         self.keys_held.release(removed);
     }
 
     /// Drops now every expired key; returns how many were dropped.
     pub(crate) fn sweep_expired(&self) -> usize {
+        let generations = self.generations();
         let now_us = self.clock.now_us();
-        self.sweep(self.sweeper.now(&self.keys_held), now_us)
+        self.sweep(&generations, self.sweeper.now(&self.keys_held), now_us)
     }
 
     /// The bytes `key` is stored and looked up under (see [`StoredKey`]).
@@ -139,26 +240,31 @@ impl Store {
         StoredKey::of(key, self.max_key_bytes)
     }
 
-    /// µs since the epoch from which `state`'s key may be dropped: its
-    /// reset time plus the eviction delay.
+    /// µs since the epoch from which `state`'s key, held in `generation`,
+    /// may be dropped: its reset time plus the eviction delay.
     #[inline]
-    fn evict_at<S: Stored>(&self, state: &S) -> u64 {
+    fn evict_at<S: Stored>(&self, generation: &Generation, state: &S) -> u64 {
         state
-            .reset_time_us(&self.rules)
+            .reset_time_us(&generation.rules)
             .saturating_add(self.eviction_delay_us)
     }
 
-    /// [`try_peek`](Self::try_peek) in the map.
+    /// [`try_peek`](Self::try_peek) in the current map.
     fn peek_in<S: Stored>(
         &self,
+        gens: &Generations,
         map: &Map<S>,
         key: &[u8],
         now_us: u64,
         cost: u64,
     ) -> Result<Decision, Error> {
-        match map.get(self.stored_key(key).as_bytes()) {
-            Some(state) => state.peek(&self.rules, now_us, cost),
-            None => S::peek_fresh(&self.rules, now_us, cost),
+        let (key, rules) = (self.stored_key(key), &gens.current.rules);
+        if let Some(state) = map.get(key.as_bytes()) {
+            return state.peek(rules, now_us, cost);
+        }
+        match gens.peek_over::<S>(key.as_bytes(), now_us) {
+            Some(state) => state.peek(rules, now_us, cost),
+            None => S::peek_fresh(rules, now_us, cost),
         }
     }
 
@@ -170,52 +276,56 @@ impl Store {
     #[inline(never)]
     fn try_acquire_in<S: Stored>(
         &self,
+        gens: &Generations,
         map: &Map<S>,
         key: &[u8],
         cost: u64,
     ) -> Result<Decision, Error> {
         let now_us = self.clock.now_us();
-        self.acquire_in(map, key, now_us, cost)
+        self.acquire_in(gens, map, key, now_us, cost)
     }
 
     /// [`try_acquire`](Self::try_acquire) in the map, at `now_us`.
     #[inline(always)]
     fn acquire_in<S: Stored>(
         &self,
+        gens: &Generations,
         map: &Map<S>,
         key: &[u8],
         now_us: u64,
         cost: u64,
     ) -> Result<Decision, Error> {
-        S::check(&self.rules, now_us, cost)?;
+        let rules = &gens.current.rules;
+        S::check(rules, now_us, cost)?;
         let key = self.stored_key(key);
         // No closures: each is a function of its own the compiler may
         // leave out of line, a call per decision.
         let raw = match map.get_mut(key.as_bytes()) {
             Some(mut state) => {
-                let raw = state.decide(&self.rules, now_us, cost);
+                let raw = state.decide(rules, now_us, cost);
                 drop(state); // the answer is made out of the lock
                 raw
             }
             // Its own return: merged into the held key's, the decision
             // goes through memory.
             None => {
-                let raw = self.acquire_new_key(map, key.as_bytes(), now_us, cost);
-                return self.answer::<S>(raw, now_us);
+                let raw = self.acquire_new_key(gens, map, key.as_bytes(), now_us, cost);
+                return self.answer::<S>(gens, raw, now_us);
             }
         };
-        self.answer::<S>(raw, now_us)
+        self.answer::<S>(gens, raw, now_us)
     }
 
     /// The answer `raw` makes, for a request at `now_us`.
     #[inline(always)]
     fn answer<S: Stored>(
         &self,
+        gens: &Generations,
         raw: Result<S::Raw, Error>,
         now_us: u64,
     ) -> Result<Decision, Error> {
         match raw {
-            Ok(raw) => Ok(S::answer(&self.rules, raw, now_us)),
+            Ok(raw) => Ok(S::answer(&gens.current.rules, raw, now_us)),
             Err(error) => Err(error),
         }
     }
@@ -224,60 +334,72 @@ impl Store {
     #[inline]
     fn acquire_allowed_in<S: Stored>(
         &self,
+        gens: &Generations,
         map: &Map<S>,
         key: &[u8],
         now_us: u64,
         cost: u64,
     ) -> Result<bool, Error> {
-        S::check(&self.rules, now_us, cost)?;
+        let rules = &gens.current.rules;
+        S::check(rules, now_us, cost)?;
         let key = self.stored_key(key);
         if let Some(mut state) = map.get_mut(key.as_bytes()) {
             return state
-                .decide(&self.rules, now_us, cost)
+                .decide(rules, now_us, cost)
                 .map(|raw| S::allowed(&raw));
         }
-        self.acquire_new_key(map, key.as_bytes(), now_us, cost)
+        self.acquire_new_key(gens, map, key.as_bytes(), now_us, cost)
             .map(|raw| S::allowed(&raw))
     }
 
     /// The slow path of [`try_acquire`](Self::try_acquire): `key` (its stored
-    /// bytes) was not held.
+    /// bytes) was not held in the current map. A key held under earlier
+    /// policies is taken over (docs/spec.md section 9) and stored whatever
+    /// the decision; any other is new.
     #[cold]
     #[inline(never)]
     fn acquire_new_key<S: Stored>(
         &self,
+        gens: &Generations,
         map: &Map<S>,
         key: &[u8],
         now_us: u64,
         cost: u64,
     ) -> Result<S::Raw, Error> {
+        let (current, rules) = (&gens.current, &gens.current.rules);
         // Requests that can never succeed neither allocate nor reserve.
-        check_policies(&self.rules.policies, now_us, cost)?;
+        check_policies(&rules.policies, now_us, cost)?;
         if let Some(sweep) = self.sweeper.on_new_key_request(now_us, &self.keys_held) {
-            self.sweep(sweep, now_us);
+            self.sweep(gens, sweep, now_us);
         }
         // Twice at most: once more after making room at the cap.
         for attempt in 0..2 {
             let vacant = match map.entry(Key::new(key)) {
                 // Another request inserted the key since our lookup.
-                Entry::Occupied(mut held) => {
-                    return held.get_mut().decide(&self.rules, now_us, cost)
-                }
+                Entry::Occupied(mut held) => return held.get_mut().decide(rules, now_us, cost),
                 Entry::Vacant(vacant) => vacant,
             };
+            // Under the vacant entry's lock: no other request takes it over.
+            if let Some(mut state) = gens.take_over::<S>(key, now_us) {
+                let raw = state.decide(rules, now_us, cost);
+                let evict_at = self.evict_at(current, &state);
+                drop(vacant.insert(state));
+                self.sweeper.note_evict_at(evict_at);
+                return raw;
+            }
             if !self.keys_held.try_reserve() {
                 drop(vacant);
                 if attempt == 0 {
-                    self.sweep_if_due(now_us);
+                    self.sweep_if_due(gens, now_us);
                 }
                 continue;
             }
-            let mut state = S::fresh(&self.rules);
-            match state.decide(&self.rules, now_us, cost) {
+            let mut state = S::fresh(rules);
+            match state.decide(rules, now_us, cost) {
                 // A fresh key admits every valid cost; should it ever
                 // not, a denial stores nothing (docs/spec.md rule 2.1).
                 Ok(raw) if S::allowed(&raw) => {
-                    let evict_at = self.evict_at(&state);
+                    let evict_at = self.evict_at(current, &state);
                     drop(vacant.insert(state));
                     self.sweeper.note_evict_at(evict_at);
                     return Ok(raw);
@@ -294,37 +416,41 @@ impl Store {
 
     /// Sweeps if a sweep is due; returns how many keys it dropped. The
     /// caller holds no entry of the map.
-    fn sweep_if_due(&self, now_us: u64) -> usize {
+    fn sweep_if_due(&self, gens: &Generations, now_us: u64) -> usize {
         match self.sweeper.due(now_us, &self.keys_held) {
-            Some(sweep) => self.sweep(sweep, now_us),
+            Some(sweep) => self.sweep(gens, sweep, now_us),
             None => 0,
         }
     }
 
-    /// Drops the keys whose eviction time has passed, all of them, in
-    /// `sweep`; returns how many.
-    fn sweep(&self, mut sweep: Sweep<'_>, now_us: u64) -> usize {
+    /// Drops the keys whose eviction time has passed, all of them, under
+    /// the policies in force and earlier ones, in `sweep`; returns how many.
+    fn sweep(&self, gens: &Generations, mut sweep: Sweep<'_>, now_us: u64) -> usize {
         let mut removed = 0;
-        with_map!(&self.keys, map => map.retain(|_, state| {
-            let evict_at = self.evict_at(state);
-            if evict_at <= now_us {
-                removed += 1;
-                false
-            } else {
-                sweep.keep(evict_at);
-                true
-            }
-        }));
+        for generation in gens.all() {
+            with_map!(&generation.keys, map => map.retain(|_, state| {
+                let evict_at = self.evict_at(generation, state);
+                if evict_at <= now_us {
+                    removed += 1;
+                    false
+                } else {
+                    sweep.keep(evict_at);
+                    true
+                }
+            }));
+        }
         if removed > 0 {
             self.keys_held.release(removed);
             // Give memory back after a burst of one-off keys, with enough
             // slack that a steady population does not shrink and regrow.
             let held = self.keys_held.held();
-            with_map!(&self.keys, map => {
-                if map.capacity() > 4 * held.max(MIN_SWEEP_INTERVAL) {
-                    map.shrink_to_fit();
-                }
-            });
+            for generation in gens.all() {
+                with_map!(&generation.keys, map => {
+                    if map.capacity() > 4 * held.max(MIN_SWEEP_INTERVAL) {
+                        map.shrink_to_fit();
+                    }
+                });
+            }
         }
         sweep.finish();
         removed
@@ -365,9 +491,9 @@ mod tests {
         // "a" resets at 1 s, "b" at 1.5 s.
         assert_eq!(store.sweeper.earliest_evict_at(), 1_000_000);
         clock.set(999_999);
-        assert_eq!(store.sweep_if_due(clock.now_us()), 0);
+        assert_eq!(store.sweep_if_due(&store.generations(), clock.now_us()), 0);
         clock.set(1_000_000);
-        assert_eq!(store.sweep_if_due(clock.now_us()), 1);
+        assert_eq!(store.sweep_if_due(&store.generations(), clock.now_us()), 1);
         assert_eq!(store.sweeper.earliest_evict_at(), 1_500_000);
         assert_eq!(store.len(), 1);
     }
@@ -384,16 +510,16 @@ mod tests {
         // next is put off until a 64th of the 1,279 it kept (19) have
         // expired.
         clock.set(1_000_000);
-        assert_eq!(store.sweep_if_due(clock.now_us()), 1);
+        assert_eq!(store.sweep_if_due(&store.generations(), clock.now_us()), 1);
         assert_eq!(store.sweeper.earliest_evict_at(), 1_000_019);
         clock.set(1_000_018);
         assert_eq!(
-            store.sweep_if_due(clock.now_us()),
+            store.sweep_if_due(&store.generations(), clock.now_us()),
             0,
             "fewer than a batch: skipped"
         );
         clock.set(1_000_019);
-        assert_eq!(store.sweep_if_due(clock.now_us()), 19);
+        assert_eq!(store.sweep_if_due(&store.generations(), clock.now_us()), 19);
     }
 
     #[test]
@@ -406,7 +532,7 @@ mod tests {
             assert!(store.try_acquire(key.as_bytes(), 1).unwrap().allowed);
         }
         let mut held: Vec<usize> = with_single_map!(
-            &store.keys,
+            &store.generations().current.keys,
             map => map.iter().map(|entry| entry.key().as_bytes().len()).collect(),
             _set => unreachable!("one policy")
         );
@@ -451,9 +577,11 @@ mod tests {
                     let decision = store.try_acquire(key.as_bytes(), cost).unwrap();
                     if decision.allowed {
                         admissions += 1;
+                        let generations = store.generations();
+                        let current = &generations.current;
                         let held = with_single_map!(
-                            &store.keys,
-                            map => map.get(key.as_bytes()).unwrap().reset_time_us(&store.rules),
+                            &current.keys,
+                            map => map.get(key.as_bytes()).unwrap().reset_time_us(&current.rules),
                             _set => unreachable!("one policy")
                         );
                         assert_eq!(held, reset_time_us(&decision), "{policy} {decision:?}");
@@ -490,7 +618,7 @@ mod tests {
         for thread in threads {
             thread.join().unwrap();
         }
-        let map_len = || with_map!(&store.keys, map => map.len());
+        let map_len = || with_map!(&store.generations().current.keys, map => map.len());
         assert_eq!(store.len(), map_len());
         clock.advance(Duration::from_secs(2));
         store.sweep_expired();

@@ -22,6 +22,17 @@ pub struct FixedWindow {
 }
 
 impl FixedWindow {
+    /// The state of a key with `count` units (at most the limit) admitted
+    /// in the window starting at tick `window_start` (a multiple of the
+    /// window).
+    #[inline]
+    pub(crate) fn from_parts(window_start: u64, count: u64) -> Self {
+        Self {
+            window_start,
+            count,
+        }
+    }
+
     /// `idx_s * W`: start (in ticks) of the window of the last admission.
     #[inline]
     pub fn window_start(&self) -> u64 {

@@ -122,10 +122,26 @@ impl KeyState {
         }
     }
 
+    /// Ticks until this state is back to its initial state, at `t_eff`
+    /// (`>= stamp()`).
+    pub(crate) fn reset_ticks(&self, policy: &Policy, t_eff: u64) -> u64 {
+        dispatch!(self, state => state.reset_as_it_stands(policy, t_eff))
+    }
+
+    /// The time (µs since the epoch) this state, as it stands, is back to
+    /// its initial state if nothing arrives: its stamp plus the ticks to
+    /// its reset from there (see [`SetState::reset_at_us`](crate::backend::SetState::reset_at_us)).
+    pub(crate) fn reset_at_us(&self, policy: &Policy) -> u64 {
+        let stamp = self.stamp();
+        stamp
+            .saturating_add(self.reset_ticks(policy, stamp))
+            .saturating_mul(policy.tick_us())
+    }
+
     /// `reset_after` of this state as it stands, for a request at `now_us`
     /// whose effective time is `t_eff` ([`evaluate`](Self::evaluate)'s).
     pub(crate) fn reset_as_it_stands(&self, policy: &Policy, t_eff: u64, now_us: u64) -> Duration {
-        let ticks = dispatch!(self, state => state.reset_as_it_stands(policy, t_eff));
+        let ticks = self.reset_ticks(policy, t_eff);
         TickDecision {
             reset_after: ticks,
             t_eff,
@@ -135,6 +151,40 @@ impl KeyState {
         .reset_after
     }
 }
+
+/// Each algorithm's state is a [`KeyState`], and a [`KeyState`] of its
+/// algorithm is that state: for a backend that stores the states typed by
+/// algorithm and takes one over from another policy
+/// ([`KeyState::change_policy`]).
+macro_rules! key_state_of {
+    ($($variant:ident),*) => {$(
+        impl From<$variant> for KeyState {
+            fn from(state: $variant) -> Self {
+                Self::$variant(state)
+            }
+        }
+
+        impl TryFrom<KeyState> for $variant {
+            type Error = KeyState;
+
+            /// The state, or the [`KeyState`] back if it is another algorithm's.
+            fn try_from(state: KeyState) -> Result<Self, KeyState> {
+                match state {
+                    KeyState::$variant(state) => Ok(state),
+                    other => Err(other),
+                }
+            }
+        }
+    )*};
+}
+
+key_state_of!(
+    FixedWindow,
+    SlidingLog,
+    SlidingCounter,
+    TokenBucket,
+    LeakyBucket
+);
 
 /// What an admitted part of a policy set commits, for its algorithm.
 #[derive(Debug, Clone, Copy)]

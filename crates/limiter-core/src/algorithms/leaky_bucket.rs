@@ -23,6 +23,16 @@ pub struct LeakyBucket {
 }
 
 impl LeakyBucket {
+    /// The state with `scaled_queued` (at most the max cost times the window)
+    /// as of tick `last`.
+    #[inline]
+    pub(crate) fn from_parts(scaled_queued: u64, last: u64) -> Self {
+        Self {
+            scaled_queued,
+            last,
+        }
+    }
+
     /// Queued units times the window in ticks.
     #[inline]
     pub fn scaled_queued(&self) -> u64 {

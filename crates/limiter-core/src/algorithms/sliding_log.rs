@@ -68,6 +68,46 @@ impl SlidingLog {
             .saturating_mul(std::mem::size_of::<LogEntry>())
     }
 
+    /// The entries in the window `(t - W, t]` of tick `t`, oldest first, as
+    /// `(ts, units)`.
+    pub(crate) fn in_window(
+        &self,
+        policy: &Policy,
+        t: u64,
+    ) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let expired = t
+            .checked_sub(policy.window_ticks())
+            .map_or(0, |edge| self.expired_by(edge));
+        let mut before = match expired.checked_sub(1) {
+            None => self.dropped_total,
+            Some(k) => self.entries[k].total,
+        };
+        self.entries.range(expired..).map(move |entry| {
+            // No underflow: the totals grow with the entries.
+            #[allow(clippy::arithmetic_side_effects)]
+            let units = entry.total - before;
+            before = entry.total;
+            (entry.ts, units)
+        })
+    }
+
+    /// The log of `entries`, `(ts, units)` oldest first (`ts` not
+    /// decreasing, the units of one window summing to at most the limit):
+    /// entries of one tick become one.
+    pub(crate) fn from_entries(entries: impl IntoIterator<Item = (u64, u64)>) -> Self {
+        let mut log = Self::default();
+        for (ts, units) in entries {
+            // At most the limit, which is below 2^51.
+            #[allow(clippy::arithmetic_side_effects)]
+            let total = log.total() + units;
+            match log.entries.back_mut() {
+                Some(last) if last.ts == ts => last.total = total,
+                _ => log.entries.push_back(LogEntry { ts, total }),
+            }
+        }
+        log
+    }
+
     #[inline]
     fn total(&self) -> u64 {
         self.entries.back().map_or(self.dropped_total, |e| e.total)

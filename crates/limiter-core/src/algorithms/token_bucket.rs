@@ -20,6 +20,16 @@ pub struct TokenBucket {
 }
 
 impl TokenBucket {
+    /// The state with `scaled_tokens` (at most the max cost times the window)
+    /// as of tick `last`.
+    #[inline]
+    pub(crate) fn from_parts(scaled_tokens: u64, last: u64) -> Self {
+        Self {
+            scaled_tokens,
+            last,
+        }
+    }
+
     /// Tokens times the window in ticks.
     #[inline]
     pub fn scaled_tokens(&self) -> u64 {

@@ -17,6 +17,7 @@ mod concurrency;
 mod conveniences;
 mod failure;
 mod keys;
+mod policy_change;
 mod random;
 mod rules;
 mod tiers;
@@ -43,6 +44,9 @@ pub use self::{
         fallback_decides_until_the_backend_answers_again,
     },
     keys::byte_keys_are_keys_of_their_own,
+    policy_change::{
+        policy_change_cases, policy_change_vectors_replay_byte_for_byte, PolicyChangeCase,
+    },
     random::{random_traces_match_the_core_model, times_up_to_2_pow_53_match_the_core_model},
     rules::{
         cost_above_the_maximum_is_an_error, decisions_report_the_policy_limit,

@@ -28,7 +28,7 @@ async fn set_subject<H: Harness>(
 
 /// Splits one RFC 4180 CSV record (quoted fields may hold commas; `""` is
 /// a quote).
-fn csv_fields(line: &str) -> Vec<String> {
+pub(crate) fn csv_fields(line: &str) -> Vec<String> {
     let (mut fields, mut field, mut quoted) = (Vec::new(), String::new(), false);
     let mut chars = line.chars().peekable();
     while let Some(c) = chars.next() {

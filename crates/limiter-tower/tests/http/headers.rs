@@ -66,6 +66,7 @@ async fn sliding_log_headers_equal_the_decision() {
 async fn a_leased_decision_has_the_ietf_headers_and_no_degraded_marker() {
     let clock = ManualClock::new(T0);
     let leased = limiter_lease::Leased::builder(memory("sliding-log:100/10s", &clock))
+        .max_lease(10)
         .min_lease(10)
         .build();
     let leased = Arc::new(leased);
