@@ -23,6 +23,18 @@ pub struct LeakyBucket {
 }
 
 impl LeakyBucket {
+    /// The state holding `scaled_queued` (queued units times the window
+    /// in ticks, at most the queue times it) after an admission at tick
+    /// `last`: for a backend that stores the state in a layout of its own
+    /// and decides with it here.
+    #[inline]
+    pub fn from_parts(scaled_queued: u64, last: u64) -> Self {
+        Self {
+            scaled_queued,
+            last,
+        }
+    }
+
     /// Queued units times the window in ticks.
     #[inline]
     pub fn scaled_queued(&self) -> u64 {

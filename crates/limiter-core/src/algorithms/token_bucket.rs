@@ -20,6 +20,18 @@ pub struct TokenBucket {
 }
 
 impl TokenBucket {
+    /// The state holding `scaled_tokens` (tokens times the window in
+    /// ticks, at most the capacity times it) after an admission at tick
+    /// `last`: for a backend that stores the state in a layout of its own
+    /// and decides with it here.
+    #[inline]
+    pub fn from_parts(scaled_tokens: u64, last: u64) -> Self {
+        Self {
+            scaled_tokens,
+            last,
+        }
+    }
+
     /// Tokens times the window in ticks.
     #[inline]
     pub fn scaled_tokens(&self) -> u64 {
