@@ -8,9 +8,11 @@ use std::time::Duration;
 use limiter_core::{Algorithm, Clock, Error, Policies, PolicyError};
 
 use crate::connection::backend::RedisBackend;
+use crate::engine::Engine;
 use crate::error::BackendError;
 use crate::limiter::RedisLimiter;
 use crate::protocol::scripts::LuaFunction;
+use crate::protocol::wire::MODULE_DECIDE;
 
 /// Builds a [`RedisLimiter`]; made by [`RedisLimiter::builder`].
 ///
@@ -24,6 +26,7 @@ pub struct RedisLimiterBuilder {
     pub(crate) clock: Option<Arc<dyn Clock>>,
     pub(crate) max_sliding_log_limit: u64,
     pub(crate) ttl_floor: Duration,
+    pub(crate) engine: Engine,
 }
 
 impl RedisLimiterBuilder {
@@ -42,6 +45,7 @@ impl RedisLimiterBuilder {
             clock: None,
             max_sliding_log_limit: Self::DEFAULT_MAX_SLIDING_LOG_LIMIT,
             ttl_floor: Self::DEFAULT_TTL_FLOOR,
+            engine: Engine::default(),
         }
     }
 
@@ -90,6 +94,16 @@ impl RedisLimiterBuilder {
         self
     }
 
+    /// What decides on the server: the Lua functions ([`Engine::Lua`], the
+    /// default) or limiter-redis-module ([`Engine::Module`]), which the
+    /// server must have loaded: [`build`](Self::build) checks that it has.
+    /// Both decide alike on the same keys (docs/backends.md, "The Redis
+    /// module").
+    pub fn engine(mut self, engine: Engine) -> Self {
+        self.engine = engine;
+        self
+    }
+
     /// The TTL floor in ms the scripts apply: 0 with Redis time (the TTL
     /// then follows `reset_after` alone); with a caller clock, capped where Lua's
     /// doubles and `PEXPIRE` stay exact (285 years).
@@ -116,7 +130,9 @@ impl RedisLimiterBuilder {
     /// waits to be loaded with the next connection, and decisions fail
     /// (see [`limiter_core::FailurePolicy`] for what they answer then).
     /// Redis refusing the library (a server older than 7.0, or an ACL
-    /// without `FUNCTION`) is [`Error::Backend`].
+    /// without `FUNCTION`) is [`Error::Backend`]. With
+    /// [`Engine::Module`], a server that answers without the module's
+    /// command is [`Error::InvalidConfig`].
     pub async fn build(self) -> Result<RedisLimiter, Error> {
         if let Some(log) = self.policies.iter().find(|p| {
             p.algorithm() == Algorithm::SlidingLog && p.limit() > self.max_sliding_log_limit
@@ -140,9 +156,36 @@ impl RedisLimiterBuilder {
             ))
             .into_config_error());
         }
-        let function = LuaFunction::for_parts(self.policies.parts(), self.ttl_floor_ms());
+        let mut function = LuaFunction::for_parts(self.policies.parts(), self.ttl_floor_ms());
         self.backend.register(function.library()).await?;
+        if self.engine == Engine::Module {
+            self.check_module().await?;
+            function = function.on_module(self.policies.parts(), self.ttl_floor_ms());
+        }
         Ok(RedisLimiter::new(self, function))
+    }
+}
+
+impl RedisLimiterBuilder {
+    /// Whether the server has limiter-redis-module's command: an error
+    /// naming the line that loads it if the server answers without it (a
+    /// server that does not answer, in an outage, is not refused: its
+    /// decisions fail until it answers).
+    async fn check_module(&self) -> Result<(), Error> {
+        let mut info = redis::cmd("COMMAND");
+        info.arg("INFO").arg(MODULE_DECIDE);
+        match self.backend.command::<Vec<redis::Value>>(&info).await {
+            Ok(commands) if matches!(commands.first(), Some(redis::Value::Nil) | None) => {
+                Err(BackendError::config(format!(
+                    "the engine is the module, but Redis at {} has no {MODULE_DECIDE}: load \
+                     limiter-redis-module (`redis-server --loadmodule \
+                     /path/to/liblimiter_redis_module.so`, or `MODULE LOAD` of it)",
+                    self.backend.url()
+                ))
+                .into_config_error())
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -155,6 +198,7 @@ impl fmt::Debug for RedisLimiterBuilder {
             .field("clock", &self.clock)
             .field("max_sliding_log_limit", &self.max_sliding_log_limit)
             .field("ttl_floor", &self.ttl_floor)
+            .field("engine", &self.engine)
             .finish()
     }
 }

@@ -40,6 +40,7 @@
 
 mod builder;
 mod connection;
+mod engine;
 mod error;
 mod limiter;
 mod protocol;
@@ -53,6 +54,7 @@ pub use self::{
     builder::RedisLimiterBuilder,
     connection::backend::RedisBackend,
     connection::backend_builder::RedisBackendBuilder,
+    engine::Engine,
     error::{BackendError, BackendErrorKind},
     limiter::RedisLimiter,
 };

@@ -20,7 +20,7 @@ use redis::Cmd;
 use crate::connection::library::Library;
 use crate::protocol::keys::KeyLayout;
 use crate::protocol::state::{keeps_packed_log, keeps_string};
-use crate::protocol::wire::{self, record_fields, Keys, Request};
+use crate::protocol::wire::{self, record_fields, Keys, Request, Target};
 
 /// The prelude every library starts with (arguments, time, helpers).
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
@@ -71,6 +71,9 @@ pub(crate) struct LuaFunction {
     /// [`decide`](Self::decide)); a sorted set (the sliding log of a large
     /// limit) is read as it is decided.
     across_slots: bool,
+    /// When limiter-redis-module decides instead of the library: the
+    /// policies as text, and the TTL floor in ms, its command's head.
+    module: Option<(Arc<str>, u64)>,
 }
 
 impl LuaFunction {
@@ -105,13 +108,33 @@ impl LuaFunction {
             library: Library::new(format!("#!lua name={name}\n{code}").into(), name.into()),
             peek_name: peek_name.into(),
             across_slots: parts.iter().all(keeps_string),
+            module: None,
         }
+    }
+
+    /// The same decisions, made by limiter-redis-module's command rather
+    /// than the library's function: the same keys, state and reply.
+    pub(crate) fn on_module(self, parts: &[Policy], ttl_floor_ms: u64) -> Self {
+        let text = parts
+            .iter()
+            .map(Policy::to_string)
+            .collect::<Vec<_>>()
+            .join(";");
+        Self {
+            module: Some((text.into(), ttl_floor_ms)),
+            ..self
+        }
+    }
+
+    /// Whether limiter-redis-module decides.
+    pub(crate) fn is_on_module(&self) -> bool {
+        self.module.is_some()
     }
 
     /// Whether one call may decide requests whose keys lie in different
     /// slots of one cluster node ([`Keys::AcrossSlots`]).
     pub(crate) fn decides_across_slots(&self) -> bool {
-        self.across_slots
+        self.across_slots && self.module.is_none()
     }
 
     /// The library, for the connection layer to load.
@@ -120,20 +143,25 @@ impl LuaFunction {
     }
 
     /// `FCALL` deciding `requests` in order, their keys (one per part,
-    /// laid out by `layouts`) passed as `keys` says ([`wire::fcall`]).
+    /// laid out by `layouts`) passed as `keys` says ([`wire::call`]), to
+    /// the library's function or the module's command.
     pub(crate) fn decide<'r>(
         &self,
         layouts: &[KeyLayout],
         requests: impl Iterator<Item = &'r Request> + Clone,
         keys: Keys,
     ) -> Cmd {
-        wire::fcall(
-            self.library.name(),
-            &self.peek_name,
-            layouts,
-            requests,
-            keys,
-        )
+        let target = match &self.module {
+            Some((policies, ttl_floor_ms)) => Target::Module {
+                policies,
+                ttl_floor_ms: *ttl_floor_ms,
+            },
+            None => Target::Lua {
+                function: self.library.name(),
+                peek_function: &self.peek_name,
+            },
+        };
+        wire::call(&target, layouts, requests, keys)
     }
 }
 

@@ -20,6 +20,13 @@ pub fn server() -> &'static RedisServer {
     SERVER.get_or_init(RedisServer::start)
 }
 
+/// The test binary's server with limiter-redis-module loaded, started on
+/// first use, for the tests that run both engines.
+pub fn module_server() -> &'static RedisServer {
+    static SERVER: OnceLock<RedisServer> = OnceLock::new();
+    SERVER.get_or_init(|| RedisServer::start_with_module(&[]))
+}
+
 pub use limiter_test::redis_server::fresh_prefix;
 
 /// A builder on the shared server under a fresh prefix, with timeouts
@@ -48,7 +55,12 @@ pub fn lazy_backend(url: &str) -> RedisBackend {
 
 /// A connection to the shared server, for inspecting keys.
 pub async fn connection() -> redis::aio::MultiplexedConnection {
-    redis::Client::open(server().url())
+    connection_at(&server().url()).await
+}
+
+/// A connection to the server at `url`, for inspecting keys.
+pub async fn connection_at(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
         .unwrap()
         .get_multiplexed_async_connection()
         .await
@@ -57,16 +69,26 @@ pub async fn connection() -> redis::aio::MultiplexedConnection {
 
 /// A key's remaining time to live in ms (`PTTL`: -1 without one, -2 if absent).
 pub async fn pttl(key: impl redis::ToRedisArgs + Send + Sync) -> i64 {
+    pttl_at(&server().url(), key).await
+}
+
+/// [`pttl`] on the server at `url`.
+pub async fn pttl_at(url: &str, key: impl redis::ToRedisArgs + Send + Sync) -> i64 {
     redis::cmd("PTTL")
         .arg(key)
-        .query_async(&mut connection().await)
+        .query_async(&mut connection_at(url).await)
         .await
         .unwrap()
 }
 
 /// Every key under `prefix`, by `SCAN`.
 pub async fn keys_under(prefix: &str) -> Vec<String> {
-    let mut conn = connection().await;
+    keys_under_at(&server().url(), prefix).await
+}
+
+/// [`keys_under`] on the server at `url`.
+pub async fn keys_under_at(url: &str, prefix: &str) -> Vec<String> {
+    let mut conn = connection_at(url).await;
     let mut cursor = 0u64;
     let mut keys = Vec::new();
     loop {
