@@ -274,3 +274,25 @@ async fn a_redis_without_the_module_refuses_the_module_engine() {
     assert!(matches!(error, Error::InvalidConfig(_)), "{error:?}");
     assert!(chain(&error).contains("--loadmodule"), "{}", chain(&error));
 }
+
+/// The module's commands declare their keys (every argument from the
+/// fourth on), so that Redis Cluster routes a call by them and checks
+/// they share a slot, and ACL key patterns apply to them.
+#[tokio::test]
+async fn on_redis_the_module_commands_declare_their_keys() {
+    let mut conn = common::connection_at(&common::module_server().url()).await;
+    for command in ["LIMITER.DECIDE", "LIMITER.PEEK"] {
+        let keys: Vec<String> = redis::cmd("COMMAND")
+            .arg("GETKEYS")
+            .arg(command)
+            .arg("token-bucket:3/10s;sliding-log:5/1s")
+            .arg(0)
+            .arg([0u8; 24].as_slice())
+            .arg("p:{a}:x")
+            .arg("p:{a}:y")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(keys, ["p:{a}:x", "p:{a}:y"], "{command}");
+    }
+}
