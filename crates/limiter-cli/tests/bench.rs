@@ -11,9 +11,10 @@ use support::json::{self, Json};
 use support::{limiter, stderr, stdout};
 
 /// Every field of the JSON document.
-const FIELDS: [&str; 36] = [
+const FIELDS: [&str; 37] = [
     "backend",
     "server",
+    "engine",
     "policy",
     "concurrency",
     "duration_s",
@@ -117,6 +118,7 @@ fn memory_json_has_every_field_and_no_ceiling() {
     assert_eq!(doc.get("policy").str(), "token-bucket:100/1s");
     assert_eq!(doc.get("on_failure").str(), "error");
     assert_eq!(doc.get("server"), &Json::Null);
+    assert_eq!(doc.get("engine"), &Json::Null);
     for field in [
         "ceiling_per_s",
         "ceiling_calls",
@@ -211,6 +213,7 @@ fn redis_json_reports_the_ceiling_and_a_ratio() {
     assert_sane(&doc, 16.0, 1.0);
     assert_eq!(doc.get("backend").str(), "redis");
     assert_eq!(doc.get("server").str(), url);
+    assert_eq!(doc.get("engine").str(), "lua");
     // Redis TIME decides: one key, 100 per 10 s, exactly 100 admitted.
     assert_eq!(doc.get("admitted").num(), 100.0, "{doc:?}");
     let n = |field: &str| doc.get(field).num();
@@ -324,7 +327,7 @@ fn redis_table_keeps_a_given_prefix_and_counts_fail_open() {
     ]);
     assert!(
         text.starts_with(&format!(
-            "limiter bench: token-bucket:5/1s,capacity=10 on redis ({url}), concurrency 4, 1s per phase, 3 keys, on failure: open"
+            "limiter bench: token-bucket:5/1s,capacity=10 on redis ({url}, engine lua), concurrency 4, 1s per phase, 3 keys, on failure: open"
         )),
         "{text}"
     );
