@@ -94,11 +94,12 @@ impl RedisLimiterBuilder {
         self
     }
 
-    /// What decides on the server: the Lua functions ([`Engine::Lua`], the
-    /// default) or limiter-redis-module ([`Engine::Module`]), which the
-    /// server must have loaded: [`build`](Self::build) checks that it has.
-    /// Both decide alike on the same keys (docs/backends.md, "The Redis
-    /// module").
+    /// What decides on the server: limiter-redis-module when the server
+    /// has it at build, else the Lua functions ([`Engine::Detect`], the
+    /// default); the Lua functions alone ([`Engine::Lua`]); or the module
+    /// alone ([`Engine::Module`]), which [`build`](Self::build) checks the
+    /// server has. Both decide alike on the same keys (docs/backends.md,
+    /// "The Redis module").
     pub fn engine(mut self, engine: Engine) -> Self {
         self.engine = engine;
         self
@@ -132,7 +133,8 @@ impl RedisLimiterBuilder {
     /// Redis refusing the library (a server older than 7.0, or an ACL
     /// without `FUNCTION`) is [`Error::Backend`]. With
     /// [`Engine::Module`], a server that answers without the module's
-    /// command is [`Error::InvalidConfig`].
+    /// command is [`Error::InvalidConfig`]; with [`Engine::Detect`], one
+    /// that does not answer gets the Lua functions.
     pub async fn build(self) -> Result<RedisLimiter, Error> {
         if let Some(log) = self.policies.iter().find(|p| {
             p.algorithm() == Algorithm::SlidingLog && p.limit() > self.max_sliding_log_limit
@@ -158,34 +160,46 @@ impl RedisLimiterBuilder {
         }
         let mut function = LuaFunction::for_parts(self.policies.parts(), self.ttl_floor_ms());
         self.backend.register(function.library()).await?;
-        if self.engine == Engine::Module {
-            self.check_module().await?;
-            function = function.on_module(self.policies.parts(), self.ttl_floor_ms());
+        let module = match self.engine {
+            Engine::Lua => false,
+            Engine::Detect => self.has_module().await == Some(true),
+            Engine::Module => match self.has_module().await {
+                Some(false) => return Err(self.no_module()),
+                _ => true,
+            },
+        };
+        if module {
+            let detected = self.engine == Engine::Detect;
+            function = function.on_module(self.policies.parts(), self.ttl_floor_ms(), detected);
         }
         Ok(RedisLimiter::new(self, function))
     }
 }
 
 impl RedisLimiterBuilder {
-    /// Whether the server has limiter-redis-module's command: an error
-    /// naming the line that loads it if the server answers without it (a
-    /// server that does not answer, in an outage, is not refused: its
-    /// decisions fail until it answers).
-    async fn check_module(&self) -> Result<(), Error> {
+    /// Whether the server has limiter-redis-module's command (`None`: it
+    /// did not answer, in an outage).
+    async fn has_module(&self) -> Option<bool> {
         let mut info = redis::cmd("COMMAND");
         info.arg("INFO").arg(MODULE_DECIDE);
-        match self.backend.command::<Vec<redis::Value>>(&info).await {
-            Ok(commands) if matches!(commands.first(), Some(redis::Value::Nil) | None) => {
-                Err(BackendError::config(format!(
-                    "the engine is the module, but Redis at {} has no {MODULE_DECIDE}: load \
-                     limiter-redis-module (`redis-server --loadmodule \
-                     /path/to/liblimiter_redis_module.so`, or `MODULE LOAD` of it)",
-                    self.backend.url()
-                ))
-                .into_config_error())
-            }
-            _ => Ok(()),
-        }
+        let commands = self
+            .backend
+            .command::<Vec<redis::Value>>(&info)
+            .await
+            .ok()?;
+        Some(!matches!(commands.first(), Some(redis::Value::Nil) | None))
+    }
+
+    /// The error of a forced module on a server without it, naming the
+    /// line that loads it.
+    fn no_module(&self) -> Error {
+        BackendError::config(format!(
+            "the engine is the module, but Redis at {} has no {MODULE_DECIDE}: load \
+             limiter-redis-module (`redis-server --loadmodule \
+             /path/to/liblimiter_redis_module.so`, or `MODULE LOAD` of it)",
+            self.backend.url()
+        ))
+        .into_config_error()
     }
 }
 

@@ -8,13 +8,18 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Engine {
+    /// The module when the server has it at build, else the Lua
+    /// functions; a server that then answers without the module (restarted
+    /// without it) sends the limiter back to the Lua functions, for good.
+    #[default]
+    Detect,
     /// The Lua functions (Redis Functions, Redis 7.0 or later), loaded by
     /// the limiter: any Redis, managed services included.
-    #[default]
     Lua,
     /// limiter-redis-module's `LIMITER.DECIDE`, limiter-core's own state
     /// machines compiled into Redis: less server CPU per decision. The
     /// server must load it (`redis-server --loadmodule
-    /// …/liblimiter_redis_module.so`, or `MODULE LOAD`).
+    /// …/liblimiter_redis_module.so`, or `MODULE LOAD`); a server without
+    /// it fails the decisions.
     Module,
 }

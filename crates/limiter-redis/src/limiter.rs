@@ -76,7 +76,8 @@ impl RedisLimiter {
         &self.key_prefix
     }
 
-    /// What decides on the server for this limiter.
+    /// What decides on the server for this limiter now: [`Engine::Module`]
+    /// or [`Engine::Lua`] (never [`Engine::Detect`], which chooses one).
     pub fn engine(&self) -> Engine {
         match self.decider.function.is_on_module() {
             true => Engine::Module,

@@ -296,3 +296,50 @@ async fn on_redis_the_module_commands_declare_their_keys() {
         assert_eq!(keys, ["p:{a}:x", "p:{a}:y"], "{command}");
     }
 }
+
+/// By default a limiter decides with the module when the server has it
+/// at build, and with the Lua functions when it has not.
+#[tokio::test]
+async fn on_redis_the_default_engine_is_the_module_when_loaded() {
+    let policy: Policy = "token-bucket:3/10s".parse().unwrap();
+    let url = common::module_server().url();
+    let with = common::builder_at(&url, policy.clone())
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(with.engine(), Engine::Module);
+    let without = common::builder(policy).build().await.unwrap();
+    assert_eq!(without.engine(), Engine::Lua);
+    assert!(without.acquire(b"k", 1).await.unwrap().allowed);
+}
+
+/// A server that loses the module (here unloaded; a restart without
+/// `--loadmodule` alike): a limiter that detected it decides with the Lua
+/// functions from then on, the same call included; one forced on the
+/// module fails.
+#[tokio::test]
+async fn on_redis_without_the_module_any_more_a_detected_module_gives_way() {
+    let server = RedisServer::start_with_module(&["--enable-module-command", "yes"]);
+    let url = server.url();
+    let policies: Policies = "token-bucket:3/10s".parse().unwrap();
+    let prefix = common::fresh_prefix("gone");
+    let clock = ManualClock::new(1_000_000);
+    let detected = common::builder_at(&url, policies.clone())
+        .key_prefix(&prefix)
+        .clock(clock.clone())
+        .build()
+        .await
+        .unwrap();
+    let forced = limiter(&url, &policies, Engine::Module, &prefix, Some(&clock)).await;
+    assert_eq!(detected.engine(), Engine::Module);
+    assert_eq!(detected.acquire(b"k", 1).await.unwrap().remaining, 2);
+    assert_eq!(server.command("MODULE UNLOAD limiter"), "+OK");
+    assert_eq!(detected.acquire(b"k", 1).await.unwrap().remaining, 1);
+    assert_eq!(detected.engine(), Engine::Lua);
+    let error = forced.acquire(b"k", 1).await.expect_err("no module");
+    assert!(
+        chain(&error).contains("unknown command"),
+        "{}",
+        chain(&error)
+    );
+}

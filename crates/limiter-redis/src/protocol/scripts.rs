@@ -11,6 +11,7 @@
 //! is one policy), and replies in ticks.
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use limiter_core::backend::PerAlgorithm;
@@ -71,9 +72,24 @@ pub(crate) struct LuaFunction {
     /// [`decide`](Self::decide)); a sorted set (the sliding log of a large
     /// limit) is read as it is decided.
     across_slots: bool,
-    /// When limiter-redis-module decides instead of the library: the
-    /// policies as text, and the TTL floor in ms, its command's head.
-    module: Option<(Arc<str>, u64)>,
+    /// When limiter-redis-module decides instead of the library.
+    module: Option<ModuleHead>,
+}
+
+/// What a call to limiter-redis-module sends before its packed argument,
+/// and whether the module is still used.
+#[derive(Debug, Clone)]
+struct ModuleHead {
+    /// The policies as text.
+    policies: Arc<str>,
+    /// The TTL floor in ms.
+    ttl_floor_ms: u64,
+    /// Whether a server without the module sends the limiter back to the
+    /// library (the engine was detected, not forced).
+    detected: bool,
+    /// Set once a server answered that it has no module: the library
+    /// decides from then on.
+    left: Arc<AtomicBool>,
 }
 
 impl LuaFunction {
@@ -114,21 +130,50 @@ impl LuaFunction {
 
     /// The same decisions, made by limiter-redis-module's command rather
     /// than the library's function: the same keys, state and reply.
-    pub(crate) fn on_module(self, parts: &[Policy], ttl_floor_ms: u64) -> Self {
-        let text = parts
+    /// `detected`: the module was found rather than asked for, and a
+    /// server without it sends the limiter back to the library
+    /// ([`leave_module`](Self::leave_module)).
+    pub(crate) fn on_module(self, parts: &[Policy], ttl_floor_ms: u64, detected: bool) -> Self {
+        let policies = parts
             .iter()
             .map(Policy::to_string)
             .collect::<Vec<_>>()
             .join(";");
         Self {
-            module: Some((text.into(), ttl_floor_ms)),
+            module: Some(ModuleHead {
+                policies: policies.into(),
+                ttl_floor_ms,
+                detected,
+                left: Arc::default(),
+            }),
             ..self
         }
     }
 
+    /// The module's head while it decides.
+    fn module(&self) -> Option<&ModuleHead> {
+        self.module
+            .as_ref()
+            .filter(|head| !head.left.load(Ordering::Relaxed))
+    }
+
     /// Whether limiter-redis-module decides.
     pub(crate) fn is_on_module(&self) -> bool {
-        self.module.is_some()
+        self.module().is_some()
+    }
+
+    /// After a server answered that it has no module: whether the library
+    /// decides from now on (the module was detected), so that the call
+    /// may go again to it. A call the module's command never reached
+    /// decided nothing.
+    pub(crate) fn leave_module(&self) -> bool {
+        match self.module() {
+            Some(head) if head.detected => {
+                head.left.store(true, Ordering::Relaxed);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Whether one call may decide requests whose keys lie in different
@@ -151,10 +196,10 @@ impl LuaFunction {
         requests: impl Iterator<Item = &'r Request> + Clone,
         keys: Keys,
     ) -> Cmd {
-        let target = match &self.module {
-            Some((policies, ttl_floor_ms)) => Target::Module {
-                policies,
-                ttl_floor_ms: *ttl_floor_ms,
+        let target = match self.module() {
+            Some(head) => Target::Module {
+                policies: &head.policies,
+                ttl_floor_ms: head.ttl_floor_ms,
             },
             None => Target::Lua {
                 function: self.library.name(),
