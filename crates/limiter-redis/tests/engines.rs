@@ -343,3 +343,51 @@ async fn on_redis_without_the_module_any_more_a_detected_module_gives_way() {
         chain(&error)
     );
 }
+
+/// Concurrent decisions share calls (a hot key's batch: its keys and
+/// arguments once, the number of requests after): both engines admit the
+/// capacity exactly and leave the same bytes.
+#[tokio::test]
+async fn on_redis_a_hot_keys_batch_is_decided_alike_by_both_engines() {
+    let server = RedisServer::start_with_module(&[]);
+    let url = server.url();
+    let mut states = Vec::new();
+    for text in [
+        "token-bucket:5/10s",
+        "sliding-log:7/10s",
+        "sliding-log:300/10s",
+    ] {
+        let policies: Policies = text.parse().unwrap();
+        let clock = ManualClock::new(1_000_000);
+        let mut each = Vec::new();
+        for engine in [Engine::Lua, Engine::Module] {
+            let prefix = common::fresh_prefix("hot");
+            let limiter = limiter(&url, &policies, engine, &prefix, Some(&clock)).await;
+            let decisions = (0..64).map(|_| limiter.acquire(b"hot", 1));
+            let admitted = futures_util::future::join_all(decisions)
+                .await
+                .into_iter()
+                .filter(|d| d.as_ref().unwrap().allowed)
+                .count();
+            let capacity = policies.parts()[0].max_cost().min(64);
+            assert_eq!(admitted as u64, capacity, "{text} by {engine:?}");
+            each.push(contents(&url, &limiter.redis_key(b"hot")).await);
+        }
+        assert_eq!(each[0], each[1], "{text}");
+        states.push(each);
+    }
+    // The requests shared calls: fewer calls of each engine than requests.
+    let stats = server.query("INFO commandstats");
+    for command in ["fcall", "limiter.decide"] {
+        let calls: u64 = stats
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|calls| calls.parse().ok())
+            .unwrap_or_else(|| panic!("no {command} in {stats}"));
+        assert!(
+            calls < 3 * 64,
+            "{command}: {calls} calls for 3 x 64 requests"
+        );
+    }
+}
