@@ -1,10 +1,17 @@
-//! The [`Store`] of a running Redis: its keys and clock through
-//! `RedisModule_Call`. Writes are replicated as the commands they are
-//! (`SET … PX`, `SETRANGE`, `ZADD`, `PEXPIRE`…, in one `MULTI` per
-//! call), never the command that decided: a replica or an AOF replay
-//! holds the state the primary wrote, and decides nothing again.
+//! The [`Store`] of a running Redis. The string states are read and
+//! written through the module key API (a key opened, its bytes read or
+//! written in place): a `RedisModule_Call` of `MGET` or `SET` costs the
+//! server more than the decision. The sorted sets of large sliding logs go
+//! through `RedisModule_Call`, as the Lua function's commands.
+//!
+//! Writes are replicated as the commands they amount to (`SET … PXAT`,
+//! `SETRANGE`, `SET … KEEPTTL`, `ZADD`, `PEXPIRE`…, in one `MULTI` per
+//! call), never the command that decided: a replica or an AOF replay holds
+//! the state the primary wrote, and decides nothing again.
 
-use redis_module::{CallOptions, CallOptionsBuilder, CallReply, CallResult, Context};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis_module::{CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, KeyType};
 
 use crate::decide::{LogWrite, Store};
 use crate::string_state::Expiry;
@@ -67,16 +74,18 @@ fn number(reply: Option<CallResult<'_>>) -> Option<u64> {
 
 impl Store for Server<'_> {
     fn strings(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, String> {
-        let reply = self
-            .call("MGET", &self.read, keys)
-            .map_err(|e| e.to_string())?;
-        let CallReply::Array(values) = reply else {
-            return Err("ERR limiter: MGET answered no array".to_owned());
-        };
-        Ok(values
-            .iter()
-            .map(|value| value.ok().as_ref().and_then(bytes))
-            .collect())
+        keys.iter()
+            .map(|&name| {
+                let key = self.ctx.open_key(&self.ctx.create_string(name));
+                // As MGET: a key of another type holds no string.
+                if key.key_type() != KeyType::String {
+                    return Ok(None);
+                }
+                key.read()
+                    .map(|bytes| bytes.map(<[u8]>::to_vec))
+                    .map_err(|e| format!("ERR limiter: {e}"))
+            })
+            .collect()
     }
 
     fn sorted_log(&mut self, key: &[u8]) -> Result<Option<Vec<(u64, u64)>>, String> {
@@ -100,24 +109,31 @@ impl Store for Server<'_> {
     }
 
     fn time_us(&mut self) -> Result<u64, String> {
-        let reply = self
-            .call("TIME", &self.read, &[])
-            .map_err(|e| e.to_string())?;
-        let CallReply::Array(time) = reply else {
-            return Err("ERR limiter: TIME answered no array".to_owned());
-        };
-        match (number(time.get(0)), number(time.get(1))) {
-            (Some(seconds), Some(micros)) => Ok(seconds * 1_000_000 + micros),
-            _ => Err("ERR limiter: TIME answered no time".to_owned()),
-        }
+        now_us()
     }
 
-    fn write_string(&mut self, key: &[u8], value: &[u8], expiry: Expiry) -> Result<(), String> {
-        match expiry {
-            Expiry::Px(ms) => self.write("SET", &[key, value, b"PX", ms.to_string().as_bytes()]),
-            Expiry::InPlace => self.write("SETRANGE", &[key, b"0", value]),
-            Expiry::Kept => self.write("SET", &[key, value, b"KEEPTTL"]),
+    fn write_string(&mut self, name: &[u8], value: &[u8], expiry: Expiry) -> Result<(), String> {
+        let failed = |e: redis_module::RedisError| format!("ERR limiter: {e}");
+        let key = self.ctx.open_key_writable(&self.ctx.create_string(name));
+        // As SET: a key of another type is written over.
+        if !matches!(key.key_type(), KeyType::String | KeyType::Empty) {
+            key.delete().map_err(failed)?;
         }
+        key.as_string_dma()
+            .map_err(failed)?
+            .write(value)
+            .map_err(failed)?;
+        match expiry {
+            Expiry::Px(ms) => {
+                key.set_expire(Duration::from_millis(ms)).map_err(failed)?;
+                let at = (now_us()? / 1000 + ms).to_string();
+                self.ctx
+                    .replicate("SET", &[name, value, b"PXAT", at.as_bytes()]);
+            }
+            Expiry::InPlace => self.ctx.replicate("SETRANGE", &[name, b"0", value]),
+            Expiry::Kept => self.ctx.replicate("SET", &[name, value, b"KEEPTTL"]),
+        }
+        Ok(())
     }
 
     fn write_sorted_log(&mut self, key: &[u8], write: &LogWrite) -> Result<(), String> {
@@ -146,4 +162,14 @@ impl Store for Server<'_> {
         )?;
         self.write("PEXPIRE", &[key, write.ttl_ms.to_string().as_bytes()])
     }
+}
+
+/// The server's clock in µs: the clock Redis `TIME` reads (the system's
+/// real-time clock, in this very process).
+fn now_us() -> Result<u64, String> {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .and_then(|since| u64::try_from(since.as_micros()).ok())
+        .ok_or_else(|| "ERR limiter: the server's clock is before 1970".to_owned())
 }
