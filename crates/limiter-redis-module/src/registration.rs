@@ -1,7 +1,6 @@
 //! The entry points Redis calls: the module's load function and its two
-//! commands, registered by `redis_module!` (whose expansion is the crate's
-//! only `unsafe` code, hence the allow, in this file alone).
-#![allow(unsafe_code)]
+//! commands, registered by `redis_module!` (redis-module's code, which
+//! holds the FFI's `unsafe`: the crate forbids it in its own).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
