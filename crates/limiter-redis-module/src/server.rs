@@ -11,7 +11,9 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis_module::{CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, KeyType};
+use redis_module::{
+    CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, KeyType, RedisString,
+};
 
 use crate::decide::{LogWrite, Store};
 use crate::string_state::Expiry;
@@ -48,6 +50,11 @@ impl<'c> Server<'c> {
             .call_ext::<_, CallResult<'static>>(command, options, args)
     }
 
+    /// A key's name as Redis takes it: any bytes, a 0 byte included.
+    fn name(&self, key: &[u8]) -> RedisString {
+        RedisString::create_from_slice(self.ctx.get_raw(), key)
+    }
+
     fn write(&self, command: &str, args: &[&[u8]]) -> Result<(), String> {
         self.call(command, &self.write, args)
             .map(drop)
@@ -76,7 +83,7 @@ impl Store for Server<'_> {
     fn strings(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, String> {
         keys.iter()
             .map(|&name| {
-                let key = self.ctx.open_key(&self.ctx.create_string(name));
+                let key = self.ctx.open_key(&self.name(name));
                 // As MGET: a key of another type holds no string.
                 if key.key_type() != KeyType::String {
                     return Ok(None);
@@ -114,7 +121,7 @@ impl Store for Server<'_> {
 
     fn write_string(&mut self, name: &[u8], value: &[u8], expiry: Expiry) -> Result<(), String> {
         let failed = |e: redis_module::RedisError| format!("ERR limiter: {e}");
-        let key = self.ctx.open_key_writable(&self.ctx.create_string(name));
+        let key = self.ctx.open_key_writable(&self.name(name));
         // As SET: a key of another type is written over.
         if !matches!(key.key_type(), KeyType::String | KeyType::Empty) {
             key.delete().map_err(failed)?;
