@@ -7,7 +7,7 @@
 //! layout, packed `ARGV[1]` and packed reply), after the policies and the
 //! TTL floor the library has in its text ([`call`]), and read and write
 //! each algorithm's state in the bytes and with the TTLs the Lua functions
-//! use ([`string_state`], and the sorted set of a large sliding log), so a
+//! use (`string_state.rs`, and the sorted set of a large sliding log), so a
 //! key moves from one engine to the other with no reset. They decide with
 //! `limiter_core::backend`'s states: the code the memory backend runs.
 //!

@@ -39,7 +39,7 @@ fn build() -> PathBuf {
 
 impl RedisServer {
     /// As [`start_with_args`](Self::start_with_args), with limiter-redis-module
-    /// loaded (`--loadmodule`, [`module_path`]).
+    /// loaded (`--loadmodule`, [`module_path()`]).
     pub fn start_with_module(args: &[&str]) -> Self {
         let path = module_path();
         let mut all = vec!["--loadmodule", path.to_str().expect("a UTF-8 path")];
