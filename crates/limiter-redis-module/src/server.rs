@@ -12,7 +12,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis_module::{
-    CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, KeyType, RedisString,
+    CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, KeyType, NotifyEvent,
+    RedisString,
 };
 
 use crate::decide::{LogWrite, Store};
@@ -130,15 +131,26 @@ impl Store for Server<'_> {
             .map_err(failed)?
             .write(value)
             .map_err(failed)?;
+        let notified = self.name(name);
+        let notify = |class, event| self.ctx.notify_keyspace_event(class, event, &notified);
+        // The commands' own keyspace events (SET … PX: set, then expire).
         match expiry {
             Expiry::Px(ms) => {
                 key.set_expire(Duration::from_millis(ms)).map_err(failed)?;
                 let at = (now_us()? / 1000 + ms).to_string();
                 self.ctx
                     .replicate("SET", &[name, value, b"PXAT", at.as_bytes()]);
+                notify(NotifyEvent::STRING, "set");
+                notify(NotifyEvent::GENERIC, "expire");
             }
-            Expiry::InPlace => self.ctx.replicate("SETRANGE", &[name, b"0", value]),
-            Expiry::Kept => self.ctx.replicate("SET", &[name, value, b"KEEPTTL"]),
+            Expiry::InPlace => {
+                self.ctx.replicate("SETRANGE", &[name, b"0", value]);
+                notify(NotifyEvent::STRING, "setrange");
+            }
+            Expiry::Kept => {
+                self.ctx.replicate("SET", &[name, value, b"KEEPTTL"]);
+                notify(NotifyEvent::STRING, "set");
+            }
         }
         Ok(())
     }

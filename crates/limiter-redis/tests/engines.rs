@@ -391,3 +391,50 @@ async fn on_redis_a_hot_keys_batch_is_decided_alike_by_both_engines() {
         );
     }
 }
+
+/// Both engines' writes raise the same keyspace events (the module's are
+/// those of the commands it replicates): `set` and `expire` for a write
+/// that sets the TTL, `setrange` for one in place.
+#[tokio::test]
+async fn on_redis_both_engines_raise_the_same_keyspace_events() {
+    use futures_util::StreamExt;
+
+    let server = RedisServer::start_with_module(&["--notify-keyspace-events", "E$g"]);
+    let url = server.url();
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut pubsub = client.get_async_pubsub().await.unwrap();
+    pubsub.psubscribe("__keyevent@0__:*").await.unwrap();
+    let policies: Policies = "token-bucket:10/1s,capacity=20".parse().unwrap();
+    let mut keys = Vec::new();
+    for engine in [Engine::Lua, Engine::Module] {
+        let prefix = common::fresh_prefix("events");
+        // Redis time: the second write is covered by the first's deadline.
+        let limiter = limiter(&url, &policies, engine, &prefix, None).await;
+        for _ in 0..2 {
+            assert!(limiter.acquire(b"k", 1).await.unwrap().allowed);
+        }
+        keys.push(limiter.redis_key(b"k"));
+    }
+    let mut events: [Vec<String>; 2] = Default::default();
+    let mut messages = pubsub.on_message();
+    // Generous for a loaded machine: the events are sent as the writes run.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while events.iter().map(Vec::len).sum::<usize>() < 6 {
+        let message = tokio::time::timeout_at(deadline, messages.next())
+            .await
+            .unwrap_or_else(|_| panic!("events so far: {events:?}"))
+            .unwrap();
+        let key: Vec<u8> = message.get_payload().unwrap();
+        let event = message
+            .get_channel_name()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .to_owned();
+        if let Some(i) = keys.iter().position(|k| *k == key) {
+            events[i].push(event);
+        }
+    }
+    assert_eq!(events[0], ["set", "expire", "setrange"], "by Lua");
+    assert_eq!(events[1], events[0], "by the module");
+}
