@@ -19,9 +19,11 @@ pub fn module_path() -> PathBuf {
 
 fn build() -> PathBuf {
     let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace.join("target"));
+    // A relative CARGO_TARGET_DIR is read from the workspace's root, where
+    // scripts/test runs cargo.
+    let target = workspace.join(
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from),
+    );
     let status = Command::new(env!("CARGO"))
         .args(["build", "--quiet", "-p", "limiter-redis-module"])
         .current_dir(&workspace)
