@@ -7,7 +7,7 @@ use limiter_core::{Error, ErrorChain, Limiter, ManualClock, Policies};
 use limiter_memory::MemoryLimiter;
 use limiter_redis::{RedisBackend, RedisLimiter};
 
-use crate::cli::{BackendArgs, BackendKind};
+use crate::cli::{BackendArgs, BackendKind, RedisEngine};
 use crate::failure::Failure;
 
 /// How long, in trace time, the memory backend keeps a key past its reset
@@ -68,6 +68,7 @@ pub(crate) async fn connect(
                     .key_prefix(prefix)
                     .clock(clock)
                     .ttl_floor(REDIS_TTL_FLOOR)
+                    .engine(backend.redis_engine.engine())
                     .build()
                     .await
             };
@@ -93,10 +94,13 @@ pub(crate) async fn connect(
 /// backend, which would ignore them: a forgotten `--backend redis` must
 /// not pass for a Redis run.
 pub(crate) fn memory_takes_no_redis_flags(backend: &BackendArgs) -> Result<(), Failure> {
-    if backend.names_redis_url() || backend.redis_prefix.is_some() {
+    if backend.names_redis_url()
+        || backend.redis_prefix.is_some()
+        || backend.redis_engine != RedisEngine::Lua
+    {
         return Err(Failure::usage(
-            "--redis-url and --redis-prefix are for --backend redis or redis-cluster; the \
-             memory backend (the default) takes neither",
+            "--redis-url, --redis-prefix and --redis-engine are for --backend redis or \
+             redis-cluster; the memory backend (the default) takes none of them",
         ));
     }
     Ok(())

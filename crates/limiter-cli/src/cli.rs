@@ -194,6 +194,33 @@ impl BackendKind {
     }
 }
 
+/// What decides on a Redis server (`--redis-engine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RedisEngine {
+    /// The Lua functions the limiter loads.
+    Lua,
+    /// limiter-redis-module's commands.
+    Module,
+}
+
+impl RedisEngine {
+    /// The name used on the command line and in output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Lua => "lua",
+            Self::Module => "module",
+        }
+    }
+
+    /// The Redis limiter's engine.
+    pub fn engine(self) -> limiter_redis::Engine {
+        match self {
+            Self::Lua => limiter_redis::Engine::Lua,
+            Self::Module => limiter_redis::Engine::Module,
+        }
+    }
+}
+
 /// Where decisions are made.
 #[derive(Debug, Clone, Args)]
 pub struct BackendArgs {
@@ -205,6 +232,11 @@ pub struct BackendArgs {
     /// [default: redis://127.0.0.1:6379]
     #[arg(long = "redis-url", value_name = "URL")]
     redis_urls: Vec<String>,
+    /// What decides on Redis: the Lua functions (any Redis), or
+    /// limiter-redis-module, which the server must have loaded
+    /// (docs/backends.md, "The Redis module").
+    #[arg(long = "redis-engine", value_enum, value_name = "ENGINE", default_value_t = RedisEngine::Lua)]
+    pub redis_engine: RedisEngine,
     /// The prefix of every Redis key, on Redis. Runs with the
     /// same prefix share state on purpose (e.g. two replays that continue
     /// one another). Default: a fresh prefix per run.

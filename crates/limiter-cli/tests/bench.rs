@@ -11,9 +11,10 @@ use support::json::{self, Json};
 use support::{limiter, stderr, stdout};
 
 /// Every field of the JSON document.
-const FIELDS: [&str; 43] = [
+const FIELDS: [&str; 44] = [
     "backend",
     "server",
+    "engine",
     "policy",
     "concurrency",
     "duration_s",
@@ -127,6 +128,7 @@ fn memory_json_has_every_field_and_no_ceiling() {
     assert_eq!(doc.get("policy").str(), "token-bucket:100/1h");
     assert_eq!(doc.get("on_failure").str(), "error");
     assert_eq!(doc.get("server"), &Json::Null);
+    assert_eq!(doc.get("engine"), &Json::Null);
     for field in [
         "ceiling_per_s",
         "ceiling_calls",
@@ -227,6 +229,7 @@ fn redis_json_reports_the_ceiling_and_a_ratio() {
     assert_sane(&doc, 16.0, 1.0);
     assert_eq!(doc.get("backend").str(), "redis");
     assert_eq!(doc.get("server").str(), url);
+    assert_eq!(doc.get("engine").str(), "lua");
     // Redis TIME decides: one key, 100 an hour, the first 100 decisions
     // admitted, however many the run made.
     let decisions = doc.get("decisions").num();
@@ -378,7 +381,7 @@ fn redis_table_keeps_a_given_prefix_and_counts_fail_open() {
     ]);
     assert!(
         text.starts_with(&format!(
-            "limiter bench: token-bucket:5/1s,capacity=10 on redis ({url}), concurrency 4, 1s per phase, 3 keys, on failure: open"
+            "limiter bench: token-bucket:5/1s,capacity=10 on redis ({url}, engine lua), concurrency 4, 1s per phase, 3 keys, on failure: open"
         )),
         "{text}"
     );

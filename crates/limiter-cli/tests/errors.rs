@@ -274,6 +274,7 @@ fn redis_flags_beside_the_memory_backend_are_a_usage_error() {
         // `--backend redis` in a copied command line).
         &["--redis-url", "redis://127.0.0.1:6379"][..],
         &["--redis-prefix", "app"][..],
+        &["--redis-engine", "module"][..],
     ] {
         let output = replay_with(&[flags, &["-"]].concat(), "t_us,key,cost\n1,a,1\n");
         assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));

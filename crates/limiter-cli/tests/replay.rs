@@ -35,6 +35,22 @@ fn replay_matches_every_shared_vector_on_redis() {
     );
 }
 
+/// The vectors decided by limiter-redis-module (`--redis-engine module`)
+/// on a server that loaded it.
+#[test]
+fn replay_matches_every_shared_vector_on_redis_with_the_module() {
+    let server = RedisServer::start_with_module(&[]);
+    let url = server.url();
+    let flags = ["--backend", "redis", "--redis-url", url.as_ref()];
+    assert_eq!(
+        replay_every_vector(&[&flags[..], &["--redis-engine", "module"]].concat()),
+        32
+    );
+    let stats = server.query("INFO commandstats");
+    assert!(stats.contains("cmdstat_limiter.decide:calls="), "{stats}");
+    assert!(!stats.contains("cmdstat_fcall:"), "{stats}");
+}
+
 #[test]
 fn replay_reads_the_trace_from_stdin_given_a_dash() {
     let dir = vectors_dir();

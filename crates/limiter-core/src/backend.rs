@@ -229,6 +229,44 @@ mod tests {
         }
     }
 
+    /// A state rebuilt from the parts its accessors give decides as the
+    /// state itself: what a backend that stores states in a layout of its
+    /// own relies on.
+    #[test]
+    fn a_state_rebuilt_from_its_parts_decides_as_the_state() {
+        fn rebuilt(key: &KeyState) -> KeyState {
+            match key {
+                KeyState::FixedWindow(s) => {
+                    KeyState::FixedWindow(FixedWindow::from_parts(s.window_start(), s.count()))
+                }
+                KeyState::SlidingLog(s) => {
+                    KeyState::SlidingLog(SlidingLog::from_parts(s.dropped_total(), s.entries()))
+                }
+                KeyState::SlidingCounter(s) => KeyState::SlidingCounter(
+                    SlidingCounter::from_parts(s.window_start(), s.previous(), s.current()),
+                ),
+                KeyState::TokenBucket(s) => {
+                    KeyState::TokenBucket(TokenBucket::from_parts(s.scaled_tokens(), s.last()))
+                }
+                KeyState::LeakyBucket(s) => {
+                    KeyState::LeakyBucket(LeakyBucket::from_parts(s.scaled_queued(), s.last()))
+                }
+            }
+        }
+        for algorithm in Algorithm::ALL {
+            let policy = Policy::new(algorithm, Rate::per_second(3)).unwrap();
+            let mut key = KeyState::fresh(&policy);
+            for t in [0, 1, 2, 3, 400_000, 1_000_001, 1_500_000, 2_600_000] {
+                let mut copy = rebuilt(&key);
+                assert_eq!(copy, key);
+                assert_eq!(
+                    copy.acquire(&policy, t, 1).unwrap(),
+                    key.acquire(&policy, t, 1).unwrap()
+                );
+            }
+        }
+    }
+
     #[test]
     fn a_sliding_log_counts_its_entries_in_its_size() {
         let policy = Policy::sliding_log(Rate::per_second(3)).unwrap();

@@ -8,9 +8,11 @@ use std::time::Duration;
 use limiter_core::{Algorithm, Clock, Error, Policies, PolicyError};
 
 use crate::connection::backend::RedisBackend;
+use crate::engine::Engine;
 use crate::error::BackendError;
 use crate::limiter::RedisLimiter;
 use crate::protocol::scripts::LuaFunction;
+use crate::protocol::wire::MODULE_DECIDE;
 
 /// Builds a [`RedisLimiter`]; made by [`RedisLimiter::builder`].
 ///
@@ -24,6 +26,7 @@ pub struct RedisLimiterBuilder {
     pub(crate) clock: Option<Arc<dyn Clock>>,
     pub(crate) max_sliding_log_limit: u64,
     pub(crate) ttl_floor: Duration,
+    pub(crate) engine: Engine,
 }
 
 impl RedisLimiterBuilder {
@@ -42,6 +45,7 @@ impl RedisLimiterBuilder {
             clock: None,
             max_sliding_log_limit: Self::DEFAULT_MAX_SLIDING_LOG_LIMIT,
             ttl_floor: Self::DEFAULT_TTL_FLOOR,
+            engine: Engine::default(),
         }
     }
 
@@ -90,6 +94,17 @@ impl RedisLimiterBuilder {
         self
     }
 
+    /// What decides on the server: limiter-redis-module when the server
+    /// has it at build, else the Lua functions ([`Engine::Detect`], the
+    /// default); the Lua functions alone ([`Engine::Lua`]); or the module
+    /// alone ([`Engine::Module`]), which [`build`](Self::build) checks the
+    /// server has. Both decide alike on the same keys (docs/backends.md,
+    /// "The Redis module").
+    pub fn engine(mut self, engine: Engine) -> Self {
+        self.engine = engine;
+        self
+    }
+
     /// The TTL floor in ms the scripts apply: 0 with Redis time (the TTL
     /// then follows `reset_after` alone); with a caller clock, capped where Lua's
     /// doubles and `PEXPIRE` stay exact (285 years).
@@ -116,7 +131,10 @@ impl RedisLimiterBuilder {
     /// waits to be loaded with the next connection, and decisions fail
     /// (see [`limiter_core::FailurePolicy`] for what they answer then).
     /// Redis refusing the library (a server older than 7.0, or an ACL
-    /// without `FUNCTION`) is [`Error::Backend`].
+    /// without `FUNCTION`) is [`Error::Backend`]. With
+    /// [`Engine::Module`], a server that answers without the module's
+    /// command is [`Error::InvalidConfig`]; with [`Engine::Detect`], one
+    /// that does not answer gets the Lua functions.
     pub async fn build(self) -> Result<RedisLimiter, Error> {
         if let Some(log) = self.policies.iter().find(|p| {
             p.algorithm() == Algorithm::SlidingLog && p.limit() > self.max_sliding_log_limit
@@ -140,9 +158,48 @@ impl RedisLimiterBuilder {
             ))
             .into_config_error());
         }
-        let function = LuaFunction::for_parts(self.policies.parts(), self.ttl_floor_ms());
+        let mut function = LuaFunction::for_parts(self.policies.parts(), self.ttl_floor_ms());
         self.backend.register(function.library()).await?;
+        let module = match self.engine {
+            Engine::Lua => false,
+            Engine::Detect => self.has_module().await == Some(true),
+            Engine::Module => match self.has_module().await {
+                Some(false) => return Err(self.no_module()),
+                _ => true,
+            },
+        };
+        if module {
+            let detected = self.engine == Engine::Detect;
+            function = function.on_module(self.policies.parts(), self.ttl_floor_ms(), detected);
+        }
         Ok(RedisLimiter::new(self, function))
+    }
+}
+
+impl RedisLimiterBuilder {
+    /// Whether the server has limiter-redis-module's command (`None`: it
+    /// did not answer, in an outage).
+    async fn has_module(&self) -> Option<bool> {
+        let mut info = redis::cmd("COMMAND");
+        info.arg("INFO").arg(MODULE_DECIDE);
+        let commands = self
+            .backend
+            .command::<Vec<redis::Value>>(&info)
+            .await
+            .ok()?;
+        Some(!matches!(commands.first(), Some(redis::Value::Nil) | None))
+    }
+
+    /// The error of a forced module on a server without it, naming the
+    /// line that loads it.
+    fn no_module(&self) -> Error {
+        BackendError::config(format!(
+            "the engine is the module, but Redis at {} has no {MODULE_DECIDE}: load \
+             limiter-redis-module (`redis-server --loadmodule \
+             /path/to/liblimiter_redis_module.so`, or `MODULE LOAD` of it)",
+            self.backend.url()
+        ))
+        .into_config_error()
     }
 }
 
@@ -155,6 +212,7 @@ impl fmt::Debug for RedisLimiterBuilder {
             .field("clock", &self.clock)
             .field("max_sliding_log_limit", &self.max_sliding_log_limit)
             .field("ttl_floor", &self.ttl_floor)
+            .field("engine", &self.engine)
             .finish()
     }
 }

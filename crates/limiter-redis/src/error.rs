@@ -139,6 +139,13 @@ impl BackendError {
         self.redis_source().is_some_and(is_out_of_memory)
     }
 
+    /// Whether Redis does not know the command it was sent: a server
+    /// without limiter-redis-module, sent the module's command.
+    pub(crate) fn is_unknown_command(&self) -> bool {
+        self.redis_source()
+            .is_some_and(|e| e.to_string().contains("unknown command"))
+    }
+
     /// Whether a Redis Cluster answered `ASK` (the key's slot is half-way
     /// through a migration) and the command did not follow it.
     pub(crate) fn is_ask(&self) -> bool {

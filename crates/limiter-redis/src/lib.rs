@@ -19,7 +19,9 @@
 //! ```
 //!
 //! Each decision is one `FCALL` of the policy's function (Redis Functions:
-//! Redis 7.0 or later) on one of the backend's multiplexed connections,
+//! Redis 7.0 or later), or, on a server that loaded limiter-redis-module,
+//! one `LIMITER.DECIDE` of the same keys and arguments (see [`Engine`]),
+//! on one of the backend's multiplexed connections,
 //! which pipeline any number of concurrent decisions; under load, on one
 //! server, the decisions that arrive while two calls of a limiter are in
 //! flight share its next call, decided in order (see `docs/backends.md`,
@@ -40,6 +42,7 @@
 
 mod builder;
 mod connection;
+mod engine;
 mod error;
 mod limiter;
 mod protocol;
@@ -53,6 +56,7 @@ pub use self::{
     builder::RedisLimiterBuilder,
     connection::backend::RedisBackend,
     connection::backend_builder::RedisBackendBuilder,
+    engine::Engine,
     error::{BackendError, BackendErrorKind},
     limiter::RedisLimiter,
 };

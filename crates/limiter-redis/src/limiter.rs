@@ -9,6 +9,7 @@ use limiter_core::{Clock, Decision, Error, Limiter, Policies};
 
 use crate::builder::RedisLimiterBuilder;
 use crate::connection::backend::RedisBackend;
+use crate::engine::Engine;
 use crate::protocol::batch::Decider;
 use crate::protocol::keys::KeyLayout;
 use crate::protocol::scripts::LuaFunction;
@@ -73,6 +74,15 @@ impl RedisLimiter {
     /// The key prefix (see [`RedisLimiterBuilder::key_prefix`]).
     pub fn key_prefix(&self) -> &str {
         &self.key_prefix
+    }
+
+    /// What decides on the server for this limiter now: [`Engine::Module`]
+    /// or [`Engine::Lua`] (never [`Engine::Detect`], which chooses one).
+    pub fn engine(&self) -> Engine {
+        match self.decider.function.is_on_module() {
+            true => Engine::Module,
+            false => Engine::Lua,
+        }
     }
 
     /// The backend this limiter decides on.

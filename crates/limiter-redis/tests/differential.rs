@@ -1,9 +1,11 @@
 //! Model test: random traces through the pure core ([`SetState`]) and
-//! through Redis (caller time) give identical answers — the combined
-//! decision and every part's — for all five algorithms alone and in tiered
-//! sets of two or three (docs/spec.md section 7), including peeks, resets,
-//! costs above a part's maximum, time stepping backwards, ticks above 1 µs
-//! and times near 2^53.
+//! through Redis (caller time, and Redis time) give identical answers — the
+//! combined decision and every part's — for all five algorithms alone and
+//! in tiered sets of two or three (docs/spec.md section 7), including
+//! peeks, resets, costs above a part's maximum, time stepping backwards,
+//! ticks above 1 µs and times near 2^53. The decisions alternate between
+//! the two engines on the same keys, the Lua functions and
+//! limiter-redis-module: each reads the state the other wrote.
 
 mod common;
 
@@ -12,6 +14,7 @@ use std::time::Duration;
 
 use limiter_core::backend::SetState;
 use limiter_core::{Algorithm, Decision, Error, Limiter, ManualClock, Policies, Policy, Rate};
+use limiter_redis::{Engine, RedisLimiter};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -112,13 +115,29 @@ fn outcome(result: Result<Decision, Error>) -> Result<Decision, String> {
     })
 }
 
+/// The two engines on one server with the module, on the same keys
+/// (one prefix), with `clock` (none: Redis time).
+async fn engines(policies: &Policies, clock: Option<&ManualClock>) -> [RedisLimiter; 2] {
+    let url = common::module_server().url();
+    let prefix = common::fresh_prefix("t");
+    let mut limiters = Vec::new();
+    for engine in [Engine::Lua, Engine::Module] {
+        let mut builder = common::builder_at(&url, policies.clone())
+            .key_prefix(prefix.clone())
+            .engine(engine);
+        if let Some(clock) = clock {
+            builder = builder.clock(clock.clone());
+        }
+        let limiter = builder.build().await.unwrap();
+        assert_eq!(limiter.engine(), engine);
+        limiters.push(limiter);
+    }
+    limiters.try_into().unwrap()
+}
+
 async fn differ(policies: Policies, start: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
     let clock = ManualClock::new(start);
-    let redis = common::builder(policies.clone())
-        .clock(clock.clone())
-        .build()
-        .await
-        .unwrap();
+    let engines = engines(&policies, Some(&clock)).await;
     let mut model: HashMap<usize, SetState> = HashMap::new();
     let mut now = start;
     for (i, step) in steps.iter().enumerate() {
@@ -126,6 +145,7 @@ async fn differ(policies: Policies, start: u64, steps: Vec<Step>) -> Result<(), 
             .saturating_add_signed(step.dt)
             .min(limiter_core::MAX_TIME_US);
         clock.set(now);
+        let redis = &engines[i % 2];
         let name = |key: usize| format!("k{key}");
         let (expected, actual) = match step.op {
             Op::Acquire { key, cost } => {
@@ -155,17 +175,63 @@ async fn differ(policies: Policies, start: u64, steps: Vec<Step>) -> Result<(), 
         prop_assert_eq!(
             actual,
             expected,
-            "step {} ({:?}) at t={} under {}",
+            "step {} ({:?}) at t={} under {} by {:?}",
             i,
             step,
             now,
-            policies
+            policies,
+            redis.engine()
         );
     }
     // Every key the trace left has a TTL, at least the floor (caller time).
-    for key in common::keys_under(redis.key_prefix()).await {
-        let ttl = common::pttl(&key).await;
+    let server = common::module_server().url();
+    for key in common::keys_under_at(&server, engines[0].key_prefix()).await {
+        let ttl = common::pttl_at(&server, &key).await;
         prop_assert!(ttl > 50_000, "{} has PTTL {}", key, ttl);
+    }
+    Ok(())
+}
+
+/// As [`differ`], on Redis time: the model decides each request at the
+/// time its decision says Redis read.
+async fn differ_on_redis_time(policies: Policies, steps: Vec<Step>) -> Result<(), TestCaseError> {
+    let engines = engines(&policies, None).await;
+    let mut model: HashMap<usize, SetState> = HashMap::new();
+    for (i, step) in steps.iter().enumerate() {
+        let redis = &engines[i % 2];
+        let name = |key: usize| format!("k{key}");
+        let (key, cost, acquire) = match step.op {
+            Op::Acquire { key, cost } => (key, cost, true),
+            Op::Peek { key, cost } => (key, cost, false),
+            Op::Reset { key } => {
+                model.remove(&key);
+                redis.reset(name(key).as_bytes()).await.unwrap();
+                continue;
+            }
+        };
+        let actual = match acquire {
+            true => outcome(redis.acquire(name(key).as_bytes(), cost).await),
+            false => outcome(redis.peek(name(key).as_bytes(), cost).await),
+        };
+        // A refused request has no time: any time refuses it alike.
+        let now = actual.as_ref().map_or(0, |d| d.time_us);
+        let state = model
+            .entry(key)
+            .or_insert_with(|| SetState::fresh(&policies));
+        let expected = match acquire {
+            true => outcome(state.acquire(&policies, now, cost)),
+            false => outcome(state.peek(&policies, now, cost)),
+        };
+        prop_assert_eq!(
+            actual,
+            expected,
+            "step {} ({:?}) at t={} under {} by {:?}",
+            i,
+            step,
+            now,
+            policies,
+            redis.engine()
+        );
     }
     Ok(())
 }
@@ -178,5 +244,11 @@ proptest! {
     fn redis_decides_exactly_as_the_core((policies, start, steps) in case()) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(differ(policies, start, steps))?;
+    }
+
+    #[test]
+    fn redis_decides_exactly_as_the_core_on_redis_time((policies, _, steps) in case()) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(differ_on_redis_time(policies, steps))?;
     }
 }

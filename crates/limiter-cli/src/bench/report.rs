@@ -52,9 +52,10 @@ impl Report<'_> {
             "limiter bench: {} on {}{}, concurrency {}, {} per phase, {keys}, on failure: {}",
             self.policy,
             args.backend.backend.name(),
-            self.server
-                .as_ref()
-                .map_or_else(String::new, |s| format!(" ({s})")),
+            self.server.as_ref().map_or_else(String::new, |s| format!(
+                " ({s}, engine {})",
+                args.backend.redis_engine.name()
+            )),
             args.concurrency,
             duration(args.duration),
             args.on_failure.name(),
@@ -154,6 +155,12 @@ impl Report<'_> {
         let fields: Vec<(&str, String)> = vec![
             ("backend", string(args.backend.backend.name())),
             ("server", self.server.as_deref().map_or_else(null, string)),
+            (
+                "engine",
+                self.server
+                    .as_ref()
+                    .map_or_else(null, |_| string(args.backend.redis_engine.name())),
+            ),
             ("policy", string(&self.policy.to_string())),
             ("concurrency", args.concurrency.to_string()),
             ("duration_s", float(Some(args.duration.as_secs_f64()), 6)),

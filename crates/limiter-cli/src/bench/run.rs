@@ -189,6 +189,7 @@ async fn connect_redis(
         redis.connect().await?;
         RedisLimiter::builder(redis, policy)
             .key_prefix(prefix)
+            .engine(args.backend.redis_engine.engine())
             .build()
             .await
     };

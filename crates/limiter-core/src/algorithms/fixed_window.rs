@@ -22,11 +22,12 @@ pub struct FixedWindow {
 }
 
 impl FixedWindow {
-    /// The state of a key with `count` units (at most the limit) admitted
-    /// in the window starting at tick `window_start` (a multiple of the
-    /// window).
+    /// The state of a key whose last admission fell in the window starting
+    /// at tick `window_start` (a multiple of the policy's window), with
+    /// `count` units (at most the limit) admitted in it: for a backend that
+    /// stores the state in a layout of its own and decides with it here.
     #[inline]
-    pub(crate) fn from_parts(window_start: u64, count: u64) -> Self {
+    pub fn from_parts(window_start: u64, count: u64) -> Self {
         Self {
             window_start,
             count,

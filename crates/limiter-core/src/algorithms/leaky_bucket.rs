@@ -23,10 +23,12 @@ pub struct LeakyBucket {
 }
 
 impl LeakyBucket {
-    /// The state with `scaled_queued` (at most the max cost times the window)
-    /// as of tick `last`.
+    /// The state holding `scaled_queued` (queued units times the window
+    /// in ticks, at most the queue times it) after an admission at tick
+    /// `last`: for a backend that stores the state in a layout of its own
+    /// and decides with it here.
     #[inline]
-    pub(crate) fn from_parts(scaled_queued: u64, last: u64) -> Self {
+    pub fn from_parts(scaled_queued: u64, last: u64) -> Self {
         Self {
             scaled_queued,
             last,

@@ -50,6 +50,33 @@ pub struct LogUpdate {
 }
 
 impl SlidingLog {
+    /// The log of `entries`, each a tick and the running total of units
+    /// up to and including it (ticks increasing, totals increasing, at
+    /// most 2^53), after `dropped_total` units dropped before the first:
+    /// for a backend that stores the log in a layout of its own and
+    /// decides with it here. A log whose entries break that order decides
+    /// nonsense (and may panic): check them first.
+    pub fn from_parts(dropped_total: u64, entries: impl IntoIterator<Item = (u64, u64)>) -> Self {
+        Self {
+            entries: entries
+                .into_iter()
+                .map(|(ts, total)| LogEntry { ts, total })
+                .collect(),
+            dropped_total,
+        }
+    }
+
+    /// The entries, oldest first: each a tick and the running total of
+    /// units up to and including it ([`from_parts`](Self::from_parts)).
+    pub fn entries(&self) -> impl ExactSizeIterator<Item = (u64, u64)> + '_ {
+        self.entries.iter().map(|e| (e.ts, e.total))
+    }
+
+    /// The running total just before the first entry: the units dropped.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped_total
+    }
+
     /// Entries stored (at most the limit; fewer when admissions share a tick).
     pub fn len(&self) -> usize {
         self.entries.len()

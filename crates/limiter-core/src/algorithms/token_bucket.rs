@@ -20,10 +20,12 @@ pub struct TokenBucket {
 }
 
 impl TokenBucket {
-    /// The state with `scaled_tokens` (at most the max cost times the window)
-    /// as of tick `last`.
+    /// The state holding `scaled_tokens` (tokens times the window in
+    /// ticks, at most the capacity times it) after an admission at tick
+    /// `last`: for a backend that stores the state in a layout of its own
+    /// and decides with it here.
     #[inline]
-    pub(crate) fn from_parts(scaled_tokens: u64, last: u64) -> Self {
+    pub fn from_parts(scaled_tokens: u64, last: u64) -> Self {
         Self {
             scaled_tokens,
             last,

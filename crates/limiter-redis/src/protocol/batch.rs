@@ -367,14 +367,25 @@ impl Decider {
         &self,
         requests: &[Request],
     ) -> Result<Vec<Result<Decision, BackendError>>, BackendError> {
-        let cmd = self
-            .function
-            .decide(&self.keys, requests.iter(), Keys::Declared);
-        // On the call task's runtime.
-        let reply = self
-            .backend
-            .query_here(&cmd, Some(self.function.library()), Ask::Follow)
-            .await?;
+        let query = || {
+            let cmd = self
+                .function
+                .decide(&self.keys, requests.iter(), Keys::Declared);
+            // On the call task's runtime.
+            async move {
+                self.backend
+                    .query_here(&cmd, Some(self.function.library()), Ask::Follow)
+                    .await
+            }
+        };
+        let reply = match query().await {
+            // A server without the module (a restart without it): the
+            // library decides this call, and the next ones.
+            Err(error) if error.is_unknown_command() && self.function.leave_module() => {
+                query().await?
+            }
+            reply => reply?,
+        };
         self.answers(&reply, requests)
     }
 

@@ -11,6 +11,7 @@
 //! is one policy), and replies in ticks.
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use limiter_core::backend::PerAlgorithm;
@@ -20,7 +21,7 @@ use redis::Cmd;
 use crate::connection::library::Library;
 use crate::protocol::keys::KeyLayout;
 use crate::protocol::state::{keeps_packed_log, keeps_string};
-use crate::protocol::wire::{self, record_fields, Keys, Request};
+use crate::protocol::wire::{self, record_fields, Keys, Request, Target};
 
 /// The prelude every library starts with (arguments, time, helpers).
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
@@ -71,6 +72,24 @@ pub(crate) struct LuaFunction {
     /// [`decide`](Self::decide)); a sorted set (the sliding log of a large
     /// limit) is read as it is decided.
     across_slots: bool,
+    /// When limiter-redis-module decides instead of the library.
+    module: Option<ModuleHead>,
+}
+
+/// What a call to limiter-redis-module sends before its packed argument,
+/// and whether the module is still used.
+#[derive(Debug, Clone)]
+struct ModuleHead {
+    /// The policies as text.
+    policies: Arc<str>,
+    /// The TTL floor in ms.
+    ttl_floor_ms: u64,
+    /// Whether a server without the module sends the limiter back to the
+    /// library (the engine was detected, not forced).
+    detected: bool,
+    /// Set once a server answered that it has no module: the library
+    /// decides from then on.
+    left: Arc<AtomicBool>,
 }
 
 impl LuaFunction {
@@ -105,13 +124,62 @@ impl LuaFunction {
             library: Library::new(format!("#!lua name={name}\n{code}").into(), name.into()),
             peek_name: peek_name.into(),
             across_slots: parts.iter().all(keeps_string),
+            module: None,
+        }
+    }
+
+    /// The same decisions, made by limiter-redis-module's command rather
+    /// than the library's function: the same keys, state and reply.
+    /// `detected`: the module was found rather than asked for, and a
+    /// server without it sends the limiter back to the library
+    /// ([`leave_module`](Self::leave_module)).
+    pub(crate) fn on_module(self, parts: &[Policy], ttl_floor_ms: u64, detected: bool) -> Self {
+        let policies = parts
+            .iter()
+            .map(Policy::to_string)
+            .collect::<Vec<_>>()
+            .join(";");
+        Self {
+            module: Some(ModuleHead {
+                policies: policies.into(),
+                ttl_floor_ms,
+                detected,
+                left: Arc::default(),
+            }),
+            ..self
+        }
+    }
+
+    /// The module's head while it decides.
+    fn module(&self) -> Option<&ModuleHead> {
+        self.module
+            .as_ref()
+            .filter(|head| !head.left.load(Ordering::Relaxed))
+    }
+
+    /// Whether limiter-redis-module decides.
+    pub(crate) fn is_on_module(&self) -> bool {
+        self.module().is_some()
+    }
+
+    /// After a server answered that it has no module: whether the library
+    /// decides from now on (the module was detected), so that the call
+    /// may go again to it. A call the module's command never reached
+    /// decided nothing.
+    pub(crate) fn leave_module(&self) -> bool {
+        match self.module() {
+            Some(head) if head.detected => {
+                head.left.store(true, Ordering::Relaxed);
+                true
+            }
+            _ => false,
         }
     }
 
     /// Whether one call may decide requests whose keys lie in different
     /// slots of one cluster node ([`Keys::AcrossSlots`]).
     pub(crate) fn decides_across_slots(&self) -> bool {
-        self.across_slots
+        self.across_slots && self.module.is_none()
     }
 
     /// The library, for the connection layer to load.
@@ -120,20 +188,25 @@ impl LuaFunction {
     }
 
     /// `FCALL` deciding `requests` in order, their keys (one per part,
-    /// laid out by `layouts`) passed as `keys` says ([`wire::fcall`]).
+    /// laid out by `layouts`) passed as `keys` says ([`wire::call`]), to
+    /// the library's function or the module's command.
     pub(crate) fn decide<'r>(
         &self,
         layouts: &[KeyLayout],
         requests: impl Iterator<Item = &'r Request> + Clone,
         keys: Keys,
     ) -> Cmd {
-        wire::fcall(
-            self.library.name(),
-            &self.peek_name,
-            layouts,
-            requests,
-            keys,
-        )
+        let target = match self.module() {
+            Some(head) => Target::Module {
+                policies: &head.policies,
+                ttl_floor_ms: head.ttl_floor_ms,
+            },
+            None => Target::Lua {
+                function: self.library.name(),
+                peek_function: &self.peek_name,
+            },
+        };
+        wire::call(&target, layouts, requests, keys)
     }
 }
 

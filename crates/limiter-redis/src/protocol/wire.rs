@@ -1,9 +1,12 @@
 //! The wire format between a library (`scripts.rs`) and its caller: what
 //! one `FCALL` sends and what its reply holds, in one table, with the code
-//! that writes the call ([`fcall`]) and reads the reply ([`split_reply`],
+//! that writes the call ([`call`]) and reads the reply ([`split_reply`],
 //! [`read_reply`]). Rust converts each part with
 //! [`TickDecision::into_decision`], the single place where the µs
-//! conversion of docs/spec.md section 5 lives.
+//! conversion of docs/spec.md section 5 lives. limiter-redis-module's
+//! `LIMITER.DECIDE` takes the same keys, packed argument and reply, after
+//! the policies and the TTL floor the library has in its text
+//! ([`Target::Module`]); it takes no batch across slots.
 //!
 //! One `FCALL` decides R requests in order, each on P parts. Every number
 //! is an integer below 2^53, sent and answered as a little-endian double
@@ -42,24 +45,20 @@ pub(crate) fn record_fields(parts: &[Policy]) -> usize {
     parts.iter().map(|p| part_fields(p, parts.len())).sum()
 }
 
-/// `FCALL` of `function` deciding `requests` in order, one after the
-/// other, their keys (one per part, laid out by `layouts`) passed as
-/// `keys` says, in the format of this module's table; of `peek_function`
-/// (the same code registered `no-writes`) when every request only peeks,
-/// which a full Redis still runs. Sized up front: one allocation per
-/// buffer.
-pub(crate) fn fcall<'r>(
-    function: &str,
-    peek_function: &str,
+/// The call deciding `requests` in order, one after the other, their
+/// keys (one per part, laid out by `layouts`) passed as `keys` says, in
+/// the format of this module's table, to `target`; a call whose every
+/// request only peeks goes to its read-only twin (the Lua
+/// function registered `no-writes`, or `LIMITER.PEEK`), which a full Redis
+/// still runs. Sized up front: one allocation per buffer.
+pub(crate) fn call<'r>(
+    target: &Target<'_>,
     layouts: &[KeyLayout],
     requests: impl Iterator<Item = &'r Request> + Clone,
     keys: Keys,
 ) -> Cmd {
     let count = requests.clone().count();
-    let name = match requests.clone().all(|r| r.mode == Mode::Peek) {
-        true => peek_function,
-        false => function,
-    };
+    let peeks = requests.clone().all(|r| r.mode == Mode::Peek);
     let key_bytes = |r: &Request| layouts.iter().map(|l| l.len(&r.key)).sum::<usize>();
     let all_key_bytes: usize = requests.clone().map(key_bytes).sum();
     let first = requests.clone().next();
@@ -79,18 +78,8 @@ pub(crate) fn fcall<'r>(
         Keys::AcrossSlots => (layouts.len(), first.map_or(0, key_bytes)),
     };
     let spread = usize::from(keys == Keys::AcrossSlots);
-    let mut cmd = Cmd::with_capacity(
-        4 + declared + spread * count * layouts.len(),
-        32 + name.len() + declared_bytes + spread * all_key_bytes + REQUEST_ARG_BYTES * count,
-    );
-    cmd.arg("FCALL").arg(name).arg(declared);
     let mut packed = Vec::with_capacity(REQUEST_ARG_BYTES * count);
     for (i, request) in requests.clone().enumerate() {
-        if (keys == Keys::Declared && !one_key) || i == 0 {
-            for layout in layouts {
-                cmd.arg(layout.arg(&request.key));
-            }
-        }
         if i == 0 || !uniform {
             for field in request.arguments() {
                 packed.extend_from_slice(&field.to_le_bytes());
@@ -100,7 +89,41 @@ pub(crate) fn fcall<'r>(
     if one_key {
         packed.extend_from_slice(&(count as f64).to_le_bytes());
     }
-    cmd.arg(packed);
+    let mut cmd = Cmd::with_capacity(
+        4 + declared + spread * count * layouts.len(),
+        64 + target.head_bytes()
+            + declared_bytes
+            + spread * all_key_bytes
+            + REQUEST_ARG_BYTES * count,
+    );
+    let declare = |cmd: &mut Cmd| {
+        for (i, request) in requests.clone().enumerate() {
+            if (keys == Keys::Declared && !one_key) || i == 0 {
+                for layout in layouts {
+                    cmd.arg(layout.arg(&request.key));
+                }
+            }
+        }
+    };
+    match *target {
+        Target::Lua {
+            function,
+            peek_function,
+        } => {
+            let name = if peeks { peek_function } else { function };
+            cmd.arg("FCALL").arg(name).arg(declared);
+            declare(&mut cmd);
+            cmd.arg(packed);
+        }
+        Target::Module {
+            policies,
+            ttl_floor_ms,
+        } => {
+            let name = if peeks { MODULE_PEEK } else { MODULE_DECIDE };
+            cmd.arg(name).arg(policies).arg(ttl_floor_ms).arg(packed);
+            declare(&mut cmd);
+        }
+    }
     if keys == Keys::AcrossSlots {
         for request in requests {
             for layout in layouts {
@@ -109,6 +132,42 @@ pub(crate) fn fcall<'r>(
         }
     }
     cmd
+}
+
+/// The module's command that decides (limiter-redis-module).
+pub(crate) const MODULE_DECIDE: &str = "LIMITER.DECIDE";
+/// The module's read-only command, for calls that only peek.
+const MODULE_PEEK: &str = "LIMITER.PEEK";
+
+/// What a call runs on the server, and the head of its command: the
+/// arguments before the packed arguments and the keys.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target<'a> {
+    /// `FCALL function numkeys KEYS… ARGV[1]` of a Lua library's function
+    /// (`peek_function` when every request peeks), the policies' constants
+    /// in its text.
+    Lua {
+        function: &'a str,
+        peek_function: &'a str,
+    },
+    /// `LIMITER.DECIDE policies ttl_floor_ms ARGV[1] KEYS…` (`LIMITER.PEEK`
+    /// when every request peeks) of limiter-redis-module: the policies
+    /// as their text, the keys last (the command declares them so). It
+    /// takes no batch across slots: a limiter on it decides by slot.
+    Module {
+        policies: &'a str,
+        ttl_floor_ms: u64,
+    },
+}
+
+impl Target<'_> {
+    /// Bytes of the head's arguments, to size the command.
+    fn head_bytes(&self) -> usize {
+        match self {
+            Self::Lua { function, .. } => function.len() + 5,
+            Self::Module { policies, .. } => policies.len() + MODULE_DECIDE.len() + 20,
+        }
+    }
 }
 
 /// Where an `FCALL` passes its requests' keys.
@@ -295,7 +354,11 @@ mod tests {
     fn fcall_arguments(requests: &[Request], keys: Keys) -> (Vec<Vec<u8>>, KeyLayout) {
         let policy = Policy::token_bucket(Rate::new(10, Duration::from_secs(1))).unwrap();
         let layouts = [KeyLayout::new("test", &policy)];
-        let cmd = fcall("decide", "decide_peek", &layouts, requests.iter(), keys);
+        let target = Target::Lua {
+            function: "decide",
+            peek_function: "decide_peek",
+        };
+        let cmd = call(&target, &layouts, requests.iter(), keys);
         let args = cmd
             .args_iter()
             .map(|arg| match arg {

@@ -4,7 +4,8 @@
 //! modules, decisions sharing calls (`batches`), where decisions go
 //! (`routing`), the cluster changing shape under load (`topology`), nodes
 //! that hang (`hung_nodes`), refuse or go (`lost_nodes`), a failover
-//! (`failover`), and the load those tests run (`load`).
+//! (`failover`), the load those tests run (`load`), and limiter-redis-module
+//! on every node (`module`).
 //!
 //! The tests that change or break the topology each run on a cluster of
 //! their own; the others share the binary's cluster (started on first
@@ -18,6 +19,7 @@ mod failover;
 mod hung_nodes;
 mod load;
 mod lost_nodes;
+mod module;
 mod routing;
 mod topology;
 

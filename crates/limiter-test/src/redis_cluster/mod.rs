@@ -77,6 +77,8 @@ pub struct RedisCluster {
     password: Option<String>,
     /// The throwaway CA and node certificate, when the nodes serve TLS.
     tls_dir: Option<PathBuf>,
+    /// Whether every node loads limiter-redis-module.
+    module: bool,
     /// The slot ranges of the primary [`kill_primary`](Self::kill_primary)
     /// killed last, for [`wait_for_failover`](Self::wait_for_failover).
     last_killed: Mutex<Option<Killed>>,
@@ -108,7 +110,7 @@ impl RedisCluster {
     /// command), or if the cluster does not form within 30 seconds (with
     /// every node's view).
     pub fn start() -> Self {
-        Self::start_inner(None, false)
+        Self::start_inner(None, false, false)
     }
 
     /// [`start`](Self::start), every node requiring `password` (`requirepass`,
@@ -118,7 +120,7 @@ impl RedisCluster {
     ///
     /// As [`start`](Self::start).
     pub fn start_with_password(password: &str) -> Self {
-        Self::start_inner(Some(password.to_owned()), false)
+        Self::start_inner(Some(password.to_owned()), false, false)
     }
 
     /// [`start`](Self::start), every node also serving TLS on a port of its
@@ -131,10 +133,20 @@ impl RedisCluster {
     ///
     /// As [`start`](Self::start), or if `openssl` is missing or fails.
     pub fn start_tls() -> Self {
-        Self::start_inner(None, true)
+        Self::start_inner(None, true, false)
     }
 
-    fn start_inner(password: Option<String>, tls: bool) -> Self {
+    /// [`start`](Self::start), every node with limiter-redis-module loaded
+    /// ([`RedisServer::start_with_module`]).
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start), or if the module cannot be built.
+    pub fn start_with_module() -> Self {
+        Self::start_inner(None, false, true)
+    }
+
+    fn start_inner(password: Option<String>, tls: bool, module: bool) -> Self {
         ensure_installed("redis-cli", CLI_INSTALL_HINT);
         let tls_dir = tls.then(|| {
             let dir = unique_dir().with_extension("cluster-tls");
@@ -156,7 +168,7 @@ impl RedisCluster {
                 .map(|((&port, &bus_port), &tls_port)| {
                     let password = password.as_deref();
                     let tls = tls_port.zip(tls_dir.as_deref());
-                    scope.spawn(move || start_node(port, bus_port, password, tls))
+                    scope.spawn(move || start_node(port, bus_port, password, tls, module))
                 })
                 .collect();
             starting
@@ -190,6 +202,7 @@ impl RedisCluster {
             nodes,
             password,
             tls_dir,
+            module,
             last_killed: Mutex::new(None),
         };
         cluster.create();

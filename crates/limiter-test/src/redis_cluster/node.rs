@@ -61,6 +61,7 @@ pub(super) fn start_node(
     bus_port: u16,
     password: Option<&str>,
     tls: Option<(u16, &Path)>,
+    module: bool,
 ) -> RedisServer {
     let bus_port = bus_port.to_string();
     let node_timeout = NODE_TIMEOUT_MS.to_string();
@@ -93,6 +94,10 @@ pub(super) fn start_node(
         None => Vec::new(),
     };
     args.extend(tls_args.iter().map(String::as_str));
+    let module = module.then(crate::redis_server::module_path);
+    if let Some(path) = &module {
+        args.extend(["--loadmodule", path.to_str().expect("a UTF-8 path")]);
+    }
     RedisServer::start_on_port(port, &args)
 }
 

@@ -169,7 +169,7 @@ impl RedisCluster {
     pub fn add_primary(&mut self) -> ClusterNode {
         let [port, bus_port, tls_port] = free_ports::<3>();
         let tls = self.tls_dir.as_deref().map(|dir| (tls_port, dir));
-        let server = start_node(port, bus_port, self.password.as_deref(), tls);
+        let server = start_node(port, bus_port, self.password.as_deref(), tls, self.module);
         let id = self
             .call(port, &["CLUSTER", "MYID"])
             .unwrap_or_else(|e| panic!("CLUSTER MYID on port {port}: {e}"))

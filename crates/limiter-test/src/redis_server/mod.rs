@@ -12,7 +12,9 @@
 //! crash), [`pause`](RedisServer::pause) and [`resume`](RedisServer::resume)
 //! (`SIGSTOP`/`SIGCONT`, a hung server), [`stop`](RedisServer::stop) and
 //! [`restart`](RedisServer::restart) (graceful); extra server arguments
-//! ([`start_with_args`](RedisServer::start_with_args)); and a TLS server
+//! ([`start_with_args`](RedisServer::start_with_args)); a server with
+//! limiter-redis-module loaded
+//! ([`start_with_module`](RedisServer::start_with_module)); and a TLS server
 //! with a throwaway CA ([`start_tls`](RedisServer::start_tls), certificates
 //! made with the `openssl` command line).
 //!
@@ -36,10 +38,12 @@ use self::process::{process_alive, Running};
 use crate::resp::{raw_command, raw_command_within, raw_query};
 
 mod dirs;
+mod module;
 mod ports;
 mod process;
 mod tls;
 
+pub use self::module::module_path;
 pub use self::tls::unrelated_ca_pem;
 
 pub(crate) use self::dirs::unique_dir;

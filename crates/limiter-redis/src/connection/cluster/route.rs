@@ -17,8 +17,9 @@ pub(super) enum Route {
 }
 
 /// A command's route: `FCALL`, `EVALSHA` and `EVAL` by their first key
-/// (keyless ones to every primary, like [`KEYLESS`]), any other command by
-/// its first argument.
+/// (keyless ones to every primary, like [`KEYLESS`]), limiter-redis-module's
+/// `LIMITER.DECIDE` and `LIMITER.PEEK` by their fourth argument (their
+/// first key), any other command by its first argument.
 pub(super) fn route(cmd: &Cmd) -> Route {
     let mut args = cmd.args_iter().filter_map(|arg| match arg {
         redis::Arg::Simple(bytes) => Some(bytes),
@@ -44,6 +45,8 @@ pub(super) fn route(cmd: &Cmd) -> Route {
             Some(1..) => args.next(),
             _ => None,
         }
+    } else if is(&["LIMITER.DECIDE", "LIMITER.PEEK"]) {
+        args.nth(3)
     } else {
         args.next()
     };
@@ -71,6 +74,13 @@ mod tests {
             route(redis::cmd("SET").arg("ban:{k}").arg(1)),
             Route::Slot(slot_of(b"k"))
         );
+        let mut module = redis::cmd("LIMITER.DECIDE");
+        module
+            .arg("token-bucket:1/1s")
+            .arg(0)
+            .arg("packed")
+            .arg("p:{u}:tb");
+        assert_eq!(route(&module), Route::Slot(slot_of(b"u")));
         assert_eq!(route(redis::cmd("FCALL").arg("f").arg(0)), Route::Primaries);
         assert_eq!(route(redis::cmd("FUNCTION").arg("LOAD")), Route::Primaries);
         assert_eq!(route(&redis::cmd("PING")), Route::Primaries);

@@ -1,0 +1,304 @@
+//! One command's arguments, checked: the policies, the TTL floor, the
+//! requests (limiter-redis's `wire.rs` packed `ARGV[1]`) and the keys (its
+//! `KEYS` layout for one server or one slot, and a hot key's batch).
+//!
+//! `LIMITER.DECIDE policies ttl_floor_ms packed key...` (and `LIMITER.PEEK`,
+//! the same read-only): the Lua library has its policies' constants and
+//! TTL floor written in its text; the module takes them as the first two
+//! arguments (the policies as their text, which parses back to equal
+//! policies), then `ARGV[1]` and `KEYS` as the library reads them. The
+//! keys come last, so that a command declares them as "every argument from
+//! the fourth" and Redis Cluster routes it.
+//!
+//! Anything else is refused with an error reply before any key is read.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use limiter_core::{Policies, MAX_TIME_US};
+
+/// Requests one call decides at most: limiter-redis sends far fewer (its
+/// batches), and the bound keeps a hot key's count from asking for a huge
+/// reply.
+pub const MAX_REQUESTS: usize = 4096;
+
+/// Policy sets kept parsed, by their text, at most this many (then all
+/// are dropped): an app has a few, each sent with every call.
+const MAX_CACHED_POLICIES: usize = 256;
+
+/// A checked call.
+#[derive(Debug, Clone)]
+pub struct Call<'a> {
+    /// The parts, in the set's order.
+    pub policies: Rc<Policies>,
+    /// The least TTL of a key in ms (0 with Redis time).
+    pub ttl_floor_ms: u64,
+    /// The requests, in order.
+    pub requests: Vec<Request>,
+    /// The state keys: request r's under part i is `keys[r * step + i]`.
+    pub keys: &'a [&'a [u8]],
+    /// Keys between two requests': the number of parts, or 0 for a hot
+    /// key's batch (every request on the same keys).
+    pub step: usize,
+}
+
+/// One request's arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    /// Whether an admission commits (acquire) or not (peek).
+    pub acquire: bool,
+    /// Units asked for: 1 up to every part's max cost.
+    pub cost: u64,
+    /// The time in µs, or `None` for the server's clock.
+    pub time_us: Option<u64>,
+}
+
+impl<'a> Call<'a> {
+    /// The call `args` (after the command's name) asks for, or the error
+    /// to reply with.
+    pub fn parse(args: &'a [&'a [u8]]) -> Result<Self, String> {
+        let [policies, floor, packed, keys @ ..] = args else {
+            return Err(
+                "ERR wrong number of arguments: policies, ttl_floor_ms, packed \
+                        arguments, then the keys"
+                    .to_owned(),
+            );
+        };
+        let policies = parse_policies(policies)?;
+        let ttl_floor_ms = std::str::from_utf8(floor)
+            .ok()
+            .and_then(|text| text.parse::<u64>().ok())
+            .filter(|&ms| ms <= MAX_TIME_US / 1000)
+            .ok_or("ERR limiter: the TTL floor is not a whole number of ms up to 2^53 µs")?;
+        let parts = policies.len();
+        if keys.is_empty() || !keys.len().is_multiple_of(parts) {
+            return Err(format!(
+                "ERR limiter: {} keys for {parts} policies: one per policy per request",
+                keys.len()
+            ));
+        }
+        let numbers = packed_numbers(packed)?;
+        let (requests, step) = match numbers.len() {
+            // A hot key's batch: the three once, then R, on one set of keys.
+            4 if keys.len() == parts => {
+                let count = numbers[3];
+                if !(1.0..=MAX_REQUESTS as f64).contains(&count) || count.fract() != 0.0 {
+                    return Err(format!(
+                        "ERR limiter: a batch of 1 to {MAX_REQUESTS} requests, not {count}"
+                    ));
+                }
+                let request = request(&policies, &numbers[..3])?;
+                (vec![request; count as usize], 0)
+            }
+            // One set of arguments for every request.
+            3 => {
+                let request = request(&policies, &numbers)?;
+                (vec![request; keys.len() / parts], parts)
+            }
+            n if n == 3 * (keys.len() / parts) => (
+                numbers
+                    .chunks_exact(3)
+                    .map(|fields| request(&policies, fields))
+                    .collect::<Result<Vec<_>, _>>()?,
+                parts,
+            ),
+            _ => {
+                return Err(format!(
+                    "ERR limiter: {} packed bytes for {} requests",
+                    packed.len(),
+                    keys.len() / parts
+                ))
+            }
+        };
+        if requests.len() > MAX_REQUESTS {
+            return Err(format!(
+                "ERR limiter: at most {MAX_REQUESTS} requests per call"
+            ));
+        }
+        Ok(Self {
+            policies,
+            ttl_floor_ms,
+            requests,
+            keys,
+            step,
+        })
+    }
+
+    /// Request `r`'s key under part `i`.
+    pub fn key(&self, r: usize, i: usize) -> &'a [u8] {
+        self.keys[r * self.step + i]
+    }
+}
+
+/// The little-endian doubles of a packed argument.
+fn packed_numbers(packed: &[u8]) -> Result<Vec<f64>, String> {
+    if packed.is_empty() || !packed.len().is_multiple_of(8) {
+        return Err(format!(
+            "ERR limiter: packed arguments of {} bytes, not a multiple of 8",
+            packed.len()
+        ));
+    }
+    Ok(packed
+        .chunks_exact(8)
+        .map(|bytes| {
+            let mut field = [0; 8];
+            field.copy_from_slice(bytes);
+            f64::from_le_bytes(field)
+        })
+        .collect())
+}
+
+/// One request from its mode, cost and time, checked against every part.
+fn request(policies: &Policies, fields: &[f64]) -> Result<Request, String> {
+    let [mode, cost, time] = fields else {
+        return Err("ERR limiter: a request is three numbers".to_owned());
+    };
+    let acquire = match *mode {
+        1.0 => true,
+        0.0 => false,
+        other => return Err(format!("ERR limiter: mode {other} is neither 1 nor 0")),
+    };
+    let max_cost = policies.iter().map(|p| p.max_cost()).min().unwrap_or(0);
+    let cost = whole(*cost)
+        .filter(|cost| (1..=max_cost).contains(cost))
+        .ok_or_else(|| {
+            format!("ERR limiter: cost {cost} is not a whole number in 1..={max_cost}")
+        })?;
+    let time_us = match *time {
+        -1.0 => None,
+        time => Some(whole(time).filter(|&t| t <= MAX_TIME_US).ok_or_else(|| {
+            format!("ERR limiter: time {time} is neither -1 nor a whole number of µs up to 2^53")
+        })?),
+    };
+    Ok(Request {
+        acquire,
+        cost,
+        time_us,
+    })
+}
+
+/// A double holding a whole number in [0, 2^53], as that number.
+pub(crate) fn whole(value: f64) -> Option<u64> {
+    ((0.0..=MAX_TIME_US as f64).contains(&value) && value as u64 as f64 == value)
+        .then_some(value as u64)
+}
+
+thread_local! {
+    /// Parsed policy sets by their text. Redis runs a module's commands on
+    /// its main thread: one cache.
+    static POLICIES: RefCell<HashMap<Vec<u8>, Rc<Policies>>> = RefCell::default();
+}
+
+/// The policy set `text` names, parsed once.
+fn parse_policies(text: &[u8]) -> Result<Rc<Policies>, String> {
+    if let Some(parsed) = POLICIES.with(|cache| cache.borrow().get(text).cloned()) {
+        return Ok(parsed);
+    }
+    let parsed: Policies = std::str::from_utf8(text)
+        .map_err(|_| "ERR limiter: the policies are not UTF-8".to_owned())?
+        .parse()
+        .map_err(|e| format!("ERR limiter: policies: {e}"))?;
+    let parsed = Rc::new(parsed);
+    POLICIES.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.len() >= MAX_CACHED_POLICIES {
+            cache.clear();
+        }
+        cache.insert(text.to_vec(), Rc::clone(&parsed));
+    });
+    Ok(parsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn packed(numbers: &[f64]) -> Vec<u8> {
+        numbers.iter().flat_map(|n| n.to_le_bytes()).collect()
+    }
+
+    fn parse(args: &[&[u8]]) -> Result<(usize, usize, Vec<Request>), String> {
+        Call::parse(args).map(|call| (call.policies.len(), call.step, call.requests))
+    }
+
+    #[test]
+    fn the_three_layouts_of_the_wire_format_parse() {
+        let one = packed(&[1.0, 2.0, -1.0]);
+        let hot = packed(&[0.0, 1.0, 5.0, 3.0]);
+        let each = packed(&[1.0, 1.0, 7.0, 0.0, 3.0, -1.0]);
+        let set = b"token-bucket:10/1s;fixed-window:5/1m".as_slice();
+        let (parts, step, requests) =
+            parse(&[set, b"0", &one, b"a1", b"a2", b"b1", b"b2"]).unwrap();
+        assert_eq!((parts, step, requests.len()), (2, 2, 2));
+        assert_eq!(
+            requests[1],
+            Request {
+                acquire: true,
+                cost: 2,
+                time_us: None
+            }
+        );
+        let (_, step, requests) = parse(&[set, b"0", &hot, b"a1", b"a2"]).unwrap();
+        assert_eq!((step, requests.len()), (0, 3));
+        assert_eq!(requests[2].time_us, Some(5));
+        assert!(!requests[0].acquire);
+        let (_, _, requests) = parse(&[set, b"60000", &each, b"a1", b"a2", b"b1", b"b2"]).unwrap();
+        assert_eq!(requests[1].cost, 3);
+    }
+
+    #[test]
+    fn refused_input_is_an_error() {
+        let one = packed(&[1.0, 1.0, -1.0]);
+        let policy = b"token-bucket:10/1s".as_slice();
+        for args in [
+            vec![policy, b"0", &one],
+            vec![b"no-such-algorithm:1/1s".as_slice(), b"0", &one, b"k"],
+            vec![policy, b"-1", &one, b"k"],
+            vec![policy, b"0", &one[..23], b"k"],
+            vec![policy, b"0", &packed(&[2.0, 1.0, -1.0]), b"k"],
+            vec![policy, b"0", &packed(&[1.0, 11.0, -1.0]), b"k"],
+            vec![policy, b"0", &packed(&[1.0, 0.0, -1.0]), b"k"],
+            vec![policy, b"0", &packed(&[1.0, 1.5, -1.0]), b"k"],
+            vec![policy, b"0", &packed(&[1.0, 1.0, -2.0]), b"k"],
+            vec![policy, b"0", &packed(&[1.0, 1.0, 1e300]), b"k"],
+            vec![policy, b"0", &packed(&[1.0, 1.0, -1.0, 1e9]), b"k"],
+            vec![
+                policy,
+                b"0",
+                &packed(&[1.0, 1.0, -1.0, 0.0, 1.0]),
+                b"k",
+                b"l",
+            ],
+        ] {
+            assert!(parse(&args).is_err(), "{args:?}");
+        }
+    }
+
+    proptest! {
+        /// Whatever the bytes, the parser answers: a call or an error,
+        /// never a panic (which would take the server down with it).
+        #[test]
+        fn any_arguments_parse_or_are_refused(
+            args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..8),
+            numbers in proptest::collection::vec(
+                prop_oneof![Just(-1.0), Just(0.0), Just(1.0), Just(2.0), any::<f64>()], 0..9),
+            keys in 0usize..6,
+        ) {
+            let packed = packed(&numbers);
+            let mut with_policy: Vec<&[u8]> = vec![b"sliding-log:3/1s;token-bucket:2/1s", b"10", &packed];
+            with_policy.extend(std::iter::repeat_n(b"k".as_slice(), keys));
+            if let Ok(call) = Call::parse(&with_policy) {
+                for r in 0..call.requests.len() {
+                    for i in 0..call.policies.len() {
+                        call.key(r, i);
+                    }
+                }
+            }
+            let raw: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let _ = Call::parse(&raw);
+        }
+    }
+}

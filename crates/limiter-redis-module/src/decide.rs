@@ -1,0 +1,334 @@
+//! One call's decisions, with limiter-core's states, on the keys a
+//! [`Store`] holds, answered in limiter-redis's wire format (its
+//! `wire.rs`): the reply's Redis `TIME` (0 when no request read it), then
+//! per request and part: allowed, remaining, retry_after, reset_after,
+//! t_eff (ticks), reset_now when the set has several parts, wait for a
+//! leaky bucket; t_eff -1 for a part whose sorted set's key holds another
+//! type (the request is then not decided, and nothing of it written).
+//!
+//! Every part of a request is decided first, and an acquire commits every
+//! part only if every part admits (docs/spec.md section 7; the client
+//! combines the parts' answers with `limiter_core::backend::all_of`). A
+//! policy repeated in a set keeps one state under one key: committed
+//! once. A string key is written once, when the call ends, with its last
+//! value; a sorted set as each admission commits, as the Lua functions do.
+
+use std::collections::HashMap;
+
+use limiter_core::backend::{effective_tick, AlgorithmState, KeyState, SlidingLog, TickDecision};
+use limiter_core::{Algorithm, Policy, MAX_TIME_US};
+
+use crate::call::Call;
+use crate::log::{expired, keeps_sorted_set, with_edge};
+use crate::string_state::{ttl_ms, Expiry, StringKey};
+
+/// The server's keys and clock, as one call reads and writes them.
+pub(crate) trait Store {
+    /// `MGET keys`: each key's string, `None` for none or another type.
+    fn strings(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, String>;
+    /// The sorted set at `key` as (tick, total) entries, lowest tick
+    /// first; `Ok(None)` when the key holds another type.
+    fn sorted_log(&mut self, key: &[u8]) -> Result<Option<Vec<(u64, u64)>>, String>;
+    /// Redis `TIME` in µs.
+    fn time_us(&mut self) -> Result<u64, String>;
+    /// Writes a string state.
+    fn write_string(&mut self, key: &[u8], value: &[u8], expiry: Expiry) -> Result<(), String>;
+    /// Commits an admission to a sorted set's log.
+    fn write_sorted_log(&mut self, key: &[u8], write: &LogWrite) -> Result<(), String>;
+}
+
+/// What an admission changes in a sorted set's log, in the Lua function's
+/// steps (`sl_write`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LogWrite {
+    /// Drop every entry below this tick (the edge's).
+    pub(crate) drop_below: Option<u64>,
+    /// Remove this member (the newest entry's total, when the admission's
+    /// tick is its).
+    pub(crate) replace: Option<u64>,
+    /// Every entry anew (a rebase of the totals), the new one excepted.
+    pub(crate) rebased: Option<Vec<(u64, u64)>>,
+    /// The new entry: tick and total.
+    pub(crate) add: (u64, u64),
+    /// The key's TTL in ms.
+    pub(crate) ttl_ms: u64,
+}
+
+/// One part's answer to one request.
+struct Part {
+    ticks: TickDecision,
+    reset_now: u64,
+    /// The state an admission leaves.
+    next: Option<KeyState>,
+    /// The tick of the request's time.
+    t: u64,
+    /// The key held another type: not decided.
+    foreign: bool,
+}
+
+/// The reply to `call`, its writes made through `store`.
+pub(crate) fn decide(call: &Call<'_>, store: &mut impl Store) -> Result<Vec<u8>, String> {
+    let parts = call.policies.parts();
+    let fields = record_fields(parts);
+    let mut reply = Vec::with_capacity(8 + 8 * fields * call.requests.len());
+    reply.extend_from_slice(&0f64.to_le_bytes());
+    let mut strings = read_strings(call, store)?;
+    let mut server_us = None;
+    for (r, request) in call.requests.iter().enumerate() {
+        let time_us = match request.time_us {
+            Some(time) => time,
+            None => match server_us {
+                Some(time) => time,
+                None => *server_us.insert(store.time_us()?.min(MAX_TIME_US)),
+            },
+        };
+        let mut answers = Vec::with_capacity(parts.len());
+        for (i, policy) in parts.iter().enumerate() {
+            let key = call.key(r, i);
+            let part = if keeps_sorted_set(policy) {
+                match store.sorted_log(key)? {
+                    None => Part::foreign(),
+                    Some(entries) => {
+                        let log = crate::log::checked(policy, entries.into_iter())
+                            .ok_or("ERR limiter: a sorted set holds no sliding log")?;
+                        let state = KeyState::SlidingLog(SlidingLog::from_parts(0, log));
+                        Part::decide(&state, policy, time_us, request.cost)
+                    }
+                }
+            } else {
+                let held = strings.get(key).ok_or("ERR limiter: a key not read")?;
+                Part::decide(&held.state, policy, time_us, request.cost)
+            };
+            answers.push(part);
+        }
+        let admitted = answers.iter().all(|a| a.ticks.allowed && !a.foreign);
+        if request.acquire && admitted {
+            let server_ms = server_us.map(|us| us / 1000);
+            for (i, policy) in parts.iter().enumerate() {
+                if parts[..i].contains(policy) {
+                    continue;
+                }
+                commit(
+                    call,
+                    store,
+                    &mut strings,
+                    r,
+                    i,
+                    policy,
+                    &answers[i],
+                    server_ms,
+                )?;
+            }
+        }
+        for (policy, answer) in parts.iter().zip(&answers) {
+            answer.push_fields(&mut reply, policy, parts.len());
+        }
+    }
+    for (key, held) in &strings {
+        if held.put {
+            let (value, expiry) = held.write();
+            store.write_string(key, &value, expiry)?;
+        }
+    }
+    reply[..8].copy_from_slice(&(server_us.unwrap_or(0) as f64).to_le_bytes());
+    Ok(reply)
+}
+
+/// Every string key of the call, read with one `MGET`.
+fn read_strings<'a>(
+    call: &Call<'a>,
+    store: &mut impl Store,
+) -> Result<HashMap<&'a [u8], StringKey>, String> {
+    let parts = call.policies.parts();
+    let mut keys: Vec<(&'a [u8], &Policy)> = Vec::new();
+    let requests = if call.step == 0 {
+        1
+    } else {
+        call.requests.len()
+    };
+    for r in 0..requests {
+        for (i, policy) in parts.iter().enumerate() {
+            if !keeps_sorted_set(policy) {
+                keys.push((call.key(r, i), policy));
+            }
+        }
+    }
+    let mut strings = HashMap::with_capacity(keys.len());
+    if keys.is_empty() {
+        return Ok(strings);
+    }
+    let names: Vec<&[u8]> = keys.iter().map(|(key, _)| *key).collect();
+    let values = store.strings(&names)?;
+    for ((key, policy), value) in keys.into_iter().zip(values) {
+        strings
+            .entry(key)
+            .or_insert_with(|| StringKey::read(policy, value.as_deref()));
+    }
+    Ok(strings)
+}
+
+/// Commits part `i`'s admission of request `r`.
+#[allow(clippy::too_many_arguments)]
+fn commit(
+    call: &Call<'_>,
+    store: &mut impl Store,
+    strings: &mut HashMap<&[u8], StringKey>,
+    r: usize,
+    i: usize,
+    policy: &Policy,
+    answer: &Part,
+    server_ms: Option<u64>,
+) -> Result<(), String> {
+    let (Some(next), ticks) = (answer.next.clone(), &answer.ticks) else {
+        return Ok(());
+    };
+    let key = call.key(r, i);
+    let ms = ttl_ms(
+        policy,
+        answer.t,
+        ticks.t_eff,
+        ticks.reset_after,
+        call.ttl_floor_ms,
+    );
+    if keeps_sorted_set(policy) {
+        let before = match store.sorted_log(key)? {
+            Some(entries) => SlidingLog::from_parts(0, entries),
+            None => return Ok(()),
+        };
+        let KeyState::SlidingLog(after) = next else {
+            return Ok(());
+        };
+        let write = log_write(
+            policy,
+            &before,
+            &after,
+            ticks.t_eff,
+            call.requests[r].cost,
+            ms,
+        );
+        return store.write_sorted_log(key, &write);
+    }
+    let held = strings.get_mut(key).ok_or("ERR limiter: a key not read")?;
+    let next = match (&held.state, next) {
+        (KeyState::SlidingLog(before), KeyState::SlidingLog(after)) => {
+            let expired = expired(policy, before, ticks.t_eff);
+            KeyState::SlidingLog(with_edge(before, expired, &after))
+        }
+        (_, next) => next,
+    };
+    held.save(next, ms, server_ms);
+    Ok(())
+}
+
+/// The sorted set's changes an admission of `cost` at `t_eff` makes, from
+/// the log `before` it to `after` (limiter-core's, the edge's total alone).
+fn log_write(
+    policy: &Policy,
+    before: &SlidingLog,
+    after: &SlidingLog,
+    t_eff: u64,
+    cost: u64,
+    ttl_ms: u64,
+) -> LogWrite {
+    let expired = expired(policy, before, t_eff);
+    let kept = with_edge(before, expired, after);
+    let newest = before.entries().last();
+    let drop_below = expired
+        .checked_sub(1)
+        .and_then(|edge| before.entries().nth(edge))
+        .map(|(ts, _)| ts);
+    let replace = newest
+        .filter(|&(ts, _)| ts == t_eff)
+        .map(|(_, total)| total);
+    let newest_total = newest.map_or(0, |(_, total)| total);
+    let mut entries: Vec<(u64, u64)> = kept.entries().collect();
+    let add = entries.pop().unwrap_or((t_eff, cost));
+    let rebased = (newest_total > MAX_TIME_US - cost).then_some(entries);
+    LogWrite {
+        drop_below,
+        replace,
+        rebased,
+        add,
+        ttl_ms,
+    }
+}
+
+impl Part {
+    /// A part on a key of another type.
+    fn foreign() -> Self {
+        Self {
+            ticks: TickDecision::default(),
+            reset_now: 0,
+            next: None,
+            t: 0,
+            foreign: true,
+        }
+    }
+
+    /// Decides a request of `cost` at `time_us` on `state`, without writing.
+    fn decide(state: &KeyState, policy: &Policy, time_us: u64, cost: u64) -> Self {
+        fn part<S: AlgorithmState>(
+            state: &S,
+            policy: &Policy,
+            time_us: u64,
+            cost: u64,
+            wrap: fn(S) -> KeyState,
+        ) -> Part {
+            let t_eff = effective_tick(policy, state.stamp(), time_us);
+            let (mut ticks, update) = state.evaluate(policy, t_eff, cost);
+            ticks.t_eff = t_eff;
+            let next = update.map(|update| {
+                let mut next = state.clone();
+                next.apply(update);
+                wrap(next)
+            });
+            Part {
+                reset_now: state.reset_as_it_stands(policy, t_eff),
+                ticks,
+                next,
+                t: time_us / policy.tick_us(),
+                foreign: false,
+            }
+        }
+        match state {
+            KeyState::FixedWindow(s) => part(s, policy, time_us, cost, KeyState::FixedWindow),
+            KeyState::SlidingLog(s) => part(s, policy, time_us, cost, KeyState::SlidingLog),
+            KeyState::SlidingCounter(s) => part(s, policy, time_us, cost, KeyState::SlidingCounter),
+            KeyState::TokenBucket(s) => part(s, policy, time_us, cost, KeyState::TokenBucket),
+            KeyState::LeakyBucket(s) => part(s, policy, time_us, cost, KeyState::LeakyBucket),
+        }
+    }
+
+    /// Appends this part's fields to the reply.
+    fn push_fields(&self, reply: &mut Vec<u8>, policy: &Policy, parts: usize) {
+        let t = &self.ticks;
+        let t_eff = if self.foreign { -1.0 } else { t.t_eff as f64 };
+        let mut fields = vec![
+            f64::from(u8::from(t.allowed && !self.foreign)),
+            t.remaining as f64,
+            t.retry_after as f64,
+            t.reset_after as f64,
+            t_eff,
+        ];
+        if parts > 1 {
+            fields.push(self.reset_now as f64);
+        }
+        if policy.algorithm() == Algorithm::LeakyBucket {
+            fields.push(t.wait as f64);
+        }
+        for field in fields {
+            reply.extend_from_slice(&field.to_le_bytes());
+        }
+    }
+}
+
+/// Numbers in one request's record: five per part, reset_now when there
+/// are several parts, wait for a leaky bucket.
+fn record_fields(parts: &[Policy]) -> usize {
+    parts
+        .iter()
+        .map(|p| {
+            5 + usize::from(parts.len() > 1) + usize::from(p.algorithm() == Algorithm::LeakyBucket)
+        })
+        .sum()
+}
