@@ -77,6 +77,19 @@ pub trait Limiter: Send + Sync + fmt::Debug {
     /// Drops `key`'s state: it starts again with a full quota.
     async fn reset(&self, key: &[u8]) -> Result<(), Error>;
 
+    /// Counts `units` on `key` after the fact, never refused: a cost known
+    /// only once the response is out (docs/spec.md section 10). It may take
+    /// the key into debt, which refuses it until time has paid it back.
+    ///
+    /// The default answers [`Error::InvalidConfig`]: a limiter that does
+    /// not count charges says so rather than dropping them.
+    async fn charge(&self, key: &[u8], units: u64) -> Result<(), Error> {
+        let _ = (key, units);
+        Err(Error::InvalidConfig(
+            format!("{self:?} counts no charge after the fact (docs/spec.md section 10)").into(),
+        ))
+    }
+
     /// [`acquire`](Self::acquire), answered now without a future if this
     /// limiter can (it decides in process): `Some(result)`, exactly what
     /// `acquire` would have returned, the request committed if admitted.
@@ -113,6 +126,10 @@ macro_rules! forward_limiter {
 
             async fn reset(&self, key: &[u8]) -> Result<(), Error> {
                 (**self).reset(key).await
+            }
+
+            async fn charge(&self, key: &[u8], units: u64) -> Result<(), Error> {
+                (**self).charge(key, units).await
             }
 
             #[inline]

@@ -670,6 +670,15 @@ impl<L: Limiter> Limiter for Leased<L> {
         reset
     }
 
+    /// Charges the wrapped limiter, which every instance shares. The
+    /// key's units in hand stay spendable: the wrapped limiter counted them
+    /// when it leased them, so spending them admits nothing it has not
+    /// counted, and the debt refuses the key's next lease until time has
+    /// paid it back.
+    async fn charge(&self, key: &[u8], units: u64) -> Result<(), Error> {
+        self.inner.charge(key, units).await
+    }
+
     /// `Some` when the units in hand cover the request and leave no lease
     /// to fetch; `None` otherwise (call [`acquire`](Limiter::acquire)).
     fn acquire_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {

@@ -261,6 +261,10 @@ impl Limiter for MemoryLimiter {
         self.try_peek(key, cost)
     }
 
+    async fn charge(&self, key: &[u8], units: u64) -> Result<(), Error> {
+        MemoryLimiter::charge(self, key, units)
+    }
+
     async fn reset(&self, key: &[u8]) -> Result<(), Error> {
         self.remove(key);
         Ok(())

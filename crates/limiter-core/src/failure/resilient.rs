@@ -455,6 +455,18 @@ impl<L: Limiter> Limiter for Resilient<L> {
         backend
     }
 
+    /// Charges the backend, and the fallback too, if any, so that what
+    /// it decides while the backend fails counts the charge. A backend's
+    /// failure is answered as the error, whatever the policy: a charge
+    /// answers no decision, so there is none to fail open or closed.
+    async fn charge(&self, key: &[u8], units: u64) -> Result<(), Error> {
+        let backend = self.inner.charge(key, units).await;
+        if let Some(Degrade::Fallback(fallback)) = &self.degrade {
+            fallback.charge(key, units).await?;
+        }
+        backend
+    }
+
     fn acquire_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
         self.decide_now(key, cost, Mode::Acquire)
     }
