@@ -1,6 +1,6 @@
-//! [`Generations`]: the keys decided under the policies in force and,
-//! until each is taken over or expires, the keys of earlier policies
-//! (docs/spec.md section 9).
+//! [`Generations`]: the keys decided under a limiter's policies in force
+//! and, until each is taken over or expires, the keys of earlier policies
+//! and of other limiters on the same keys (docs/spec.md section 9).
 
 use std::iter;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,60 +26,66 @@ impl Generation {
         }
     }
 
-    fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         with_map!(&self.keys, map => map.is_empty())
     }
 }
 
-/// The policies in force with their keys, and the earlier policies whose
-/// keys have not all been taken over yet: a key moves to the current
-/// generation at its first request after a change, its state taken over by
-/// the core's rule at that request's time, and a key left in an earlier
-/// generation expires there by that generation's policies, as it would
-/// have (a state the old policies have reset is taken over as fresh, so
-/// dropping it changes nothing). A snapshot: a change makes a new one.
+/// The policies a limiter decides under with their keys, and the other
+/// maps of its key space (docs: `key_space.rs`): those of earlier policies
+/// whose keys have not all been taken over yet, and those of the other
+/// limiters on the same keys (one per plan). A key moves to the current
+/// map at its first request there, its state taken over by the core's rule
+/// at that request's time, and a key left in an earlier generation expires
+/// there by that generation's policies, as it would have (a state the old
+/// policies have reset is taken over as fresh, so dropping it changes
+/// nothing). A snapshot: a change makes a new one.
 #[derive(Debug)]
 pub(crate) struct Generations {
     pub(crate) current: Arc<Generation>,
-    /// Oldest first.
-    earlier: Vec<Arc<Generation>>,
+    /// The other maps, which hold no key the current one holds.
+    others: Vec<Arc<Generation>>,
+    /// Whether another limiter inserts keys into one of `others`.
+    others_in_force: bool,
 }
 
 impl Generations {
     /// Only `current`.
-    pub(crate) fn new(current: Generation) -> Self {
+    pub(crate) fn new(current: Arc<Generation>) -> Self {
+        Self::with_others(current, Vec::new(), false)
+    }
+
+    /// `current`, taking keys over from `others`, of which another
+    /// limiter inserts into one if `others_in_force`.
+    pub(crate) fn with_others(
+        current: Arc<Generation>,
+        others: Vec<Arc<Generation>>,
+        others_in_force: bool,
+    ) -> Self {
         Self {
-            current: Arc::new(current),
-            earlier: Vec::new(),
+            current,
+            others,
+            others_in_force,
         }
     }
 
-    /// The generations with `policies` in force: the current keys become
-    /// an earlier generation, and earlier generations left with no key are
-    /// dropped. `None` for the policies in force (a change to equal
-    /// policies changes no decision).
-    fn changed(&self, policies: Policies) -> Option<Self> {
-        if policies == self.current.rules.policies {
-            return None;
-        }
-        let earlier = self.earlier.iter().chain([&self.current]);
-        Some(Self {
-            current: Arc::new(Generation::new(policies)),
-            earlier: earlier.filter(|g| !g.is_empty()).cloned().collect(),
-        })
+    /// Whether a request moving a key into the current map must hold the
+    /// key space's lock on moves (see `key_space.rs`).
+    pub(crate) fn moves_between_limiters(&self) -> bool {
+        self.others_in_force
     }
 
     /// Every generation, the current one first.
     pub(crate) fn all(&self) -> impl Iterator<Item = &Generation> {
-        iter::once(&*self.current).chain(self.earlier.iter().map(|g| &**g))
+        iter::once(&*self.current).chain(self.others.iter().map(|g| &**g))
     }
 
-    /// `key`'s state in an earlier generation (the newest holding it),
-    /// removed from it and taken over by the current policies at `now_us`.
+    /// `key`'s state in another map (at most one holds it), removed from
+    /// it and taken over by the current policies at `now_us`.
     /// The caller holds the key's entry in the current map, so no other
     /// request takes it over too.
     pub(crate) fn take_over<S: Stored>(&self, key: &[u8], now_us: u64) -> Option<S> {
-        self.earlier.iter().rev().find_map(|generation| {
+        self.others.iter().find_map(|generation| {
             let held = with_map!(&generation.keys, map => map
                 .remove(key)
                 .map(|(_, state)| state.to_set(&generation.rules)))?;
@@ -90,7 +96,7 @@ impl Generations {
     /// What [`take_over`](Self::take_over) would take, leaving it where it
     /// is: for a peek, which writes nothing.
     pub(crate) fn peek_over<S: Stored>(&self, key: &[u8], now_us: u64) -> Option<S> {
-        self.earlier.iter().rev().find_map(|generation| {
+        self.others.iter().find_map(|generation| {
             let held = with_map!(&generation.keys, map => map
                 .get(key)
                 .map(|state| state.to_set(&generation.rules)))?;
@@ -147,22 +153,18 @@ impl InForce {
         lock.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Puts `policies` in force for every request that begins from now
-    /// on; returns whether they differ from those in force.
-    pub(crate) fn change(&self, policies: Policies) -> bool {
+    /// Puts `generations` in force for every request that begins from now
+    /// on, once the requests being decided have finished.
+    pub(crate) fn put(&self, generations: Generations) {
         let mut guards: Vec<_> = self
             .locks
             .iter()
             .map(|lock| lock.0.write().unwrap_or_else(PoisonError::into_inner))
             .collect();
-        let Some(changed) = guards[0].changed(policies) else {
-            return false;
-        };
-        let changed = Arc::new(changed);
+        let generations = Arc::new(generations);
         for guard in &mut guards {
-            **guard = Arc::clone(&changed);
+            **guard = Arc::clone(&generations);
         }
-        true
     }
 }
 

@@ -88,6 +88,7 @@ mod compact_counter;
 mod generations;
 mod key;
 mod key_cap;
+mod key_space;
 mod limiter;
 mod map;
 mod memory_bound;

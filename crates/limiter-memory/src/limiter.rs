@@ -68,6 +68,31 @@ impl MemoryLimiter {
         self.store.set_policies(policies.into());
     }
 
+    /// Another limiter on this limiter's keys, deciding under `policies`:
+    /// one per plan a service sells. A key decided by one and then by the
+    /// other keeps what it used, taken over by the core's rule
+    /// (docs/spec.md section 9) as for [`set_policies`](Self::set_policies),
+    /// so a client moved to a bigger plan gets only the difference and one
+    /// moved to a smaller plan is refused until its window allows it. The
+    /// two share the clock, the key bounds and the cap on keys (a key
+    /// counts once, under whichever decided it last); each may change its
+    /// own policies.
+    ///
+    /// ```
+    /// use limiter_core::Policy;
+    /// use limiter_memory::MemoryLimiter;
+    ///
+    /// let free = MemoryLimiter::new("sliding-log:100/1m".parse::<Policy>()?);
+    /// let pro = free.plan("sliding-log:1000/1m".parse::<Policy>()?);
+    /// assert!(free.try_acquire(b"acme", 90)?.allowed);
+    /// assert_eq!(pro.try_acquire(b"acme", 1)?.remaining, 909); // upgraded
+    /// assert!(!free.try_peek(b"acme", 10)?.allowed); // and back: 91 used
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn plan(&self, policies: impl Into<Policies>) -> Self {
+        Self::from_store(self.store.plan(policies.into()))
+    }
+
     /// The cap on keys held, if any (see [`MemoryLimiterBuilder::max_keys`](crate::MemoryLimiterBuilder::max_keys)).
     pub fn max_keys(&self) -> Option<usize> {
         self.store.max_keys()

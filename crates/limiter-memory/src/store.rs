@@ -12,34 +12,28 @@ use limiter_core::{Decision, Error, Policies};
 
 use crate::generations::{Generation, Generations, InForce};
 use crate::key::Key;
-use crate::key_cap::KeyCap;
+use crate::key_space::KeySpace;
 use crate::map::{with_map, with_single_map, Map, Stored};
 use crate::memory_bound::{entry_bytes, max_bytes_per_key};
 use crate::policy_history::PolicyHistory;
-use crate::sweep::{Sweep, Sweeper, MIN_SWEEP_INTERVAL};
+use crate::sweep::{Sweep, MIN_SWEEP_INTERVAL};
 
 /// The keys' states, decided under each key's shard lock, and dropped
-/// once expired (docs/spec.md rule 2.5).
+/// once expired (docs/spec.md rule 2.5): one limiter's face of its
+/// [`KeySpace`], which other limiters (plans) may share.
 pub(crate) struct Store {
-    /// The keys under the policies in force and earlier ones, read-locked
-    /// for the whole of each request, so that a request is decided
-    /// entirely under the policies in force when it began.
-    generations: InForce,
+    /// The keys, the clock and the bounds, shared with the other plans.
+    space: Arc<KeySpace>,
+    /// The keys under this limiter's policies in force and the other maps
+    /// of its key space, read-locked for the whole of each request, so
+    /// that a request is decided entirely under the policies in force when
+    /// it began.
+    generations: Arc<InForce>,
     /// The policies in force, lent by [`policies`](Self::policies).
     history: PolicyHistory,
     /// One change of policies at a time, so that the history and the
     /// generations change in the same order.
     changing: Mutex<()>,
-    /// Read once per request, and by the sweep.
-    clock: ClockSource,
-    /// A longer key is stored as its digest (see [`StoredKey`]).
-    max_key_bytes: usize,
-    /// How long past its reset time a key is kept.
-    eviction_delay_us: u64,
-    /// The count of keys held, and its cap.
-    keys_held: KeyCap,
-    /// When to sweep: only new keys and sweeps touch it.
-    sweeper: Sweeper,
 }
 
 impl Store {
@@ -51,15 +45,21 @@ impl Store {
         max_key_bytes: usize,
         eviction_delay_us: u64,
     ) -> Self {
+        let space = KeySpace::new(clock, max_keys, max_key_bytes, eviction_delay_us);
+        Self::in_space(Arc::new(space), policies)
+    }
+
+    /// A store deciding under `policies` on this store's keys.
+    pub(crate) fn plan(&self, policies: Policies) -> Self {
+        Self::in_space(Arc::clone(&self.space), policies)
+    }
+
+    fn in_space(space: Arc<KeySpace>, policies: Policies) -> Self {
         Self {
             history: PolicyHistory::new(policies.clone()),
             changing: Mutex::new(()),
-            generations: InForce::new(Generations::new(Generation::new(policies))),
-            clock,
-            max_key_bytes,
-            eviction_delay_us,
-            keys_held: KeyCap::new(max_keys),
-            sweeper: Sweeper::new(),
+            generations: space.limiter(policies),
+            space,
         }
     }
 
@@ -72,7 +72,7 @@ impl Store {
     /// for the requests being decided to finish.
     pub(crate) fn set_policies(&self, policies: Policies) {
         let _one_change_at_a_time = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.generations.change(policies.clone()) {
+        if self.space.change(&self.generations, policies.clone()) {
             self.history.put_in_force(&policies);
         }
     }
@@ -84,24 +84,24 @@ impl Store {
     }
 
     pub(crate) fn clock(&self) -> &ClockSource {
-        &self.clock
+        &self.space.clock
     }
 
     pub(crate) fn max_keys(&self) -> Option<usize> {
-        self.keys_held.max_keys()
+        self.space.keys_held.max_keys()
     }
 
     pub(crate) fn max_key_bytes(&self) -> usize {
-        self.max_key_bytes
+        self.space.max_key_bytes
     }
 
     pub(crate) fn eviction_delay(&self) -> Duration {
-        Duration::from_micros(self.eviction_delay_us)
+        Duration::from_micros(self.space.eviction_delay_us)
     }
 
     /// The number of keys held (expired keys count until a sweep drops them).
     pub(crate) fn len(&self) -> usize {
-        self.keys_held.held()
+        self.space.keys_held.held()
     }
 
     /// The most bytes one key holds (see `memory_bound.rs`).
@@ -111,7 +111,7 @@ impl Store {
         let generations = self.generations();
         let per_key = |generation: &Generation| {
             let entry = with_map!(&generation.keys, map => entry_bytes(map));
-            max_bytes_per_key(entry, self.max_key_bytes, &generation.rules.policies)
+            max_bytes_per_key(entry, self.space.max_key_bytes, &generation.rules.policies)
         };
         generations.all().map(per_key).max().unwrap_or(0)
     }
@@ -132,7 +132,7 @@ impl Store {
     pub(crate) fn try_acquire_allowed(&self, key: &[u8], cost: u64) -> Result<bool, Error> {
         let generations = self.generations();
         let gens: &Generations = &generations;
-        let now_us = self.clock.now_us();
+        let now_us = self.space.clock.now_us();
         with_map!(&gens.current.keys, map => self.acquire_allowed_in(gens, map, key, now_us, cost))
     }
 
@@ -140,7 +140,7 @@ impl Store {
     pub(crate) fn try_peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
         let generations = self.generations();
         let gens: &Generations = &generations;
-        let now_us = self.clock.now_us();
+        let now_us = self.space.clock.now_us();
         with_single_map!(&gens.current.keys,
             map => self.peek_in(gens, map, key, now_us, cost),
             set => self.peek_in(gens, set, key, now_us, cost)
@@ -153,7 +153,7 @@ impl Store {
     pub(crate) fn charge(&self, key: &[u8], units: u64) -> Result<(), Error> {
         let generations = self.generations();
         let gens: &Generations = &generations;
-        let now_us = self.clock.now_us();
+        let now_us = self.space.clock.now_us();
         // The checks of a charge (docs/spec.md section 10), before any lock.
         check_policies(&gens.current.rules.policies, now_us, 1)?;
         if units == 0 {
@@ -178,6 +178,7 @@ impl Store {
             state.charge(rules, now_us, units);
             return Ok(());
         }
+        let _moving = self.space.moving(gens);
         let vacant = match map.entry(Key::new(key.as_bytes())) {
             Entry::Occupied(mut held) => {
                 held.get_mut().charge(rules, now_us, units);
@@ -187,16 +188,16 @@ impl Store {
         };
         let mut state = match gens.take_over::<S>(key.as_bytes(), now_us) {
             Some(state) => state,
-            None if self.keys_held.try_reserve() => S::fresh(rules),
+            None if self.space.keys_held.try_reserve() => S::fresh(rules),
             None => {
-                self.sweeper.note_refused();
-                return Err(self.keys_held.refusal());
+                self.space.sweeper.note_refused();
+                return Err(self.space.keys_held.refusal());
             }
         };
         state.charge(rules, now_us, units);
         let evict_at = self.evict_at(current, &state);
         drop(vacant.insert(state));
-        self.sweeper.note_evict_at(evict_at);
+        self.space.sweeper.note_evict_at(evict_at);
         Ok(())
     }
 
@@ -211,7 +212,7 @@ impl Store {
                 with_map!(&generation.keys, map => map.remove(key.as_bytes()).is_some())
             })
             .count();
-        self.keys_held.release(removed);
+        self.space.keys_held.release(removed);
         removed > 0
     }
 
@@ -224,20 +225,24 @@ impl Store {
                 false
             }));
         }
-        self.keys_held.release(removed);
+        self.space.keys_held.release(removed);
     }
 
     /// Drops now every expired key; returns how many were dropped.
     pub(crate) fn sweep_expired(&self) -> usize {
         let generations = self.generations();
-        let now_us = self.clock.now_us();
-        self.sweep(&generations, self.sweeper.now(&self.keys_held), now_us)
+        let now_us = self.space.clock.now_us();
+        self.sweep(
+            &generations,
+            self.space.sweeper.now(&self.space.keys_held),
+            now_us,
+        )
     }
 
     /// The bytes `key` is stored and looked up under (see [`StoredKey`]).
     #[inline]
     fn stored_key<'a>(&self, key: &'a [u8]) -> StoredKey<'a> {
-        StoredKey::of(key, self.max_key_bytes)
+        StoredKey::of(key, self.space.max_key_bytes)
     }
 
     /// µs since the epoch from which `state`'s key, held in `generation`,
@@ -246,7 +251,7 @@ impl Store {
     fn evict_at<S: Stored>(&self, generation: &Generation, state: &S) -> u64 {
         state
             .reset_time_us(&generation.rules)
-            .saturating_add(self.eviction_delay_us)
+            .saturating_add(self.space.eviction_delay_us)
     }
 
     /// [`try_peek`](Self::try_peek) in the current map.
@@ -281,7 +286,7 @@ impl Store {
         key: &[u8],
         cost: u64,
     ) -> Result<Decision, Error> {
-        let now_us = self.clock.now_us();
+        let now_us = self.space.clock.now_us();
         self.acquire_in(gens, map, key, now_us, cost)
     }
 
@@ -369,9 +374,14 @@ impl Store {
         let (current, rules) = (&gens.current, &gens.current.rules);
         // Requests that can never succeed neither allocate nor reserve.
         check_policies(&rules.policies, now_us, cost)?;
-        if let Some(sweep) = self.sweeper.on_new_key_request(now_us, &self.keys_held) {
+        if let Some(sweep) = self
+            .space
+            .sweeper
+            .on_new_key_request(now_us, &self.space.keys_held)
+        {
             self.sweep(gens, sweep, now_us);
         }
+        let _moving = self.space.moving(gens);
         // Twice at most: once more after making room at the cap.
         for attempt in 0..2 {
             let vacant = match map.entry(Key::new(key)) {
@@ -384,10 +394,10 @@ impl Store {
                 let raw = state.decide(rules, now_us, cost);
                 let evict_at = self.evict_at(current, &state);
                 drop(vacant.insert(state));
-                self.sweeper.note_evict_at(evict_at);
+                self.space.sweeper.note_evict_at(evict_at);
                 return raw;
             }
-            if !self.keys_held.try_reserve() {
+            if !self.space.keys_held.try_reserve() {
                 drop(vacant);
                 if attempt == 0 {
                     self.sweep_if_due(gens, now_us);
@@ -401,23 +411,23 @@ impl Store {
                 Ok(raw) if S::allowed(&raw) => {
                     let evict_at = self.evict_at(current, &state);
                     drop(vacant.insert(state));
-                    self.sweeper.note_evict_at(evict_at);
+                    self.space.sweeper.note_evict_at(evict_at);
                     return Ok(raw);
                 }
                 raw => {
-                    self.keys_held.release(1);
+                    self.space.keys_held.release(1);
                     return raw;
                 }
             }
         }
-        self.sweeper.note_refused();
-        Err(self.keys_held.refusal())
+        self.space.sweeper.note_refused();
+        Err(self.space.keys_held.refusal())
     }
 
     /// Sweeps if a sweep is due; returns how many keys it dropped. The
     /// caller holds no entry of the map.
     fn sweep_if_due(&self, gens: &Generations, now_us: u64) -> usize {
-        match self.sweeper.due(now_us, &self.keys_held) {
+        match self.space.sweeper.due(now_us, &self.space.keys_held) {
             Some(sweep) => self.sweep(gens, sweep, now_us),
             None => 0,
         }
@@ -440,10 +450,10 @@ impl Store {
             }));
         }
         if removed > 0 {
-            self.keys_held.release(removed);
+            self.space.keys_held.release(removed);
             // Give memory back after a burst of one-off keys, with enough
             // slack that a steady population does not shrink and regrow.
-            let held = self.keys_held.held();
+            let held = self.space.keys_held.held();
             for generation in gens.all() {
                 with_map!(&generation.keys, map => {
                     if map.capacity() > 4 * held.max(MIN_SWEEP_INTERVAL) {
@@ -484,17 +494,17 @@ mod tests {
     #[test]
     fn a_sweep_is_skipped_while_no_key_can_have_expired() {
         let (store, clock) = three_a_second();
-        assert_eq!(store.sweeper.earliest_evict_at(), u64::MAX);
+        assert_eq!(store.space.sweeper.earliest_evict_at(), u64::MAX);
         store.try_acquire("a".as_bytes(), 1).unwrap();
         clock.set(500_000);
         store.try_acquire("b".as_bytes(), 1).unwrap();
         // "a" resets at 1 s, "b" at 1.5 s.
-        assert_eq!(store.sweeper.earliest_evict_at(), 1_000_000);
+        assert_eq!(store.space.sweeper.earliest_evict_at(), 1_000_000);
         clock.set(999_999);
         assert_eq!(store.sweep_if_due(&store.generations(), clock.now_us()), 0);
         clock.set(1_000_000);
         assert_eq!(store.sweep_if_due(&store.generations(), clock.now_us()), 1);
-        assert_eq!(store.sweeper.earliest_evict_at(), 1_500_000);
+        assert_eq!(store.space.sweeper.earliest_evict_at(), 1_500_000);
         assert_eq!(store.len(), 1);
     }
 
@@ -511,7 +521,7 @@ mod tests {
         // expired.
         clock.set(1_000_000);
         assert_eq!(store.sweep_if_due(&store.generations(), clock.now_us()), 1);
-        assert_eq!(store.sweeper.earliest_evict_at(), 1_000_019);
+        assert_eq!(store.space.sweeper.earliest_evict_at(), 1_000_019);
         clock.set(1_000_018);
         assert_eq!(
             store.sweep_if_due(&store.generations(), clock.now_us()),

@@ -92,3 +92,29 @@ fn a_charge_on_a_new_key_stores_it_unless_the_cap_is_reached() {
     assert!(matches!(capped, Err(Error::Backend(e)) if e.is::<KeyLimitReached>()));
     assert!(matches!(limiter.charge(b"first", 0), Err(Error::ZeroCost)));
 }
+
+/// Through `Arc<dyn Limiter>`, as a service holds it, and through a
+/// failure policy's wrapper: the same charge as the inherent method.
+#[tokio::test]
+async fn a_charge_through_the_trait_is_counted() {
+    use std::sync::Arc;
+
+    use limiter_core::{FailurePolicy, Limiter, LimiterExt as _, Policy};
+
+    let clock = ManualClock::new(T0);
+    let memory = MemoryLimiter::builder("token-bucket:100/1m".parse::<Policy>().unwrap())
+        .clock(clock.clone())
+        .build();
+    let limiter: Arc<dyn Limiter> = Arc::new(memory.on_failure(FailurePolicy::FailOpen));
+    assert!(limiter.acquire(b"k", 10).await.unwrap().allowed);
+    limiter.charge(b"k", 140).await.unwrap();
+    // 150 units used of 100: 50 owed, the bucket empty until they are paid
+    // back, at 100 a minute: 30 s, then one more unit's 0.6 s.
+    let denied = limiter.peek(b"k", 1).await.unwrap();
+    assert!(!denied.allowed);
+    assert_eq!(denied.retry_after, Duration::from_millis(30_600));
+    assert!(matches!(
+        limiter.charge(b"k", 0).await,
+        Err(Error::ZeroCost)
+    ));
+}

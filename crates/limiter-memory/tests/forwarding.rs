@@ -211,3 +211,20 @@ async fn a_probe_interval_of_duration_max_means_never_probe_again() {
     assert_eq!(later.source, DecisionSource::FailClosed);
     assert_eq!(flaky.calls(), calls, "no probe within the interval");
 }
+
+/// A limiter that does not count charges after the fact says so, as a
+/// configuration error, through every wrapper, and counts nothing.
+#[tokio::test]
+async fn a_limiter_without_charges_refuses_them_as_a_configuration_error() {
+    let fake = Arc::new(Fake::new(3));
+    let error = fake.charge(b"k", 2).await.unwrap_err();
+    assert_eq!(error.kind(), limiter_core::ErrorKind::Config);
+    let why = std::error::Error::source(&error).unwrap().to_string();
+    assert!(why.contains("counts no charge after the fact"), "{why}");
+    let wrapped = Arc::clone(&fake).on_failure(FailurePolicy::FailOpen);
+    assert_eq!(
+        wrapped.charge(b"k", 2).await.unwrap_err().kind(),
+        limiter_core::ErrorKind::Config
+    );
+    assert_eq!(admitted(fake, 5).await, 3);
+}
