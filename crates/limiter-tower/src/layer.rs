@@ -16,7 +16,7 @@ use crate::headers::HeaderStyle;
 use crate::key::KeyExtractor;
 use crate::limited::LimitedContext;
 use crate::observe::Observer;
-use crate::rate_headers::PolicyHeaders;
+use crate::plans::{Limits, PlanSwitch, Plans};
 use crate::service::LimiterService;
 use crate::settings::Settings;
 use crate::shaping::Shaping;
@@ -63,19 +63,15 @@ impl LimiterLayer {
 
     /// [`new`](Self::new) with a shared `Arc<dyn Limiter>`.
     pub fn from_arc(limiter: Arc<dyn Limiter>) -> Self {
-        let policy_headers = PolicyHeaders::new(limiter.policies());
         let observer = Observer::new(limiter.policies().to_string());
-        let max_cost = limiter.policies().max_cost();
         Self {
             config: Arc::new(Settings {
-                single_policy: limiter.policies().single().is_some(),
-                limiter,
+                limits: Arc::new(Limits::new(limiter, None)),
+                plans: None,
                 key: KeyExtractor::default(),
                 cost: Cost::default(),
-                max_cost,
                 trusted: Vec::new(),
                 style: HeaderStyle::default(),
-                policy_headers,
                 allow: Allowlist::default(),
                 bans: None,
                 ban_status: StatusCode::FORBIDDEN,
@@ -127,15 +123,41 @@ impl LimiterLayer {
     pub fn cost(mut self, cost: Cost) -> Self {
         let config = Arc::make_mut(&mut self.config);
         if let Some(units) = cost.weight_units() {
-            assert!(
-                units <= config.max_cost,
-                "a request weight of {units} is above the limiter's max cost of {}: every \
-                 request would be refused",
-                config.max_cost
-            );
+            let max_cost = match &config.plans {
+                Some(plans) => plans.load().smallest_max_cost(),
+                None => config.limits.max_cost,
+            };
+            assert_weight_fits(units, max_cost);
         }
         config.cost = cost;
         self
+    }
+
+    /// Decides each request under its plan's limiter, chosen from `plans`
+    /// (this layer's limiter is the default plan's; see [`Plans`]); every
+    /// other setting of the layer holds for every plan. Each response's
+    /// `RateLimit-Policy` names the plan in force.
+    ///
+    /// # Panics
+    ///
+    /// If a key's plan ([`Plans::key_plan`]) is not one of the plans, or
+    /// the layer's [weight](Cost::weight) is above a plan's max cost.
+    #[must_use]
+    pub fn plans(mut self, plans: Plans) -> Self {
+        let config = Arc::make_mut(&mut self.config);
+        let table = plans.table(Arc::clone(&config.limits.limiter));
+        if let Some(units) = config.cost.weight_units() {
+            assert_weight_fits(units, table.smallest_max_cost());
+        }
+        config.limits = Arc::clone(table.default_limits());
+        config.plans = Some(Arc::new(PlanSwitch::new(table)));
+        self
+    }
+
+    /// The plans this layer chooses from, for a reload to replace.
+    #[cfg(feature = "config")]
+    pub(crate) fn plan_switch(&self) -> Option<&Arc<PlanSwitch>> {
+        self.config.plans.as_ref()
     }
 
     /// The proxies whose `X-Forwarded-For` is believed (none by default):
@@ -265,4 +287,14 @@ impl<S> Layer<S> for LimiterLayer {
     fn layer(&self, inner: S) -> LimiterService<S> {
         LimiterService::new(inner, Arc::clone(&self.config))
     }
+}
+
+/// Panics unless a request weight of `units` fits `max_cost`: a heavier
+/// one would refuse every request.
+fn assert_weight_fits(units: u64, max_cost: u64) {
+    assert!(
+        units <= max_cost,
+        "a request weight of {units} is above the limiter's max cost of {max_cost}: every \
+         request would be refused"
+    );
 }

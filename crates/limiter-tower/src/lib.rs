@@ -120,6 +120,7 @@ mod named_policy;
 mod normalize;
 mod observe;
 mod pending;
+mod plans;
 mod rate_headers;
 #[cfg(feature = "config")]
 mod registry;
@@ -139,6 +140,7 @@ pub use self::{
     key::{Fallback, KeyExtractor, RequestView},
     layer::LimiterLayer,
     limited::{LimitedContext, Refusal},
+    plans::{Plan, Plans},
     service::LimiterService,
     shaping::Shaping,
 };

@@ -18,6 +18,7 @@ use crate::grpc;
 use crate::key_bytes::KeyBytes;
 use crate::limited::{Limited, Refusal};
 use crate::observe::{Outcome, Timer};
+use crate::plans::Limits;
 use crate::response::{accepts_json, banned, verdict, Verdict, ERROR_RETRY_AFTER};
 use crate::settings::Settings;
 use crate::shaping::{self, Plan};
@@ -34,8 +35,16 @@ pub(crate) type Decide = Pin<Box<dyn Future<Output = Verdict> + Send>>;
 ///
 /// The key is borrowed too while the request is decided synchronously
 /// (`&KeyBytes`: not moved on the hot path), owned in a future.
-pub(crate) struct Pending<C: Deref<Target = Settings>, R: Reply, K: Borrow<KeyBytes>> {
+pub(crate) struct Pending<
+    C: Deref<Target = Settings>,
+    R: Reply,
+    K: Borrow<KeyBytes>,
+    L: Deref<Target = Limits>,
+> {
     pub(crate) config: C,
+    /// The limiter the request is decided by: its plan's, borrowed as the
+    /// layer's settings are.
+    pub(crate) limits: L,
     pub(crate) key: K,
     /// The request's units, from 1 to the limiter's max cost.
     pub(crate) cost: u64,
@@ -81,11 +90,16 @@ impl Reply for ReplyFormat {
     }
 }
 
-impl Pending<&Settings, &HeaderMap, &KeyBytes> {
+impl Pending<&Settings, &HeaderMap, &KeyBytes, &Limits> {
     /// This request, its decision to be finished in a future.
-    fn owned(self, config: &Arc<Settings>) -> Pending<Arc<Settings>, ReplyFormat, KeyBytes> {
+    fn owned(
+        self,
+        config: &Arc<Settings>,
+        limits: &Arc<Limits>,
+    ) -> Pending<Arc<Settings>, ReplyFormat, KeyBytes, Arc<Limits>> {
         Pending {
             config: Arc::clone(config),
+            limits: Arc::clone(limits),
             key: self.key.clone(),
             cost: self.cost,
             reply: ReplyFormat {
@@ -97,7 +111,13 @@ impl Pending<&Settings, &HeaderMap, &KeyBytes> {
     }
 }
 
-impl<C: Deref<Target = Settings>, R: Reply, K: Borrow<KeyBytes>> Pending<C, R, K> {
+impl<C, R, K, L> Pending<C, R, K, L>
+where
+    C: Deref<Target = Settings>,
+    R: Reply,
+    K: Borrow<KeyBytes>,
+    L: Deref<Target = Limits>,
+{
     /// The key's bytes.
     fn key(&self) -> &[u8] {
         self.key.borrow()
@@ -122,10 +142,10 @@ impl<C: Deref<Target = Settings>, R: Reply, K: Borrow<KeyBytes>> Pending<C, R, K
 
     /// The limiter's decision now, if it decides in process (one policy).
     pub(crate) fn acquire_now(&self) -> Option<Result<Decision, Error>> {
-        if !self.config.single_policy {
+        if !self.limits.single_policy {
             return None;
         }
-        self.config.limiter.acquire_now(self.key(), self.cost)
+        self.limits.limiter.acquire_now(self.key(), self.cost)
     }
 
     /// Whether `result` needs more than a synchronous answer: a denial to
@@ -150,7 +170,7 @@ impl<C: Deref<Target = Settings>, R: Reply, K: Borrow<KeyBytes>> Pending<C, R, K
             &result,
             || self.reply.json(),
             config.style,
-            &config.policy_headers,
+            &self.limits.policy_headers,
         ) {
             Verdict::Respond(response) => {
                 let (refusal, retry_after) = match &result {
@@ -206,7 +226,7 @@ impl<C: Deref<Target = Settings>, R: Reply, K: Borrow<KeyBytes>> Pending<C, R, K
         }
         let result = match self.acquire_now() {
             Some(result) => result,
-            None => self.config.limiter.acquire(self.key(), self.cost).await,
+            None => self.limits.limiter.acquire(self.key(), self.cost).await,
         };
         self.follow_up(result).await
     }
@@ -288,10 +308,11 @@ fn counts_as_denial(decision: &Decision) -> bool {
 #[inline(never)]
 pub(crate) fn decide_later(
     config: &Arc<Settings>,
-    request: Pending<&Settings, &HeaderMap, &KeyBytes>,
+    limits: &Arc<Limits>,
+    request: Pending<&Settings, &HeaderMap, &KeyBytes, &Limits>,
     check_bans: bool,
 ) -> Decide {
-    boxed(config, request.owned(config).decide(check_bans))
+    boxed(config, request.owned(config, limits).decide(check_bans))
 }
 
 /// `request`'s follow-up of `result`, as a future; out of line as
@@ -299,10 +320,11 @@ pub(crate) fn decide_later(
 #[inline(never)]
 pub(crate) fn follow_up_later(
     config: &Arc<Settings>,
-    request: Pending<&Settings, &HeaderMap, &KeyBytes>,
+    limits: &Arc<Limits>,
+    request: Pending<&Settings, &HeaderMap, &KeyBytes, &Limits>,
     result: Result<Decision, Error>,
 ) -> Decide {
-    boxed(config, request.owned(config).follow_up(result))
+    boxed(config, request.owned(config, limits).follow_up(result))
 }
 
 /// `decide`, boxed, in a span naming the layer.

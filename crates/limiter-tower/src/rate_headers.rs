@@ -83,9 +83,14 @@ impl Template {
 }
 
 impl PolicyHeaders {
-    pub(crate) fn new(policies: &Policies) -> Self {
+    /// The headers of `policies` as `plan`'s, if any: each part named
+    /// `"<plan>/<policy>"`, so a client reads which plan it is on.
+    pub(crate) fn named(policies: &Policies, plan: Option<&str>) -> Self {
         let names: Vec<String> = (0..policies.len())
-            .map(|i| format!("\"{}\"", policy_name(policies, i)))
+            .map(|i| match plan {
+                Some(plan) => format!("\"{plan}/{}\"", policy_name(policies, i)),
+                None => format!("\"{}\"", policy_name(policies, i)),
+            })
             .collect();
         let items: Vec<String> = policies
             .iter()
@@ -599,7 +604,7 @@ mod tests {
                              leaky-bucket:2/1s,queue=3"
                 .parse()
                 .unwrap();
-        let headers = PolicyHeaders::new(&set);
+        let headers = PolicyHeaders::named(&set, None);
         assert_eq!(
             headers.policy.to_str().unwrap(),
             "\"sliding-log:5/1s\";q=5;w=1, \"token-bucket:100/1m,capacity=10\";q=10;w=6, \

@@ -58,6 +58,9 @@ where
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
         let timer = Timer::start();
         let config = &self.config;
+        // The plans in force, read once: the request is decided entirely
+        // under them.
+        let plans = config.plans.as_ref().map(|switch| switch.load());
         let (ip, allowlistable): (Option<IpAddr>, _) = match peer_addr(req.extensions()) {
             // No proxy trusted (the default): the peer is the client, and
             // vouched for; `resolve_client` answers that without its copy.
@@ -109,10 +112,14 @@ where
             config.observer.record(Outcome::Allowlisted, timer);
             return ResponseFuture::passing(self.inner.call(req));
         }
+        let limits = match &plans {
+            None => &config.limits,
+            Some(plans) => plans.limits_for(&req, &key),
+        };
         let cost = if config.cost.is_one() {
             1
         } else {
-            let (back, units) = config.cost.of_request(req, config.max_cost);
+            let (back, units) = config.cost.of_request(req, limits.max_cost);
             req = back;
             match units {
                 Ok(units) => units,
@@ -124,6 +131,7 @@ where
         };
         let request = Pending {
             config: &**config,
+            limits: &**limits,
             key: &key,
             cost,
             reply: req.headers(),
@@ -135,7 +143,7 @@ where
         if let Some(bans) = &config.bans {
             match bans.banned_for_now(&key) {
                 None => {
-                    let decide = decide_later(config, request, true);
+                    let decide = decide_later(config, limits, request, true);
                     return self.deciding(decide, req);
                 }
                 Some(banned) => {
@@ -160,7 +168,7 @@ where
                         &mut headers,
                         &decision,
                         config.style,
-                        &config.policy_headers,
+                        &limits.policy_headers,
                     );
                 }
                 return ResponseFuture::calling(self.inner.call(req), headers);
@@ -169,8 +177,8 @@ where
                 let verdict = request.finish(result);
                 return answer_now(&mut self.inner, verdict, req);
             }
-            Some(result) => follow_up_later(config, request, result),
-            None => decide_later(config, request, false),
+            Some(result) => follow_up_later(config, limits, request, result),
+            None => decide_later(config, limits, request, false),
         };
         self.deciding(decide, req)
     }

@@ -5,7 +5,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use http::StatusCode;
-use limiter_core::Limiter;
 
 use crate::allow::Allowlist;
 use crate::ban::{BanList, Penalty};
@@ -15,25 +14,22 @@ use crate::headers::HeaderStyle;
 use crate::key::KeyExtractor;
 use crate::limited::OnLimited;
 use crate::observe::Observer;
-use crate::rate_headers::PolicyHeaders;
+use crate::plans::{Limits, PlanSwitch};
 use crate::shaping::Shaping;
 
 /// What every [`LimiterService`] of a layer shares.
 #[derive(Clone)]
 pub(crate) struct Settings {
-    pub(crate) limiter: Arc<dyn Limiter>,
-    /// Whether `limiter` enforces one policy (its answer is then a plain
-    /// `Decision`, possibly given now): asked once here, not per request.
-    pub(crate) single_policy: bool,
+    /// The limiter and what its policies fix, without plans: the
+    /// default plan's with them.
+    pub(crate) limits: Arc<Limits>,
+    /// The plans a request's limits are chosen from, if any.
+    pub(crate) plans: Option<Arc<PlanSwitch>>,
     pub(crate) key: KeyExtractor,
     /// What a request costs.
     pub(crate) cost: Cost,
-    /// The most a request may cost (the policies' max cost): asked once
-    /// here, not per request.
-    pub(crate) max_cost: u64,
     pub(crate) trusted: Vec<IpNet>,
     pub(crate) style: HeaderStyle,
-    pub(crate) policy_headers: PolicyHeaders,
     pub(crate) allow: Allowlist,
     pub(crate) bans: Option<BanList>,
     pub(crate) ban_status: StatusCode,
@@ -49,7 +45,8 @@ impl fmt::Debug for Settings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Settings")
             .field("name", &self.observer.policy())
-            .field("limiter", &self.limiter)
+            .field("limiter", &self.limits.limiter)
+            .field("plans", &self.plans.is_some())
             .field("key", &self.key)
             .field("cost", &self.cost)
             .field("trusted", &self.trusted)

@@ -7,8 +7,8 @@
 //!
 //! Here the fixtures and the load tests; in the modules, the headers
 //! (`headers`), what a request is keyed by (`keys`), what it costs
-//! (`costs`), a failing limiter (`failures`), and the layer among others
-//! (`composition`).
+//! (`costs`), a failing limiter (`failures`), the layer among others
+//! (`composition`), and plans chosen per request (`plans`).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -18,6 +18,7 @@ mod costs;
 mod failures;
 mod headers;
 mod keys;
+mod plans;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
