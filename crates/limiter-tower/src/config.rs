@@ -4,11 +4,11 @@
 //!
 //! Available with the `config` feature.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroU64;
 use std::path::Path;
 
-use http::StatusCode;
+use http::{HeaderName, StatusCode};
 use limiter_core::{Policies, Policy};
 use serde::Deserialize;
 
@@ -19,6 +19,7 @@ use crate::cost::Cost;
 use crate::headers::HeaderStyle;
 use crate::key::{is_route_key, Fallback, KeyExtractor, KeyKindError};
 use crate::named_policy::{MemoryBounds, NamedPolicy, OnFailure};
+use crate::plans::is_plan_name;
 
 /// Named policies, each a [`LimiterLayer`](crate::LimiterLayer) to be:
 /// read from TOML, every entry checked before anything is served, so a
@@ -118,6 +119,8 @@ use crate::named_policy::{MemoryBounds, NamedPolicy, OnFailure};
 pub struct Config {
     file: String,
     policies: BTreeMap<String, NamedPolicy>,
+    /// Each `[key_plans]` entry: a whole key and its plan.
+    key_plans: Vec<(String, String)>,
 }
 
 impl Config {
@@ -147,13 +150,18 @@ impl Config {
         })?;
         let mut defaults = toml::Table::new();
         let mut named = toml::Table::new();
+        let mut plans = toml::Table::new();
+        let mut key_plans = toml::Table::new();
         for (name, value) in table {
-            let (toml::Value::Table(value), "policies" | "defaults") = (value, name.as_str())
+            let (toml::Value::Table(value), "policies" | "defaults" | "plans" | "key_plans") =
+                (value, name.as_str())
             else {
                 let reason = match name.as_str() {
                     "policies" => "expected a table of named policies ([policies.NAME])",
                     "defaults" => "expected a table of fields every policy inherits ([defaults])",
-                    _ => "unknown table; expected `defaults` or `policies`",
+                    "plans" => "expected a table of plans ([plans.NAME])",
+                    "key_plans" => "expected a table of keys and their plans ([key_plans])",
+                    _ => "unknown table; expected `defaults`, `policies`, `plans` or `key_plans`",
                 };
                 return Err(ConfigError::new(
                     &file,
@@ -162,10 +170,11 @@ impl Config {
                     reason,
                 ));
             };
-            if name == "defaults" {
-                defaults = value;
-            } else {
-                named = value;
+            match name.as_str() {
+                "defaults" => defaults = value,
+                "policies" => named = value,
+                "plans" => plans = value,
+                _ => key_plans = value,
             }
         }
         if let Some(unknown) = defaults
@@ -212,6 +221,10 @@ impl Config {
                 .is_some_and(Vec::is_empty);
             let mut merged = defaults.clone();
             merged.extend(own.clone());
+            let mut restart_fields = merged.clone();
+            for reloadable in ["limits", "default_plan", "plan_header"] {
+                restart_fields.remove(reloadable);
+            }
             let raw: RawPolicy = serde_path_to_error::deserialize(toml::Value::Table(merged))
                 .map_err(|error: serde_path_to_error::Error<toml::de::Error>| {
                     // The field at fault, when the error is in one.
@@ -227,9 +240,20 @@ impl Config {
                 ConfigError::new(&file, entry_of(&field), kind, reason)
             })?;
             policy.trusts_none_on_purpose = trusts_none_on_purpose;
+            policy.restart_fields = restart_fields;
             policies.insert(name, policy);
         }
-        Ok(Self { file, policies })
+        let error = |entry: String, reason: String| {
+            ConfigError::new(&file, entry, ConfigErrorKind::Plan, reason)
+        };
+        plan_limits(plans, &mut policies).map_err(|(entry, reason)| error(entry, reason))?;
+        let key_plans =
+            key_plans_of(key_plans, &policies).map_err(|(entry, reason)| error(entry, reason))?;
+        Ok(Self {
+            file,
+            policies,
+            key_plans,
+        })
     }
 
     /// The file the configuration came from, as errors name it.
@@ -248,10 +272,139 @@ impl Config {
             .iter()
             .map(|(name, policy)| (name.as_str(), policy))
     }
+
+    /// Each plan of the file but `policy`'s default, with `policy`'s
+    /// limits under it: `None` for a plan that does not list it, which
+    /// decides it by its own limits. Every policy has every plan.
+    pub(crate) fn plans_of<'a>(
+        &'a self,
+        policy: &'a NamedPolicy,
+    ) -> impl Iterator<Item = (&'a str, Option<&'a Policies>)> + 'a {
+        (self.plan_names().into_iter())
+            .filter(|name| *name != policy.default_plan)
+            .map(|name| (name, policy.plans.get(name)))
+    }
+
+    /// Whether the file names plans: a `[plans]` table, a `default_plan`
+    /// or a `plan_header`.
+    pub(crate) fn has_plans(&self) -> bool {
+        self.plan_names().len() > 1
+            || (self.policies.values())
+                .any(|policy| policy.default_plan != "default" || policy.plan_header.is_some())
+    }
+
+    /// Each `[key_plans]` entry: a whole key and its plan.
+    pub(crate) fn key_plans(&self) -> &[(String, String)] {
+        &self.key_plans
+    }
+
+    /// Every plan the file names: each `[plans.NAME]` and each policy's
+    /// `default_plan`, once each, in order.
+    fn plan_names(&self) -> BTreeSet<&str> {
+        let listed = self.policies.values().flat_map(|p| p.plans.keys());
+        let defaults = self.policies.values().map(|p| &p.default_plan);
+        listed.chain(defaults).map(String::as_str).collect()
+    }
+}
+
+/// Puts each `[plans.NAME]` table's limits into the policies it lists:
+/// `plans.pro.api = ["sliding-log:1000/1m"]` gives policy `api` those
+/// limits under plan `pro`. A plan listing a policy the file does not
+/// have, or its default plan (whose limits are its own `limits`), or with
+/// limits a policy's weight cannot pay, is an error naming the entry.
+fn plan_limits(
+    plans: toml::Table,
+    policies: &mut BTreeMap<String, NamedPolicy>,
+) -> Result<(), (String, String)> {
+    for (plan, value) in plans {
+        let entry = format!("plans.{}", toml_key(&plan));
+        if !is_plan_name(&plan) {
+            let reason =
+                "not a plan name: one or more printable ASCII characters but `\"` and `\\`";
+            return Err((entry, reason.to_owned()));
+        }
+        let toml::Value::Table(limits) = value else {
+            let reason = "expected a table of policies and their limits ([plans.NAME])";
+            return Err((entry, reason.to_owned()));
+        };
+        for (name, value) in limits {
+            let entry = format!("{entry}.{}", toml_key(&name));
+            let names = policies.keys().cloned().collect::<Vec<_>>().join(", ");
+            let Some(policy) = policies.get_mut(&name) else {
+                let reason = format!("no policy is named {name:?} (the file has: {names})");
+                return Err((entry, reason));
+            };
+            if policy.default_plan == plan {
+                let reason = format!(
+                    "{plan:?} is the policy's default plan, whose limits are its own \
+                     `limits` (policies.{}.limits)",
+                    toml_key(&name)
+                );
+                return Err((entry, reason));
+            }
+            let texts: Vec<String> = toml::Value::try_into(value).map_err(|_| {
+                let reason = "expected a list of policy strings, as `limits` takes";
+                (entry.clone(), reason.to_owned())
+            })?;
+            let mut parts = Vec::with_capacity(texts.len());
+            for (index, text) in texts.iter().enumerate() {
+                let part = text
+                    .parse::<Policy>()
+                    .map_err(|error| (format!("{entry}[{index}]"), error.to_string()))?;
+                parts.push(part);
+            }
+            let set = Policies::new(parts).map_err(|error| (entry.clone(), error.to_string()))?;
+            if let Some(units) = policy.cost.weight_units() {
+                if units > set.max_cost() {
+                    let reason = format!(
+                        "a request of this policy weighs {units} units, above the most a \
+                         request of these limits may cost, {}: every request would be refused",
+                        set.max_cost()
+                    );
+                    return Err((entry, reason));
+                }
+            }
+            policy.plans.insert(plan.clone(), set);
+        }
+    }
+    Ok(())
+}
+
+/// The `[key_plans]` entries: each a whole key (as the layer writes it,
+/// `header:acme-key-1`) and the plan its requests are decided under, a
+/// plan the file names.
+fn key_plans_of(
+    table: toml::Table,
+    policies: &BTreeMap<String, NamedPolicy>,
+) -> Result<Vec<(String, String)>, (String, String)> {
+    let mut known: BTreeSet<&str> = policies
+        .values()
+        .flat_map(|p| p.plans.keys())
+        .map(String::as_str)
+        .collect();
+    known.extend(policies.values().map(|p| p.default_plan.as_str()));
+    table
+        .into_iter()
+        .map(|(key, plan)| {
+            let entry = format!("key_plans.{}", toml_key(&key));
+            let Some(plan) = plan.as_str() else {
+                return Err((entry, "expected a plan's name".to_owned()));
+            };
+            if !known.contains(plan) {
+                let names: Vec<&str> = known.iter().copied().collect();
+                let reason = format!(
+                    "no plan is named {plan:?} (the file has: {})",
+                    names.join(", ")
+                );
+                return Err((entry, reason));
+            }
+            Ok((key, plan.to_owned()))
+        })
+        .collect()
 }
 
 /// The fields of a policy, which `[defaults]` may set for every policy.
-const POLICY_FIELDS: [&str; 16] = [
+const POLICY_FIELDS: [&str; 18] = [
     "limits",
     "key",
     "fallback",
@@ -268,6 +421,8 @@ const POLICY_FIELDS: [&str; 16] = [
     "max_key_bytes",
     "mask_addresses",
     "cost",
+    "default_plan",
+    "plan_header",
 ];
 
 /// One `[policies.NAME]` table as written, over the `[defaults]` table's
@@ -301,6 +456,8 @@ struct RawPolicy {
     mask_addresses: bool,
     /// A weight (an integer) or a text form: checked whole by `cost`.
     cost: Option<toml::Value>,
+    default_plan: Option<String>,
+    plan_header: Option<String>,
 }
 
 /// `penalty = { denials = "5/1m", ban_for = "15m" }` as written.
@@ -457,7 +614,26 @@ impl RawPolicy {
                 return Err(("headers".to_owned(), ConfigErrorKind::Headers, reason));
             }
         };
+        let default_plan = self.default_plan.unwrap_or_else(|| "default".to_owned());
+        if !is_plan_name(&default_plan) {
+            let reason = format!(
+                "{default_plan:?} is not a plan name: one or more printable ASCII characters \
+                 but `\"` and `\\`"
+            );
+            return Err(("default_plan".to_owned(), ConfigErrorKind::Plan, reason));
+        }
+        let plan_header = match self.plan_header {
+            None => None,
+            Some(text) => Some(text.parse::<HeaderName>().map_err(|_| {
+                let reason = format!("{text:?} is not a header name");
+                ("plan_header".to_owned(), ConfigErrorKind::Plan, reason)
+            })?),
+        };
         Ok(NamedPolicy {
+            default_plan,
+            plan_header,
+            plans: BTreeMap::new(),
+            restart_fields: toml::Table::new(),
             policies,
             key,
             trusted,

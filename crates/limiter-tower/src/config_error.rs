@@ -59,6 +59,13 @@ pub enum ConfigErrorKind {
     /// A `cost` that is not a weight from 1, `content-length:UNIT_BYTES`
     /// or `header:NAME`, or a weight above the limits' max cost.
     Cost,
+    /// A plan that does not parse or refers to what the file does not
+    /// define: a policy a `[plans.NAME]` table names, a plan a `[key_plans]`
+    /// entry names, a bad plan name or plan header.
+    Plan,
+    /// A reload that changes what only a restart can: a policy added or
+    /// removed, or a field other than the limits and plans.
+    Reload,
     /// A policy asked for by name that the file does not configure.
     NotConfigured,
     /// The backend refused the policy (e.g. a Redis sliding log above its

@@ -66,7 +66,7 @@ impl LimiterLayer {
         let observer = Observer::new(limiter.policies().to_string());
         Self {
             config: Arc::new(Settings {
-                limits: Arc::new(Limits::new(limiter, None)),
+                limits: Arc::new(Limits::new(limiter, None, None)),
                 plans: None,
                 key: KeyExtractor::default(),
                 cost: Cost::default(),

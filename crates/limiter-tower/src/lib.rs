@@ -121,9 +121,13 @@ mod normalize;
 mod observe;
 mod pending;
 mod plans;
+#[cfg(feature = "config")]
+mod policy_limiters;
 mod rate_headers;
 #[cfg(feature = "config")]
 mod registry;
+#[cfg(feature = "config")]
+mod reload;
 mod response;
 mod seconds;
 mod service;

@@ -13,3 +13,6 @@ pub const METRIC_DECISION_SECONDS: &str = "limiter_http_decision_seconds";
 /// Ban checks that failed (the ban store unreachable; the request then
 /// goes on to the limiter), by `policy`.
 pub const METRIC_BAN_CHECK_ERRORS: &str = "limiter_http_ban_check_errors_total";
+/// Reloads of a configuration (`Registry::reload`), by `outcome`:
+/// `applied`, or `refused` (the configuration in force kept).
+pub const METRIC_CONFIG_RELOADS: &str = "limiter_config_reloads_total";

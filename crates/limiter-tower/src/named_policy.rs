@@ -1,10 +1,11 @@
 //! [`NamedPolicy`]: one `[policies.NAME]` table of a configuration,
 //! checked, and the layer it makes.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::StatusCode;
+use http::{HeaderName, StatusCode};
 use limiter_core::{FailurePolicy, Limiter, Policies, Policy};
 use limiter_memory::MemoryLimiter;
 
@@ -84,9 +85,24 @@ pub(crate) struct NamedPolicy {
     pub(crate) mask_addresses: bool,
     /// What each request costs.
     pub(crate) cost: Cost,
+    /// The plan its own `limits` are, and a request naming none (or one
+    /// the file does not name) is decided under.
+    pub(crate) default_plan: String,
+    /// The header a trusted gateway names a request's plan in.
+    pub(crate) plan_header: Option<HeaderName>,
+    /// Its limits under each plan that lists it.
+    pub(crate) plans: BTreeMap<String, Policies>,
+    /// Its fields as the file sets them (with `[defaults]`'), but its
+    /// `limits`: what a reload may not change.
+    pub(crate) restart_fields: toml::Table,
 }
 
 impl NamedPolicy {
+    /// Its limits, default plan and plans: what a reload may change of it.
+    pub(crate) fn limits_and_plans(&self) -> (&Policies, &str, &BTreeMap<String, Policies>) {
+        (&self.policies, &self.default_plan, &self.plans)
+    }
+
     /// The layer of this policy over `limiter` (a limiter of `policies`),
     /// with `bans` if it checks any and `penalty_counter` (a limiter of
     /// the penalty's denials) if it has a penalty.

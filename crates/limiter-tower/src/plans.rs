@@ -65,7 +65,7 @@ impl Plan {
 /// let pro = free.plan("sliding-log:1000/1m".parse::<Policy>()?);
 /// let acme = free.plan("sliding-log:5000/1m".parse::<Policy>()?);
 /// let layer = LimiterLayer::new(free)
-///     .key(KeyExtractor::header("x-api-key".parse()?))
+///     .key(KeyExtractor::header("x-api-key"))
 ///     .plans(
 ///         Plans::new("free")
 ///             .plan("pro", pro)
@@ -81,6 +81,8 @@ pub struct Plans {
     named: Vec<(Arc<str>, Arc<dyn Limiter>)>,
     header: Option<HeaderName>,
     key_plans: Vec<(Vec<u8>, Arc<str>)>,
+    /// Whether responses' `RateLimit-Policy` names the plan.
+    named_in_headers: bool,
 }
 
 impl Plans {
@@ -98,7 +100,17 @@ impl Plans {
             named: Vec::new(),
             header: None,
             key_plans: Vec::new(),
+            named_in_headers: true,
         }
+    }
+
+    /// Responses' `RateLimit-Policy` names the policies alone, not the
+    /// plan: for a configuration without plans, whose layer reads plans
+    /// only so that a reload may add some.
+    #[cfg(feature = "config")]
+    pub(crate) fn unnamed_in_headers(mut self) -> Self {
+        self.named_in_headers = false;
+        self
     }
 
     /// Plan `name`, decided by `limiter` (an `Arc` of one is a limiter too).
@@ -172,8 +184,10 @@ impl Plans {
     ///
     /// If a key's plan is not one of the plans.
     pub(crate) fn table(&self, default: Arc<dyn Limiter>) -> PlanTable {
-        let limits =
-            |name: &Arc<str>, limiter: Arc<dyn Limiter>| Arc::new(Limits::new(limiter, Some(name)));
+        let limits = |name: &Arc<str>, limiter: Arc<dyn Limiter>| {
+            let named = self.named_in_headers.then_some(&**name);
+            Arc::new(Limits::new(limiter, Some(name), named))
+        };
         let default = limits(&self.default, default);
         let named: HashMap<Arc<str>, Arc<Limits>> = (self.named.iter())
             .map(|(name, limiter)| (Arc::clone(name), limits(name, Arc::clone(limiter))))
@@ -246,13 +260,19 @@ pub(crate) struct Limits {
 }
 
 impl Limits {
-    pub(crate) fn new(limiter: Arc<dyn Limiter>, plan: Option<&Arc<str>>) -> Self {
+    /// The limits of `limiter`, plan `plan`'s if any, its headers naming
+    /// `named_in_headers` if any.
+    pub(crate) fn new(
+        limiter: Arc<dyn Limiter>,
+        plan: Option<&Arc<str>>,
+        named_in_headers: Option<&str>,
+    ) -> Self {
         let policies = limiter.policies();
         Self {
             plan: plan.cloned(),
             single_policy: policies.single().is_some(),
             max_cost: policies.max_cost(),
-            policy_headers: PolicyHeaders::named(policies, plan.map(|name| &**name)),
+            policy_headers: PolicyHeaders::named(policies, named_in_headers),
             limiter,
         }
     }

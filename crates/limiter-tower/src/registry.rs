@@ -2,14 +2,19 @@
 //! on one backend, so routes refer to policies by name.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
-use limiter_core::{Limiter, LimiterExt as _};
+use limiter_core::Limiter;
 
 use crate::ban::BanList;
 use crate::config::{Config, ConfigError, ConfigErrorKind};
 use crate::config_error::toml_key;
 use crate::layer::LimiterLayer;
+use crate::policy_limiters::PolicyLimiters;
+use crate::reload::Live;
 
 /// The layers of a [`Config`]'s named policies, built once on a backend.
 ///
@@ -47,6 +52,8 @@ pub struct Registry {
     file: String,
     layers: BTreeMap<String, LimiterLayer>,
     bans: BTreeMap<String, BanList>,
+    /// The configuration in force and what a reload changes.
+    live: Arc<Live>,
 }
 
 impl Registry {
@@ -70,9 +77,13 @@ impl Registry {
         let mut registry = Self::empty(config);
         for (name, policy) in config.iter() {
             let bounds = policy.memory;
-            let limiter = bounds
-                .limiter(policy.policies.clone())
-                .on_failure(policy.on_failure.policy(|| None));
+            let limiters = PolicyLimiters::memory(policy);
+            // In process: made at once, and limits the file checked are
+            // never refused.
+            let made = now(limiters.plans(config, name, policy));
+            let Some(Ok((default, plans))) = made else {
+                unreachable!("an in-process limiter is made at once, of any checked limits")
+            };
             let bans = policy
                 .bans
                 .then(|| BanList::memory_with_max_bans(bounds.max_keys));
@@ -80,11 +91,8 @@ impl Registry {
                 .penalty
                 .as_ref()
                 .map(|(counter, _)| Arc::new(bounds.limiter(counter.clone())) as Arc<dyn Limiter>);
-            registry.add(
-                name,
-                policy.layer(Arc::new(limiter), bans.clone(), counter),
-                bans,
-            );
+            let layer = policy.layer(default, bans.clone(), counter).plans(plans);
+            registry.add(name, layer, bans, limiters);
         }
         registry
     }
@@ -97,12 +105,26 @@ impl Registry {
             file: config.file().to_owned(),
             layers: BTreeMap::new(),
             bans: BTreeMap::new(),
+            live: Arc::new(Live::new(config.clone())),
         }
     }
 
-    /// Policy `name`'s layer, named after it, and its ban list if any.
-    fn add(&mut self, name: &str, layer: LimiterLayer, bans: Option<BanList>) {
-        self.layers.insert(name.to_owned(), layer.name(name));
+    /// Policy `name`'s layer, named after it, its ban list if any, and the
+    /// maker of its limiters, for a reload.
+    fn add(
+        &mut self,
+        name: &str,
+        layer: LimiterLayer,
+        bans: Option<BanList>,
+        limiters: PolicyLimiters,
+    ) {
+        let layer = layer.name(name);
+        if let Some(switch) = layer.plan_switch() {
+            let live =
+                Arc::get_mut(&mut self.live).expect("not shared while the registry is built");
+            live.add(name, Arc::clone(switch), limiters);
+        }
+        self.layers.insert(name.to_owned(), layer);
         if let Some(bans) = bans {
             self.bans.insert(name.to_owned(), bans);
         }
@@ -112,7 +134,9 @@ impl Registry {
     /// connections (feature `redis`), so every instance of the service
     /// shares the counts. Policy `NAME`'s keys live under the prefix
     /// `{key_prefix}:NAME` (`limiter:login`, say), so two names never share
-    /// a count and two services on one Redis keep apart with two prefixes.
+    /// a count and two services on one Redis keep apart with two prefixes;
+    /// its plans' limiters share that prefix, so a client moving between
+    /// plans keeps what it used.
     /// A policy the backend refuses (a sliding log above its maximum limit,
     /// a brace in the prefix or the name) is an error naming that policy.
     ///
@@ -134,25 +158,8 @@ impl Registry {
         let mut registry = Self::empty(config);
         for (name, policy) in config.iter() {
             let prefix = format!("{key_prefix}:{name}");
-            // The entry whose policies the backend refused: `limits`, or
-            // the penalty's `denials`.
-            let refused = |field: &'static str| {
-                move |error: limiter_core::Error| {
-                    let entry = format!("policies.{}.{field}", toml_key(name));
-                    let reason = error.chain().to_string();
-                    ConfigError::new(config.file(), entry, ConfigErrorKind::Backend, reason)
-                }
-            };
-            let limiter = RedisLimiter::builder(backend, policy.policies.clone())
-                .key_prefix(prefix.clone())
-                .build()
-                .await
-                .map_err(refused("limits"))?
-                .on_failure(
-                    policy
-                        .on_failure
-                        .policy(|| Some(policy.memory.limiter(policy.policies.clone()))),
-                );
+            let limiters = PolicyLimiters::redis(policy, backend, prefix.clone());
+            let (default, plans) = limiters.plans(config, name, policy).await?;
             let bans = policy
                 .bans
                 .then(|| BanList::redis(backend, format!("{prefix}:bans")));
@@ -163,15 +170,16 @@ impl Registry {
                         .key_prefix(format!("{prefix}:penalty"))
                         .build()
                         .await
-                        .map_err(refused("penalty.denials"))?;
+                        .map_err(|error| {
+                            let entry = format!("policies.{}.penalty.denials", toml_key(name));
+                            let reason = error.chain().to_string();
+                            ConfigError::new(config.file(), entry, ConfigErrorKind::Backend, reason)
+                        })?;
                     Some(Arc::new(counter) as Arc<dyn Limiter>)
                 }
             };
-            registry.add(
-                name,
-                policy.layer(Arc::new(limiter), bans.clone(), counter),
-                bans,
-            );
+            let layer = policy.layer(default, bans.clone(), counter).plans(plans);
+            registry.add(name, layer, bans, limiters);
         }
         Ok(registry)
     }
@@ -195,5 +203,22 @@ impl Registry {
                 format!("not configured (the file has: {})", names.join(", ")),
             )
         })
+    }
+}
+
+/// The output of `future` if it is ready at its first poll: an in-process
+/// limiter's making, which awaits nothing.
+fn now<F: Future>(future: F) -> Option<F::Output> {
+    let mut context = Context::from_waker(Waker::noop());
+    match pin!(future).poll(&mut context) {
+        Poll::Ready(output) => Some(output),
+        Poll::Pending => None,
+    }
+}
+
+impl Registry {
+    /// What a reload changes.
+    pub(crate) fn live(&self) -> &Live {
+        &self.live
     }
 }

@@ -24,7 +24,7 @@ macro_rules! never_an_ip_key {
 
 #[test]
 fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
-    let cases: [(&str, String, ConfigErrorKind, &str, &str); 54] = [
+    let cases: [(&str, String, ConfigErrorKind, &str, &str); 61] = [
         (
             "unknown-algorithm",
             login(r#"["sliding-lgo:10/5m"]"#, ""),
@@ -254,7 +254,7 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             "unknown field `limit`, expected one of `limits`, `key`, `fallback`, \
              `trusted_proxies`, `ipv6_prefix`, `headers`, `allow_ips`, `allow_keys`, \
              `on_failure`, `bans`, `penalty`, `ban_status`, `max_keys`, `max_key_bytes`, \
-             `mask_addresses`, `cost`",
+             `mask_addresses`, `cost`, `default_plan`, `plan_header`",
         ),
         (
             "no-keys",
@@ -338,7 +338,7 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             "[policy.login]\nlimits = [\"sliding-log:10/5m\"]\n".to_owned(),
             ConfigErrorKind::Schema,
             "policy",
-            "unknown table; expected `defaults` or `policies`",
+            "unknown table; expected `defaults`, `policies`, `plans` or `key_plans`",
         ),
         (
             "inherited-bad-address",
@@ -394,7 +394,7 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             "unknown field `trusted_proxy`, expected one of `limits`, `key`, `fallback`, \
              `trusted_proxies`, `ipv6_prefix`, `headers`, `allow_ips`, `allow_keys`, \
              `on_failure`, `bans`, `penalty`, `ban_status`, `max_keys`, `max_key_bytes`, \
-             `mask_addresses`, `cost`",
+             `mask_addresses`, `cost`, `default_plan`, `plan_header`",
         ),
         (
             "zero-cost",
@@ -470,6 +470,73 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             "policies.login.cost",
             "\"header:x-cost,or=0\": \"or=0\" is not a weight: expected or= a whole number \
              from 1",
+        ),
+        (
+            "plan-of-an-undefined-policy",
+            "[policies.api]\nlimits = [\"fixed-window:10/1m\"]\n\
+             [plans.pro]\napii = [\"fixed-window:100/1m\"]\n"
+                .to_owned(),
+            ConfigErrorKind::Plan,
+            "plans.pro.apii",
+            "no policy is named \"apii\" (the file has: api)",
+        ),
+        (
+            "key-plan-undefined",
+            "[policies.api]\nlimits = [\"fixed-window:10/1m\"]\n\
+             [plans.pro]\napi = [\"fixed-window:100/1m\"]\n\
+             [key_plans]\n\"header:acme\" = \"gold\"\n"
+                .to_owned(),
+            ConfigErrorKind::Plan,
+            "key_plans.\"header:acme\"",
+            "no plan is named \"gold\" (the file has: default, pro)",
+        ),
+        (
+            "plan-of-the-default-plan",
+            "[policies.api]\nlimits = [\"fixed-window:10/1m\"]\ndefault_plan = \"free\"\n\
+             [plans.free]\napi = [\"fixed-window:100/1m\"]\n"
+                .to_owned(),
+            ConfigErrorKind::Plan,
+            "plans.free.api",
+            "\"free\" is the policy's default plan, whose limits are its own `limits` \
+             (policies.api.limits)",
+        ),
+        (
+            "plan-limits-bad",
+            "[policies.api]\nlimits = [\"fixed-window:10/1m\"]\n\
+             [plans.pro]\napi = [\"fixed-windw:100/1m\"]\n"
+                .to_owned(),
+            ConfigErrorKind::Plan,
+            "plans.pro.api[0]",
+            "unknown algorithm \"fixed-windw\"; expected one of: fixed-window, sliding-log, \
+             sliding-counter, token-bucket, leaky-bucket",
+        ),
+        (
+            "plan-below-the-weight",
+            "[policies.api]\nlimits = [\"fixed-window:100/1m\"]\ncost = 20\n\
+             [plans.tiny]\napi = [\"fixed-window:10/1m\"]\n"
+                .to_owned(),
+            ConfigErrorKind::Plan,
+            "plans.tiny.api",
+            "a request of this policy weighs 20 units, above the most a request of these \
+             limits may cost, 10: every request would be refused",
+        ),
+        (
+            "bad-plan-header",
+            "[defaults]\nplan_header = \"x plan\"\n\
+             [policies.api]\nlimits = [\"fixed-window:10/1m\"]\n"
+                .to_owned(),
+            ConfigErrorKind::Plan,
+            "defaults.plan_header",
+            "\"x plan\" is not a header name",
+        ),
+        (
+            "bad-plan-name",
+            "[policies.api]\nlimits = [\"fixed-window:10/1m\"]\n\
+             [plans.\"pro\\\"\"]\napi = [\"fixed-window:100/1m\"]\n"
+                .to_owned(),
+            ConfigErrorKind::Plan,
+            "plans.\"pro\\\"\"",
+            "not a plan name: one or more printable ASCII characters but `\"` and `\\`",
         ),
         (
             "inherited-bad-cost",

@@ -1,11 +1,13 @@
 //! Named policies from a TOML file: the file drives a real axum router on
 //! an ephemeral loopback port, and every configuration error is reported
-//! with the file, the entry and the reason (`errors`).
+//! with the file, the entry and the reason (`errors`); plans and reloads
+//! (`plans`).
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod errors;
+mod plans;
 
 use std::path::PathBuf;
 
