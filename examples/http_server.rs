@@ -24,6 +24,11 @@
 //! amount of memory; a new key while it is full is answered 503. With
 //! `--config`, the file's `max_keys` and `max_key_bytes` apply instead.
 //!
+//! With `--config`, `SIGHUP` reloads the file: its new limits and plans
+//! go in force while the server serves, each client keeping what it used
+//! (docs/http.md, "Reloading the configuration"); a file that fails to
+//! parse or check is refused and logged, and the one in force stays.
+//!
 //! The layer's logs go to stderr through `tracing-subscriber`, filtered by
 //! `RUST_LOG` (info and above by default, so that an outage's end shows
 //! beside its start): `RUST_LOG=limiter_tower=debug` shows each request's
@@ -102,6 +107,7 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 Some(backend) => Registry::redis(&config, backend, "limiter").await?,
                 None => Registry::memory(&config),
             };
+            tokio::spawn(reload_on_sighup(registry.clone(), path.clone()));
             registry.layer(&args.name)?
         }
         None => {
@@ -131,4 +137,21 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     )
     .await?;
     Ok(())
+}
+
+/// Reloads the configuration file at `path` into `registry` on each
+/// `SIGHUP`: the new limits and plans go in force while the server serves;
+/// a file that fails to read, parse or check is refused, logged, and the
+/// configuration in force stays.
+async fn reload_on_sighup(registry: Registry, path: std::path::PathBuf) {
+    use tokio::signal::unix::{signal, SignalKind};
+
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        tracing::warn!("no SIGHUP handler: the configuration is not reloaded");
+        return;
+    };
+    while hangups.recv().await.is_some() {
+        // `reload_file` logs and counts the outcome itself.
+        let _ = registry.reload_file(&path).await;
+    }
 }
