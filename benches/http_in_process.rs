@@ -16,6 +16,11 @@
 //! hashes the `IpAddr` in a dashmap with the standard library's SipHash,
 //! limiter-memory its key's bytes with aHash.
 //!
+//! One variant decides each request under its plan (`LimiterLayer::plans`,
+//! three plans of the same policy on one key space, each request carrying
+//! its plan as an authentication layer's extension): the cost of choosing
+//! a plan per request, beside the default layer.
+//!
 //! Two variants split the layer's cost from its store's: limiter's layer
 //! (no headers) deciding by governor's keyed rate limiter instead of
 //! limiter-memory, and answering from no store at all (`layer_floor.rs`).
@@ -58,7 +63,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_app::Scenario;
 use layer_floor::{AnswerOnly, GovernorStore};
 use limiter_memory::MemoryLimiter;
-use limiter_tower::{HeaderStyle, KeyExtractor, LimiterLayer};
+use limiter_tower::{HeaderStyle, KeyExtractor, LimiterLayer, Plan, Plans};
 use tower::{service_fn, Layer, Service};
 use tower_governor::GovernorLayer;
 
@@ -66,7 +71,7 @@ use tower_governor::GovernorLayer;
 const CLIENTS: usize = 10_000;
 
 /// The variants, in the order of the table.
-const VARIANTS: [&str; 10] = [
+const VARIANTS: [&str; 11] = [
     "no layer",
     "tower_governor (default, no headers)",
     "limiter, HeaderStyle::None",
@@ -77,11 +82,12 @@ const VARIANTS: [&str; 10] = [
     "no layer, the default's headers cloned in",
     "limiter None, deciding by governor's keyed store",
     "limiter None, answering from no store",
+    "limiter default, a plan per request (3 plans)",
 ];
 
 /// The ratios reported: (numerator, denominator) as indexes of [`VARIANTS`],
 /// and what the ratio is read as.
-const RATIOS: [(usize, usize, &str); 12] = [
+const RATIOS: [(usize, usize, &str); 13] = [
     (2, 1, "limiter None / tower_governor"),
     (3, 1, "limiter default / tower_governor"),
     (3, 6, "limiter default / its headers by hand"),
@@ -94,6 +100,7 @@ const RATIOS: [(usize, usize, &str); 12] = [
     (3, 4, "limiter default / tower_governor use_headers()"),
     (4, 1, "tower_governor use_headers() / tower_governor"),
     (1, 0, "tower_governor / no layer"),
+    (10, 3, "a plan per request / limiter default"),
 ];
 
 fn main() {
@@ -122,13 +129,13 @@ fn main() {
     let mut stacks = stacks();
     // Every client's key stored, and the code paths warm.
     for &variant in &variants {
-        stacks.block(variant, requests(&clients, 2));
+        stacks.block(variant, requests_of(variant, &clients, 2));
     }
     let mut ns: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); VARIANTS.len()];
     for round in 0..rounds {
         for turn in 0..variants.len() {
             let variant = variants[(round + turn) % variants.len()];
-            let requests = requests(&clients, passes);
+            let requests = requests_of(variant, &clients, passes);
             ns[variant].push(stacks.block(variant, requests));
         }
     }
@@ -207,6 +214,40 @@ fn requests(clients: &[SocketAddr], passes: usize) -> Vec<Request<()>> {
         .collect()
 }
 
+/// Variant `variant`'s requests: [`requests`], each carrying a [`Plan`]
+/// for the variant deciding by plans (one of three, client by client, as
+/// an authentication layer inserts it), built before the block's timing.
+fn requests_of(variant: usize, clients: &[SocketAddr], passes: usize) -> Vec<Request<()>> {
+    let mut requests = requests(clients, passes);
+    if variant == PLANS_VARIANT {
+        for (index, request) in requests.iter_mut().enumerate() {
+            let plan = PLANS[index % clients.len() % PLANS.len()];
+            request.extensions_mut().insert(Plan::new(plan));
+        }
+    }
+    requests
+}
+
+/// The variant deciding each request under its plan.
+const PLANS_VARIANT: usize = 10;
+
+/// Its plans' names, the first the default.
+const PLANS: [&str; 3] = ["free", "pro", "enterprise"];
+
+/// The default layer deciding each request under its plan: three plans
+/// of limiter-memory on one key space, each the `allowed` scenario's
+/// policy (nothing is denied), so that only choosing the plan differs.
+fn limiter_with_plans() -> LimiterLayer {
+    let free = MemoryLimiter::new(Scenario::Allowed.policy());
+    let pro = free.plan(Scenario::Allowed.policy());
+    let enterprise = free.plan(Scenario::Allowed.policy());
+    limiter_on(free, HeaderStyle::default()).plans(
+        Plans::new(PLANS[0])
+            .plan(PLANS[1], pro)
+            .plan(PLANS[2], enterprise),
+    )
+}
+
 /// The trivial service: an empty 200.
 fn ok(_: Request<()>) -> Ready<Result<Response<Body>, Infallible>> {
     ready(Ok(Response::new(Body::empty())))
@@ -236,7 +277,7 @@ fn limiter_on(limiter: impl limiter_core::Limiter + 'static, style: HeaderStyle)
 
 /// Every variant's service stack, built once: their keys stay stored
 /// from block to block.
-struct Stacks<A, B, C, D, E, F, G, H, I, J> {
+struct Stacks<A, B, C, D, E, F, G, H, I, J, K> {
     no_layer: A,
     governor: B,
     limiter_none: C,
@@ -247,6 +288,7 @@ struct Stacks<A, B, C, D, E, F, G, H, I, J> {
     cloned_headers: H,
     on_governor_store: I,
     on_no_store: J,
+    plans: K,
 }
 
 /// The rate-limit headers of an admitted response of limiter's default
@@ -306,6 +348,7 @@ fn stacks() -> Stacks<
     impl Stack,
     impl Stack,
     impl Stack,
+    impl Stack,
 > {
     let headers = default_headers();
     let governor = Scenario::Allowed.governor().finish().unwrap();
@@ -329,10 +372,11 @@ fn stacks() -> Stacks<
             HeaderStyle::None,
         )
         .layer(trivial()),
+        plans: limiter_with_plans().layer(trivial()),
     }
 }
 
-impl<A, B, C, D, E, F, G, H, I, J> Stacks<A, B, C, D, E, F, G, H, I, J>
+impl<A, B, C, D, E, F, G, H, I, J, K> Stacks<A, B, C, D, E, F, G, H, I, J, K>
 where
     A: Stack,
     B: Stack,
@@ -344,6 +388,7 @@ where
     H: Stack,
     I: Stack,
     J: Stack,
+    K: Stack,
 {
     /// Variant `variant`'s block: ns per request.
     fn block(&mut self, variant: usize, requests: Vec<Request<()>>) -> f64 {
@@ -357,7 +402,8 @@ where
             6 => block(&mut self.same_headers, requests),
             7 => block(&mut self.cloned_headers, requests),
             8 => block(&mut self.on_governor_store, requests),
-            _ => block(&mut self.on_no_store, requests),
+            9 => block(&mut self.on_no_store, requests),
+            _ => block(&mut self.plans, requests),
         }
     }
 }

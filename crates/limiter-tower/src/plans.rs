@@ -189,11 +189,11 @@ impl Plans {
             Arc::new(Limits::new(limiter, Some(name), named))
         };
         let default = limits(&self.default, default);
-        let named: HashMap<Arc<str>, Arc<Limits>> = (self.named.iter())
+        let named: Vec<(Arc<str>, Arc<Limits>)> = (self.named.iter())
             .map(|(name, limiter)| (Arc::clone(name), limits(name, Arc::clone(limiter))))
             .collect();
-        let find = |name: &Arc<str>| match named.get(name) {
-            Some(found) => Arc::clone(found),
+        let find = |name: &Arc<str>| match named.iter().find(|(named, _)| named == name) {
+            Some((_, found)) => Arc::clone(found),
             None if **name == *default.plan_name() => Arc::clone(&default),
             None => panic!(
                 "a key's plan {name:?} is not one of the plans ({})",
@@ -286,7 +286,9 @@ impl Limits {
 #[derive(Debug)]
 pub(crate) struct PlanTable {
     default: Arc<Limits>,
-    named: HashMap<Arc<str>, Arc<Limits>>,
+    /// Looked through in order: a service has a few plans, fewer than it
+    /// would take for hashing a name to cost less than comparing it.
+    named: Vec<(Arc<str>, Arc<Limits>)>,
     header: Option<HeaderName>,
     key_plans: HashMap<Box<[u8]>, Arc<Limits>>,
     unknown: UnknownPlans,
@@ -323,13 +325,13 @@ impl PlanTable {
 
     /// The smallest of the plans' max costs: the most a weight may be.
     pub(crate) fn smallest_max_cost(&self) -> u64 {
-        let named = self.named.values().map(|limits| limits.max_cost);
+        let named = self.named.iter().map(|(_, limits)| limits.max_cost);
         named.fold(self.default.max_cost, u64::min)
     }
 
     fn named(&self, name: &str) -> &Arc<Limits> {
-        match self.named.get(name) {
-            Some(limits) => limits,
+        match self.named.iter().find(|(named, _)| **named == *name) {
+            Some((_, limits)) => limits,
             None if name == self.default.plan_name() => &self.default,
             None => self.unknown(name),
         }
@@ -383,6 +385,7 @@ impl PlanSwitch {
     }
 
     /// Puts `table` in force for every request that begins from now on.
+    #[cfg(feature = "config")]
     pub(crate) fn store(&self, table: PlanTable) {
         *self.0.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
     }
