@@ -107,7 +107,7 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 Some(backend) => Registry::redis(&config, backend, "limiter").await?,
                 None => Registry::memory(&config),
             };
-            tokio::spawn(reload_on_sighup(registry.clone(), path.clone()));
+            registry.reload_on_sighup(path)?;
             registry.layer(&args.name)?
         }
         None => {
@@ -137,21 +137,4 @@ async fn serve(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     )
     .await?;
     Ok(())
-}
-
-/// Reloads the configuration file at `path` into `registry` on each
-/// `SIGHUP`: the new limits and plans go in force while the server serves;
-/// a file that fails to read, parse or check is refused, logged, and the
-/// configuration in force stays.
-async fn reload_on_sighup(registry: Registry, path: std::path::PathBuf) {
-    use tokio::signal::unix::{signal, SignalKind};
-
-    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
-        tracing::warn!("no SIGHUP handler: the configuration is not reloaded");
-        return;
-    };
-    while hangups.recv().await.is_some() {
-        // `reload_file` logs and counts the outcome itself.
-        let _ = registry.reload_file(&path).await;
-    }
 }

@@ -119,6 +119,34 @@ impl Registry {
         }
     }
 
+    /// Reloads the TOML file at `path` ([`reload_file`](Self::reload_file))
+    /// on each `SIGHUP` the process receives, in a task of the Tokio
+    /// runtime: `kill -HUP PID` after editing the file puts its limits and
+    /// plans in force. Each reload is logged and counted as
+    /// [`reload`](Self::reload) says. The task runs until the runtime
+    /// stops; abort its handle to stop reloading.
+    ///
+    /// # Errors
+    ///
+    /// If the signal handler cannot be installed (from outside a Tokio
+    /// runtime, or where the system refuses it).
+    #[cfg(unix)]
+    pub fn reload_on_sighup(
+        &self,
+        path: impl Into<std::path::PathBuf>,
+    ) -> std::io::Result<tokio::task::JoinHandle<()>> {
+        use tokio::signal::unix::{signal, SignalKind};
+
+        let mut hangups = signal(SignalKind::hangup())?;
+        let (registry, path) = (self.clone(), path.into());
+        Ok(tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                // Logged and counted by `reload_file`, whatever its outcome.
+                let _ = registry.reload_file(&path).await;
+            }
+        }))
+    }
+
     /// Checks `config` against `in_force`, makes every new plan table,
     /// then puts them all in force; returns how many policies' limits or
     /// plans changed.
