@@ -12,9 +12,10 @@ use pin_project_lite::pin_project;
 use tower::Service;
 
 use crate::body::RefusalBody;
-use crate::pending::Decide;
+use crate::pending::{Decide, Decided};
 use crate::rate_headers::RateHeaders;
 use crate::response::{OwnAnswer, Verdict};
+use crate::response_charge::ResponseCharge;
 
 pin_project! {
     /// The future of a [`LimiterService`](crate::LimiterService) call.
@@ -40,6 +41,7 @@ pin_project! {
             #[pin]
             fut: F,
             headers: RateHeaders,
+            charge: Option<Box<ResponseCharge>>,
         },
         Done {
             response: Option<Response<Bytes>>,
@@ -69,14 +71,16 @@ impl<F, S, B> ResponseFuture<F, S, B> {
         }
     }
 
-    /// The inner service's response, `headers` to be added to it.
+    /// The inner service's response, `headers` to be added to it, its
+    /// body metered for `charge`.
     #[inline]
-    pub(crate) fn calling(fut: F, headers: RateHeaders) -> Self {
-        if headers.is_empty() {
-            return Self::passing(fut);
-        }
+    pub(crate) fn calling(
+        fut: F,
+        headers: RateHeaders,
+        charge: Option<Box<ResponseCharge>>,
+    ) -> Self {
         Self {
-            state: State::Calling { fut, headers },
+            state: State::calling(fut, headers, charge),
         }
     }
 
@@ -85,6 +89,20 @@ impl<F, S, B> ResponseFuture<F, S, B> {
     pub(crate) fn passing(fut: F) -> Self {
         Self {
             state: State::Passing { fut },
+        }
+    }
+}
+
+impl<F, S, B> State<F, S, B> {
+    #[inline]
+    fn calling(fut: F, headers: RateHeaders, charge: Option<Box<ResponseCharge>>) -> Self {
+        if headers.is_empty() && charge.is_none() {
+            return Self::Passing { fut };
+        }
+        Self::Calling {
+            fut,
+            headers,
+            charge,
         }
     }
 }
@@ -106,7 +124,7 @@ impl<F, S, B, ResB, E> Future for ResponseFuture<F, S, B>
 where
     F: Future<Output = Result<Response<ResB>, E>>,
     S: Service<Request<B>, Response = Response<ResB>, Error = E, Future = F>,
-    ResB: RefusalBody,
+    ResB: RefusalBody + http_body::Body,
 {
     type Output = Result<Response<ResB>, E>;
 
@@ -117,16 +135,12 @@ where
         loop {
             let next = match this.state.as_mut().project() {
                 StateProj::Deciding { decide, inner, req } => {
-                    match ready!(decide.as_mut().poll(cx)) {
+                    let Decided { verdict, charge } = ready!(decide.as_mut().poll(cx));
+                    match verdict {
                         Verdict::Pass(headers) => {
                             let mut inner = inner.take().expect("polled after completion");
                             let req = req.take().expect("polled after completion");
-                            let fut = inner.call(req);
-                            if headers.is_empty() {
-                                State::Passing { fut }
-                            } else {
-                                State::Calling { fut, headers }
-                            }
+                            State::calling(inner.call(req), headers, charge)
                         }
                         Verdict::Respond(response) => State::Done {
                             response: Some(*response),
@@ -140,9 +154,16 @@ where
                     }
                 }
                 StateProj::Passing { fut } => return fut.poll(cx),
-                StateProj::Calling { fut, headers } => {
+                StateProj::Calling {
+                    fut,
+                    headers,
+                    charge,
+                } => {
                     let mut response = ready!(fut.poll(cx))?;
                     std::mem::take(headers).replace_inner(&mut response);
+                    if let Some(charge) = charge.take() {
+                        response = charge.meter(response);
+                    }
                     return Poll::Ready(Ok(response));
                 }
                 StateProj::Done { response } => {

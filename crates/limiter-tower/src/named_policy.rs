@@ -9,6 +9,7 @@ use limiter_core::{FailurePolicy, Limiter, Policies, Policy};
 use limiter_memory::MemoryLimiter;
 
 use crate::ban::{BanList, Penalty};
+use crate::charge_after::ChargeAfter;
 use crate::cidr::IpNet;
 use crate::cost::Cost;
 use crate::headers::HeaderStyle;
@@ -84,6 +85,8 @@ pub(crate) struct NamedPolicy {
     pub(crate) mask_addresses: bool,
     /// What each request costs.
     pub(crate) cost: Cost,
+    /// What an admitted request is charged once its response is complete.
+    pub(crate) charge_after: Option<ChargeAfter>,
 }
 
 impl NamedPolicy {
@@ -105,6 +108,9 @@ impl NamedPolicy {
             .ban_status(self.ban_status)
             .mask_addresses(self.mask_addresses)
             .cost(self.cost.clone());
+        if let Some(charge) = self.charge_after {
+            layer = layer.charge_after(charge);
+        }
         if let Some(bans) = bans {
             layer = layer.bans(bans);
         }

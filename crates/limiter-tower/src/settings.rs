@@ -9,6 +9,7 @@ use limiter_core::Limiter;
 
 use crate::allow::Allowlist;
 use crate::ban::{BanList, Penalty};
+use crate::charge_after::ChargeAfter;
 use crate::cidr::IpNet;
 use crate::cost::Cost;
 use crate::headers::HeaderStyle;
@@ -31,6 +32,8 @@ pub(crate) struct Settings {
     /// The most a request may cost (the policies' max cost): asked once
     /// here, not per request.
     pub(crate) max_cost: u64,
+    /// What an admitted request is charged once its response is complete.
+    pub(crate) charge_after: Option<ChargeAfter>,
     pub(crate) trusted: Vec<IpNet>,
     pub(crate) style: HeaderStyle,
     pub(crate) policy_headers: PolicyHeaders,
@@ -52,6 +55,7 @@ impl fmt::Debug for Settings {
             .field("limiter", &self.limiter)
             .field("key", &self.key)
             .field("cost", &self.cost)
+            .field("charge_after", &self.charge_after)
             .field("trusted", &self.trusted)
             .field("style", &self.style)
             .field("allow", &self.allow)

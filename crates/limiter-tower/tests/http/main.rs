@@ -7,12 +7,13 @@
 //!
 //! Here the fixtures and the load tests; in the modules, the headers
 //! (`headers`), what a request is keyed by (`keys`), what it costs
-//! (`costs`), a failing limiter (`failures`), and the layer among others
-//! (`composition`).
+//! (`costs`) and is charged after its response (`charges`), a failing
+//! limiter (`failures`), and the layer among others (`composition`).
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod charges;
 mod composition;
 mod costs;
 mod failures;
