@@ -94,6 +94,8 @@ impl<F, S, B> ResponseFuture<F, S, B> {
 }
 
 impl<F, S, B> State<F, S, B> {
+    /// Calling the inner service: with what to do to its response, or
+    /// passing it as it is when there is nothing to do.
     #[inline]
     fn calling(fut: F, headers: RateHeaders, charge: Option<Box<ResponseCharge>>) -> Self {
         if headers.is_empty() && charge.is_none() {

@@ -10,13 +10,14 @@ use http::Response;
 use limiter_core::{Decision, DecisionSource, Error};
 
 use crate::body::{Metered, RefusalBody};
-use crate::charge_after::{ActualCost, Kind};
+use crate::charge_after::{ActualCost, ChargeAfter, Kind};
 use crate::key_bytes::KeyBytes;
 use crate::settings::Settings;
 
 /// The charge after the response of one admitted request: on the key and
 /// limiter it was decided on, above the units it reserved.
 pub(crate) struct ResponseCharge {
+    charge_after: ChargeAfter,
     config: Arc<Settings>,
     key: KeyBytes,
     /// The units the request's cost reserved: its estimate.
@@ -36,9 +37,10 @@ impl ResponseCharge {
         reserved: u64,
         decision: &Decision,
     ) -> Option<Box<Self>> {
-        config.charge_after?;
+        let charge_after = config.charge_after?;
         (decision.allowed && decision.source == DecisionSource::Backend).then(|| {
             Box::new(Self {
+                charge_after,
                 config: Arc::clone(config),
                 key: key.clone(),
                 reserved,
@@ -53,10 +55,7 @@ impl ResponseCharge {
         self: Box<Self>,
         response: Response<B>,
     ) -> Response<B> {
-        let Some(charge_after) = self.config.charge_after else {
-            return response;
-        };
-        let count = match charge_after.kind() {
+        let count = match self.charge_after.kind() {
             Kind::ActualCost => match response.extensions().get::<ActualCost>() {
                 Some(&ActualCost(units)) if units > self.reserved => Count::Units(units),
                 _ => return response,

@@ -293,8 +293,8 @@ async fn a_configured_charge_after_is_inherited_from_the_defaults() {
     );
 }
 
-/// A response type of hyper's own (`Full`) cannot hold the metered body:
-/// it is charged at once, with the length it states.
+/// A `Full` body cannot hold the metered body: it is charged at once,
+/// with the length it states.
 #[tokio::test]
 async fn a_full_body_is_charged_its_length_at_once() {
     let clock = ManualClock::new(T0);
