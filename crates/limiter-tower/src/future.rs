@@ -41,6 +41,11 @@ pin_project! {
             #[pin]
             fut: F,
             headers: RateHeaders,
+        },
+        // Its headers in the charge: this state no larger than `Calling`.
+        Charging {
+            #[pin]
+            fut: F,
             charge: Option<Box<ResponseCharge>>,
         },
         Done {
@@ -71,16 +76,26 @@ impl<F, S, B> ResponseFuture<F, S, B> {
         }
     }
 
-    /// The inner service's response, `headers` to be added to it, its
-    /// body metered for `charge`.
+    /// The inner service's response, `headers` to be added to it.
     #[inline]
-    pub(crate) fn calling(
-        fut: F,
-        headers: RateHeaders,
-        charge: Option<Box<ResponseCharge>>,
-    ) -> Self {
+    pub(crate) fn calling(fut: F, headers: RateHeaders) -> Self {
+        if headers.is_empty() {
+            return Self::passing(fut);
+        }
         Self {
-            state: State::calling(fut, headers, charge),
+            state: State::Calling { fut, headers },
+        }
+    }
+
+    /// The inner service's response, `headers` to be added to it, and its
+    /// body metered for `charge`.
+    pub(crate) fn charging(fut: F, headers: RateHeaders, mut charge: Box<ResponseCharge>) -> Self {
+        charge.headers = headers;
+        Self {
+            state: State::Charging {
+                fut,
+                charge: Some(charge),
+            },
         }
     }
 
@@ -93,27 +108,11 @@ impl<F, S, B> ResponseFuture<F, S, B> {
     }
 }
 
-impl<F, S, B> State<F, S, B> {
-    /// Calling the inner service: with what to do to its response, or
-    /// passing it as it is when there is nothing to do.
-    #[inline]
-    fn calling(fut: F, headers: RateHeaders, charge: Option<Box<ResponseCharge>>) -> Self {
-        if headers.is_empty() && charge.is_none() {
-            return Self::Passing { fut };
-        }
-        Self::Calling {
-            fut,
-            headers,
-            charge,
-        }
-    }
-}
-
 impl<F, S, B> fmt::Debug for ResponseFuture<F, S, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
             State::Deciding { .. } => "deciding",
-            State::Passing { .. } | State::Calling { .. } => "calling",
+            State::Passing { .. } | State::Calling { .. } | State::Charging { .. } => "calling",
             State::Done { .. } => "done",
         };
         f.debug_struct("ResponseFuture")
@@ -142,7 +141,18 @@ where
                         Verdict::Pass(headers) => {
                             let mut inner = inner.take().expect("polled after completion");
                             let req = req.take().expect("polled after completion");
-                            State::calling(inner.call(req), headers, charge)
+                            let fut = inner.call(req);
+                            match charge {
+                                Some(mut charge) => {
+                                    charge.headers = headers;
+                                    State::Charging {
+                                        fut,
+                                        charge: Some(charge),
+                                    }
+                                }
+                                None if headers.is_empty() => State::Passing { fut },
+                                None => State::Calling { fut, headers },
+                            }
                         }
                         Verdict::Respond(response) => State::Done {
                             response: Some(*response),
@@ -156,17 +166,15 @@ where
                     }
                 }
                 StateProj::Passing { fut } => return fut.poll(cx),
-                StateProj::Calling {
-                    fut,
-                    headers,
-                    charge,
-                } => {
+                StateProj::Calling { fut, headers } => {
                     let mut response = ready!(fut.poll(cx))?;
                     std::mem::take(headers).replace_inner(&mut response);
-                    if let Some(charge) = charge.take() {
-                        response = charge.meter(response);
-                    }
                     return Poll::Ready(Ok(response));
+                }
+                StateProj::Charging { fut, charge } => {
+                    let response = ready!(fut.poll(cx))?;
+                    let charge = charge.take().expect("polled after completion");
+                    return Poll::Ready(Ok(charge.meter(response)));
                 }
                 StateProj::Done { response } => {
                     let mut response = response

@@ -12,16 +12,21 @@ use limiter_core::{Decision, DecisionSource, Error};
 use crate::body::{Metered, RefusalBody};
 use crate::charge_after::{ActualCost, ChargeAfter, Kind};
 use crate::key_bytes::KeyBytes;
+use crate::rate_headers::RateHeaders;
 use crate::settings::Settings;
 
 /// The charge after the response of one admitted request: on the key and
-/// limiter it was decided on, above the units it reserved.
+/// limiter it was decided on, above the units it reserved; with the
+/// rate-limit headers its response gets first, so that the response
+/// future's usual state (the headers alone) stays as small as it is for a
+/// layer that charges nothing.
 pub(crate) struct ResponseCharge {
     charge_after: ChargeAfter,
     config: Arc<Settings>,
     key: KeyBytes,
     /// The units the request's cost reserved: its estimate.
     reserved: u64,
+    pub(crate) headers: RateHeaders,
 }
 
 impl ResponseCharge {
@@ -38,23 +43,40 @@ impl ResponseCharge {
         decision: &Decision,
     ) -> Option<Box<Self>> {
         let charge_after = config.charge_after?;
-        (decision.allowed && decision.source == DecisionSource::Backend).then(|| {
-            Box::new(Self {
-                charge_after,
-                config: Arc::clone(config),
-                key: key.clone(),
-                reserved,
-            })
+        if !decision.allowed || decision.source != DecisionSource::Backend {
+            return None;
+        }
+        Some(Self::boxed(charge_after, config, key, reserved))
+    }
+
+    /// The charge, boxed: out of line, so that a layer that charges
+    /// nothing only reads its setting, and the decision stays where it is.
+    #[inline(never)]
+    fn boxed(
+        charge_after: ChargeAfter,
+        config: &Arc<Settings>,
+        key: &KeyBytes,
+        reserved: u64,
+    ) -> Box<Self> {
+        Box::new(Self {
+            charge_after,
+            config: Arc::clone(config),
+            key: key.clone(),
+            reserved,
+            headers: RateHeaders::default(),
         })
     }
 
-    /// `response`, its body metered for this charge; as it is when there
-    /// is nothing to charge (no [`ActualCost`], or one within the
-    /// estimate).
+    /// `response` with its rate-limit headers and its body metered for
+    /// this charge; unmetered when there is nothing to charge (no
+    /// [`ActualCost`], or one within the estimate). Out of line, as
+    /// [`boxed`](Self::boxed).
+    #[inline(never)]
     pub(crate) fn meter<B: RefusalBody + http_body::Body>(
-        self: Box<Self>,
-        response: Response<B>,
+        mut self: Box<Self>,
+        mut response: Response<B>,
     ) -> Response<B> {
+        std::mem::take(&mut self.headers).replace_inner(&mut response);
         let count = match self.charge_after.kind() {
             Kind::ActualCost => match response.extensions().get::<ActualCost>() {
                 Some(&ActualCost(units)) if units > self.reserved => Count::Units(units),

@@ -56,6 +56,9 @@ where
         self.inner.poll_ready(cx)
     }
 
+    // Out of line: inlined into the caller's future (axum's route), the
+    // future is built there and then copied once more.
+    #[inline(never)]
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
         let timer = Timer::start();
         let config = &self.config;
@@ -165,7 +168,11 @@ where
                         &config.policy_headers,
                     );
                 }
-                return ResponseFuture::calling(self.inner.call(req), headers, charge);
+                let fut = self.inner.call(req);
+                return match charge {
+                    None => ResponseFuture::calling(fut, headers),
+                    Some(charge) => ResponseFuture::charging(fut, headers, charge),
+                };
             }
             Some(result) if !request.needs_follow_up(&result) => {
                 let charge = match &result {
@@ -209,7 +216,13 @@ where
     S: Service<Request<B>, Response = Response<ResB>>,
 {
     match verdict {
-        Verdict::Pass(headers) => ResponseFuture::calling(inner.call(req), headers, charge),
+        Verdict::Pass(headers) => {
+            let fut = inner.call(req);
+            match charge {
+                None => ResponseFuture::calling(fut, headers),
+                Some(charge) => ResponseFuture::charging(fut, headers, charge),
+            }
+        }
         Verdict::Respond(response) => ResponseFuture::done(*response),
         Verdict::Limited(limited) => ResponseFuture::done(limited.respond(req)),
     }
