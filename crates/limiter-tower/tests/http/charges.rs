@@ -17,6 +17,7 @@ use axum::response::Response as AxumResponse;
 use http::Response;
 use http_body::Frame;
 use http_body_util::BodyExt;
+use limiter_tower::body::ResponseBody;
 use limiter_tower::{ActualCost, ChargeAfter, Config, Cost, Registry};
 use tower::ServiceExt;
 
@@ -31,10 +32,13 @@ struct Chunks(VecDeque<Bytes>);
 
 impl Chunks {
     /// `count` chunks of `size` bytes.
+    fn new(count: usize, size: usize) -> Self {
+        Self((0..count).map(|_| Bytes::from(vec![b'x'; size])).collect())
+    }
+
+    /// [`new`](Self::new), as axum's body.
     fn of(count: usize, size: usize) -> Body {
-        Body::new(Self(
-            (0..count).map(|_| Bytes::from(vec![b'x'; size])).collect(),
-        ))
+        Body::new(Self::new(count, size))
     }
 }
 
@@ -313,4 +317,29 @@ async fn a_full_body_is_charged_its_length_at_once() {
     // 45 bytes, 5 units: 4 charged before the body is read.
     let second = service.clone().oneshot(request()).await.unwrap();
     assert_eq!(second.headers()["x-ratelimit-remaining"], "94");
+}
+
+/// A body of any type, under the layer in a `ResponseBody`, is metered as
+/// it streams.
+#[tokio::test]
+async fn a_response_body_of_any_inner_body_is_metered() {
+    let clock = ManualClock::new(T0);
+    let layer = by_user(memory("fixed-window:100/1m", &clock))
+        .charge_after(ChargeAfter::response_bytes(units(10)));
+    let service = tower::ServiceBuilder::new()
+        .layer(layer)
+        .map_response(|response: Response<Chunks>| response.map(ResponseBody::inner))
+        .service(tower::service_fn(|_: Request<()>| async {
+            Ok::<_, Infallible>(Response::new(Chunks::new(3, 25)))
+        }));
+    let request = || Request::get("/").header("x-user", "ann").body(()).unwrap();
+    let first = service.clone().oneshot(request()).await.unwrap();
+    let mut body = first.into_body();
+    let second = service.clone().oneshot(request()).await.unwrap();
+    // Not charged while the body is under way.
+    assert_eq!(second.headers()["x-ratelimit-remaining"], "98");
+    while body.frame().await.is_some() {}
+    // 75 bytes, 8 units: 7 charged once the body ended.
+    let third = service.clone().oneshot(request()).await.unwrap();
+    assert_eq!(third.headers()["x-ratelimit-remaining"], "90");
 }
