@@ -1,5 +1,6 @@
 //! [`RefusalBody`]: a response body the layer can answer its own refusals
-//! in; [`ResponseBody`], one for any inner body.
+//! in (and meter, for a charge after the response); [`ResponseBody`], one
+//! for any inner body.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -8,6 +9,8 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use pin_project_lite::pin_project;
+
+pub use crate::metered_body::Metered;
 
 /// A response body the layer can write its own answers in (a 429, 503, 401
 /// or 500, in one chunk), so that the inner service's responses pass
@@ -51,11 +54,33 @@ use pin_project_lite::pin_project;
 pub trait RefusalBody: Sized {
     /// A body of `data`, the layer's own answer.
     fn refusal(data: Bytes) -> Self;
+
+    /// `body` as this body type, for a layer that
+    /// [charges after the response](crate::LimiterLayer::charge_after):
+    /// the [`Metered`] body counts what the server takes and has the
+    /// charge made when it ends or is dropped. Every body type here holds
+    /// it but `Full`, whose length is known ahead; the default, for a type
+    /// that cannot hold another body, is [`Metered::into_inner`]: charged
+    /// at once, with the length its size hint states.
+    fn metered(body: Metered<Self>) -> Self
+    where
+        Self: Body,
+    {
+        body.into_inner()
+    }
 }
 
 impl<B> RefusalBody for ResponseBody<B> {
     fn refusal(data: Bytes) -> Self {
         Self::full(data)
+    }
+
+    fn metered(body: Metered<Self>) -> Self {
+        Self {
+            kind: Kind::Metered {
+                body: Box::pin(body),
+            },
+        }
     }
 }
 
@@ -70,11 +95,19 @@ impl<E: 'static> RefusalBody for http_body_util::combinators::BoxBody<Bytes, E> 
     fn refusal(data: Bytes) -> Self {
         Self::new(http_body_util::Full::new(data).map_err(|never| match never {}))
     }
+
+    fn metered(body: Metered<Self>) -> Self {
+        Self::new(body)
+    }
 }
 
 impl<E: 'static> RefusalBody for http_body_util::combinators::UnsyncBoxBody<Bytes, E> {
     fn refusal(data: Bytes) -> Self {
         Self::new(http_body_util::Full::new(data).map_err(|never| match never {}))
+    }
+
+    fn metered(body: Metered<Self>) -> Self {
+        Self::new(body)
     }
 }
 
@@ -84,6 +117,10 @@ impl RefusalBody for axum::body::Body {
     fn refusal(data: Bytes) -> Self {
         Self::from(data)
     }
+
+    fn metered(body: Metered<Self>) -> Self {
+        Self::new(body)
+    }
 }
 
 /// tonic's body. Available with the `tonic` feature.
@@ -91,6 +128,10 @@ impl RefusalBody for axum::body::Body {
 impl RefusalBody for tonic::body::Body {
     fn refusal(data: Bytes) -> Self {
         Self::new(http_body_util::Full::new(data))
+    }
+
+    fn metered(body: Metered<Self>) -> Self {
+        Self::new(body)
     }
 }
 
@@ -111,6 +152,8 @@ pin_project! {
     enum Kind<B> {
         Inner { #[pin] body: B },
         Full { data: Option<Bytes> },
+        // Boxed: it holds a body of this type.
+        Metered { body: Pin<Box<Metered<ResponseBody<B>>>> },
     }
 }
 
@@ -145,6 +188,7 @@ where
         match self.project().kind.project() {
             KindProj::Inner { body } => body.poll_frame(cx),
             KindProj::Full { data } => Poll::Ready(data.take().map(|data| Ok(Frame::data(data)))),
+            KindProj::Metered { body } => body.as_mut().poll_frame(cx),
         }
     }
 
@@ -152,6 +196,7 @@ where
         match &self.kind {
             Kind::Inner { body } => body.is_end_stream(),
             Kind::Full { data } => data.is_none(),
+            Kind::Metered { body } => body.is_end_stream(),
         }
     }
 
@@ -161,6 +206,7 @@ where
             Kind::Full { data } => {
                 SizeHint::with_exact(data.as_ref().map_or(0, |data| data.len() as u64))
             }
+            Kind::Metered { body } => body.size_hint(),
         }
     }
 }

@@ -12,6 +12,7 @@ use http::{HeaderName, StatusCode};
 use limiter_core::{Policies, Policy};
 use serde::Deserialize;
 
+use crate::charge_after::ChargeAfter;
 use crate::cidr::IpNet;
 use crate::config_error::{line_and_column, toml_key};
 pub use crate::config_error::{ConfigError, ConfigErrorKind};
@@ -56,6 +57,12 @@ use crate::plans::is_plan_name;
 /// cost = "content-length:1024"        # what a request costs: 1 (default), a weight (10),
 ///                                     # content-length:UNIT_BYTES, header:NAME
 ///                                     # (either with ,or=UNITS for a chunked body, no header)
+///
+/// [policies.completions]
+/// limits = ["token-bucket:100000/1d"]
+/// cost = 500                          # the estimate each request reserves
+/// charge_after = "actual-cost"        # then the handler's ActualCost above it, or
+///                                     # response-bytes:UNIT_BYTES (the body sent)
 /// ```
 ///
 /// A policy inherits every field of `[defaults]` it does not set itself,
@@ -93,6 +100,12 @@ use crate::plans::is_plan_name;
 /// (`"header:x-request-cost"`, a request without it answered 400); the
 /// last two with `,or=UNITS`, the cost of a request that does not state
 /// its own (a body of unknown length, no header) instead of its 411 or 400.
+///
+/// `charge_after` charges an admitted request's true cost once its
+/// response is complete, less the estimate its `cost` reserved
+/// ([`ChargeAfter`], whose text forms it takes): the
+/// [`ActualCost`](crate::ActualCost) its handler wrote (`"actual-cost"`)
+/// or its body's bytes in units of so many (`"response-bytes:1024"`).
 ///
 /// A [`Registry`](crate::Registry) builds the layers on a backend.
 ///
@@ -404,7 +417,7 @@ fn key_plans_of(
 }
 
 /// The fields of a policy, which `[defaults]` may set for every policy.
-const POLICY_FIELDS: [&str; 18] = [
+const POLICY_FIELDS: [&str; 19] = [
     "limits",
     "key",
     "fallback",
@@ -421,6 +434,7 @@ const POLICY_FIELDS: [&str; 18] = [
     "max_key_bytes",
     "mask_addresses",
     "cost",
+    "charge_after",
     "default_plan",
     "plan_header",
 ];
@@ -456,6 +470,8 @@ struct RawPolicy {
     mask_addresses: bool,
     /// A weight (an integer) or a text form: checked whole by `cost`.
     cost: Option<toml::Value>,
+    /// A text form of [`ChargeAfter`].
+    charge_after: Option<String>,
     default_plan: Option<String>,
     plan_header: Option<String>,
 }
@@ -602,6 +618,14 @@ impl RawPolicy {
         };
 
         let cost = cost(self.cost.as_ref(), policies.max_cost())?;
+        let charge_after = match self.charge_after.as_deref().map(str::parse::<ChargeAfter>) {
+            None => None,
+            Some(Ok(charge)) => Some(charge),
+            Some(Err(reason)) => {
+                let field = "charge_after".to_owned();
+                return Err((field, ConfigErrorKind::Cost, reason.to_string()));
+            }
+        };
 
         let headers = match self.headers.as_deref() {
             None | Some("both") => HeaderStyle::Both,
@@ -649,6 +673,7 @@ impl RawPolicy {
             trusts_none_on_purpose: false,
             mask_addresses: self.mask_addresses,
             cost,
+            charge_after,
         })
     }
 }

@@ -57,7 +57,9 @@ pub enum ConfigErrorKind {
     /// A `max_keys` or `max_key_bytes` out of range.
     Memory,
     /// A `cost` that is not a weight from 1, `content-length:UNIT_BYTES`
-    /// or `header:NAME`, or a weight above the limits' max cost.
+    /// or `header:NAME`, or a weight above the limits' max cost; a
+    /// `charge_after` that is not `actual-cost` nor
+    /// `response-bytes:UNIT_BYTES`.
     Cost,
     /// A plan that does not parse or refers to what the file does not
     /// define: a policy a `[plans.NAME]` table names, a plan a `[key_plans]`

@@ -394,9 +394,16 @@ impl FromStr for Cost {
     }
 }
 
-/// Why a string is not a [`Cost`]'s text form.
+/// Why a string is not a [`Cost`]'s text form, nor a
+/// [`ChargeAfter`](crate::ChargeAfter)'s.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CostFormError(String);
+
+impl CostFormError {
+    pub(crate) fn new(reason: impl Into<String>) -> Self {
+        Self(reason.into())
+    }
+}
 
 impl fmt::Display for CostFormError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

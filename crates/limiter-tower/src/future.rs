@@ -12,9 +12,10 @@ use pin_project_lite::pin_project;
 use tower::Service;
 
 use crate::body::RefusalBody;
-use crate::pending::Decide;
+use crate::pending::{Decide, Decided};
 use crate::rate_headers::RateHeaders;
 use crate::response::{OwnAnswer, Verdict};
+use crate::response_charge::ResponseCharge;
 
 pin_project! {
     /// The future of a [`LimiterService`](crate::LimiterService) call.
@@ -40,6 +41,12 @@ pin_project! {
             #[pin]
             fut: F,
             headers: RateHeaders,
+        },
+        // Its headers in the charge: this state no larger than `Calling`.
+        Charging {
+            #[pin]
+            fut: F,
+            charge: Option<Box<ResponseCharge>>,
         },
         Done {
             response: Option<Response<Bytes>>,
@@ -80,6 +87,18 @@ impl<F, S, B> ResponseFuture<F, S, B> {
         }
     }
 
+    /// The inner service's response, `headers` to be added to it, and its
+    /// body metered for `charge`.
+    pub(crate) fn charging(fut: F, headers: RateHeaders, mut charge: Box<ResponseCharge>) -> Self {
+        charge.headers = headers;
+        Self {
+            state: State::Charging {
+                fut,
+                charge: Some(charge),
+            },
+        }
+    }
+
     /// The inner service's response as it is.
     #[inline]
     pub(crate) fn passing(fut: F) -> Self {
@@ -93,7 +112,7 @@ impl<F, S, B> fmt::Debug for ResponseFuture<F, S, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
             State::Deciding { .. } => "deciding",
-            State::Passing { .. } | State::Calling { .. } => "calling",
+            State::Passing { .. } | State::Calling { .. } | State::Charging { .. } => "calling",
             State::Done { .. } => "done",
         };
         f.debug_struct("ResponseFuture")
@@ -106,7 +125,7 @@ impl<F, S, B, ResB, E> Future for ResponseFuture<F, S, B>
 where
     F: Future<Output = Result<Response<ResB>, E>>,
     S: Service<Request<B>, Response = Response<ResB>, Error = E, Future = F>,
-    ResB: RefusalBody,
+    ResB: RefusalBody + http_body::Body,
 {
     type Output = Result<Response<ResB>, E>;
 
@@ -117,15 +136,22 @@ where
         loop {
             let next = match this.state.as_mut().project() {
                 StateProj::Deciding { decide, inner, req } => {
-                    match ready!(decide.as_mut().poll(cx)) {
+                    let Decided { verdict, charge } = ready!(decide.as_mut().poll(cx));
+                    match verdict {
                         Verdict::Pass(headers) => {
                             let mut inner = inner.take().expect("polled after completion");
                             let req = req.take().expect("polled after completion");
                             let fut = inner.call(req);
-                            if headers.is_empty() {
-                                State::Passing { fut }
-                            } else {
-                                State::Calling { fut, headers }
+                            match charge {
+                                Some(mut charge) => {
+                                    charge.headers = headers;
+                                    State::Charging {
+                                        fut,
+                                        charge: Some(charge),
+                                    }
+                                }
+                                None if headers.is_empty() => State::Passing { fut },
+                                None => State::Calling { fut, headers },
                             }
                         }
                         Verdict::Respond(response) => State::Done {
@@ -144,6 +170,11 @@ where
                     let mut response = ready!(fut.poll(cx))?;
                     std::mem::take(headers).replace_inner(&mut response);
                     return Poll::Ready(Ok(response));
+                }
+                StateProj::Charging { fut, charge } => {
+                    let response = ready!(fut.poll(cx))?;
+                    let charge = charge.take().expect("polled after completion");
+                    return Poll::Ready(Ok(charge.meter(response)));
                 }
                 StateProj::Done { response } => {
                     let mut response = response

@@ -10,6 +10,7 @@ use tower::Layer;
 
 use crate::allow::Allowlist;
 use crate::ban::{BanList, Penalty};
+use crate::charge_after::ChargeAfter;
 use crate::cidr::IpNet;
 use crate::cost::Cost;
 use crate::headers::HeaderStyle;
@@ -70,6 +71,7 @@ impl LimiterLayer {
                 plans: None,
                 key: KeyExtractor::default(),
                 cost: Cost::default(),
+                charge_after: None,
                 trusted: Vec::new(),
                 style: HeaderStyle::default(),
                 allow: Allowlist::default(),
@@ -158,6 +160,43 @@ impl LimiterLayer {
     #[cfg(feature = "config")]
     pub(crate) fn plan_switch(&self) -> Option<&Arc<PlanSwitch>> {
         self.config.plans.as_ref()
+    }
+
+    /// Charges each admitted request's true cost once its response is
+    /// complete (none by default): the [`ActualCost`](crate::ActualCost)
+    /// its handler wrote in the response, or the bytes of its body (see
+    /// [`ChargeAfter`]). The charge is the true cost **less the estimate**
+    /// the request's [`cost`](Self::cost) reserved, when positive; a true
+    /// cost below the estimate is not refunded (the admitted units stay
+    /// counted). It is made on the request's key and limiter through
+    /// [`Limiter::charge`], when the body ends or is dropped: always
+    /// counted, it may take the key into debt, which refuses the key until
+    /// time has paid it back (docs/spec.md section 10).
+    ///
+    /// Requests the layer refuses, lets through unlimited (allowlisted,
+    /// no key) or passes while the backend fails are not charged. A charge
+    /// that fails is logged at `warn` and counted in
+    /// [`METRIC_CHARGE_ERRORS`](crate::metrics::METRIC_CHARGE_ERRORS); the
+    /// response is out already.
+    ///
+    /// ```
+    /// use limiter_memory::MemoryLimiter;
+    /// use limiter_tower::{ActualCost, ChargeAfter, Cost, LimiterLayer};
+    ///
+    /// // 100,000 tokens a day; each request reserves 500, and is charged
+    /// // what its handler says it used beyond that.
+    /// let limiter = MemoryLimiter::new("token-bucket:100000/1d".parse::<limiter_core::Policy>()?);
+    /// let layer = LimiterLayer::new(limiter)
+    ///     .cost(Cost::weight(std::num::NonZeroU64::new(500).unwrap()))
+    ///     .charge_after(ChargeAfter::actual_cost());
+    /// // the handler: `(ActualCost(tokens_used), completion)`
+    /// # let _ = (layer, ActualCost(0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn charge_after(mut self, charge: ChargeAfter) -> Self {
+        Arc::make_mut(&mut self.config).charge_after = Some(charge);
+        self
     }
 
     /// The proxies whose `X-Forwarded-For` is believed (none by default):

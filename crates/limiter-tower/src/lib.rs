@@ -44,6 +44,11 @@
 //!   weight, the body's length, a gateway's header, a function): `400`,
 //!   `411` or `413` with a body saying why, never counted. An admitted or
 //!   denied request's headers count its units.
+//! - A cost known only after the response ([`ChargeAfter`]: the
+//!   [`ActualCost`] its handler wrote, or its body's bytes): charged above
+//!   the estimate its [`Cost`] reserved once the response is complete
+//!   ([`LimiterLayer::charge_after`]), never refunded; a key in debt is
+//!   denied until time has paid it back.
 //! - No key: a request without its header (or custom key) answers `401`
 //!   unless the key falls back to the address, or passes unlimited where
 //!   you chose so ([`Fallback::Skip`]); a request without a peer address
@@ -84,12 +89,13 @@
 //! As in tower's own middleware: the [`LimiterLayer`] and its builder
 //! methods, the [`LimiterService`] it wraps a route in, and the service's
 //! [`future::ResponseFuture`]. The rest of the common path is at the root
-//! ([`KeyExtractor`], [`Cost`], [`IpNet`], [`HeaderStyle`], [`Shaping`],
-//! [`LimitedContext`]); the less central parts have modules of their own:
-//! [`ban`] (bans and penalties), [`cost`] (its errors), [`client_address`] (the client behind
-//! trusted proxies), [`cidr`], [`key`], [`headers`] (the header names),
-//! [`metrics`] (the metric names), [`body`] (the bodies the layer answers
-//! in) and, with the `config` feature, `config`.
+//! ([`KeyExtractor`], [`Cost`], [`ChargeAfter`], [`ActualCost`], [`IpNet`],
+//! [`HeaderStyle`], [`Shaping`], [`LimitedContext`]); the less central
+//! parts have modules of their own: [`ban`] (bans and penalties), [`cost`]
+//! (its errors), [`client_address`] (the client behind trusted proxies),
+//! [`cidr`], [`key`], [`headers`] (the header names), [`metrics`] (the
+//! metric names), [`body`] (the bodies the layer answers in, and meters for
+//! a charge after the response) and, with the `config` feature, `config`.
 //!
 //! See docs/http.md for the setup with each framework and the proxy trust
 //! model.
@@ -98,6 +104,7 @@
 mod allow;
 pub mod ban;
 pub mod body;
+mod charge_after;
 pub mod cidr;
 pub mod client_address;
 #[cfg(feature = "config")]
@@ -114,6 +121,7 @@ pub mod key;
 mod key_bytes;
 mod layer;
 mod limited;
+mod metered_body;
 pub mod metrics;
 #[cfg(feature = "config")]
 mod named_policy;
@@ -129,6 +137,7 @@ mod registry;
 #[cfg(feature = "config")]
 mod reload;
 mod response;
+mod response_charge;
 mod seconds;
 mod service;
 mod settings;
@@ -138,6 +147,7 @@ mod startup_warnings;
 mod static_values;
 
 pub use self::{
+    charge_after::{ActualCost, ChargeAfter},
     cidr::IpNet,
     cost::Cost,
     headers::HeaderStyle,

@@ -10,6 +10,7 @@ use limiter_core::{FailurePolicy, Limiter, Policies, Policy};
 use limiter_memory::MemoryLimiter;
 
 use crate::ban::{BanList, Penalty};
+use crate::charge_after::ChargeAfter;
 use crate::cidr::IpNet;
 use crate::cost::Cost;
 use crate::headers::HeaderStyle;
@@ -85,6 +86,8 @@ pub(crate) struct NamedPolicy {
     pub(crate) mask_addresses: bool,
     /// What each request costs.
     pub(crate) cost: Cost,
+    /// What an admitted request is charged once its response is complete.
+    pub(crate) charge_after: Option<ChargeAfter>,
     /// The plan its own `limits` are, and a request naming none (or one
     /// the file does not name) is decided under.
     pub(crate) default_plan: String,
@@ -121,6 +124,9 @@ impl NamedPolicy {
             .ban_status(self.ban_status)
             .mask_addresses(self.mask_addresses)
             .cost(self.cost.clone());
+        if let Some(charge) = self.charge_after {
+            layer = layer.charge_after(charge);
+        }
         if let Some(bans) = bans {
             layer = layer.bans(bans);
         }

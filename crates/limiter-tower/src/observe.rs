@@ -12,7 +12,9 @@ use limiter_core::{Decision, DecisionSource, Error};
 use crate::ip_key::is_ip_key;
 
 #[cfg(feature = "metrics")]
-use crate::metrics::{METRIC_BAN_CHECK_ERRORS, METRIC_DECISION_SECONDS, METRIC_REQUESTS};
+use crate::metrics::{
+    METRIC_BAN_CHECK_ERRORS, METRIC_CHARGE_ERRORS, METRIC_DECISION_SECONDS, METRIC_REQUESTS,
+};
 
 /// What became of a request, the `outcome` label of
 /// [`METRIC_REQUESTS`](crate::metrics::METRIC_REQUESTS).
@@ -175,6 +177,31 @@ impl Observer {
             error = %error.chain(),
             "rate limit decision failed: the request is refused as unavailable"
         );
+    }
+
+    /// A charge of `units` after a response, made or failed (`error`):
+    /// a failure at `warn`, as the key goes uncharged, and counted in
+    /// [`METRIC_CHARGE_ERRORS`](crate::metrics::METRIC_CHARGE_ERRORS).
+    pub(crate) fn charged(&self, units: u64, error: Option<&Error>) {
+        let Some(error) = error else {
+            tracing::debug!(
+                target: "limiter_tower",
+                policy = &*self.policy,
+                units,
+                "charged after the response"
+            );
+            return;
+        };
+        tracing::warn!(
+            target: "limiter_tower",
+            policy = &*self.policy,
+            units,
+            error = %error.chain(),
+            "a charge after the response failed: the key is not charged"
+        );
+        #[cfg(feature = "metrics")]
+        metrics::counter!(METRIC_CHARGE_ERRORS, "policy" => metrics::SharedString::from(Arc::clone(&self.policy)))
+            .increment(1);
     }
 
     /// A ban check failed; the limiter decides alone.

@@ -20,12 +20,29 @@ use crate::limited::{Limited, Refusal};
 use crate::observe::{Outcome, Timer};
 use crate::plans::Limits;
 use crate::response::{accepts_json, banned, verdict, Verdict, ERROR_RETRY_AFTER};
+use crate::response_charge::ResponseCharge;
 use crate::settings::Settings;
 use crate::shaping::{self, Plan};
 
 /// A decision still to be made (a ban store or limiter out of process, a
 /// penalty to count, a wait to sleep).
-pub(crate) type Decide = Pin<Box<dyn Future<Output = Verdict> + Send>>;
+pub(crate) type Decide = Pin<Box<dyn Future<Output = Decided> + Send>>;
+
+/// A decision made in a future: the verdict, and the charge after the
+/// response of a request it admits.
+pub(crate) struct Decided {
+    pub(crate) verdict: Verdict,
+    pub(crate) charge: Option<Box<ResponseCharge>>,
+}
+
+impl From<Verdict> for Decided {
+    fn from(verdict: Verdict) -> Self {
+        Self {
+            verdict,
+            charge: None,
+        }
+    }
+}
 
 /// One request's decision, with what it needs to answer: the layer's
 /// [`Settings`] borrowed while the request is decided synchronously (no
@@ -212,15 +229,17 @@ where
             })),
         }
     }
+}
 
+impl Pending<Arc<Settings>, ReplyFormat, KeyBytes, Arc<Limits>> {
     /// Everything from the ban check on (the ban check only if
     /// `check_bans`).
-    async fn decide(self, check_bans: bool) -> Verdict {
+    async fn decide(self, check_bans: bool) -> Decided {
         if check_bans {
             if let Some(bans) = &self.config.bans {
                 let banned = bans.banned_for_key(self.key()).await;
                 if let Some(verdict) = self.ban_verdict(banned) {
-                    return verdict;
+                    return verdict.into();
                 }
             }
         }
@@ -233,11 +252,11 @@ where
 
     /// The answer to `result`, after counting a denial against the penalty
     /// and sleeping (or refusing) a wait.
-    async fn follow_up(self, result: Result<Decision, Error>) -> Verdict {
+    async fn follow_up(self, result: Result<Decision, Error>) -> Decided {
         let config = &self.config;
         let mut set = match result {
             Ok(set) => set,
-            Err(_) => return self.finish(result),
+            Err(_) => return self.finish(result).into(),
         };
         if !set.allowed {
             if let (Some(penalty), Some(bans), true) =
@@ -255,7 +274,7 @@ where
                         // Retry-After (seconds) would send the client back
                         // into the ban (hours).
                         if let Some(verdict) = self.ban_verdict(Ok(Some(penalty.ban_for()))) {
-                            return verdict;
+                            return verdict.into();
                         }
                     }
                     Ok(false) => {}
@@ -271,21 +290,30 @@ where
                     ),
                 }
             }
-            return self.finish(Ok(set));
+            return self.finish(Ok(set)).into();
         }
         match config.shaping.plan(set.wait) {
-            Plan::Pass => self.finish(Ok(set)),
+            Plan::Pass => self.admit(set),
             Plan::Sleep(wait) => {
-                let verdict = self.finish(Ok(set));
+                let admitted = self.admit(set);
                 tokio::time::sleep(wait).await;
-                verdict
+                admitted
             }
             Plan::Deny(max) => {
                 // Admitted, but later than the layer may hold it: answered
                 // as a denial, nothing left to take now.
                 shaping::refuse(max, &mut set);
-                self.finish(Ok(set))
+                self.finish(Ok(set)).into()
             }
+        }
+    }
+
+    /// The answer to an admitting `decision`, with its charge after the
+    /// response.
+    fn admit(&self, decision: Decision) -> Decided {
+        Decided {
+            charge: ResponseCharge::of(&self.config, &self.limits, &self.key, self.cost, &decision),
+            verdict: self.finish(Ok(decision)),
         }
     }
 }
@@ -328,7 +356,7 @@ pub(crate) fn follow_up_later(
 }
 
 /// `decide`, boxed, in a span naming the layer.
-fn boxed(config: &Settings, decide: impl Future<Output = Verdict> + Send + 'static) -> Decide {
+fn boxed(config: &Settings, decide: impl Future<Output = Decided> + Send + 'static) -> Decide {
     let span = tracing::debug_span!(
         target: "limiter_tower",
         "rate_limit",

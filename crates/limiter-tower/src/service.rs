@@ -19,6 +19,7 @@ use crate::observe::{Outcome, Timer};
 use crate::pending::{decide_later, follow_up_later, Decide, Pending};
 use crate::rate_headers::{rate_headers, RateHeaders};
 use crate::response::{accepts_json, missing_key, missing_peer, Verdict};
+use crate::response_charge::ResponseCharge;
 use crate::settings::Settings;
 
 /// The service of a [`LimiterLayer`](crate::LimiterLayer): asks the
@@ -45,7 +46,7 @@ impl<S> LimiterService<S> {
 impl<S, B, ResB> Service<Request<B>> for LimiterService<S>
 where
     S: Service<Request<B>, Response = Response<ResB>> + Clone,
-    ResB: RefusalBody,
+    ResB: RefusalBody + http_body::Body,
 {
     type Response = Response<ResB>;
     type Error = S::Error;
@@ -55,6 +56,9 @@ where
         self.inner.poll_ready(cx)
     }
 
+    // Out of line: inlined into the caller's future (axum's route), the
+    // future is built there and then copied once more.
+    #[inline(never)]
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
         let timer = Timer::start();
         let config = &self.config;
@@ -148,7 +152,7 @@ where
                 }
                 Some(banned) => {
                     if let Some(verdict) = request.ban_verdict(Ok(banned)) {
-                        return answer_now(&mut self.inner, verdict, req);
+                        return answer_now(&mut self.inner, verdict, None, req);
                     }
                 }
             }
@@ -162,6 +166,7 @@ where
                     && !decision.source.is_degraded() =>
             {
                 config.observer.record(Outcome::Allowed, request.timer);
+                let charge = ResponseCharge::of(config, limits, &key, cost, &decision);
                 let mut headers = RateHeaders::default();
                 if config.style != HeaderStyle::None {
                     rate_headers(
@@ -171,11 +176,19 @@ where
                         &limits.policy_headers,
                     );
                 }
-                return ResponseFuture::calling(self.inner.call(req), headers);
+                let fut = self.inner.call(req);
+                return match charge {
+                    None => ResponseFuture::calling(fut, headers),
+                    Some(charge) => ResponseFuture::charging(fut, headers, charge),
+                };
             }
             Some(result) if !request.needs_follow_up(&result) => {
+                let charge = match &result {
+                    Ok(decision) => ResponseCharge::of(config, limits, &key, cost, decision),
+                    Err(_) => None,
+                };
                 let verdict = request.finish(result);
-                return answer_now(&mut self.inner, verdict, req);
+                return answer_now(&mut self.inner, verdict, charge, req);
             }
             Some(result) => follow_up_later(config, limits, request, result),
             None => decide_later(config, limits, request, false),
@@ -198,18 +211,26 @@ impl<S> LimiterService<S> {
     }
 }
 
-/// The future of a request decided synchronously, `inner` its service.
+/// The future of a request decided synchronously, `inner` its service,
+/// `charge` the charge after the response of a request it admits.
 #[inline(always)]
 fn answer_now<S, B, ResB>(
     inner: &mut S,
     verdict: Verdict,
+    charge: Option<Box<ResponseCharge>>,
     req: Request<B>,
 ) -> ResponseFuture<S::Future, S, B>
 where
     S: Service<Request<B>, Response = Response<ResB>>,
 {
     match verdict {
-        Verdict::Pass(headers) => ResponseFuture::calling(inner.call(req), headers),
+        Verdict::Pass(headers) => {
+            let fut = inner.call(req);
+            match charge {
+                None => ResponseFuture::calling(fut, headers),
+                Some(charge) => ResponseFuture::charging(fut, headers, charge),
+            }
+        }
         Verdict::Respond(response) => ResponseFuture::done(*response),
         Verdict::Limited(limited) => ResponseFuture::done(limited.respond(req)),
     }

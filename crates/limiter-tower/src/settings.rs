@@ -8,6 +8,7 @@ use http::StatusCode;
 
 use crate::allow::Allowlist;
 use crate::ban::{BanList, Penalty};
+use crate::charge_after::ChargeAfter;
 use crate::cidr::IpNet;
 use crate::cost::Cost;
 use crate::headers::HeaderStyle;
@@ -28,6 +29,8 @@ pub(crate) struct Settings {
     pub(crate) key: KeyExtractor,
     /// What a request costs.
     pub(crate) cost: Cost,
+    /// What an admitted request is charged once its response is complete.
+    pub(crate) charge_after: Option<ChargeAfter>,
     pub(crate) trusted: Vec<IpNet>,
     pub(crate) style: HeaderStyle,
     pub(crate) allow: Allowlist,
@@ -49,6 +52,7 @@ impl fmt::Debug for Settings {
             .field("plans", &self.plans.is_some())
             .field("key", &self.key)
             .field("cost", &self.cost)
+            .field("charge_after", &self.charge_after)
             .field("trusted", &self.trusted)
             .field("style", &self.style)
             .field("allow", &self.allow)

@@ -1,22 +1,30 @@
 //! Metrics over HTTP: every outcome is counted under the layer's name, and
 //! each decision's latency recorded, through the `metrics` facade into a
-//! small recorder of this test's own.
+//! small recorder of this test's own; and a charge after the response that
+//! fails.
 
 mod support;
 
 use std::collections::HashMap;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use http::StatusCode;
+use axum::body::Body;
+use axum::{routing, Router};
+use http::{Request, StatusCode};
+use http_body_util::BodyExt;
 use limiter_core::{FailurePolicy, Limiter, ManualClock, Resilient};
 use limiter_test::Flaky;
 use limiter_tower::ban::BanList;
-use limiter_tower::metrics::{METRIC_DECISION_SECONDS, METRIC_REQUESTS};
-use limiter_tower::{KeyExtractor, LimiterLayer};
+use limiter_tower::metrics::{METRIC_CHARGE_ERRORS, METRIC_DECISION_SECONDS, METRIC_REQUESTS};
+use limiter_tower::{ChargeAfter, KeyExtractor, LimiterLayer};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+use support::events::Events;
 use support::{client, get, get_with, limiter, serve, Backend};
+use tower::ServiceExt;
+use tracing::Level;
 
 /// A recorder that keeps every counter's value and every histogram's
 /// samples, by name and labels.
@@ -89,6 +97,21 @@ fn outcomes(policy: &str) -> HashMap<String, u64> {
         }
     }
     outcomes
+}
+
+/// The value of counter `name` under `policy` (0 if never counted).
+fn counted(name: &str, policy: &str) -> u64 {
+    let counters = recorder().counters.lock().unwrap();
+    counters
+        .iter()
+        .filter(|(key, _)| {
+            key.name() == name
+                && key
+                    .labels()
+                    .any(|l| l.key() == "policy" && l.value() == policy)
+        })
+        .map(|(_, value)| value.load(Ordering::Relaxed))
+        .sum()
 }
 
 /// The latencies recorded under `policy`.
@@ -199,4 +222,37 @@ async fn failed_open_failed_closed_and_errors_are_counted() {
             "{name}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_charge_that_fails_is_logged_at_warn_and_counted_the_response_unchanged() {
+    recorder();
+    let events = Events::at(Level::WARN);
+    let _default = tracing::subscriber::set_default(events.clone());
+    let clock = ManualClock::new(1_700_000_000_000_000);
+    // `Flaky` counts no charge after the fact: every charge fails.
+    let flaky = Flaky::new(limiter(Backend::Memory, "fixed-window:100/1m", &clock).await);
+    let layer = LimiterLayer::new(flaky)
+        .name("uncharged")
+        .key(KeyExtractor::global())
+        .charge_after(ChargeAfter::response_bytes(NonZeroU64::MIN));
+    let app = Router::new()
+        .route("/", routing::get(|| async { "0123456789" }))
+        .layer(layer);
+    let response = app
+        .oneshot(Request::get("/").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, "0123456789");
+
+    assert_eq!(counted(METRIC_CHARGE_ERRORS, "uncharged"), 1);
+    let lines = events.lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("a charge after the response failed: the key is not charged")
+            && lines[0].contains("policy=uncharged units=9 error="),
+        "{lines:?}"
+    );
 }

@@ -24,7 +24,7 @@ macro_rules! never_an_ip_key {
 
 #[test]
 fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
-    let cases: [(&str, String, ConfigErrorKind, &str, &str); 61] = [
+    let cases: [(&str, String, ConfigErrorKind, &str, &str); 66] = [
         (
             "unknown-algorithm",
             login(r#"["sliding-lgo:10/5m"]"#, ""),
@@ -254,7 +254,7 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             "unknown field `limit`, expected one of `limits`, `key`, `fallback`, \
              `trusted_proxies`, `ipv6_prefix`, `headers`, `allow_ips`, `allow_keys`, \
              `on_failure`, `bans`, `penalty`, `ban_status`, `max_keys`, `max_key_bytes`, \
-             `mask_addresses`, `cost`, `default_plan`, `plan_header`",
+             `mask_addresses`, `cost`, `charge_after`, `default_plan`, `plan_header`",
         ),
         (
             "no-keys",
@@ -394,7 +394,7 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             "unknown field `trusted_proxy`, expected one of `limits`, `key`, `fallback`, \
              `trusted_proxies`, `ipv6_prefix`, `headers`, `allow_ips`, `allow_keys`, \
              `on_failure`, `bans`, `penalty`, `ban_status`, `max_keys`, `max_key_bytes`, \
-             `mask_addresses`, `cost`, `default_plan`, `plan_header`",
+             `mask_addresses`, `cost`, `charge_after`, `default_plan`, `plan_header`",
         ),
         (
             "zero-cost",
@@ -537,6 +537,45 @@ fn every_configuration_error_names_the_file_the_entry_and_the_reason() {
             ConfigErrorKind::Plan,
             "plans.\"pro\\\"\"",
             "not a plan name: one or more printable ASCII characters but `\"` and `\\`",
+        ),
+        (
+            "unknown-charge-after",
+            login(r#"["fixed-window:10/1m"]"#, r#"charge_after = "tokens""#),
+            ConfigErrorKind::Cost,
+            "policies.login.charge_after",
+            "unknown charge after the response \"tokens\"; expected actual-cost or \
+             response-bytes:UNIT_BYTES",
+        ),
+        (
+            "response-bytes-without-unit",
+            login(r#"["fixed-window:10/1m"]"#, r#"charge_after = "response-bytes""#),
+            ConfigErrorKind::Cost,
+            "policies.login.charge_after",
+            "response-bytes needs its unit: response-bytes:UNIT_BYTES (response-bytes:1024 for \
+             one unit per KiB)",
+        ),
+        (
+            "response-bytes-of-zero-bytes",
+            login(r#"["fixed-window:10/1m"]"#, r#"charge_after = "response-bytes:0""#),
+            ConfigErrorKind::Cost,
+            "policies.login.charge_after",
+            "\"response-bytes:0\": the unit \"0\" is not a whole number of bytes from 1",
+        ),
+        (
+            "charge-after-not-a-string",
+            login(r#"["fixed-window:10/1m"]"#, "charge_after = 1024"),
+            ConfigErrorKind::Schema,
+            "policies.login.charge_after",
+            "invalid type: integer `1024`, expected a string",
+        ),
+        (
+            "inherited-bad-charge-after",
+            "[defaults]\ncharge_after = \"response-bytes:1k\"\n[policies.login]\n\
+             limits = [\"fixed-window:10/1m\"]\n"
+                .to_owned(),
+            ConfigErrorKind::Cost,
+            "defaults.charge_after",
+            "\"response-bytes:1k\": the unit \"1k\" is not a whole number of bytes from 1",
         ),
         (
             "inherited-bad-cost",

@@ -7,12 +7,14 @@
 //!
 //! Here the fixtures and the load tests; in the modules, the headers
 //! (`headers`), what a request is keyed by (`keys`), what it costs
-//! (`costs`), a failing limiter (`failures`), the layer among others
-//! (`composition`), and plans chosen per request (`plans`).
+//! (`costs`) and is charged after its response (`charges`), a failing
+//! limiter (`failures`), the layer among others (`composition`), and
+//! plans chosen per request (`plans`).
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod charges;
 mod composition;
 mod costs;
 mod failures;
