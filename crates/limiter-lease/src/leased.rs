@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use limiter_core::backend::{check_policies, ClockSource};
-use limiter_core::{Algorithm, Decision, DecisionSource, Error, Limiter, Policies, MAX_TIME_US};
+use limiter_core::{
+    Algorithm, Decision, DecisionSource, Error, Limiter, Policies, Policy, MAX_TIME_US,
+};
 
 use crate::builder::LeasedBuilder;
 use crate::in_flight::InFlight;
@@ -104,9 +106,6 @@ enum Plan {
 impl<L: Limiter> Leased<L> {
     /// The default lease [lifetime](LeasedBuilder::lifetime): 250 ms.
     pub const DEFAULT_LIFETIME: Duration = Duration::from_millis(250);
-    /// The default [minimum lease](LeasedBuilder::min_lease): 1 unit, so a
-    /// key with little demand is decided exactly.
-    pub const DEFAULT_MIN_LEASE: u64 = 1;
     /// The default [over-admission
     /// budget](LeasedBuilder::over_admission_budget): 1% of the policy's
     /// limit per instance, the default maximum lease (100 units on a limit
@@ -149,7 +148,9 @@ impl<L: Limiter> Leased<L> {
             .clamp(1, policies.max_cost().min(MAX_UNITS));
         let sizing = Sizing {
             lifetime_us: u64::try_from(lifetime.as_micros()).unwrap_or(u64::MAX),
-            min_lease: min_lease.clamp(1, max_lease),
+            min_lease: min_lease
+                .unwrap_or_else(|| lifetime_share(policies, max_lease, lifetime))
+                .clamp(1, max_lease),
             max_lease,
             refill_percent: u64::from(refill_percent.min(100)),
         };
@@ -592,6 +593,15 @@ fn budgeted_max_lease(policies: &Policies, percent: f64) -> u64 {
         .map_or(0, |units| u64::try_from(units).unwrap_or(u64::MAX))
 }
 
+/// The default minimum lease: `max_lease`'s share of one `lifetime` of
+/// the policies' longest window, `floor(M * T / W)` (at most `M`, at
+/// least 1 where the builder clamps it).
+fn lifetime_share(policies: &Policies, max_lease: u64, lifetime: Duration) -> u64 {
+    let longest_us = policies.iter().map(Policy::window_us).max().unwrap_or(1);
+    let share = u128::from(max_lease) * lifetime.as_micros() / u128::from(longest_us.max(1));
+    u64::try_from(share).unwrap_or(u64::MAX).min(max_lease)
+}
+
 /// `µs per unit` as the fraction `(µs, units)`, ordered by value.
 #[derive(PartialEq, Eq)]
 struct Slowness(u128, u128);
@@ -688,5 +698,41 @@ impl<L: Limiter> Limiter for Leased<L> {
     /// `Some` when the units in hand cover the request.
     fn peek_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
         self.decide_now(key, cost, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use limiter_core::Policies;
+    use limiter_memory::MemoryLimiter;
+
+    use super::Leased;
+
+    /// `m` and `M` of `policies` leased at the defaults but `lifetime`.
+    fn sizes(policies: &str, lifetime_ms: u64) -> (u64, u64) {
+        let policies: Policies = policies.parse().unwrap();
+        let leased = Leased::builder(MemoryLimiter::new(policies))
+            .lifetime(Duration::from_millis(lifetime_ms))
+            .build();
+        (leased.min_lease(), leased.max_lease())
+    }
+
+    #[test]
+    fn the_default_minimum_lease_is_the_maximum_leases_share_of_a_lifetime() {
+        assert_eq!(sizes("token-bucket:10000/1s", 250), (25, 100));
+        assert_eq!(sizes("token-bucket:1000000/1s", 250), (2_500, 10_000));
+        // A limit per minute: a lease of one unit, exact, below 48,000.
+        assert_eq!(sizes("sliding-log:47999/1m", 250), (1, 479));
+        assert_eq!(sizes("sliding-log:48000/1m", 250), (2, 480));
+        // The longest window of a set: its units lapse over the longest.
+        assert_eq!(
+            sizes("token-bucket:10000/1s;sliding-log:600000/1m", 250),
+            (1, 100)
+        );
+        // A lifetime beyond the window: the whole maximum lease.
+        assert_eq!(sizes("sliding-counter:10000/100ms", 250), (100, 100));
+        assert_eq!(sizes("token-bucket:10000/1s", 0), (1, 100));
     }
 }

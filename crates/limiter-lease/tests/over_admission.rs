@@ -43,7 +43,7 @@ fn lease_options() -> impl Strategy<Value = LeaseOptions> {
         })
         .prop_map(|(lifetime_us, min_lease, max_lease)| LeaseOptions {
             lifetime_us,
-            min_lease,
+            min_lease: Some(min_lease),
             max_lease: Some(max_lease),
             budget_percent: None,
         })
@@ -88,7 +88,7 @@ fn default_lease_options() -> impl Strategy<Value = LeaseOptions> {
     ]
     .prop_map(|budget_percent| LeaseOptions {
         lifetime_us: 250_000,
-        min_lease: 1,
+        min_lease: None,
         max_lease: None,
         budget_percent,
     })
