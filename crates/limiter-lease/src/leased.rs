@@ -1,4 +1,53 @@
 //! [`Leased`]: any [`Limiter`], decided in process from leases on it.
+//!
+//! # The route of a decision
+//!
+//! A **warm** decision, from units in hand that cover the request and
+//! leave more than the refill threshold: one clock read, one hash, one
+//! lock, no allocation, nothing awaited.
+//!
+//! 1. `Limiter::acquire` (or `acquire_now`): the warm route first, inline,
+//!    so that its future stays small.
+//! 2. `Leased::decide_now`: reads the clock; checks the policies only for
+//!    a cost or a time out of their range.
+//! 3. `Leases::with_live`: hashes the key once (`Leases::shard`: the hash
+//!    picks the shard and the slot), locks the shard, finds the key's
+//!    `KeyLease` and drops its leases that lapsed (`KeyLease::expire`).
+//! 4. `KeyLease::serve`: takes the units (`peek`, `take_held`) unless
+//!    that leaves a lease to fetch (`wants_refill`), and counts the
+//!    arrival (`arrived`).
+//! 5. `KeyLease::grant` and `Leased::leased_decision`: the decision, from
+//!    the units left and the last grant's numbers (docs/spec.md section
+//!    8.4).
+//!
+//! A **cold** decision, a lease fetched on need: the units in hand do not
+//! cover the request, and no lease is in flight.
+//!
+//! 1. `Limiter::acquire`: the warm route answers nothing; the rest runs
+//!    in a boxed future of its own.
+//! 2. `Leased::decide`: reads the clock and checks the policies; under
+//!    the key's lock (`Leases::with_new`, which adds the key, or answers
+//!    nothing when the map is full: the request is then exact) it plans.
+//! 3. `Leased::plan`: counts the arrival, then tries in turn the units in
+//!    hand (`KeyLease::take`), the lease in flight (`claim`: the request
+//!    waits for it, `Landing`, and plans once more), and a lease of its
+//!    own (`KeyLease::ask`: `room`, `demand`, then `asked` marks it in
+//!    flight); failing all three, the wrapped limiter at its own cost.
+//! 4. `Leased::fetch`: guards the lease in flight (`InFlight`, which
+//!    settles it however the request ends), counts it (`LeaseStats`) and
+//!    sends it, `acquire(key, size)` on the wrapped limiter: the round
+//!    trip.
+//! 5. `Leased::settle`: the lease's units and numbers (`expiry`), put in
+//!    hand under one lock (`InFlight::finish_then`: `KeyLease::granted`,
+//!    `settled`), which also asks the next lease ahead of need if this one
+//!    leaves too few (`wants_refill`, `ask_ahead`); then the requests
+//!    that waited for the lease are woken.
+//! 6. `Leased::refill`, if a lease was asked ahead: its round trip, before
+//!    the request answers.
+//! 7. The answer is the lease decision itself (source `Backend`). A
+//!    denied lease is asked again smaller (`InFlight::retry`: `denied`,
+//!    `unclaimed`, which wakes the waiting requests), down to the
+//!    request's own cost.
 
 use std::fmt;
 use std::time::Duration;
@@ -393,9 +442,9 @@ impl<L: Limiter> Leased<L> {
                 return Ok(set);
             }
             if decision.allowed {
-                self.settle(&mut pending, sent_us, size, cost, &set);
+                let ahead = self.settle(&mut pending, sent_us, size, cost, &set, true);
                 drop(pending);
-                if let Some(size) = self.ahead(key) {
+                if let Some(size) = ahead {
                     self.refill(key, size).await;
                 }
                 return Ok(set);
@@ -413,20 +462,6 @@ impl<L: Limiter> Leased<L> {
         }
     }
 
-    /// The size of the lease to fetch ahead of need, if the units in hand
-    /// are at or below the refill threshold (and marks it in flight).
-    fn ahead(&self, key: &[u8]) -> Option<u64> {
-        let now_us = self.clock.now_us();
-        self.leases
-            .with_live(key, now_us, |lease| {
-                match lease.wants_refill(lease.held(), now_us) {
-                    true => lease.ask_ahead(now_us, &self.sizing),
-                    false => None,
-                }
-            })
-            .flatten()
-    }
-
     /// Fetches a lease of `size` ahead of need; a denial or a failure
     /// leaves the next request to ask (and to meet the failure).
     async fn refill(&self, key: &[u8], size: u64) {
@@ -437,7 +472,9 @@ impl<L: Limiter> Leased<L> {
             let decision = set.clone();
             match (is_counted(decision.source), decision.allowed) {
                 (false, _) => self.degraded(&mut pending),
-                (true, true) => self.settle(&mut pending, sent_us, size, 0, &set),
+                (true, true) => {
+                    self.settle(&mut pending, sent_us, size, 0, &set, false);
+                }
                 (true, false) => {
                     pending.finish(|lease| lease.denied(decision.remaining));
                 }
@@ -454,7 +491,11 @@ impl<L: Limiter> Leased<L> {
 
     /// Puts a granted lease of `size`, sent at `sent_us`, in hand, less the
     /// `cost` of the request that fetched it; counts its units lapsed if
-    /// the key's units were given up while it was in flight.
+    /// the key's units were given up while it was in flight. If `ahead`,
+    /// answers the size of the next lease to fetch ahead of need, if the
+    /// units in hand are at or below the refill threshold (and marks it
+    /// in flight), under the same lock: the request that fetched a lease
+    /// on need sends the next one when its lease leaves too few.
     fn settle(
         &self,
         pending: &mut InFlight<'_>,
@@ -462,7 +503,8 @@ impl<L: Limiter> Leased<L> {
         size: u64,
         cost: u64,
         set: &Decision,
-    ) {
+        ahead: bool,
+    ) -> Option<u64> {
         let now_us = self.clock.now_us();
         let decision = set.clone();
         let batch = Batch {
@@ -476,9 +518,18 @@ impl<L: Limiter> Leased<L> {
             bound_by: decision.bound_by,
             reset_at_us: sent_us.saturating_add(micros(decision.reset_after)),
         };
-        let lapsed = pending
-            .finish(|lease| lease.granted(batch, grant, decision.remaining, &self.part_limits));
-        self.leases.lapse(lapsed.unwrap_or(0));
+        let (lapsed, refill) = pending.finish_then(
+            |lease| lease.granted(batch, grant, decision.remaining, &self.part_limits),
+            |lease| {
+                self.leases.lapse(lease.expire(now_us));
+                match ahead && lease.wants_refill(lease.held(), now_us) {
+                    true => lease.ask_ahead(now_us, &self.sizing),
+                    false => None,
+                }
+            },
+        )?;
+        self.leases.lapse(lapsed);
+        refill
     }
 
     /// When a lease sent at `sent_us` lapses: a lifetime after it was sent,
