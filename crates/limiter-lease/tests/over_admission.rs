@@ -149,7 +149,7 @@ proptest! {
     ) {
         let run = fleet::run(&policies, lease, &instances);
         prop_assert!(run.most_held <= run.max_lease, "{} held, M = {}", run.most_held, run.max_lease);
-        let outcome = fleet::bound::check(
+        let outcome = limiter_test::lease_bound::check(
             &policies,
             &run.admitted,
             instances.len() as u64,
@@ -169,7 +169,7 @@ proptest! {
         let run = fleet::run(&policies, lease, &instances);
         prop_assert_eq!(run.max_lease, budgeted_max_lease(&policies, lease.budget_percent));
         prop_assert!(run.most_held <= run.max_lease, "{} held, M = {}", run.most_held, run.max_lease);
-        let outcome = fleet::bound::check(
+        let outcome = limiter_test::lease_bound::check(
             &policies,
             &run.admitted,
             instances.len() as u64,

@@ -3,8 +3,6 @@
 //! backend) on one manual clock, driven tick by tick without a runtime.
 #![allow(dead_code)] // each test binary uses a part
 
-pub(crate) mod bound;
-
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
