@@ -32,7 +32,8 @@ use crate::leased::Leased;
 pub struct LeasedBuilder<L> {
     pub(crate) inner: L,
     pub(crate) lifetime: Duration,
-    pub(crate) min_lease: u64,
+    /// `None`: the maximum lease's share of a lifetime.
+    pub(crate) min_lease: Option<u64>,
     /// `None`: the over-admission budget's.
     pub(crate) max_lease: Option<u64>,
     pub(crate) over_admission_budget: f64,
@@ -47,7 +48,7 @@ impl<L: Limiter> LeasedBuilder<L> {
         Self {
             inner,
             lifetime: Leased::<L>::DEFAULT_LIFETIME,
-            min_lease: Leased::<L>::DEFAULT_MIN_LEASE,
+            min_lease: None,
             max_lease: None,
             over_admission_budget: Leased::<L>::DEFAULT_OVER_ADMISSION_BUDGET,
             refill_percent: Leased::<L>::DEFAULT_REFILL_PERCENT,
@@ -102,12 +103,21 @@ impl<L: Limiter> LeasedBuilder<L> {
 
     /// `m`: the smallest lease asked, on need or ahead of it when some
     /// demand is due (a lease still shrinks below it to what the key has
-    /// left). Above 1, it lets keys asked too rarely for larger leases be
-    /// decided from leases, at the cost of units that may lapse
-    /// (docs/spec.md section 8.5). At least 1, at most the maximum lease.
-    /// Defaults to [`Leased::DEFAULT_MIN_LEASE`].
+    /// left). A lease of more than one unit lets a key whose callers wait
+    /// for each answer be decided from leases, and its arrivals then grow
+    /// with that speed (docs/spec.md section 8.5); its units a quiet key
+    /// does not use lapse. At least 1, at most the maximum lease.
+    ///
+    /// Defaults to the maximum lease's share of one lifetime of the
+    /// policies' longest window, `floor(M * T / W)`, at least 1: a key
+    /// asked more rarely than the budget's rate lapses at most `m` units a
+    /// lifetime, about `M` a window, so the units that quiet keys let lapse
+    /// stay within the over-admission budget too (docs/spec.md section
+    /// 8.6). That is 25 units for `M = 100` on a window of a second and
+    /// the default lifetime, and 1, every lease exact, for a limit per
+    /// minute below 48,000.
     pub fn min_lease(mut self, units: u64) -> Self {
-        self.min_lease = units;
+        self.min_lease = Some(units);
         self
     }
 

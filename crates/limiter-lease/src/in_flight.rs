@@ -47,6 +47,22 @@ impl<'a> InFlight<'a> {
         self.settle(|lease| (f(lease), lease.settled()))
     }
 
+    /// [`finish`](Self::finish), then runs `next` on the key's leases,
+    /// under the same lock: with no lease in flight any more, `next` may
+    /// ask the next one. Answers both answers, if the key is held.
+    pub(crate) fn finish_then<R, S>(
+        &mut self,
+        f: impl FnOnce(&mut KeyLease) -> R,
+        next: impl FnOnce(&mut KeyLease) -> S,
+    ) -> Option<(R, S)> {
+        self.settled = true;
+        self.settle(|lease| {
+            let answer = f(lease);
+            let waiting = lease.settled();
+            ((answer, next(lease)), waiting)
+        })
+    }
+
     /// Runs `settle` on the key's leases, which settles the request and
     /// answers the requests that waited for it; then wakes them. Answers
     /// the rest of `settle`'s answer, if the key is held.

@@ -1,11 +1,62 @@
 //! [`Leased`]: any [`Limiter`], decided in process from leases on it.
+//!
+//! # The route of a decision
+//!
+//! A **warm** decision, from units in hand that cover the request and
+//! leave more than the refill threshold: one clock read, one hash, one
+//! lock, no allocation, nothing awaited.
+//!
+//! 1. `Limiter::acquire` (or `acquire_now`): the warm route first, inline,
+//!    so that its future stays small.
+//! 2. `Leased::decide_now`: reads the clock; checks the policies only for
+//!    a cost or a time out of their range.
+//! 3. `Leases::with_live`: hashes the key once (`Leases::shard`: the hash
+//!    picks the shard and the slot), locks the shard, finds the key's
+//!    `KeyLease` and drops its leases that lapsed (`KeyLease::expire`).
+//! 4. `KeyLease::serve`: takes the units (`peek`, `take_held`) unless
+//!    that leaves a lease to fetch (`wants_refill`), and counts the
+//!    arrival (`arrived`).
+//! 5. `KeyLease::grant` and `Leased::leased_decision`: the decision, from
+//!    the units left and the last grant's numbers (docs/spec.md section
+//!    8.4).
+//!
+//! A **cold** decision, a lease fetched on need: the units in hand do not
+//! cover the request, and no lease is in flight.
+//!
+//! 1. `Limiter::acquire`: the warm route answers nothing; the rest runs
+//!    in a boxed future of its own.
+//! 2. `Leased::decide`: reads the clock and checks the policies; under
+//!    the key's lock (`Leases::with_new`, which adds the key, or answers
+//!    nothing when the map is full: the request is then exact) it plans.
+//! 3. `Leased::plan`: counts the arrival, then tries in turn the units in
+//!    hand (`KeyLease::take`), the lease in flight (`claim`: the request
+//!    waits for it, `Landing`, and plans once more), and a lease of its
+//!    own (`KeyLease::ask`: `room`, `demand`, then `asked` marks it in
+//!    flight); failing all three, the wrapped limiter at its own cost.
+//! 4. `Leased::fetch`: guards the lease in flight (`InFlight`, which
+//!    settles it however the request ends), counts it (`LeaseStats`) and
+//!    sends it, `acquire(key, size)` on the wrapped limiter: the round
+//!    trip.
+//! 5. `Leased::settle`: the lease's units and numbers (`expiry`), put in
+//!    hand under one lock (`InFlight::finish_then`: `KeyLease::granted`,
+//!    `settled`), which also asks the next lease ahead of need if this one
+//!    leaves too few (`wants_refill`, `ask_ahead`); then the requests
+//!    that waited for the lease are woken.
+//! 6. `Leased::refill`, if a lease was asked ahead: its round trip, before
+//!    the request answers.
+//! 7. The answer is the lease decision itself (source `Backend`). A
+//!    denied lease is asked again smaller (`InFlight::retry`: `denied`,
+//!    `unclaimed`, which wakes the waiting requests), down to the
+//!    request's own cost.
 
 use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use limiter_core::backend::{check_policies, ClockSource};
-use limiter_core::{Algorithm, Decision, DecisionSource, Error, Limiter, Policies, MAX_TIME_US};
+use limiter_core::{
+    Algorithm, Decision, DecisionSource, Error, Limiter, Policies, Policy, MAX_TIME_US,
+};
 
 use crate::builder::LeasedBuilder;
 use crate::in_flight::InFlight;
@@ -104,9 +155,6 @@ enum Plan {
 impl<L: Limiter> Leased<L> {
     /// The default lease [lifetime](LeasedBuilder::lifetime): 250 ms.
     pub const DEFAULT_LIFETIME: Duration = Duration::from_millis(250);
-    /// The default [minimum lease](LeasedBuilder::min_lease): 1 unit, so a
-    /// key with little demand is decided exactly.
-    pub const DEFAULT_MIN_LEASE: u64 = 1;
     /// The default [over-admission
     /// budget](LeasedBuilder::over_admission_budget): 1% of the policy's
     /// limit per instance, the default maximum lease (100 units on a limit
@@ -149,7 +197,9 @@ impl<L: Limiter> Leased<L> {
             .clamp(1, policies.max_cost().min(MAX_UNITS));
         let sizing = Sizing {
             lifetime_us: u64::try_from(lifetime.as_micros()).unwrap_or(u64::MAX),
-            min_lease: min_lease.clamp(1, max_lease),
+            min_lease: min_lease
+                .unwrap_or_else(|| lifetime_share(policies, max_lease, lifetime))
+                .clamp(1, max_lease),
             max_lease,
             refill_percent: u64::from(refill_percent.min(100)),
         };
@@ -392,9 +442,9 @@ impl<L: Limiter> Leased<L> {
                 return Ok(set);
             }
             if decision.allowed {
-                self.settle(&mut pending, sent_us, size, cost, &set);
+                let ahead = self.settle(&mut pending, sent_us, size, cost, &set, true);
                 drop(pending);
-                if let Some(size) = self.ahead(key) {
+                if let Some(size) = ahead {
                     self.refill(key, size).await;
                 }
                 return Ok(set);
@@ -412,20 +462,6 @@ impl<L: Limiter> Leased<L> {
         }
     }
 
-    /// The size of the lease to fetch ahead of need, if the units in hand
-    /// are at or below the refill threshold (and marks it in flight).
-    fn ahead(&self, key: &[u8]) -> Option<u64> {
-        let now_us = self.clock.now_us();
-        self.leases
-            .with_live(key, now_us, |lease| {
-                match lease.wants_refill(lease.held(), now_us) {
-                    true => lease.ask_ahead(now_us, &self.sizing),
-                    false => None,
-                }
-            })
-            .flatten()
-    }
-
     /// Fetches a lease of `size` ahead of need; a denial or a failure
     /// leaves the next request to ask (and to meet the failure).
     async fn refill(&self, key: &[u8], size: u64) {
@@ -436,7 +472,9 @@ impl<L: Limiter> Leased<L> {
             let decision = set.clone();
             match (is_counted(decision.source), decision.allowed) {
                 (false, _) => self.degraded(&mut pending),
-                (true, true) => self.settle(&mut pending, sent_us, size, 0, &set),
+                (true, true) => {
+                    self.settle(&mut pending, sent_us, size, 0, &set, false);
+                }
                 (true, false) => {
                     pending.finish(|lease| lease.denied(decision.remaining));
                 }
@@ -453,7 +491,11 @@ impl<L: Limiter> Leased<L> {
 
     /// Puts a granted lease of `size`, sent at `sent_us`, in hand, less the
     /// `cost` of the request that fetched it; counts its units lapsed if
-    /// the key's units were given up while it was in flight.
+    /// the key's units were given up while it was in flight. If `ahead`,
+    /// answers the size of the next lease to fetch ahead of need, if the
+    /// units in hand are at or below the refill threshold (and marks it
+    /// in flight), under the same lock: the request that fetched a lease
+    /// on need sends the next one when its lease leaves too few.
     fn settle(
         &self,
         pending: &mut InFlight<'_>,
@@ -461,7 +503,8 @@ impl<L: Limiter> Leased<L> {
         size: u64,
         cost: u64,
         set: &Decision,
-    ) {
+        ahead: bool,
+    ) -> Option<u64> {
         let now_us = self.clock.now_us();
         let decision = set.clone();
         let batch = Batch {
@@ -475,9 +518,18 @@ impl<L: Limiter> Leased<L> {
             bound_by: decision.bound_by,
             reset_at_us: sent_us.saturating_add(micros(decision.reset_after)),
         };
-        let lapsed = pending
-            .finish(|lease| lease.granted(batch, grant, decision.remaining, &self.part_limits));
-        self.leases.lapse(lapsed.unwrap_or(0));
+        let (lapsed, refill) = pending.finish_then(
+            |lease| lease.granted(batch, grant, decision.remaining, &self.part_limits),
+            |lease| {
+                self.leases.lapse(lease.expire(now_us));
+                match ahead && lease.wants_refill(lease.held(), now_us) {
+                    true => lease.ask_ahead(now_us, &self.sizing),
+                    false => None,
+                }
+            },
+        )?;
+        self.leases.lapse(lapsed);
+        refill
     }
 
     /// When a lease sent at `sent_us` lapses: a lifetime after it was sent,
@@ -592,6 +644,15 @@ fn budgeted_max_lease(policies: &Policies, percent: f64) -> u64 {
         .map_or(0, |units| u64::try_from(units).unwrap_or(u64::MAX))
 }
 
+/// The default minimum lease: `max_lease`'s share of one `lifetime` of
+/// the policies' longest window, `floor(M * T / W)` (at most `M`, at
+/// least 1 where the builder clamps it).
+fn lifetime_share(policies: &Policies, max_lease: u64, lifetime: Duration) -> u64 {
+    let longest_us = policies.iter().map(Policy::window_us).max().unwrap_or(1);
+    let share = u128::from(max_lease) * lifetime.as_micros() / u128::from(longest_us.max(1));
+    u64::try_from(share).unwrap_or(u64::MAX).min(max_lease)
+}
+
 /// `µs per unit` as the fraction `(µs, units)`, ordered by value.
 #[derive(PartialEq, Eq)]
 struct Slowness(u128, u128);
@@ -688,5 +749,41 @@ impl<L: Limiter> Limiter for Leased<L> {
     /// `Some` when the units in hand cover the request.
     fn peek_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
         self.decide_now(key, cost, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use limiter_core::Policies;
+    use limiter_memory::MemoryLimiter;
+
+    use super::Leased;
+
+    /// `m` and `M` of `policies` leased at the defaults but `lifetime`.
+    fn sizes(policies: &str, lifetime_ms: u64) -> (u64, u64) {
+        let policies: Policies = policies.parse().unwrap();
+        let leased = Leased::builder(MemoryLimiter::new(policies))
+            .lifetime(Duration::from_millis(lifetime_ms))
+            .build();
+        (leased.min_lease(), leased.max_lease())
+    }
+
+    #[test]
+    fn the_default_minimum_lease_is_the_maximum_leases_share_of_a_lifetime() {
+        assert_eq!(sizes("token-bucket:10000/1s", 250), (25, 100));
+        assert_eq!(sizes("token-bucket:1000000/1s", 250), (2_500, 10_000));
+        // A limit per minute: a lease of one unit, exact, below 48,000.
+        assert_eq!(sizes("sliding-log:47999/1m", 250), (1, 479));
+        assert_eq!(sizes("sliding-log:48000/1m", 250), (2, 480));
+        // The longest window of a set: its units lapse over the longest.
+        assert_eq!(
+            sizes("token-bucket:10000/1s;sliding-log:600000/1m", 250),
+            (1, 100)
+        );
+        // A lifetime beyond the window: the whole maximum lease.
+        assert_eq!(sizes("sliding-counter:10000/100ms", 250), (100, 100));
+        assert_eq!(sizes("token-bucket:10000/1s", 0), (1, 100));
     }
 }

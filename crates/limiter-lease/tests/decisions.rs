@@ -155,6 +155,35 @@ async fn the_sync_path_answers_only_from_units_in_hand_that_need_no_refill() {
     ));
 }
 
+/// docs/spec.md section 8.1, refill: the request that fetched a lease on
+/// need, which leaves the units in hand at the refill threshold, fetches
+/// the next lease ahead of need before it answers.
+#[tokio::test]
+async fn a_lease_fetched_on_need_that_leaves_too_few_fetches_the_next_ahead() {
+    let clock = ManualClock::new(0);
+    let limiter = leased(global("sliding-log:1000/1s", &clock), &clock)
+        .min_lease(2)
+        .max_lease(100)
+        .refill_percent(100)
+        .build();
+    // A lease of 2 for a request of 2: nothing in hand, and no demand
+    // seen yet to size a lease ahead.
+    limiter.acquire(KEY.as_bytes(), 2).await.unwrap();
+    assert_eq!(
+        (limiter.held(KEY.as_bytes()), limiter.stats().leases),
+        (0, 1)
+    );
+    // One unit a millisecond since: a lease of 2 (twice the arrivals),
+    // which leaves 1 in hand, at the threshold (all of the last lease):
+    // the same request fetches 2 more ahead.
+    clock.advance(Duration::from_millis(1));
+    let decision = limiter.acquire(KEY.as_bytes(), 1).await.unwrap();
+    assert_eq!(decision.source, DecisionSource::Backend);
+    let stats = limiter.stats();
+    assert_eq!((stats.leases, stats.leased_units), (3, 6));
+    assert_eq!(limiter.held(KEY.as_bytes()), 3);
+}
+
 #[tokio::test]
 async fn a_fixed_window_lease_ends_with_its_window() {
     let clock = ManualClock::new(900_000);

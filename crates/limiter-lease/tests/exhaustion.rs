@@ -70,7 +70,7 @@ fn fleet() -> impl Strategy<Value = (Policies, LeaseOptions, Vec<Instance>)> {
                 Just(policies),
                 (1..=max_lease).prop_map(move |min_lease| LeaseOptions {
                     lifetime_us: 1_000_000,
-                    min_lease,
+                    min_lease: Some(min_lease),
                     max_lease: Some(max_lease),
                     budget_percent: None,
                 }),

@@ -1,8 +1,10 @@
 //! docs/spec.md section 8.5: under steady demand a key's lease reaches its
 //! steady size within `1 + ceil(log2 M)` lease requests, whatever the
 //! round trip to the global limiter, and a fleet ends in the same state
-//! from a cold and from a warm start. Instances behind fixed round trips
-//! on a manual clock; the global limiter never denies.
+//! from a cold and from a warm start; callers that wait for each answer
+//! take off at the default options where leases sized by their arrivals
+//! alone would stay at one unit. Instances behind fixed round trips on a
+//! manual clock; the global limiter never denies.
 
 mod fleet;
 
@@ -44,7 +46,7 @@ fn steady(round_trip_us: u64, period_us: u64, from_us: u64, until_us: u64) -> In
 fn options(lifetime_us: u64) -> LeaseOptions {
     LeaseOptions {
         lifetime_us,
-        min_lease: 1,
+        min_lease: Some(1),
         max_lease: Some(MAX_LEASE),
         budget_percent: None,
     }
@@ -188,5 +190,32 @@ fn a_fleet_at_the_same_demand_ends_alike_from_a_cold_and_a_warm_start() {
         cold_end.1.iter().all(|&share| share >= 900),
         "leases took off: {:?} tenths of a percent",
         cold_end.1
+    );
+}
+
+#[test]
+fn a_closed_loop_too_slow_for_leases_above_a_unit_takes_off_at_the_defaults() {
+    // 8 callers over 1,000 keys behind a round trip of 1 ms: at the
+    // global limiter's speed each key is asked every 125 ms, once per half
+    // of the default lifetime, which sizes no lease above one unit
+    // (docs/spec.md section 8.5). The default minimum lease, the maximum
+    // lease's share of a lifetime, starts each key on a lease of 25.
+    let policies = Policies::from(Policy::token_bucket(Rate::per_second(10_000)).unwrap());
+    let run = fleet::closed_loop(&policies, 8, 1_000, 1_000, 5_000);
+    assert_eq!((run.min_lease, run.max_lease), (25, 100), "{run:?}");
+    assert_eq!(run.decisions, 8 * 5_000);
+    // Fixed work: 5,000 decisions a caller, a key asked 40 times; the
+    // first of each key's requests fetches its first lease.
+    assert!(
+        run.leased * 10 >= run.decisions * 9,
+        "{} of {} decisions from leases: {run:?}",
+        run.leased,
+        run.decisions
+    );
+    let calls = run.stats.leases + run.stats.exact;
+    assert!(
+        calls * 10 <= run.decisions,
+        "{calls} calls to the global limiter for {} decisions: {run:?}",
+        run.decisions
     );
 }

@@ -43,7 +43,7 @@ fn lease_options() -> impl Strategy<Value = LeaseOptions> {
         })
         .prop_map(|(lifetime_us, min_lease, max_lease)| LeaseOptions {
             lifetime_us,
-            min_lease,
+            min_lease: Some(min_lease),
             max_lease: Some(max_lease),
             budget_percent: None,
         })
@@ -88,7 +88,7 @@ fn default_lease_options() -> impl Strategy<Value = LeaseOptions> {
     ]
     .prop_map(|budget_percent| LeaseOptions {
         lifetime_us: 250_000,
-        min_lease: 1,
+        min_lease: None,
         max_lease: None,
         budget_percent,
     })
@@ -149,7 +149,7 @@ proptest! {
     ) {
         let run = fleet::run(&policies, lease, &instances);
         prop_assert!(run.most_held <= run.max_lease, "{} held, M = {}", run.most_held, run.max_lease);
-        let outcome = fleet::bound::check(
+        let outcome = limiter_test::lease_bound::check(
             &policies,
             &run.admitted,
             instances.len() as u64,
@@ -169,7 +169,7 @@ proptest! {
         let run = fleet::run(&policies, lease, &instances);
         prop_assert_eq!(run.max_lease, budgeted_max_lease(&policies, lease.budget_percent));
         prop_assert!(run.most_held <= run.max_lease, "{} held, M = {}", run.most_held, run.max_lease);
-        let outcome = fleet::bound::check(
+        let outcome = limiter_test::lease_bound::check(
             &policies,
             &run.admitted,
             instances.len() as u64,

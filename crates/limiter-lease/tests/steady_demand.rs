@@ -77,7 +77,7 @@ fn fleet() -> impl Strategy<Value = (Policies, LeaseOptions, Vec<Instance>)> {
                 // slowest instance (period at most 3 * shortest).
                 (12 * shortest..=24 * shortest).prop_map(move |lifetime_us| LeaseOptions {
                     lifetime_us,
-                    min_lease: 1,
+                    min_lease: Some(1),
                     max_lease: Some(max_lease),
                     budget_percent: None,
                 }),
@@ -117,7 +117,7 @@ fn fleet_at_defaults() -> impl Strategy<Value = (Policies, LeaseOptions, Vec<Ins
             policies(limit, window_us),
             Just(LeaseOptions {
                 lifetime_us: DEFAULT_LIFETIME_US,
-                min_lease: 1,
+                min_lease: None,
                 max_lease: None,
                 budget_percent: None,
             }),
@@ -194,7 +194,7 @@ fn steady_demand_is_decided_from_leases() {
     let policies = Policies::from(policy(Algorithm::SlidingLog, 400, 1_000));
     let lease = LeaseOptions {
         lifetime_us: 200,
-        min_lease: 1,
+        min_lease: Some(1),
         max_lease: Some(8),
         budget_percent: None,
     };

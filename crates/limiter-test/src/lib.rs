@@ -39,6 +39,7 @@ pub mod certificates;
 mod example_binary;
 mod flaky;
 mod harness;
+pub mod lease_bound;
 mod model;
 pub mod redis_cluster;
 pub mod redis_server;

@@ -104,7 +104,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "UNITS", value_parser = parse_whole_number, requires = "lease")]
     pub lease_max: Option<u64>,
     /// With --lease: the smallest lease asked on demand, in units
-    /// [default: limiter-lease's, 1].
+    /// [default: limiter-lease's, the largest lease's share of a lifetime].
     #[arg(long, value_name = "UNITS", value_parser = parse_whole_number, requires = "lease")]
     pub lease_min: Option<u64>,
     /// With --lease: the over-admission budget, in percent of the limit

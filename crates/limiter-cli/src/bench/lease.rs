@@ -83,8 +83,10 @@ pub(super) fn decisions_per_call(decisions: u64, stats: &LeaseStats) -> f64 {
 /// the option that would change it. Denials at the keys' limit are the
 /// global limiter's by design; leases at their maximum (`max_lease`) want
 /// a larger budget; smaller ones, keys their callers reach too rarely at
-/// the exact path's speed to size a lease above a unit (docs/spec.md
-/// section 8.5), want a minimum lease or a longer lifetime.
+/// the exact path's speed to size a lease above the minimum lease, whose
+/// default is one unit where the maximum lease's share of a lifetime is
+/// below two (docs/spec.md section 8.5), want a larger minimum lease or
+/// a longer lifetime.
 pub(super) fn take_off_warning(
     decisions: u64,
     denied: u64,
@@ -114,7 +116,7 @@ pub(super) fn take_off_warning(
         format!(
             "{head}, whose leases are of {mean} units on average: the keys are asked too \
              rarely at the exact path's speed for larger leases (docs/spec.md section 8.5); \
-             --lease-min 8 (or a longer --lease-lifetime) lets them start"
+             a larger --lease-min (or a longer --lease-lifetime) lets them start"
         )
     })
 }

@@ -3,8 +3,6 @@
 //! backend) on one manual clock, driven tick by tick without a runtime.
 #![allow(dead_code)] // each test binary uses a part
 
-pub(crate) mod bound;
-
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -22,7 +20,8 @@ pub(crate) const KEY: &str = "tenant";
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LeaseOptions {
     pub(crate) lifetime_us: u64,
-    pub(crate) min_lease: u64,
+    /// `None`: the default, the maximum lease's share of a lifetime.
+    pub(crate) min_lease: Option<u64>,
     /// `None`: the over-admission budget's.
     pub(crate) max_lease: Option<u64>,
     /// `None`: the default budget.
@@ -167,8 +166,10 @@ pub(crate) fn run(policies: &Policies, lease: LeaseOptions, instances: &[Instanc
             let mut builder = Leased::builder(delayed)
                 .clock(clock.clone())
                 .lifetime(std::time::Duration::from_micros(lease.lifetime_us))
-                .min_lease(lease.min_lease)
                 .refill_percent(instance.refill_percent);
+            if let Some(units) = lease.min_lease {
+                builder = builder.min_lease(units);
+            }
             if let Some(percent) = lease.budget_percent {
                 builder = builder.over_admission_budget(percent);
             }
@@ -253,5 +254,85 @@ pub(crate) fn run(policies: &Policies, lease: LeaseOptions, instances: &[Instanc
             })
             .collect(),
         sources,
+    }
+}
+
+/// What a closed loop of callers decided: its decisions, those taken from
+/// a lease, and what the instance sent to the global limiter.
+#[derive(Debug)]
+pub(crate) struct ClosedRun {
+    pub(crate) decisions: u64,
+    pub(crate) leased: u64,
+    pub(crate) stats: limiter_lease::LeaseStats,
+    /// The instance's minimum and maximum lease.
+    pub(crate) min_lease: u64,
+    pub(crate) max_lease: u64,
+}
+
+/// `callers` that each wait for an answer before sending the next
+/// request, a µs later, `decisions` times, through one instance at the
+/// default options behind a round trip of `round_trip_us`: caller `i`
+/// asks keys `i`, `i + callers`, … of `keys` in turn, as `limiter bench`
+/// spreads its callers. Unlike [`run`], the arrivals depend on how fast
+/// the instance decides.
+pub(crate) fn closed_loop(
+    policies: &Policies,
+    callers: usize,
+    keys: usize,
+    round_trip_us: u64,
+    decisions: usize,
+) -> ClosedRun {
+    let clock = ManualClock::new(0);
+    let global = Arc::new(
+        MemoryLimiter::builder(policies.clone())
+            .clock(clock.clone())
+            .build(),
+    );
+    let delayed = Delayed {
+        global,
+        clock: clock.clone(),
+        to_us: round_trip_us / 2,
+        back_us: round_trip_us - round_trip_us / 2,
+        sent: Mutex::default(),
+    };
+    let leased = Leased::builder(delayed).clock(clock.clone()).build();
+    let names: Vec<String> = (0..keys).map(|i| format!("key{i}")).collect();
+    // Per caller: its next key's index, its decisions left, and the
+    // decision in flight.
+    type InFlight<'a> = Option<Pin<Box<dyn Future<Output = Result<Decision, Error>> + Send + 'a>>>;
+    let mut callers: Vec<(usize, usize, InFlight<'_>)> =
+        (0..callers).map(|i| (i % keys, decisions, None)).collect();
+    let step = callers.len() % keys;
+    let (mut total, mut from_leases) = (0, 0);
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut now = 0;
+    while callers
+        .iter()
+        .any(|(_, left, future)| *left > 0 || future.is_some())
+    {
+        clock.set(now);
+        for (next, left, future) in &mut callers {
+            if future.is_none() && *left > 0 {
+                *left -= 1;
+                *future = Some(leased.acquire(names[*next].as_bytes(), 1));
+                *next = (*next + step) % keys;
+            }
+            if let Some(decided) = future.as_mut() {
+                if let Poll::Ready(decided) = decided.as_mut().poll(&mut cx) {
+                    let decision = decided.expect("a valid request");
+                    total += 1;
+                    from_leases += u64::from(decision.source == DecisionSource::Lease);
+                    *future = None;
+                }
+            }
+        }
+        now += 1;
+    }
+    ClosedRun {
+        decisions: total,
+        leased: from_leases,
+        stats: leased.stats(),
+        min_lease: leased.min_lease(),
+        max_lease: leased.max_lease(),
     }
 }

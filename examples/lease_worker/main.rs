@@ -13,8 +13,9 @@
 //! at start, advanced monotonically) for a leased one. The fleet's
 //! processes and its redis-server share one host, so these are one time
 //! line (docs/spec.md section 8.2 bounds the units used per interval on
-//! it). Run by `tests/redis_fleet.rs`, which `cargo test -p limiter-lease`
-//! builds this beside.
+//! it). Run by `tests/lease_redis_fleet.rs` and
+//! `tests/lease_redis_cluster_fleet.rs`, which `cargo test -p
+//! limiter-examples` builds this beside.
 //!
 //! ```text
 //! lease_worker --redis redis://127.0.0.1:6379/ --policy sliding-log:100/200ms \

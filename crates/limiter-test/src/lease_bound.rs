@@ -1,5 +1,7 @@
-//! The over-admission bound of docs/spec.md section 8.2, checked on the
-//! units a run admitted.
+//! The over-admission bound of leased quota (docs/spec.md section 8.2),
+//! checked on the units a run of leasing instances admitted: by
+//! limiter-lease's simulated fleets and by the fleets of `lease_worker`
+//! processes on a real Redis (limiter-examples).
 
 use limiter_core::{Algorithm, Policies, Policy};
 
@@ -20,7 +22,7 @@ fn exact_bound(policy: &Policy, ticks: u64) -> u64 {
 /// units for `lifetime_us` admit in `ticks` consecutive ticks:
 /// `min(B(d + tau), B(d) + N*M)`; for a fixed window, `L` in each aligned
 /// window the ticks meet. A 1 µs tick.
-pub(crate) fn most_admitted(
+pub fn most_admitted(
     policy: &Policy,
     ticks: u64,
     instances: u64,
@@ -38,7 +40,7 @@ pub(crate) fn most_admitted(
 /// Checks `U(I) <= min(B(d + tau), B(d) + N*M)` for every part of
 /// `policies` and every interval of the `admitted` `(tick, units)`; for a
 /// fixed-window part, `U <= L` in every aligned window. A 1 µs tick.
-pub(crate) fn check(
+pub fn check(
     policies: &Policies,
     admitted: &[(u64, u64)],
     instances: u64,

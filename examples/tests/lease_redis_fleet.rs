@@ -15,13 +15,13 @@
 //! limiter's, each worker's clock (the host's wall clock, advanced
 //! monotonically) for a leased one; server and workers share one host.
 
-mod worker_fleet;
+mod lease_worker_fleet;
 
 use std::time::Duration;
 
+use lease_worker_fleet::{micros, wall_us, FleetRun, Target, PROCESSES};
 use limiter_core::{Algorithm, Policy, Rate};
 use limiter_test::redis_server::{fresh_prefix, RedisServer};
-use worker_fleet::{micros, wall_us, FleetRun, Target, PROCESSES};
 
 /// Every algorithm at `limit` per 200 ms.
 fn policies(limit: u64) -> Vec<Policy> {

@@ -1,11 +1,8 @@
 //! A fleet of real OS processes: [`PROCESSES`] `lease_worker`s (this
-//! package's example), each with its callers, leasing from one Redis (a
+//! package's example, `lease_worker/main.rs`), each with its callers, leasing from one Redis (a
 //! server or a cluster) on a fixed schedule of bursts, and what their logs
 //! say they admitted.
 #![allow(dead_code)] // each test binary uses a part
-
-#[path = "../fleet/bound.rs"]
-mod bound;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
@@ -15,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use limiter_core::{Policies, Policy};
+use limiter_test::lease_bound;
 
 /// Worker processes in a fleet.
 pub(crate) const PROCESSES: u64 = 4;
@@ -108,7 +106,7 @@ impl FleetRun {
     /// one (the others' keys differ but by chance).
     pub(crate) fn denied_burst(&self) -> u64 {
         let callers_per_key = if self.keys == 1 { self.tasks } else { 1 };
-        let most = bound::most_admitted(
+        let most = lease_bound::most_admitted(
             &self.policy,
             self.policy.window_ticks(),
             PROCESSES,
@@ -222,7 +220,7 @@ impl FleetRun {
         }
         let policies = Policies::from(self.policy.clone());
         for (key, admitted) in per_key {
-            bound::check(
+            lease_bound::check(
                 &policies,
                 &admitted,
                 PROCESSES,
@@ -279,7 +277,7 @@ fn parse_line(line: &str) -> Logged {
 
 /// The worker: the crate's example, built beside this test.
 fn lease_worker() -> PathBuf {
-    limiter_test::example_binary("limiter-lease", "lease_worker")
+    limiter_test::example_binary("limiter-examples", "lease_worker")
 }
 
 pub(crate) fn wall_us() -> u64 {

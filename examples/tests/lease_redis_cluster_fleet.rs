@@ -1,18 +1,18 @@
 //! docs/spec.md section 8.2 on the 3-primary Redis Cluster harness: 4 OS
 //! processes (the `lease_worker` example) × 64 callers lease sliding-log
 //! quota on one hot key and on keys drawn from 1,000, spread over the
-//! primaries, on `redis_fleet.rs`'s schedule (quiet rounds, then bursts
+//! primaries, on `lease_redis_fleet.rs`'s schedule (quiet rounds, then bursts
 //! larger than the bound admits), and the units their logs say they
 //! admitted stay within the bound in every interval, as on one server.
 
-mod worker_fleet;
+mod lease_worker_fleet;
 
 use std::time::Duration;
 
+use lease_worker_fleet::{FleetRun, Target};
 use limiter_core::{Policy, Rate};
 use limiter_test::redis_cluster::RedisCluster;
 use limiter_test::redis_server::fresh_prefix;
-use worker_fleet::{FleetRun, Target};
 
 /// Callers in each worker.
 const TASKS: u64 = 64;
@@ -21,7 +21,7 @@ const TASKS: u64 = 64;
 fn a_fleet_on_a_cluster_stays_within_the_bound() {
     let cluster = RedisCluster::start();
     // (limit per 200 ms, keys, quiet callers, T in ms, M): as
-    // redis_fleet.rs's runs.
+    // lease_redis_fleet.rs's runs.
     for (limit, keys, quiet, lifetime_ms, max_lease) in
         [(100, 1, 5, 100, 10), (20, 1_000, 64, 400, 4)]
     {
