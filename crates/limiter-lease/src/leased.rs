@@ -54,13 +54,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use limiter_core::backend::{check_policies, ClockSource};
-use limiter_core::{
-    Algorithm, Decision, DecisionSource, Error, Limiter, Policies, Policy, MAX_TIME_US,
-};
+use limiter_core::{Decision, DecisionSource, Error, Limiter, Policies, MAX_TIME_US};
 
-use crate::builder::LeasedBuilder;
 use crate::in_flight::InFlight;
-use crate::key_lease::{packed, Batch, Grant, KeyLease, Sizing, Taken, MAX_UNITS};
+use crate::key_lease::{packed, Batch, Grant, KeyLease, Sizing, Taken};
 use crate::landing::Landing;
 use crate::leases::Leases;
 use crate::stats::{Counters, LeaseStats};
@@ -72,15 +69,15 @@ use crate::stats::{Counters, LeaseStats};
 /// A lease is an ordinary [`acquire`](Limiter::acquire) of several units on
 /// the global limiter, so it works on every backend, algorithm and tiered
 /// set, and a denied lease counts nothing. The units are then used by this
-/// instance alone, for at most the [lifetime](LeasedBuilder::lifetime) `T`;
+/// instance alone, for at most the [lifetime](crate::LeasedBuilder::lifetime) `T`;
 /// what is not used lapses. Near the key's limit leases shrink to what is
 /// left, down to the request itself, which the global limiter then decides
 /// exactly. The price is an over-admission, written per algorithm in
 /// docs/spec.md section 8.2: at most `N * M` units in any window for `N`
-/// instances and a [maximum lease](LeasedBuilder::max_lease) `M`, and no
+/// instances and a [maximum lease](crate::LeasedBuilder::max_lease) `M`, and no
 /// more than about `T` worth of the rate (none in an aligned fixed window).
 /// By default `M` is the [over-admission
-/// budget](LeasedBuilder::over_admission_budget), a share of the policy's
+/// budget](crate::LeasedBuilder::over_admission_budget), a share of the policy's
 /// limit, so each instance adds at most that share to a window.
 ///
 /// It is a [`Limiter`] itself: wrap it in [`Resilient`](limiter_core::Resilient),
@@ -94,7 +91,7 @@ use crate::stats::{Counters, LeaseStats};
 /// the units left in this instance's lease). A request the units in hand do
 /// not cover asks the global limiter for a lease and waits for it; so does
 /// the request that leaves fewer than the [refill
-/// threshold](LeasedBuilder::refill_percent), after taking its units, so
+/// threshold](crate::LeasedBuilder::refill_percent), after taking its units, so
 /// that the next requests find a lease in hand. While a key's lease is in
 /// flight, a request it could cover claims units of it and waits for it
 /// too, so a hot key asks about one lease per round trip however many
@@ -120,23 +117,23 @@ use crate::stats::{Counters, LeaseStats};
 /// # }).unwrap();
 /// ```
 pub struct Leased<L> {
-    inner: L,
-    leases: Leases,
-    sizing: Sizing,
-    max_keys: usize,
-    max_key_bytes: usize,
-    clock: ClockSource,
+    pub(crate) inner: L,
+    pub(crate) leases: Leases,
+    pub(crate) sizing: Sizing,
+    pub(crate) max_keys: usize,
+    pub(crate) max_key_bytes: usize,
+    pub(crate) clock: ClockSource,
     /// The policies' max cost: a request of at most it, at a time in the
     /// exact range, passes their checks.
-    max_cost: u64,
+    pub(crate) max_cost: u64,
     /// Each part's max cost: the `limit` a lease decision on it reports.
-    part_limits: Box<[u64]>,
+    pub(crate) part_limits: Box<[u64]>,
     /// The parts that are fixed windows: a lease ends with their window.
-    fixed_windows: Box<[usize]>,
+    pub(crate) fixed_windows: Box<[usize]>,
     /// The slowest leaky-bucket part's spacing, if any: `(W, L, tick)`.
-    spacing: Option<(u64, u64, u64)>,
+    pub(crate) spacing: Option<(u64, u64, u64)>,
     /// What was sent to the wrapped limiter ([`stats`](Self::stats)).
-    counters: Counters,
+    pub(crate) counters: Counters,
 }
 
 /// What a request does, decided under its key's lock.
@@ -153,108 +150,28 @@ enum Plan {
 }
 
 impl<L: Limiter> Leased<L> {
-    /// The default lease [lifetime](LeasedBuilder::lifetime): 250 ms.
-    pub const DEFAULT_LIFETIME: Duration = Duration::from_millis(250);
-    /// The default [over-admission
-    /// budget](LeasedBuilder::over_admission_budget): 1% of the policy's
-    /// limit per instance, the default maximum lease (100 units on a limit
-    /// of 10,000). A limit below 200 is then leased one unit at a time.
-    pub const DEFAULT_OVER_ADMISSION_BUDGET: f64 = 1.0;
-    /// The default [refill threshold](LeasedBuilder::refill_percent): 25% of
-    /// the last lease left in hand.
-    pub const DEFAULT_REFILL_PERCENT: u8 = 25;
-    /// The default [most keys leased](LeasedBuilder::max_keys): 10,000.
-    pub const DEFAULT_MAX_KEYS: usize = 10_000;
-    /// The default [longest key held whole](LeasedBuilder::max_key_bytes):
-    /// 256 bytes, the memory backend's.
-    pub const DEFAULT_MAX_KEY_BYTES: usize = 256;
-
-    /// `inner` leased with the default options.
-    pub fn new(inner: L) -> Self {
-        Self::builder(inner).build()
-    }
-
-    /// A builder for `inner` leased, to set the options.
-    pub fn builder(inner: L) -> LeasedBuilder<L> {
-        LeasedBuilder::new(inner)
-    }
-
-    pub(crate) fn from_builder(builder: LeasedBuilder<L>) -> Self {
-        let LeasedBuilder {
-            inner,
-            lifetime,
-            min_lease,
-            max_lease,
-            over_admission_budget,
-            refill_percent,
-            max_keys,
-            max_key_bytes,
-            clock,
-        } = builder;
-        let policies = inner.policies();
-        let max_lease = max_lease
-            .unwrap_or_else(|| budgeted_max_lease(policies, over_admission_budget))
-            .clamp(1, policies.max_cost().min(MAX_UNITS));
-        let sizing = Sizing {
-            lifetime_us: u64::try_from(lifetime.as_micros()).unwrap_or(u64::MAX),
-            min_lease: min_lease
-                .unwrap_or_else(|| lifetime_share(policies, max_lease, lifetime))
-                .clamp(1, max_lease),
-            max_lease,
-            refill_percent: u64::from(refill_percent.min(100)),
-        };
-        warn_of_lifetime_beyond_windows(policies, sizing.lifetime_us);
-        let fixed_windows = policies
-            .iter()
-            .enumerate()
-            .filter(|(_, policy)| policy.algorithm() == Algorithm::FixedWindow)
-            .map(|(i, _)| i)
-            .collect();
-        let spacing = policies
-            .iter()
-            .filter(|policy| policy.algorithm() == Algorithm::LeakyBucket)
-            .map(|policy| (policy.window_ticks(), policy.limit(), policy.tick_us()))
-            .max_by_key(|&(window, limit, tick)| {
-                // µs per unit, as a fraction compared without division.
-                Slowness(u128::from(window) * u128::from(tick), u128::from(limit))
-            });
-        Self {
-            leases: Leases::new(max_keys, max_key_bytes, sizing.lifetime_us),
-            max_cost: policies.max_cost(),
-            part_limits: policies.iter().map(|policy| policy.max_cost()).collect(),
-            inner,
-            sizing,
-            max_keys,
-            max_key_bytes,
-            clock,
-            fixed_windows,
-            spacing,
-            counters: Counters::default(),
-        }
-    }
-
     /// The limiter leases are taken from.
     pub fn inner(&self) -> &L {
         &self.inner
     }
 
-    /// `T`, the [lifetime](LeasedBuilder::lifetime) of a lease.
+    /// `T`, the [lifetime](crate::LeasedBuilder::lifetime) of a lease.
     pub fn lifetime(&self) -> Duration {
         Duration::from_micros(self.sizing.lifetime_us)
     }
 
-    /// `M`, the [maximum lease](LeasedBuilder::max_lease), as capped by the
+    /// `M`, the [maximum lease](crate::LeasedBuilder::max_lease), as capped by the
     /// policies' maximum cost and 2^32 - 1.
     pub fn max_lease(&self) -> u64 {
         self.sizing.max_lease
     }
 
-    /// The [over-admission budget](LeasedBuilder::over_admission_budget) in
+    /// The [over-admission budget](crate::LeasedBuilder::over_admission_budget) in
     /// force, in percent: `M` as a share of the smallest limit of the
     /// policies, the most this instance's leases add to a window of it
     /// (docs/spec.md section 8.2). It is the budget set, or more when `M`
     /// is the one unit a lease takes at least, or what a
-    /// [`max_lease`](LeasedBuilder::max_lease) set amounts to.
+    /// [`max_lease`](crate::LeasedBuilder::max_lease) set amounts to.
     pub fn over_admission_budget(&self) -> f64 {
         let smallest = self.inner.policies().iter().map(|p| p.limit()).min();
         self.sizing.max_lease as f64 * 100.0 / smallest.unwrap_or(1).max(1) as f64
@@ -266,12 +183,12 @@ impl<L: Limiter> Leased<L> {
         self.counters.snapshot()
     }
 
-    /// `m`, the [minimum lease](LeasedBuilder::min_lease).
+    /// `m`, the [minimum lease](crate::LeasedBuilder::min_lease).
     pub fn min_lease(&self) -> u64 {
         self.sizing.min_lease
     }
 
-    /// The [refill threshold](LeasedBuilder::refill_percent), in percent.
+    /// The [refill threshold](crate::LeasedBuilder::refill_percent), in percent.
     pub fn refill_percent(&self) -> u8 {
         u8::try_from(self.sizing.refill_percent).unwrap_or(100)
     }
@@ -295,7 +212,7 @@ impl<L: Limiter> Leased<L> {
     /// waiting for a lease in flight aside).
     ///
     /// A key is idle once it holds no units and has no lease in flight: at
-    /// the latest a [lifetime](LeasedBuilder::lifetime) after its last
+    /// the latest a [lifetime](crate::LeasedBuilder::lifetime) after its last
     /// lease was sent. Idle keys are dropped when a new key needs the
     /// room, and otherwise within about a second, at the first request
     /// after then; a sweep also gives back the room of a table left
@@ -611,64 +528,6 @@ impl<L: Limiter> Leased<L> {
     }
 }
 
-/// Warns of each part whose window the lease lifetime outlasts: the
-/// over-admission bound `min(B(d + tau), B(d) + N*M)` (docs/spec.md
-/// section 8.2) is then `N * M` in every window whatever the demand, not
-/// about `rate * T`. A fixed-window part ends each lease with its window,
-/// so its lifetime does not matter.
-fn warn_of_lifetime_beyond_windows(policies: &Policies, lifetime_us: u64) {
-    for policy in policies.iter() {
-        if policy.algorithm() != Algorithm::FixedWindow && lifetime_us > policy.window_us() {
-            tracing::warn!(
-                target: "limiter_lease",
-                lifetime_us,
-                policy = %policy,
-                "the lease lifetime is longer than the policy's window: the over-admission \
-                 is up to N*M units (instances times maximum lease) in every window, not \
-                 about rate*T"
-            );
-        }
-    }
-}
-
-/// The maximum lease an over-admission budget of `percent` of the limit
-/// gives: that share of every part's limit, the smallest (0 to 100, in
-/// steps of a millionth of the limit).
-fn budgeted_max_lease(policies: &Policies, percent: f64) -> u64 {
-    // NaN is cast to 0: no budget.
-    let per_million = (percent.clamp(0.0, 100.0) * 10_000.0).round() as u128;
-    policies
-        .iter()
-        .map(|policy| u128::from(policy.limit()) * per_million / 1_000_000)
-        .min()
-        .map_or(0, |units| u64::try_from(units).unwrap_or(u64::MAX))
-}
-
-/// The default minimum lease: `max_lease`'s share of one `lifetime` of
-/// the policies' longest window, `floor(M * T / W)` (at most `M`, at
-/// least 1 where the builder clamps it).
-fn lifetime_share(policies: &Policies, max_lease: u64, lifetime: Duration) -> u64 {
-    let longest_us = policies.iter().map(Policy::window_us).max().unwrap_or(1);
-    let share = u128::from(max_lease) * lifetime.as_micros() / u128::from(longest_us.max(1));
-    u64::try_from(share).unwrap_or(u64::MAX).min(max_lease)
-}
-
-/// `µs per unit` as the fraction `(µs, units)`, ordered by value.
-#[derive(PartialEq, Eq)]
-struct Slowness(u128, u128);
-
-impl PartialOrd for Slowness {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Slowness {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.0 * other.1).cmp(&(other.0 * self.1))
-    }
-}
-
 /// Whether a decision's units were counted by the global limiter: not a
 /// failure policy's answer (whose numbers hold no count).
 fn is_counted(source: DecisionSource) -> bool {
@@ -749,41 +608,5 @@ impl<L: Limiter> Limiter for Leased<L> {
     /// `Some` when the units in hand cover the request.
     fn peek_now(&self, key: &[u8], cost: u64) -> Option<Result<Decision, Error>> {
         self.decide_now(key, cost, false)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use limiter_core::Policies;
-    use limiter_memory::MemoryLimiter;
-
-    use super::Leased;
-
-    /// `m` and `M` of `policies` leased at the defaults but `lifetime`.
-    fn sizes(policies: &str, lifetime_ms: u64) -> (u64, u64) {
-        let policies: Policies = policies.parse().unwrap();
-        let leased = Leased::builder(MemoryLimiter::new(policies))
-            .lifetime(Duration::from_millis(lifetime_ms))
-            .build();
-        (leased.min_lease(), leased.max_lease())
-    }
-
-    #[test]
-    fn the_default_minimum_lease_is_the_maximum_leases_share_of_a_lifetime() {
-        assert_eq!(sizes("token-bucket:10000/1s", 250), (25, 100));
-        assert_eq!(sizes("token-bucket:1000000/1s", 250), (2_500, 10_000));
-        // A limit per minute: a lease of one unit, exact, below 48,000.
-        assert_eq!(sizes("sliding-log:47999/1m", 250), (1, 479));
-        assert_eq!(sizes("sliding-log:48000/1m", 250), (2, 480));
-        // The longest window of a set: its units lapse over the longest.
-        assert_eq!(
-            sizes("token-bucket:10000/1s;sliding-log:600000/1m", 250),
-            (1, 100)
-        );
-        // A lifetime beyond the window: the whole maximum lease.
-        assert_eq!(sizes("sliding-counter:10000/100ms", 250), (100, 100));
-        assert_eq!(sizes("token-bucket:10000/1s", 0), (1, 100));
     }
 }

@@ -11,7 +11,6 @@ use limiter_core::backend::StoredKey;
 
 use crate::key::Key;
 use crate::key_lease::KeyLease;
-use crate::memory_bound;
 
 /// Shards: requests on different keys rarely wait on one lock.
 pub(crate) const SHARDS: usize = 16;
@@ -33,12 +32,12 @@ const IDLE_SWEEP_INTERVAL_US: u64 = 1_000_000;
 pub(crate) struct Leases {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
-    max_keys: usize,
-    max_key_bytes: usize,
+    pub(crate) max_keys: usize,
+    pub(crate) max_key_bytes: usize,
     /// A shard's most keys: twice its share of `max_keys`, which bounds
     /// its table; keys hashed at random rarely reach it, short of tiny
     /// `max_keys`.
-    per_shard: usize,
+    pub(crate) per_shard: usize,
     /// The keys held, at most `max_keys`.
     held: AtomicUsize,
     lifetime_us: u64,
@@ -306,11 +305,6 @@ impl Leases {
             .sum();
         self.lapse(released);
         released
-    }
-
-    /// The most bytes the keys held take ([`memory_bound::max_bytes`]).
-    pub(crate) fn max_bytes(&self) -> usize {
-        memory_bound::max_bytes(self.max_keys, self.per_shard, self.max_key_bytes)
     }
 
     /// The keys held.

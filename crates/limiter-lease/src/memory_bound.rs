@@ -1,15 +1,20 @@
 //! What the keys held can cost: the most bytes a [`Leases`] map holds,
 //! whatever keys clients choose, its cap on keys and its bound on key
 //! bytes given.
-//!
-//! [`Leases`]: crate::leases::Leases
 
 use std::mem::size_of;
 
 use limiter_core::backend::DIGEST_KEY_BYTES;
 
 use crate::key_lease::KeyLease;
-use crate::leases::{Entry, SHARDS};
+use crate::leases::{Entry, Leases, SHARDS};
+
+impl Leases {
+    /// The most bytes the keys held take ([`max_bytes`]).
+    pub(crate) fn max_bytes(&self) -> usize {
+        max_bytes(self.max_keys, self.per_shard, self.max_key_bytes)
+    }
+}
 
 /// What the allocator is counted to add to each heap allocation (glibc's
 /// malloc adds at most 23 bytes, rounding to 16 with an 8-byte header).

@@ -45,7 +45,7 @@ fn a_lifetime_longer_than_a_window_is_warned_of() {
 
 #[test]
 fn a_lifetime_within_every_window_or_beyond_a_fixed_one_is_not() {
-    let default = Leased::<MemoryLimiter>::DEFAULT_LIFETIME;
+    let default = limiter_lease::LeasedBuilder::<MemoryLimiter>::DEFAULT_LIFETIME;
     assert_eq!(
         warnings_of(&["sliding-log:10/1s"], default),
         Vec::<String>::new()

@@ -12,9 +12,10 @@ use pin_project_lite::pin_project;
 use tower::Service;
 
 use crate::body::RefusalBody;
+use crate::own_answer::OwnAnswer;
 use crate::pending::{Decide, Decided};
 use crate::rate_headers::RateHeaders;
-use crate::response::{OwnAnswer, Verdict};
+use crate::response::Verdict;
 use crate::response_charge::ResponseCharge;
 
 pin_project! {

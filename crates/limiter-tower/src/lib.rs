@@ -121,12 +121,15 @@ pub mod key;
 mod key_bytes;
 mod layer;
 mod limited;
+#[cfg(feature = "config")]
+mod live;
 mod metered_body;
 pub mod metrics;
 #[cfg(feature = "config")]
 mod named_policy;
 mod normalize;
 mod observe;
+mod own_answer;
 mod pending;
 mod plans;
 #[cfg(feature = "config")]

@@ -13,7 +13,7 @@ use crate::headers::{
     HeaderStyle, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_DEGRADED, X_RATELIMIT_LIMIT,
     X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
-use crate::response::OwnAnswer;
+use crate::own_answer::OwnAnswer;
 use crate::seconds::{ceil_secs, retry_after_secs};
 use crate::static_values::{fixed, small_number};
 

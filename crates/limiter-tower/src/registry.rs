@@ -13,8 +13,8 @@ use crate::ban::BanList;
 use crate::config::{Config, ConfigError, ConfigErrorKind};
 use crate::config_error::toml_key;
 use crate::layer::LimiterLayer;
+use crate::live::Live;
 use crate::policy_limiters::PolicyLimiters;
-use crate::reload::Live;
 
 /// The layers of a [`Config`]'s named policies, built once on a backend.
 ///

@@ -4,42 +4,10 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
 use crate::config::{Config, ConfigError, ConfigErrorKind};
 use crate::config_error::toml_key;
-use crate::plans::PlanSwitch;
-use crate::policy_limiters::PolicyLimiters;
 use crate::registry::Registry;
-
-/// The configuration in force, and for each policy the plans its layer
-/// reads and the maker of its limiters.
-#[derive(Debug)]
-pub(crate) struct Live {
-    /// One reload at a time.
-    in_force: tokio::sync::Mutex<Config>,
-    policies: BTreeMap<String, LivePolicy>,
-}
-
-#[derive(Debug)]
-struct LivePolicy {
-    switch: Arc<PlanSwitch>,
-    limiters: PolicyLimiters,
-}
-
-impl Live {
-    pub(crate) fn new(config: Config) -> Self {
-        Self {
-            in_force: tokio::sync::Mutex::new(config),
-            policies: BTreeMap::new(),
-        }
-    }
-
-    pub(crate) fn add(&mut self, name: &str, switch: Arc<PlanSwitch>, limiters: PolicyLimiters) {
-        let policy = LivePolicy { switch, limiters };
-        self.policies.insert(name.to_owned(), policy);
-    }
-}
 
 impl Registry {
     /// Puts `config`'s limits and plans in force while the service serves:

@@ -28,13 +28,6 @@ pub(crate) enum Verdict {
     Limited(Box<Limited>),
 }
 
-/// Marks a response a limiter-tower layer answered itself (a refusal, a
-/// ban, an error's 503), in its extensions: a layer outside it reads its
-/// `Retry-After` as a refusal that binds, where a service's own
-/// `Retry-After` (a 503 for maintenance) is not one.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct OwnAnswer;
-
 fn number(value: u64) -> HeaderValue {
     HeaderValue::from(value)
 }
