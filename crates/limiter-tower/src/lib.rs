@@ -101,69 +101,40 @@
 //! model.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod allow;
-pub mod ban;
-pub mod body;
-mod charge_after;
-pub mod cidr;
-pub mod client_address;
+mod answer;
+mod bans;
+mod client;
 #[cfg(feature = "config")]
-pub mod config;
-#[cfg(feature = "config")]
-mod config_error;
-pub mod cost;
-mod forwarded_headers;
-pub mod future;
-mod grpc;
-pub mod headers;
-mod ip_key;
-pub mod key;
-mod key_bytes;
-mod layer;
-mod limited;
-#[cfg(feature = "config")]
-mod live;
-mod metered_body;
+mod configuration;
+mod costs;
 pub mod metrics;
+mod middleware;
+
 #[cfg(feature = "config")]
-mod named_policy;
-mod normalize;
-mod observe;
-mod own_answer;
-mod pending;
-mod plans;
-#[cfg(feature = "config")]
-mod policy_limiters;
-mod rate_headers;
-#[cfg(feature = "config")]
-mod registry;
-#[cfg(feature = "config")]
-mod reload;
-mod response;
-mod response_charge;
-mod seconds;
-mod service;
-mod settings;
-mod shaping;
-#[cfg(feature = "config")]
-mod startup_warnings;
-mod static_values;
+pub use self::configuration::config;
+pub use self::{
+    answer::headers,
+    bans::ban,
+    client::{cidr, client_address, key},
+    costs::cost,
+    middleware::{body, future},
+};
 
 pub use self::{
-    charge_after::{ActualCost, ChargeAfter},
-    cidr::IpNet,
-    cost::Cost,
-    headers::HeaderStyle,
-    key::{Fallback, KeyExtractor, RequestView},
-    layer::LimiterLayer,
-    limited::{LimitedContext, Refusal},
-    plans::{Plan, Plans},
-    service::LimiterService,
-    shaping::Shaping,
+    answer::headers::HeaderStyle,
+    answer::limited::{LimitedContext, Refusal},
+    client::cidr::IpNet,
+    client::key::{Fallback, KeyExtractor, RequestView},
+    costs::charge_after::{ActualCost, ChargeAfter},
+    costs::cost::Cost,
+    middleware::layer::LimiterLayer,
+    middleware::plans::{Plan, Plans},
+    middleware::service::LimiterService,
+    middleware::shaping::Shaping,
 };
 
 #[cfg(feature = "config")]
-pub use self::{
+pub use self::configuration::{
     config::{Config, ConfigError},
     registry::Registry,
 };

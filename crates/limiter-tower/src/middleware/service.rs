@@ -1,0 +1,237 @@
+//! [`LimiterService`]: the [`tower::Service`] a
+//! [`LimiterLayer`](crate::LimiterLayer) wraps a route in, and its `call`:
+//! a request keyed, then let through, refused, or decided by the limiter.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use tower::Service;
+
+use crate::answer::headers::HeaderStyle;
+use crate::answer::rate_headers::{rate_headers, RateHeaders};
+use crate::answer::response::{accepts_json, missing_key, missing_peer, Verdict};
+use crate::client::client_address::{normalize_ip, peer_addr, resolve_client};
+use crate::client::key::{Missing, RequestView};
+use crate::client::key_bytes::KeyBytes;
+use crate::middleware::body::RefusalBody;
+use crate::middleware::future::ResponseFuture;
+use crate::middleware::observe::{Outcome, Timer};
+use crate::middleware::pending::{decide_later, follow_up_later, Decide, Pending};
+use crate::middleware::response_charge::ResponseCharge;
+use crate::middleware::settings::Settings;
+
+/// The service of a [`LimiterLayer`](crate::LimiterLayer): asks the
+/// limiter, then calls `inner` or answers 429 (or 403, 503, 401, 500; see
+/// the crate docs).
+#[derive(Debug, Clone)]
+pub struct LimiterService<S> {
+    inner: S,
+    config: Arc<Settings>,
+}
+
+impl<S> LimiterService<S> {
+    /// `inner`, limited as `config` says.
+    pub(crate) fn new(inner: S, config: Arc<Settings>) -> Self {
+        Self { inner, config }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S, B, ResB> Service<Request<B>> for LimiterService<S>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone,
+    ResB: RefusalBody + http_body::Body,
+{
+    type Response = Response<ResB>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, S, B>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    // Out of line: inlined into the caller's future (axum's route), the
+    // future is built there and then copied once more.
+    #[inline(never)]
+    fn call(&mut self, mut req: Request<B>) -> Self::Future {
+        let timer = Timer::start();
+        let config = &self.config;
+        // The plans in force, read once: the request is decided entirely
+        // under them.
+        let plans = config.plans.as_ref().map(|switch| switch.load());
+        let (ip, allowlistable): (Option<IpAddr>, _) = match peer_addr(req.extensions()) {
+            // No proxy trusted (the default): the peer is the client, and
+            // vouched for; `resolve_client` answers that without its copy.
+            Some(peer) if config.trusted.is_empty() => {
+                let peer = normalize_ip(peer);
+                (Some(peer), Some(peer))
+            }
+            Some(peer) => {
+                let client = resolve_client(peer, req.headers(), &config.trusted);
+                (Some(client.ip), client.allowlistable())
+            }
+            None => (None, None),
+        };
+        let view = || RequestView {
+            method: req.method(),
+            uri: req.uri(),
+            headers: req.headers(),
+            extensions: req.extensions(),
+            client_ip: ip,
+        };
+        let mut key = KeyBytes::empty();
+        match config.key.write_key(ip, view, &mut key) {
+            Ok(()) => {}
+            // An allowlisted address passes before its missing key is held
+            // against it.
+            Err(_) if config.allow.allows_ip(allowlistable) => {
+                config.observer.record(Outcome::Allowlisted, timer);
+                return ResponseFuture::passing(self.inner.call(req));
+            }
+            Err(Missing::Skip) => {
+                config.observer.record(Outcome::Skipped, timer);
+                return ResponseFuture::passing(self.inner.call(req));
+            }
+            Err(Missing::Key) => {
+                config.observer.record(Outcome::MissingKey, timer);
+                return ResponseFuture::done(missing_key(
+                    accepts_json(req.headers()),
+                    config.key.challenge(),
+                ));
+            }
+            Err(Missing::PeerAddress) => {
+                config.observer.missing_peer_address();
+                config.observer.record(Outcome::MissingKey, timer);
+                return ResponseFuture::done(missing_peer(accepts_json(req.headers())));
+            }
+        };
+        config.observer.keyed(&key, ip, config.mask_addresses);
+        if config.allow.allows(allowlistable, &key) {
+            config.observer.record(Outcome::Allowlisted, timer);
+            return ResponseFuture::passing(self.inner.call(req));
+        }
+        let limits = match &plans {
+            None => &config.limits,
+            Some(plans) => plans.limits_for(&req, &key),
+        };
+        let cost = if config.cost.is_one() {
+            1
+        } else {
+            let (back, units) = config.cost.of_request(req, limits.max_cost);
+            req = back;
+            match units {
+                Ok(units) => units,
+                Err(error) => {
+                    config.observer.record(Outcome::InvalidCost, timer);
+                    return ResponseFuture::done(error.respond(accepts_json(req.headers())));
+                }
+            }
+        };
+        let request = Pending {
+            config: &**config,
+            limits: &**limits,
+            key: &key,
+            cost,
+            reply: req.headers(),
+            timer,
+        };
+        // Synchronously as far as every part decides in process (no bans
+        // or in-process bans, a limiter of one policy in process): no
+        // future, no allocation beyond the key.
+        if let Some(bans) = &config.bans {
+            match bans.banned_for_now(&key) {
+                None => {
+                    let decide = decide_later(config, limits, request, true);
+                    return self.deciding(decide, req);
+                }
+                Some(banned) => {
+                    if let Some(verdict) = request.ban_verdict(Ok(banned)) {
+                        return answer_now(&mut self.inner, verdict, None, req);
+                    }
+                }
+            }
+        }
+        let decide: Decide = match request.acquire_now() {
+            // The common answer: admitted by the backend, nothing to wait.
+            // What `finish` answers it, without the moves on its way.
+            Some(Ok(decision))
+                if decision.allowed
+                    && decision.wait.is_zero()
+                    && !decision.source.is_degraded() =>
+            {
+                config.observer.record(Outcome::Allowed, request.timer);
+                let charge = ResponseCharge::of(config, limits, &key, cost, &decision);
+                let mut headers = RateHeaders::default();
+                if config.style != HeaderStyle::None {
+                    rate_headers(
+                        &mut headers,
+                        &decision,
+                        config.style,
+                        &limits.policy_headers,
+                    );
+                }
+                let fut = self.inner.call(req);
+                return match charge {
+                    None => ResponseFuture::calling(fut, headers),
+                    Some(charge) => ResponseFuture::charging(fut, headers, charge),
+                };
+            }
+            Some(result) if !request.needs_follow_up(&result) => {
+                let charge = match &result {
+                    Ok(decision) => ResponseCharge::of(config, limits, &key, cost, decision),
+                    Err(_) => None,
+                };
+                let verdict = request.finish(result);
+                return answer_now(&mut self.inner, verdict, charge, req);
+            }
+            Some(result) => follow_up_later(config, limits, request, result),
+            None => decide_later(config, limits, request, false),
+        };
+        self.deciding(decide, req)
+    }
+}
+
+impl<S> LimiterService<S> {
+    /// The future of `req`, decided by `decide`: the ready service goes
+    /// with the request, a clone takes its place.
+    #[inline(never)]
+    fn deciding<B>(&mut self, decide: Decide, req: Request<B>) -> ResponseFuture<S::Future, S, B>
+    where
+        S: Service<Request<B>> + Clone,
+    {
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        ResponseFuture::deciding(decide, inner, req)
+    }
+}
+
+/// The future of a request decided synchronously, `inner` its service,
+/// `charge` the charge after the response of a request it admits.
+#[inline(always)]
+fn answer_now<S, B, ResB>(
+    inner: &mut S,
+    verdict: Verdict,
+    charge: Option<Box<ResponseCharge>>,
+    req: Request<B>,
+) -> ResponseFuture<S::Future, S, B>
+where
+    S: Service<Request<B>, Response = Response<ResB>>,
+{
+    match verdict {
+        Verdict::Pass(headers) => {
+            let fut = inner.call(req);
+            match charge {
+                None => ResponseFuture::calling(fut, headers),
+                Some(charge) => ResponseFuture::charging(fut, headers, charge),
+            }
+        }
+        Verdict::Respond(response) => ResponseFuture::done(*response),
+        Verdict::Limited(limited) => ResponseFuture::done(limited.respond(req)),
+    }
+}
