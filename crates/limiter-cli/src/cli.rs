@@ -10,6 +10,8 @@ use limiter_core::{parse_duration, Algorithm, Policies, PolicyError};
 
 pub use crate::bench::BenchArgs;
 pub use crate::compare::scenario_name::ScenarioName;
+use crate::policy_change::parse_change;
+pub use crate::policy_change::PolicyChange;
 
 /// The default Redis URL of `--redis-url`.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -62,6 +64,13 @@ one --policy per policy string (docs/spec.md section 7), e.g.
 and then every policy counts it; a denial counts nothing. At most 8 policies;
 a cost above any policy's maximum is an `error` row.
 
+Policy changes: --change-at T_US=POLICIES (policy strings joined by `;`)
+puts POLICIES in force from the first request at or after T_US; repeat it
+for several, times increasing. --change-at-request N=POLICIES does so from
+the Nth request (from 1). Each key keeps what it used (docs/spec.md section
+9): moved from 100 to 1000 a minute after using 90, a key has 910 left. The
+memory backend only, in this build.
+
 Backends may refuse a policy: Redis refuses a sliding log above 10000 per
 window (one sorted-set entry per admission; use sliding-counter).
 
@@ -71,6 +80,7 @@ Examples:
   limiter replay --algorithm sliding-log --limit 100 --window 10s trace.csv
   limiter replay --algorithm leaky-bucket --limit 10 --window 250ms --queue 20 trace.csv
   limiter replay --policy sliding-log:5/1s --policy sliding-log:100/1m trace.csv
+  limiter replay --policy sliding-log:100/1m --change-at 30000000=sliding-log:120/1m trace.csv
   cat trace.csv | limiter replay --algorithm fixed-window --limit 5 --window 1m -
   limiter replay --algorithm token-bucket --limit 5 --window 10s \\
                  --backend redis --redis-url redis://127.0.0.1:6379 trace.csv > decisions.csv";
@@ -291,6 +301,21 @@ pub struct ReplayArgs {
     /// Leaky bucket only: how many units may wait in the queue [default: the limit].
     #[arg(long, value_name = "Q", value_parser = parse_whole_number, requires = "algorithm")]
     pub queue: Option<u64>,
+    /// Puts other policies in force from the first request at or after
+    /// T_US (microseconds, as the trace's times): policy strings joined by
+    /// `;`, e.g. 30000000=sliding-log:120/1m. Each key keeps what it used
+    /// (docs/spec.md section 9). Repeatable, times increasing.
+    #[arg(
+        long = "change-at",
+        value_name = "T_US=POLICIES",
+        value_parser = parse_change,
+        conflicts_with = "changes_at_request"
+    )]
+    pub changes_at: Vec<PolicyChange>,
+    /// As --change-at, from the request of number N (the trace's Nth data
+    /// row, from 1), e.g. 2=sliding-log:120/1m. Repeatable, numbers increasing.
+    #[arg(long = "change-at-request", value_name = "N=POLICIES", value_parser = parse_change)]
+    pub changes_at_request: Vec<PolicyChange>,
     /// Where decisions are made.
     #[command(flatten)]
     pub backend: BackendArgs,
