@@ -127,16 +127,23 @@ pub(crate) fn connect_changing(
     policy: Policies,
     clock: ManualClock,
 ) -> Result<ChangingLimiter, Failure> {
+    changes_policies(backend)?;
+    Ok(ChangingLimiter::Memory(Arc::new(memory(
+        backend, policy, clock,
+    )?)))
+}
+
+/// A usage error unless the backend's limiter can change its policies
+/// while it serves, checked before anything runs.
+pub(crate) fn changes_policies(backend: &BackendArgs) -> Result<(), Failure> {
     match backend.backend {
-        BackendKind::Memory => Ok(ChangingLimiter::Memory(Arc::new(memory(
-            backend, policy, clock,
-        )?))),
+        BackendKind::Memory => Ok(()),
         // The Redis limiter of this build has no `set_policies`: a change
         // on Redis is refused rather than replayed as a fresh limiter,
         // which would not keep what each key used.
         BackendKind::Redis | BackendKind::RedisCluster => Err(Failure::usage(format!(
-            "the {} backend cannot change policies in this build: --change-at and \
-             --change-at-request need --backend memory",
+            "the {} backend cannot change policies in this build: --change-at, \
+             --change-at-request and --scenario policy-change need --backend memory",
             backend.backend.name()
         ))),
     }

@@ -97,6 +97,20 @@ Built-in scenarios (all run when neither --scenario nor --trace is given):
   tiered             (run when named) tiered limits, 5 per second and 100 per
                      minute: one request every 150 ms for 2 minutes; one lane
                      per algorithm, both tiers of that algorithm
+  policy-change      (run when named) sliding-log:100/1m used fully in the
+                     first second, changed to sliding-log:120/1m at 30 s,
+                     then one request every 100 ms to 90 s: a lane with
+                     per-policy state beside one carrying what each key used
+
+Policy changes: --scenario policy-change, or --trace FILE --set BEFORE
+--change-at T_US=AFTER (AFTER in force from the first request at or after
+T_US), compares two lanes. \"per-policy state\": a fresh limiter of the new
+policies from the change on, as a limiter keyed by its numbers, or one
+restarted, does. \"carried (docs/spec.md section 9)\": each key keeps what it
+used (MemoryLimiter::set_policies; the memory backend only, in this build).
+Each shows \"max/W at change\", the most units within any window of the new
+policies' longest window W that holds the change, beside \"new limit\", that
+policy's limit.
 
 Policy sets: --set \"P1;P2\" (policy strings joined by `;`, docs/spec.md section
 7; repeatable) compares those sets side by side instead of the
@@ -142,6 +156,9 @@ Examples:
   limiter compare --scenario many-keys --timing
   limiter compare --trace prod.csv --limit 600 --window 1m --capacity 1200
   limiter compare --scenario tiered
+  limiter compare --scenario policy-change
+  limiter compare --trace prod.csv --set sliding-log:100/1m \\
+                  --change-at 30000000=sliding-log:120/1m
   limiter compare --scenario steady-over-limit --set \"sliding-log:5/1s;sliding-log:100/1m\" \\
                   --set \"token-bucket:5/1s,capacity=20;fixed-window:100/1m\"
   limiter compare --backend redis --redis-url redis://127.0.0.1:6379";
@@ -371,6 +388,17 @@ pub struct CompareArgs {
     /// --queue do not apply.
     #[arg(long = "set", value_name = "POLICIES", value_parser = parse_policies)]
     pub sets: Vec<Policies>,
+    /// With --trace and one --set: changes the set's policies to POLICIES
+    /// from the first request at or after T_US, and compares a limiter
+    /// whose state is per policy (a fresh one at the change) with one that
+    /// carries what each key used (docs/spec.md section 9).
+    #[arg(
+        long = "change-at",
+        value_name = "T_US=POLICIES",
+        value_parser = parse_change,
+        requires_all = ["trace", "sets"]
+    )]
+    pub change_at: Option<PolicyChange>,
     /// Where decisions are made.
     #[command(flatten)]
     pub backend: BackendArgs,

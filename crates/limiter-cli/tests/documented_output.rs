@@ -91,8 +91,8 @@ fn every_console_block_of_the_cli_page_prints_what_it_shows() {
         checked += 1;
     }
     // The replay, a replay with a policy change, the tiered scenario, two
-    // sets, and the default run.
-    assert_eq!(checked, 5);
+    // sets, the policy-change scenario, and the default run.
+    assert_eq!(checked, 6);
 }
 
 #[test]

@@ -449,3 +449,107 @@ fn an_empty_trace_gives_zeros_and_valid_json() {
         assert_eq!(result.field("decisions_per_second"), &Value::Null);
     }
 }
+
+/// `(lane, units within a window holding the change, the new limit)` of
+/// the one scenario of a comparison across a policy change.
+fn around_change(doc: &Value) -> Vec<(String, f64, f64)> {
+    let scenarios = doc.field("scenarios").array();
+    assert_eq!(scenarios.len(), 1);
+    scenarios[0]
+        .field("results")
+        .array()
+        .iter()
+        .map(|result| {
+            let around = result.field("around_change");
+            (
+                result.field("policy").str().to_owned(),
+                around.field("units").num(),
+                around.field("limit").num(),
+            )
+        })
+        .collect()
+}
+
+/// 100 per minute used fully, then 120 per minute from 30 s: with state
+/// per policy a minute holding the change admits both limits, carried
+/// (docs/spec.md section 9) only the new one; and `--trace` with
+/// `--change-at` on the same requests shows the same.
+#[test]
+fn a_policy_change_bursts_with_per_policy_state_and_not_when_carried() {
+    let expected = vec![
+        ("per-policy state".to_owned(), 220.0, 120.0),
+        ("carried (docs/spec.md section 9)".to_owned(), 120.0, 120.0),
+    ];
+    let doc = compare_json(&["--scenario", "policy-change"]);
+    assert_eq!(around_change(&doc), expected);
+    assert_eq!(
+        doc.field("scenarios").array()[0].field("requests").num(),
+        700.0
+    );
+
+    let mut trace = String::from("t_us,key,cost\n");
+    for i in 0..100 {
+        trace.push_str(&format!("{},client,1\n", i * 10_000));
+    }
+    for i in 0..600 {
+        trace.push_str(&format!("{},client,1\n", 30_000_000 + i * 100_000));
+    }
+    let args = [
+        "compare",
+        "--trace",
+        "-",
+        "--set",
+        "sliding-log:100/1m",
+        "--change-at",
+        "30000000=sliding-log:120/1m",
+    ];
+    let output = run(&[&args[..], &["--format", "json"]].concat(), &trace);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(around_change(&parse_json(&stdout(&output))), expected);
+
+    let table = stdout(&run(&args, &trace));
+    assert!(table.contains("max/1m at change  new limit"), "{table}");
+    let carried = table
+        .lines()
+        .find(|line| line.trim_start().starts_with("carried"))
+        .unwrap_or_else(|| panic!("a carried lane:\n{table}"));
+    let figures: Vec<&str> = carried.split_whitespace().collect();
+    // label (4 words), admitted, denied, max/1m, max/1m at change, new limit
+    assert_eq!(figures[6..9], ["120", "120", "120"], "{carried}");
+}
+
+/// A change that this build cannot make, or compares nothing, is refused
+/// before anything runs.
+#[test]
+fn a_policy_change_is_refused_where_it_cannot_be_compared() {
+    for (args, message) in [
+        (
+            &["--scenario", "policy-change", "--backend", "redis"][..],
+            "the redis backend cannot change policies in this build",
+        ),
+        (
+            &["--scenario", "policy-change", "--lease", "2"],
+            "--lease does not apply to a policy change",
+        ),
+        (
+            &[
+                "--scenario",
+                "policy-change",
+                "--set",
+                "sliding-log:1/1s",
+                "--set",
+                "fixed-window:1/1s",
+            ],
+            "a policy change compares one policy set before it",
+        ),
+    ] {
+        let output = limiter().arg("compare").args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&output).contains(message),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert_eq!(stdout(&output), "", "{args:?}");
+    }
+}
