@@ -47,13 +47,7 @@ pub(crate) async fn connect(
 ) -> Result<Arc<dyn Limiter>, Failure> {
     let policy = policy.into();
     match backend.backend {
-        BackendKind::Memory => Ok(Arc::new({
-            memory_takes_no_redis_flags(backend)?;
-            MemoryLimiter::builder(policy)
-                .clock(clock)
-                .eviction_delay(MEMORY_EVICTION_DELAY)
-                .build()
-        })),
+        BackendKind::Memory => Ok(Arc::new(memory(backend, policy, clock)?)),
         BackendKind::Redis | BackendKind::RedisCluster => {
             let redis = redis_backend(backend)?;
             let url = redis.url().to_owned();
@@ -87,6 +81,71 @@ pub(crate) async fn connect(
                 ))),
             }
         }
+    }
+}
+
+/// The memory backend's limiter for `policy`, reading its time from `clock`.
+fn memory(
+    backend: &BackendArgs,
+    policy: Policies,
+    clock: ManualClock,
+) -> Result<MemoryLimiter, Failure> {
+    memory_takes_no_redis_flags(backend)?;
+    Ok(MemoryLimiter::builder(policy)
+        .clock(clock)
+        .eviction_delay(MEMORY_EVICTION_DELAY)
+        .build())
+}
+
+/// A limiter whose policies change while it serves, each key keeping what
+/// it used (docs/spec.md section 9).
+#[derive(Debug, Clone)]
+pub(crate) enum ChangingLimiter {
+    /// `MemoryLimiter::set_policies`.
+    Memory(Arc<MemoryLimiter>),
+}
+
+impl ChangingLimiter {
+    /// The limiter that decides.
+    pub(crate) fn limiter(&self) -> Arc<dyn Limiter> {
+        match self {
+            Self::Memory(limiter) => Arc::clone(limiter) as Arc<dyn Limiter>,
+        }
+    }
+
+    /// Puts `policies` in force for every later request.
+    pub(crate) fn set_policies(&self, policies: Policies) {
+        match self {
+            Self::Memory(limiter) => limiter.set_policies(policies),
+        }
+    }
+}
+
+/// As [`connect`], a limiter whose policies can change while it serves.
+pub(crate) fn connect_changing(
+    backend: &BackendArgs,
+    policy: Policies,
+    clock: ManualClock,
+) -> Result<ChangingLimiter, Failure> {
+    changes_policies(backend)?;
+    Ok(ChangingLimiter::Memory(Arc::new(memory(
+        backend, policy, clock,
+    )?)))
+}
+
+/// A usage error unless the backend's limiter can change its policies
+/// while it serves, checked before anything runs.
+pub(crate) fn changes_policies(backend: &BackendArgs) -> Result<(), Failure> {
+    match backend.backend {
+        BackendKind::Memory => Ok(()),
+        // The Redis limiter of this build has no `set_policies`: a change
+        // on Redis is refused rather than replayed as a fresh limiter,
+        // which would not keep what each key used.
+        BackendKind::Redis | BackendKind::RedisCluster => Err(Failure::usage(format!(
+            "the {} backend cannot change policies in this build: --change-at, \
+             --change-at-request and --scenario policy-change need --backend memory",
+            backend.backend.name()
+        ))),
     }
 }
 

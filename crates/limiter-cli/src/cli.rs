@@ -10,6 +10,8 @@ use limiter_core::{parse_duration, Algorithm, Policies, PolicyError};
 
 pub use crate::bench::BenchArgs;
 pub use crate::compare::scenario_name::ScenarioName;
+use crate::policy_change::parse_change;
+pub use crate::policy_change::PolicyChange;
 
 /// The default Redis URL of `--redis-url`.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -62,6 +64,13 @@ one --policy per policy string (docs/spec.md section 7), e.g.
 and then every policy counts it; a denial counts nothing. At most 8 policies;
 a cost above any policy's maximum is an `error` row.
 
+Policy changes: --change-at T_US=POLICIES (policy strings joined by `;`)
+puts POLICIES in force from the first request at or after T_US; repeat it
+for several, times increasing. --change-at-request N=POLICIES does so from
+the Nth request (from 1). Each key keeps what it used (docs/spec.md section
+9): moved from 100 to 1000 a minute after using 90, a key has 910 left. The
+memory backend only, in this build.
+
 Backends may refuse a policy: Redis refuses a sliding log above 10000 per
 window (one sorted-set entry per admission; use sliding-counter).
 
@@ -71,6 +80,7 @@ Examples:
   limiter replay --algorithm sliding-log --limit 100 --window 10s trace.csv
   limiter replay --algorithm leaky-bucket --limit 10 --window 250ms --queue 20 trace.csv
   limiter replay --policy sliding-log:5/1s --policy sliding-log:100/1m trace.csv
+  limiter replay --policy sliding-log:100/1m --change-at 30000000=sliding-log:120/1m trace.csv
   cat trace.csv | limiter replay --algorithm fixed-window --limit 5 --window 1m -
   limiter replay --algorithm token-bucket --limit 5 --window 10s \\
                  --backend redis --redis-url redis://127.0.0.1:6379 trace.csv > decisions.csv";
@@ -87,6 +97,20 @@ Built-in scenarios (all run when neither --scenario nor --trace is given):
   tiered             (run when named) tiered limits, 5 per second and 100 per
                      minute: one request every 150 ms for 2 minutes; one lane
                      per algorithm, both tiers of that algorithm
+  policy-change      (run when named) sliding-log:100/1m used fully in the
+                     first second, changed to sliding-log:120/1m at 30 s,
+                     then one request every 100 ms to 90 s: a lane with
+                     per-policy state beside one carrying what each key used
+
+Policy changes: --scenario policy-change, or --trace FILE --set BEFORE
+--change-at T_US=AFTER (AFTER in force from the first request at or after
+T_US), compares two lanes. \"per-policy state\": a fresh limiter of the new
+policies from the change on, as a limiter keyed by its numbers, or one
+restarted, does. \"carried (docs/spec.md section 9)\": each key keeps what it
+used (MemoryLimiter::set_policies; the memory backend only, in this build).
+Each shows \"max/W at change\", the most units within any window of the new
+policies' longest window W that holds the change, beside \"new limit\", that
+policy's limit.
 
 Policy sets: --set \"P1;P2\" (policy strings joined by `;`, docs/spec.md section
 7; repeatable) compares those sets side by side instead of the
@@ -132,6 +156,9 @@ Examples:
   limiter compare --scenario many-keys --timing
   limiter compare --trace prod.csv --limit 600 --window 1m --capacity 1200
   limiter compare --scenario tiered
+  limiter compare --scenario policy-change
+  limiter compare --trace prod.csv --set sliding-log:100/1m \\
+                  --change-at 30000000=sliding-log:120/1m
   limiter compare --scenario steady-over-limit --set \"sliding-log:5/1s;sliding-log:100/1m\" \\
                   --set \"token-bucket:5/1s,capacity=20;fixed-window:100/1m\"
   limiter compare --backend redis --redis-url redis://127.0.0.1:6379";
@@ -291,6 +318,21 @@ pub struct ReplayArgs {
     /// Leaky bucket only: how many units may wait in the queue [default: the limit].
     #[arg(long, value_name = "Q", value_parser = parse_whole_number, requires = "algorithm")]
     pub queue: Option<u64>,
+    /// Puts other policies in force from the first request at or after
+    /// T_US (microseconds, as the trace's times): policy strings joined by
+    /// `;`, e.g. 30000000=sliding-log:120/1m. Each key keeps what it used
+    /// (docs/spec.md section 9). Repeatable, times increasing.
+    #[arg(
+        long = "change-at",
+        value_name = "T_US=POLICIES",
+        value_parser = parse_change,
+        conflicts_with = "changes_at_request"
+    )]
+    pub changes_at: Vec<PolicyChange>,
+    /// As --change-at, from the request of number N (the trace's Nth data
+    /// row, from 1), e.g. 2=sliding-log:120/1m. Repeatable, numbers increasing.
+    #[arg(long = "change-at-request", value_name = "N=POLICIES", value_parser = parse_change)]
+    pub changes_at_request: Vec<PolicyChange>,
     /// Where decisions are made.
     #[command(flatten)]
     pub backend: BackendArgs,
@@ -346,6 +388,17 @@ pub struct CompareArgs {
     /// --queue do not apply.
     #[arg(long = "set", value_name = "POLICIES", value_parser = parse_policies)]
     pub sets: Vec<Policies>,
+    /// With --trace and one --set: changes the set's policies to POLICIES
+    /// from the first request at or after T_US, and compares a limiter
+    /// whose state is per policy (a fresh one at the change) with one that
+    /// carries what each key used (docs/spec.md section 9).
+    #[arg(
+        long = "change-at",
+        value_name = "T_US=POLICIES",
+        value_parser = parse_change,
+        requires_all = ["trace", "sets"]
+    )]
+    pub change_at: Option<PolicyChange>,
     /// Where decisions are made.
     #[command(flatten)]
     pub backend: BackendArgs,

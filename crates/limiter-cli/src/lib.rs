@@ -15,6 +15,7 @@ mod epoch;
 mod failure;
 mod input;
 mod json_string;
+mod policy_change;
 mod progress;
 mod replay;
 mod step_back;

@@ -10,6 +10,7 @@ use crate::cli::{BackendKind, ReplayArgs};
 use crate::epoch::{self, EpochUnitCheck};
 use crate::failure::Failure;
 use crate::input::{open_trace, trace_name};
+use crate::policy_change::{ChangePoint, Schedule};
 use crate::progress::Progress;
 use crate::step_back::{self, StepBackCheck};
 use limiter_core::trace::{decision_row, TraceReader, DECISION_HEADER};
@@ -25,9 +26,14 @@ pub(crate) async fn run(args: &ReplayArgs) -> Result<(), Failure> {
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(1 << 16, stdout);
     let policy = policies(args)?;
+    let schedule = schedule(args)?;
+    let max_cost = schedule
+        .policies()
+        .map(Policies::max_cost)
+        .fold(policy.max_cost(), u64::max);
     let mut times = EpochUnitCheck::new();
-    let mut steps = StepBackCheck::new(policy.max_cost());
-    let result = replay(args, policy, &mut out, &mut times, &mut steps).await;
+    let mut steps = StepBackCheck::new(max_cost);
+    let result = replay(args, policy, schedule, &mut out, &mut times, &mut steps).await;
     if matches!(&result, Ok(()) | Err(Stop::Output(_))) {
         epoch::warn(&times, &trace_name(&args.trace));
         if args.backend.backend == BackendKind::Memory {
@@ -86,17 +92,39 @@ pub(crate) fn policies(args: &ReplayArgs) -> Result<Policies, Failure> {
     }
 }
 
+/// The policy changes `--change-at` or `--change-at-request` name.
+fn schedule(args: &ReplayArgs) -> Result<Schedule, Failure> {
+    if args.changes_at_request.is_empty() {
+        Schedule::new(ChangePoint::Time, &args.changes_at)
+    } else {
+        Schedule::new(ChangePoint::Request, &args.changes_at_request)
+    }
+}
+
 async fn replay(
     args: &ReplayArgs,
     policy: Policies,
+    mut schedule: Schedule,
     out: &mut impl Write,
     times: &mut EpochUnitCheck,
     steps: &mut StepBackCheck,
 ) -> Result<(), Stop> {
     let name = trace_name(&args.trace);
-    let input = open_trace(&args.trace)?;
     let clock = ManualClock::new(0);
-    let limiter = backend::connect(&args.backend, policy, clock.clone(), "replay", None).await?;
+    let changing = if schedule.is_empty() {
+        None
+    } else {
+        Some(backend::connect_changing(
+            &args.backend,
+            policy.clone(),
+            clock.clone(),
+        )?)
+    };
+    let limiter = match &changing {
+        Some(changing) => changing.limiter(),
+        None => backend::connect(&args.backend, policy, clock.clone(), "replay", None).await?,
+    };
+    let input = open_trace(&args.trace)?;
 
     writeln!(out, "{DECISION_HEADER}")?;
     let mut progress = Progress::new(format!("replaying {name}"));
@@ -106,6 +134,11 @@ async fn replay(
         // is never decided).
         times.observe(request.time_us);
         steps.observe(index as u64 + 1, request.time_us, request.cost);
+        if let (Some(changing), Some(policies)) =
+            (&changing, schedule.due(index as u64 + 1, request.time_us))
+        {
+            changing.set_policies(policies.clone());
+        }
         if request.oversized.is_some() {
             // Out of every range: an error row, as the limiter would answer.
             writeln!(out, "{}", decision_row(&request, None))?;

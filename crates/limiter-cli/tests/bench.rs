@@ -7,8 +7,9 @@ mod support;
 
 use limiter_test::redis_cluster::RedisCluster;
 use limiter_test::redis_server::RedisServer;
-use support::json::{self, Json};
+use serde_json::Value;
 use support::{limiter, stderr, stdout};
+use support::{parse_json, JsonShape};
 
 /// Every field of the JSON document.
 const FIELDS: [&str; 44] = [
@@ -69,12 +70,12 @@ fn bench(args: &[&str]) -> String {
     stdout(&output)
 }
 
-fn bench_json(args: &[&str]) -> Json {
+fn bench_json(args: &[&str]) -> Value {
     let mut all = args.to_vec();
     all.extend(["--format", "json"]);
     let text = bench(&all);
-    let doc = json::parse(&text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"));
-    let Json::Object(map) = &doc else {
+    let doc = parse_json(&text);
+    let Value::Object(map) = &doc else {
         panic!("not an object:\n{text}");
     };
     let names: Vec<&str> = map.keys().map(String::as_str).collect();
@@ -86,8 +87,8 @@ fn bench_json(args: &[&str]) -> Json {
 
 /// The figures every run must have: decisions made, counts that add up,
 /// ordered percentiles.
-fn assert_sane(doc: &Json, concurrency: f64, keys: f64) {
-    let n = |field: &str| doc.get(field).num();
+fn assert_sane(doc: &Value, concurrency: f64, keys: f64) {
+    let n = |field: &str| doc.field(field).num();
     assert_eq!(n("concurrency"), concurrency);
     assert_eq!(n("keys"), keys);
     assert_eq!(n("duration_s"), 1.0);
@@ -100,7 +101,7 @@ fn assert_sane(doc: &Json, concurrency: f64, keys: f64) {
     assert_eq!(n("admitted") + n("denied"), n("decisions"));
     assert_eq!(n("fail_closed"), 0.0);
     assert_eq!(n("errors"), 0.0, "{doc:?}");
-    assert_eq!(doc.get("first_error"), &Json::Null);
+    assert_eq!(doc.field("first_error"), &Value::Null);
     assert_eq!(n("fail_open"), 0.0);
     assert!(n("p50_us") > 0.0, "{doc:?}");
     assert!(n("p50_us") <= n("p99_us"), "{doc:?}");
@@ -124,11 +125,11 @@ fn memory_json_has_every_field_and_no_ceiling() {
         "10",
     ]);
     assert_sane(&doc, 8.0, 10.0);
-    assert_eq!(doc.get("backend").str(), "memory");
-    assert_eq!(doc.get("policy").str(), "token-bucket:100/1h");
-    assert_eq!(doc.get("on_failure").str(), "error");
-    assert_eq!(doc.get("server"), &Json::Null);
-    assert_eq!(doc.get("engine"), &Json::Null);
+    assert_eq!(doc.field("backend").str(), "memory");
+    assert_eq!(doc.field("policy").str(), "token-bucket:100/1h");
+    assert_eq!(doc.field("on_failure").str(), "error");
+    assert_eq!(doc.field("server"), &Value::Null);
+    assert_eq!(doc.field("engine"), &Value::Null);
     for field in [
         "ceiling_per_s",
         "ceiling_calls",
@@ -138,11 +139,11 @@ fn memory_json_has_every_field_and_no_ceiling() {
         "ceiling_p999_us",
         "ratio",
     ] {
-        assert_eq!(doc.get(field), &Json::Null, "{field}");
+        assert_eq!(doc.field(field), &Value::Null, "{field}");
     }
     // Ten keys of a token bucket of 100 an hour: 100 each at once and
     // nothing refilled within the run, however many decisions it made.
-    let (admitted, decisions) = (doc.get("admitted").num(), doc.get("decisions").num());
+    let (admitted, decisions) = (doc.field("admitted").num(), doc.field("decisions").num());
     assert!(admitted <= 1000.0, "{doc:?}");
     assert!(admitted >= decisions.min(100.0), "{doc:?}");
 }
@@ -207,7 +208,7 @@ fn a_sub_millisecond_duration_is_reported_as_given() {
         "{table}"
     );
     let doc = bench_json(&args);
-    assert_eq!(doc.get("duration_s").num(), 0.0004, "{doc:?}");
+    assert_eq!(doc.field("duration_s").num(), 0.0004, "{doc:?}");
 }
 
 #[test]
@@ -227,14 +228,14 @@ fn redis_json_reports_the_ceiling_and_a_ratio() {
         "1s",
     ]);
     assert_sane(&doc, 16.0, 1.0);
-    assert_eq!(doc.get("backend").str(), "redis");
-    assert_eq!(doc.get("server").str(), url);
-    assert_eq!(doc.get("engine").str(), "lua");
+    assert_eq!(doc.field("backend").str(), "redis");
+    assert_eq!(doc.field("server").str(), url);
+    assert_eq!(doc.field("engine").str(), "lua");
     // Redis TIME decides: one key, 100 an hour, the first 100 decisions
     // admitted, however many the run made.
-    let decisions = doc.get("decisions").num();
-    assert_eq!(doc.get("admitted").num(), decisions.min(100.0), "{doc:?}");
-    let n = |field: &str| doc.get(field).num();
+    let decisions = doc.field("decisions").num();
+    assert_eq!(doc.field("admitted").num(), decisions.min(100.0), "{doc:?}");
+    let n = |field: &str| doc.field(field).num();
     assert!(n("ceiling_per_s") > 0.0, "{doc:?}");
     assert!(n("ceiling_calls") > 0.0, "{doc:?}");
     assert_eq!(n("ceiling_errors"), 0.0, "{doc:?}");
@@ -302,7 +303,7 @@ fn redis_json_with_leases_reports_calls_and_the_bound() {
         "50",
     ]);
     assert_sane(&doc, 16.0, 1.0);
-    let n = |field: &str| doc.get(field).num();
+    let n = |field: &str| doc.field(field).num();
     assert_eq!(n("lease_max"), 50.0, "{doc:?}");
     // The largest lease's share of the default lifetime: 50 * 250 ms / 1 s.
     assert_eq!(n("lease_min"), 12.0, "{doc:?}");
@@ -345,7 +346,7 @@ fn cluster_ceiling_calls_every_primary_without_error() {
         "1s",
     ]);
     assert_sane(&doc, 8.0, 64.0);
-    let n = |field: &str| doc.get(field).num();
+    let n = |field: &str| doc.field(field).num();
     assert!(n("ceiling_calls") > 0.0, "{doc:?}");
     assert_eq!(n("ceiling_errors"), 0.0, "{doc:?}");
     assert_eq!(n("errors"), 0.0, "{doc:?}");

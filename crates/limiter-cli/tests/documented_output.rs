@@ -90,8 +90,9 @@ fn every_console_block_of_the_cli_page_prints_what_it_shows() {
         );
         checked += 1;
     }
-    // The replay, the tiered scenario, two sets, and the default run.
-    assert_eq!(checked, 4);
+    // The replay, a replay with a policy change, the tiered scenario, two
+    // sets, the policy-change scenario, and the default run.
+    assert_eq!(checked, 6);
 }
 
 #[test]
@@ -240,6 +241,36 @@ fn every_message_of_the_errors_table_is_what_the_binary_prints() {
                     "-",
                 ]
             }
+            "a `--change-at` time that is not a number" => {
+                vec![
+                    "replay",
+                    "--policy",
+                    "sliding-log:100/1m",
+                    "--change-at",
+                    "30s=sliding-log:120/1m",
+                    "-",
+                ]
+            }
+            "`--change-at` times not increasing" => vec![
+                "replay",
+                "--policy",
+                "sliding-log:100/1m",
+                "--change-at",
+                "20=sliding-log:120/1m",
+                "--change-at",
+                "10=sliding-log:100/1m",
+                "-",
+            ],
+            "an invalid policy in `--change-at`" => {
+                vec![
+                    "replay",
+                    "--policy",
+                    "sliding-log:100/1m",
+                    "--change-at",
+                    "5=sliding-log:0/1m",
+                    "-",
+                ]
+            }
             "malformed Redis URL" => [
                 &replay[..],
                 &["--backend", "redis", "--redis-url", "localhost:6379", "-"],
@@ -264,5 +295,5 @@ fn every_message_of_the_errors_table_is_what_the_binary_prints() {
         checked += 1;
     }
     std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!((rows.len(), checked), (13, 11));
+    assert_eq!((rows.len(), checked), (16, 14));
 }

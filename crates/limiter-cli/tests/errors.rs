@@ -344,3 +344,67 @@ fn compare_refuses_policy_numbers_beside_a_set() {
         assert!(message.contains("--set"), "{flag:?}: {message}");
     }
 }
+
+/// Each bad `--change-at` names what is wrong, before any row is decided.
+#[test]
+fn a_bad_policy_change_is_a_usage_error_that_names_it() {
+    let trace = "t_us,key,cost\n1,a,1\n";
+    for (flags, message) in [
+        (
+            &["--change-at", "30s=sliding-log:20/1s"][..],
+            "\"30s\" is not a whole number (digits only)",
+        ),
+        (
+            &["--change-at", "sliding-log:20/1s"],
+            "\"sliding-log:20/1s\" is not AT=POLICIES",
+        ),
+        (
+            &["--change-at", "5=sliding-log:0/1s"],
+            "invalid policies \"sliding-log:0/1s\"",
+        ),
+        (
+            &[
+                "--change-at",
+                "20=sliding-log:20/1s",
+                "--change-at",
+                "10=sliding-log:30/1s",
+            ],
+            "--change-at 10 after --change-at 20: the changes must come in increasing order",
+        ),
+        (
+            &["--change-at-request", "0=sliding-log:20/1s"],
+            "--change-at-request 0: requests are numbered from 1",
+        ),
+        (
+            &[
+                "--change-at",
+                "5=sliding-log:20/1s",
+                "--change-at-request",
+                "2=sliding-log:20/1s",
+            ],
+            "cannot be used with",
+        ),
+        (
+            &[
+                "--change-at",
+                "5=sliding-log:20/1s",
+                "--backend",
+                "redis",
+                "--redis-url",
+                "redis://127.0.0.1:1",
+            ],
+            "the redis backend cannot change policies in this build",
+        ),
+    ] {
+        let mut extra = flags.to_vec();
+        extra.push("-");
+        let output = replay_with(&extra, trace);
+        assert_eq!(output.status.code(), Some(2), "{flags:?}");
+        assert!(
+            stderr(&output).contains(message),
+            "{flags:?}: {}",
+            stderr(&output)
+        );
+        assert_eq!(stdout(&output), "", "{flags:?}");
+    }
+}

@@ -8,6 +8,7 @@ use std::process::Stdio;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use limiter_test::cases::{policy_change_cases, PolicyChangeCase};
 use limiter_test::redis_cluster::RedisCluster;
 use limiter_test::redis_server::RedisServer;
 use support::{limiter, replay_every_vector, run, stderr, stdout, vectors_dir};
@@ -49,6 +50,87 @@ fn replay_matches_every_shared_vector_on_redis_with_the_module() {
     let stats = server.query("INFO commandstats");
     assert!(stats.contains("cmdstat_limiter.decide:calls="), "{stats}");
     assert!(!stats.contains("cmdstat_fcall:"), "{stats}");
+}
+
+/// Replays `case` on memory with its schedule given by `schedule_flags`
+/// (the first policies by `--policy`) and returns its stdout, checking the
+/// run succeeded without a word on stderr.
+fn replay_policy_change(case: &PolicyChangeCase, schedule_flags: &[String]) -> String {
+    let first = case.schedule[0].1.to_string();
+    let mut args = vec!["replay", "--policy", &first];
+    args.extend(schedule_flags.iter().map(String::as_str));
+    args.push("-");
+    let output = run(&args, &case.trace);
+    assert!(
+        output.status.success(),
+        "case {}: {}",
+        case.name,
+        stderr(&output)
+    );
+    assert_eq!(stderr(&output), "", "case {}", case.name);
+    stdout(&output)
+}
+
+/// Every policy-change vector, its schedule given by request numbers
+/// (`--change-at-request`, the case's 0-based row plus one), prints its
+/// expected file byte for byte; and so does every case whose schedule
+/// times can say: a change before a row whose time is above every time
+/// since the change before it is `--change-at` that row's time. (A change
+/// between rows of one time, or just after a step back, has no time of
+/// its own.)
+#[test]
+fn replay_matches_every_policy_change_vector_on_memory() {
+    let cases = policy_change_cases();
+    let mut by_time = 0;
+    for case in &cases {
+        let times: Vec<u64> = case
+            .trace
+            .lines()
+            .skip(1)
+            .map(|line| line.split(',').next().unwrap().parse().unwrap())
+            .collect();
+        let changes = &case.schedule[1..];
+        let by_request: Vec<String> = changes
+            .iter()
+            .flat_map(|(row, policies)| {
+                [
+                    "--change-at-request".to_owned(),
+                    format!("{}={policies}", row + 1),
+                ]
+            })
+            .collect();
+        assert_eq!(
+            replay_policy_change(case, &by_request),
+            case.expected,
+            "case {} by request number",
+            case.name
+        );
+        let froms: Vec<usize> = case.schedule.iter().map(|(row, _)| *row).collect();
+        let timed = changes
+            .iter()
+            .zip(&froms)
+            .all(|((row, _), previous)| times[*previous..*row].iter().all(|t| *t < times[*row]));
+        if timed {
+            let by_times: Vec<String> = changes
+                .iter()
+                .flat_map(|(row, policies)| {
+                    [
+                        "--change-at".to_owned(),
+                        format!("{}={policies}", times[*row]),
+                    ]
+                })
+                .collect();
+            assert_eq!(
+                replay_policy_change(case, &by_times),
+                case.expected,
+                "case {} by time",
+                case.name
+            );
+            by_time += 1;
+        }
+    }
+    assert!(cases.len() >= 30, "only {} cases", cases.len());
+    assert!(by_time >= 10, "only {by_time} cases by time");
 }
 
 #[test]

@@ -14,8 +14,13 @@ use crate::json_string::string;
 ///   {"algorithm", "policy", "max_units_within": [{"window_us", "units"}], "admitted", "admitted_units", "denied", "errors",
 ///    "max_units_in_window", "retry_after_mean_us", "retry_after_max_us",
 ///    "wall_time_us", "decisions_per_second", "bytes_per_key",
-///    "leased_instances"}]}]}
+///    "leased_instances", "around_change"}]}]}
 /// ```
+///
+/// Under a policy change each result's `around_change` is
+/// `{"at_us", "policies", "window_us", "units", "limit"}`: the most units
+/// within any `window_us` (the new policies' longest window) holding the
+/// change at `at_us`, and that policy's limit; `null` without a change.
 ///
 /// `capacity` and `queue` are the token bucket's and leaky bucket's (the
 /// limit unless set); figures that do not apply are `null`.
@@ -57,7 +62,7 @@ pub(crate) fn render(reports: &[ScenarioReport], backend: BackendKind) -> String
                  \"denied\": {}, \"errors\": {}, \"max_units_in_window\": {}, \
                  \"retry_after_mean_us\": {}, \"retry_after_max_us\": {}, \
                  \"wall_time_us\": {}, \"decisions_per_second\": {}, \"bytes_per_key\": {}, \
-                 \"leased_instances\": {}}}",
+                 \"leased_instances\": {}, \"around_change\": {}}}",
                 string(r.algorithm.name()),
                 string(&r.label),
                 r.max_units_in_windows
@@ -78,6 +83,17 @@ pub(crate) fn render(reports: &[ScenarioReport], backend: BackendKind) -> String
                 number(r.bytes_per_key),
                 r.leased
                     .map_or_else(|| "null".to_owned(), |n| n.to_string()),
+                match (&s.change, r.around_change) {
+                    (Some(change), Some(around)) => format!(
+                        "{{\"at_us\": {}, \"policies\": {}, \"window_us\": {}, \"units\": {}, \"limit\": {}}}",
+                        change.at,
+                        string(&change.policies.to_string()),
+                        around.window_us,
+                        around.units,
+                        around.limit
+                    ),
+                    _ => "null".to_owned(),
+                },
             );
             if r.admitted_units > u128::from(limiter_core::MAX_TIME_US) {
                 // Inside the object: drop its closing brace, add the note.

@@ -23,7 +23,7 @@ use std::time::Instant;
 use limiter_core::{Error, Limiter, ManualClock, Rate};
 use limiter_lease::Leased;
 
-use self::scenarios::{Lane, Scenario};
+use self::scenarios::{Lane, Scenario, StateAtChange};
 use self::stats::{AlgorithmResult, Recorder};
 use crate::backend;
 use crate::cli::{BackendArgs, BackendKind, CompareArgs, Format, LeaseArgs};
@@ -71,6 +71,28 @@ pub(crate) async fn run(args: &CompareArgs) -> Result<(), Failure> {
         for scenario in &mut scenarios {
             scenario.sets = Some(args.sets.clone());
             scenario.sets_given = true;
+        }
+    }
+    if let Some(change) = &args.change_at {
+        for scenario in &mut scenarios {
+            scenario.change = Some(change.clone());
+        }
+    }
+    for scenario in &scenarios {
+        if scenario.change.is_some() {
+            backend::changes_policies(&args.backend)?;
+            if scenario.sets.as_ref().map_or(0, Vec::len) != 1 {
+                return Err(Failure::usage(format!(
+                    "{}: a policy change compares one policy set before it: give one --set",
+                    scenario.name
+                )));
+            }
+            if args.lease.is_some() {
+                return Err(Failure::usage(format!(
+                    "{}: --lease does not apply to a policy change",
+                    scenario.name
+                )));
+            }
         }
     }
     // Every policy is checked before anything runs, and a trace's times
@@ -174,15 +196,30 @@ async fn run_lane(
         lane.label = format!("{} leased x{}", lane.label, lease.instances);
         lane.leased = Some(lease.instances);
     }
-    let global = backend::connect(
-        backend,
-        lane.policies.clone(),
-        clock.clone(),
-        "compare",
-        Some(&key_space),
-    )
-    .await?;
-    let deciders: Vec<Arc<dyn Limiter>> = match lease {
+    // A lane that carries state across a change decides on a limiter that
+    // changes its policies; any other, on the backend's own.
+    let changing = match lane.at_change {
+        Some(StateAtChange::Carried) => Some(backend::connect_changing(
+            backend,
+            lane.policies.clone(),
+            clock.clone(),
+        )?),
+        _ => None,
+    };
+    let global = match &changing {
+        Some(changing) => changing.limiter(),
+        None => {
+            backend::connect(
+                backend,
+                lane.policies.clone(),
+                clock.clone(),
+                "compare",
+                Some(&key_space),
+            )
+            .await?
+        }
+    };
+    let mut deciders: Vec<Arc<dyn Limiter>> = match lease {
         None => vec![global],
         Some(lease) => (0..lease.instances)
             .map(|_| -> Arc<dyn Limiter> {
@@ -201,8 +238,27 @@ async fn run_lane(
     let requests = &scenario.requests;
     let mut recorder = Recorder::new(requests.keys.len());
     let mut progress = Progress::new(format!("{} / {algorithm}", scenario.name));
+    let mut change = scenario.change.as_ref();
     let started = Instant::now();
     for (number, request) in requests.requests.iter().enumerate() {
+        if let Some(due) = change.filter(|change| request.time_us >= change.at) {
+            change = None;
+            match &changing {
+                Some(changing) => changing.set_policies(due.policies.clone()),
+                None => {
+                    deciders = vec![
+                        backend::connect(
+                            backend,
+                            due.policies.clone(),
+                            clock.clone(),
+                            "compare",
+                            Some(&format!("{key_space}:changed")),
+                        )
+                        .await?,
+                    ]
+                }
+            }
+        }
         clock.set(request.time_us);
         let key = &requests.keys[request.key as usize];
         let limiter = &deciders[number % deciders.len()];
@@ -223,10 +279,18 @@ async fn run_lane(
     }
     let elapsed = started.elapsed();
     progress.finish();
-    // A leased lane's state is its global limiter's and its leases'.
-    let bytes_per_key = (backend.backend == BackendKind::Memory && lease.is_none())
-        .then(|| stats::state_bytes_per_key(&lane.policies, requests));
-    Ok(recorder.finish(&lane, &scenario.windows(), elapsed, bytes_per_key))
+    // A leased lane's state is its global limiter's and its leases'; a
+    // lane across a change holds the state of two policies, which the
+    // estimate (one policy's, replayed) does not follow.
+    let bytes_per_key =
+        (backend.backend == BackendKind::Memory && lease.is_none() && lane.at_change.is_none())
+            .then(|| stats::state_bytes_per_key(&lane.policies, requests));
+    let mut result = recorder.finish(&lane, &scenario.windows(), elapsed, bytes_per_key);
+    result.around_change = scenario
+        .change
+        .as_ref()
+        .map(|change| stats::around_change(change, &result.admissions));
+    Ok(result)
 }
 
 /// `10s`, `1m`, `250ms`: a duration in microseconds in its largest exact unit.

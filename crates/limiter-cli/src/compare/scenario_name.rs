@@ -19,6 +19,11 @@ pub enum ScenarioName {
     /// 150 ms for 2 minutes; each lane one algorithm for both tiers. Run
     /// when named (`--scenario tiered`).
     Tiered,
+    /// A policy change: 100 per minute used fully, then 120 per minute
+    /// from 30 s; a lane with per-policy state (a fresh limiter at the
+    /// change) beside one that carries what each key used (docs/spec.md
+    /// section 9). Run when named (`--scenario policy-change`).
+    PolicyChange,
 }
 
 impl ScenarioName {

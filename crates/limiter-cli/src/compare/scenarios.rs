@@ -11,6 +11,7 @@ use super::scenario_name::ScenarioName;
 use crate::compare::compact_duration;
 use crate::failure::Failure;
 use crate::input::{open_trace, trace_name};
+use crate::policy_change::PolicyChange;
 use clap::ValueEnum;
 use limiter_core::trace::TraceReader;
 
@@ -24,6 +25,30 @@ pub(crate) struct Lane {
     /// The leased limiters the lane's requests are dealt to (`--lease`),
     /// or `None`: the backend's limiter decides them.
     pub(crate) leased: Option<u32>,
+    /// Under a scenario's policy change, what the lane's keys hold across it.
+    pub(crate) at_change: Option<StateAtChange>,
+}
+
+/// What a key holds across a policy change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StateAtChange {
+    /// Nothing: a fresh limiter of the new policies decides from the
+    /// change on, as a limiter whose state is keyed by its numbers does, or
+    /// one restarted with the new numbers.
+    PerPolicy,
+    /// What each key used, taken over by the new policies (docs/spec.md
+    /// section 9, `set_policies`).
+    Carried,
+}
+
+impl StateAtChange {
+    /// The lane's label.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::PerPolicy => "per-policy state",
+            Self::Carried => "carried (docs/spec.md section 9)",
+        }
+    }
 }
 
 /// One request, its key interned as an index into [`Requests::keys`].
@@ -105,6 +130,11 @@ pub(crate) struct Scenario {
     /// Whether `sets` came from `--set`: its lanes run under none of the
     /// scenario's rate, where the tiered scenario's run under it.
     pub(crate) sets_given: bool,
+    /// The policies put in force from the first request at or after a
+    /// time, over the one set of `sets` (`--change-at`, or the
+    /// policy-change scenario's): two lanes, [`StateAtChange::PerPolicy`]
+    /// and [`StateAtChange::Carried`].
+    pub(crate) change: Option<PolicyChange>,
 }
 
 impl Scenario {
@@ -112,6 +142,18 @@ impl Scenario {
     /// policy set (labelled by its policy string, drawn in its first part's
     /// colour).
     pub(crate) fn lanes(&self) -> Result<Vec<Lane>, PolicyError> {
+        if let (Some(sets), Some(_)) = (&self.sets, &self.change) {
+            return Ok([StateAtChange::PerPolicy, StateAtChange::Carried]
+                .into_iter()
+                .map(|state| Lane {
+                    label: state.label().to_owned(),
+                    algorithm: sets[0][0].algorithm(),
+                    policies: sets[0].clone(),
+                    leased: None,
+                    at_change: Some(state),
+                })
+                .collect());
+        }
         match &self.sets {
             Some(sets) => Ok(sets
                 .iter()
@@ -120,6 +162,7 @@ impl Scenario {
                     algorithm: set[0].algorithm(),
                     policies: set.clone(),
                     leased: None,
+                    at_change: None,
                 })
                 .collect()),
             None => Algorithm::ALL
@@ -130,6 +173,7 @@ impl Scenario {
                         algorithm,
                         policies: Policies::from(self.policy(algorithm)?),
                         leased: None,
+                        at_change: None,
                     })
                 })
                 .collect(),
@@ -142,6 +186,7 @@ impl Scenario {
         let mut windows: Vec<u64> = match &self.sets {
             Some(sets) => sets
                 .iter()
+                .chain(self.change.iter().map(|change| &change.policies))
                 .flat_map(|s| s.iter().map(Policy::window_us))
                 .collect(),
             None => vec![u64::try_from(self.rate.window.as_micros()).unwrap_or(u64::MAX)],
@@ -156,6 +201,14 @@ impl Scenario {
     /// `--set`, that each lane has its own (the scenario's rate is then
     /// none of theirs).
     pub(crate) fn headline(&self) -> String {
+        if let (Some(sets), Some(change)) = (&self.sets, &self.change) {
+            return format!(
+                "{}, then {} from {}",
+                sets[0],
+                change.policies,
+                compact_duration(change.at)
+            );
+        }
         if self.sets_given {
             return "each lane under its --set".to_owned();
         }
@@ -191,6 +244,7 @@ impl Scenario {
         let per_10s = Rate::new(100, Duration::from_secs(10));
         let mut requests = Requests::default();
         let mut sets = None;
+        let mut change = None;
         let (rate, description) = match name {
             ScenarioName::BoundaryBurst => {
                 // As trace 000 of the shared vectors: 1 µs apart.
@@ -263,6 +317,24 @@ impl Scenario {
                     "tiered limits, 5 per second and 100 per minute: one request every 150 ms for 2 minutes, one key",
                 )
             }
+            ScenarioName::PolicyChange => {
+                for i in 0..100 {
+                    requests.push(i * 10_000, "client", 1);
+                }
+                for i in 0..600 {
+                    requests.push(30_000_000 + i * 100_000, "client", 1);
+                }
+                sets = Some(vec!["sliding-log:100/1m".parse().expect("a valid policy")]);
+                change = Some(PolicyChange {
+                    at: 30_000_000,
+                    policies: "sliding-log:120/1m".parse().expect("a valid policy"),
+                });
+                (
+                    Rate::new(100, Duration::from_secs(60)),
+                    "100 requests in the first second, then one every 100 ms from 30 s to 90 s, one key; \
+                     the limit goes from 100 to 120 per minute at 30 s",
+                )
+            }
         };
         Self {
             name: name
@@ -275,6 +347,7 @@ impl Scenario {
             requests,
             sets,
             sets_given: false,
+            change,
         }
     }
 
@@ -314,6 +387,7 @@ impl Scenario {
             requests,
             sets: None,
             sets_given: false,
+            change: None,
         })
     }
 }

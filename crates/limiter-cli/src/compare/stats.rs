@@ -7,6 +7,7 @@ use limiter_core::backend::{KeyState, SetState};
 use limiter_core::{Algorithm, Decision, Policies};
 
 use super::scenarios::{Lane, Requests};
+use crate::policy_change::PolicyChange;
 
 /// One admitted request: when it proceeds (`t + wait`) and its units.
 pub(crate) type Admission = (u64, u64);
@@ -104,6 +105,7 @@ impl Recorder {
             decisions_per_second: (decisions > 0 && seconds > 0.0)
                 .then(|| decisions as f64 / seconds),
             bytes_per_key,
+            around_change: None,
             admissions: self.admissions,
         }
     }
@@ -141,8 +143,51 @@ pub(crate) struct AlgorithmResult {
     pub(crate) decisions_per_second: Option<f64>,
     /// Estimated state per key (memory backend only).
     pub(crate) bytes_per_key: Option<f64>,
+    /// The burst around the scenario's policy change, if it has one.
+    pub(crate) around_change: Option<AroundChange>,
     /// Admissions per key, sorted by the time they proceed.
     pub(crate) admissions: Vec<Vec<Admission>>,
+}
+
+/// What a lane admits around a policy change, beside what the new policies
+/// admit on their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AroundChange {
+    /// The longest window of the new policies.
+    pub(crate) window_us: u64,
+    /// The most units proceeding on one key within any `window_us` that
+    /// holds the change's time.
+    pub(crate) units: u64,
+    /// The limit of the new policy of that window.
+    pub(crate) limit: u64,
+}
+
+/// The burst of `admissions` (per key, sorted by time) around `change`.
+/// Every window of `W` µs within the `2W - 1` µs centred on the change's
+/// time holds that time, so the largest sum within that span is exact.
+pub(crate) fn around_change(change: &PolicyChange, admissions: &[Vec<Admission>]) -> AroundChange {
+    let policy = change
+        .policies
+        .iter()
+        .max_by_key(|policy| policy.window_us())
+        .expect("a policy set has a part");
+    let window_us = policy.window_us();
+    let first = change.at.saturating_sub(window_us - 1);
+    let last = change.at.saturating_add(window_us - 1);
+    let units = admissions
+        .iter()
+        .map(|admissions| {
+            let from = admissions.partition_point(|a| a.0 < first);
+            let to = admissions.partition_point(|a| a.0 <= last);
+            max_units_within(&admissions[from..to], window_us)
+        })
+        .max()
+        .unwrap_or(0);
+    AroundChange {
+        window_us,
+        units,
+        limit: policy.limit(),
+    }
 }
 
 fn micros(d: Duration) -> u64 {
@@ -255,6 +300,26 @@ mod tests {
         let alone = state_bytes_per_key(&policies, &requests(&[("a", 1)]));
         assert_eq!(with_an_error_key, alone);
         assert_eq!(state_bytes_per_key(&policies, &requests(&[("b", 0)])), 0.0);
+    }
+
+    #[test]
+    fn the_burst_around_a_change_counts_only_windows_that_hold_it() {
+        let change = PolicyChange {
+            at: 100,
+            policies: "sliding-log:5/10us".parse().unwrap(),
+        };
+        // 4 at 85 (a window with 100 starts at 91 at the earliest), 3 at 91,
+        // 2 at 100, 6 at 110 (a window with 100 ends at 109 at the latest).
+        let admissions = vec![vec![(85, 4), (91, 3), (100, 2), (110, 6)]];
+        assert_eq!(
+            around_change(&change, &admissions),
+            AroundChange {
+                window_us: 10,
+                units: 5,
+                limit: 5
+            }
+        );
+        assert_eq!(max_units_within(&admissions[0], 10), 7, "away from it");
     }
 
     #[test]

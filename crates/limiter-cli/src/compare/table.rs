@@ -20,6 +20,15 @@ pub(crate) fn render(reports: &[ScenarioReport], backend: BackendKind, timing: b
          retry: retry_after of the denials. bytes/key: estimated state per key (see `limiter compare --help`).",
         backend.name()
     );
+    if reports
+        .iter()
+        .any(|report| report.scenario.change.is_some())
+    {
+        out.push_str(
+            "max/W at change: the most units within any window W (the new policies' longest) \
+             that holds the change; new limit: that policy's limit.\n",
+        );
+    }
     out
 }
 
@@ -34,7 +43,9 @@ fn render_scenario(out: &mut String, report: &ScenarioReport, timing: bool) {
     );
 
     let with_errors = report.results.iter().any(|r| r.errors > 0);
-    let first = if scenario.sets.is_some() {
+    let first = if scenario.change.is_some() {
+        "state at the change"
+    } else if scenario.sets.is_some() {
         "policy"
     } else {
         "algorithm"
@@ -49,6 +60,17 @@ fn render_scenario(out: &mut String, report: &ScenarioReport, timing: bool) {
             .into_iter()
             .map(|w| format!("max/{}", compact_duration(w))),
     );
+    let around_window = report
+        .results
+        .iter()
+        .find_map(|r| r.around_change)
+        .map(|around| around.window_us);
+    if let Some(window_us) = around_window {
+        header.extend([
+            format!("max/{} at change", compact_duration(window_us)),
+            "new limit".into(),
+        ]);
+    }
     header.extend(["mean retry".into(), "worst retry".into()]);
     if timing {
         header.push("decisions/s".into());
@@ -70,6 +92,12 @@ fn render_scenario(out: &mut String, report: &ScenarioReport, timing: bool) {
                 .iter()
                 .map(|(_, most)| most.to_string()),
         );
+        if around_window.is_some() {
+            row.extend(result.around_change.map_or_else(
+                || ["-".to_owned(), "-".to_owned()],
+                |around| [around.units.to_string(), around.limit.to_string()],
+            ));
+        }
         row.extend([
             result
                 .retry_after_mean_us

@@ -1,13 +1,13 @@
 //! Shared by the integration tests: running the real binary, the shared
-//! vectors, and a small JSON reader (so the tests need no JSON crate).
+//! vectors, and reading its JSON output.
 #![allow(dead_code, unreachable_pub)] // each test file uses a part
-
-pub mod json;
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::thread::JoinHandle;
+
+use serde_json::Value;
 
 /// The `limiter` binary built by cargo for these tests.
 pub fn limiter() -> Command {
@@ -146,4 +146,44 @@ pub fn replay_every_vector(extra: &[&str]) -> usize {
         }
     }
     cases.len()
+}
+
+/// Parses a JSON document the binary printed, or fails showing it.
+pub fn parse_json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"))
+}
+
+/// Reading a document whose shape a test knows: each accessor fails,
+/// showing what it found, on another shape, and a missing field is a
+/// failure rather than `null` (as `value["field"]` would read it).
+pub trait JsonShape {
+    /// The field `key` of an object.
+    fn field(&self, key: &str) -> &Value;
+    /// The items of an array.
+    fn array(&self) -> &[Value];
+    /// A string's text.
+    fn str(&self) -> &str;
+    /// A number, as a double.
+    fn num(&self) -> f64;
+}
+
+impl JsonShape for Value {
+    fn field(&self, key: &str) -> &Value {
+        self.as_object()
+            .unwrap_or_else(|| panic!("not an object: {self}"))
+            .get(key)
+            .unwrap_or_else(|| panic!("no field {key:?} in {self}"))
+    }
+    fn array(&self) -> &[Value] {
+        self.as_array()
+            .unwrap_or_else(|| panic!("not an array: {self}"))
+    }
+    fn str(&self) -> &str {
+        self.as_str()
+            .unwrap_or_else(|| panic!("not a string: {self}"))
+    }
+    fn num(&self) -> f64 {
+        self.as_f64()
+            .unwrap_or_else(|| panic!("not a number: {self}"))
+    }
 }

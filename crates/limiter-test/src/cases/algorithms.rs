@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use limiter_core::{Algorithm, Policy, Rate};
 
-use super::{secs, Subject, T0};
+use super::{secs, Expected, Subject, T0};
 use crate::Harness;
 
 const S: u64 = 1_000_000; // one second in µs
@@ -15,15 +15,16 @@ const S: u64 = 1_000_000; // one second in µs
 pub async fn fixed_window_counts_per_aligned_window<H: Harness>(harness: &H) {
     let policy = Policy::fixed_window(Rate::new(3, secs(10))).unwrap();
     let s = Subject::new(harness, &policy).await;
-    // (time, cost, (allowed, remaining, retry_after, reset_after, wait))
+    // (time, cost, the decision: allowed(remaining, reset_after) or
+    // denied(remaining, retry_after, reset_after), in µs)
     let steps = [
-        (T0 + S, 1, (true, 2, 0, 9 * S, 0)),
-        (T0 + 2 * S, 1, (true, 1, 0, 8 * S, 0)),
-        (T0 + 3 * S, 1, (true, 0, 0, 7 * S, 0)),
-        (T0 + 4 * S, 1, (false, 0, 6 * S, 6 * S, 0)),
-        (T0 + 10 * S - 1, 1, (false, 0, 1, 1, 0)),
-        (T0 + 10 * S, 1, (true, 2, 0, 10 * S, 0)),
-        (T0 + 11 * S, 2, (true, 0, 0, 9 * S, 0)),
+        (T0 + S, 1, Expected::allowed(2, 9 * S)),
+        (T0 + 2 * S, 1, Expected::allowed(1, 8 * S)),
+        (T0 + 3 * S, 1, Expected::allowed(0, 7 * S)),
+        (T0 + 4 * S, 1, Expected::denied(0, 6 * S, 6 * S)),
+        (T0 + 10 * S - 1, 1, Expected::denied(0, 1, 1)),
+        (T0 + 10 * S, 1, Expected::allowed(2, 10 * S)),
+        (T0 + 11 * S, 2, Expected::allowed(0, 9 * S)),
     ];
     s.expect_steps(&steps).await;
 }
@@ -34,16 +35,16 @@ pub async fn sliding_log_counts_the_trailing_window<H: Harness>(harness: &H) {
     let policy = Policy::sliding_log(Rate::new(3, secs(10))).unwrap();
     let s = Subject::new(harness, &policy).await;
     let steps = [
-        (T0 + S, 1, (true, 2, 0, 10 * S, 0)),
-        (T0 + 2 * S, 1, (true, 1, 0, 10 * S, 0)),
-        (T0 + 5 * S, 1, (true, 0, 0, 10 * S, 0)),
+        (T0 + S, 1, Expected::allowed(2, 10 * S)),
+        (T0 + 2 * S, 1, Expected::allowed(1, 10 * S)),
+        (T0 + 5 * S, 1, Expected::allowed(0, 10 * S)),
         // The entry at 1 s leaves at 11 s.
-        (T0 + 6 * S, 1, (false, 0, 5 * S, 9 * S, 0)),
+        (T0 + 6 * S, 1, Expected::denied(0, 5 * S, 9 * S)),
         // Three units must leave: the last of them, at 5 s, leaves at 15 s.
-        (T0 + 6 * S, 3, (false, 0, 9 * S, 9 * S, 0)),
-        (T0 + 11 * S - 1, 1, (false, 0, 1, 4 * S + 1, 0)),
-        (T0 + 11 * S, 1, (true, 0, 0, 10 * S, 0)),
-        (T0 + 11 * S + 1, 1, (false, 0, S - 1, 10 * S - 1, 0)),
+        (T0 + 6 * S, 3, Expected::denied(0, 9 * S, 9 * S)),
+        (T0 + 11 * S - 1, 1, Expected::denied(0, 1, 4 * S + 1)),
+        (T0 + 11 * S, 1, Expected::allowed(0, 10 * S)),
+        (T0 + 11 * S + 1, 1, Expected::denied(0, S - 1, 10 * S - 1)),
     ];
     s.expect_steps(&steps).await;
 }
@@ -55,23 +56,23 @@ pub async fn sliding_counter_weighs_the_previous_window<H: Harness>(harness: &H)
     let s = Subject::new(harness, &policy).await;
     let steps = [
         // curr = 6 in the window [0, 10 s): counts until the end of the next.
-        (T0 + S, 6, (true, 4, 0, 19 * S, 0)),
+        (T0 + S, 6, Expected::allowed(4, 19 * S)),
         // At 15 s the previous 6 weigh half: 3 + 1 <= 10; remaining 10 - 3 - 1.
-        (T0 + 15 * S, 1, (true, 6, 0, 15 * S, 0)),
+        (T0 + 15 * S, 1, Expected::allowed(6, 15 * S)),
         // 6 * (W - e) + 8 * W <= 10 * W from e = W - (2 * W) div 6.
-        (T0 + 15 * S, 7, (false, 6, 1_666_667, 15 * S, 0)),
+        (T0 + 15 * S, 7, Expected::denied(6, 1_666_667, 15 * S)),
         // curr + n > L: wait for this window to pass, then for curr to weigh
         // no more (it must leave entirely: L - n = 0).
-        (T0 + 15 * S, 10, (false, 6, 15 * S, 15 * S, 0)),
+        (T0 + 15 * S, 10, Expected::denied(6, 15 * S, 15 * S)),
         (
             T0 + 15 * S + 1_666_666,
             7,
-            (false, 6, 1, 15 * S - 1_666_666, 0),
+            Expected::denied(6, 1, 15 * S - 1_666_666),
         ),
         (
             T0 + 15 * S + 1_666_667,
             7,
-            (true, 0, 0, 15 * S - 1_666_667, 0),
+            Expected::allowed(0, 15 * S - 1_666_667),
         ),
     ];
     s.expect_steps(&steps).await;
@@ -87,12 +88,12 @@ pub async fn token_bucket_bursts_then_refills<H: Harness>(harness: &H) {
     let s = Subject::new(harness, &policy).await;
     let t = T0 + 123;
     let steps = [
-        (t, 5, (true, 0, 0, 2_500_000, 0)),
-        (t, 1, (false, 0, 500_000, 2_500_000, 0)),
-        (t + S, 1, (true, 1, 0, 2 * S, 0)),
-        (t + S, 3, (false, 1, S, 2 * S, 0)),
+        (t, 5, Expected::allowed(0, 2_500_000)),
+        (t, 1, Expected::denied(0, 500_000, 2_500_000)),
+        (t + S, 1, Expected::allowed(1, 2 * S)),
+        (t + S, 3, Expected::denied(1, S, 2 * S)),
         // Long idle: the bucket is full again, never fuller.
-        (t + 10 * S, 1, (true, 4, 0, 500_000, 0)),
+        (t + 10 * S, 1, Expected::allowed(4, 500_000)),
     ];
     s.expect_steps(&steps).await;
 }
@@ -107,12 +108,12 @@ pub async fn leaky_bucket_queues_and_reports_the_wait<H: Harness>(harness: &H) {
     let s = Subject::new(harness, &policy).await;
     let t = T0 + 77;
     let steps = [
-        (t, 1, (true, 2, 0, 500_000, 0)),
-        (t, 1, (true, 1, 0, S, 500_000)),
-        (t, 1, (true, 0, 0, 1_500_000, S)),
-        (t, 1, (false, 0, 500_000, 1_500_000, 0)),
-        (t + 500_000, 1, (true, 0, 0, 1_500_000, S)),
-        (t + 500_000, 3, (false, 0, 1_500_000, 1_500_000, 0)),
+        (t, 1, Expected::allowed(2, 500_000)),
+        (t, 1, Expected::allowed(1, S).waiting(500_000)),
+        (t, 1, Expected::allowed(0, 1_500_000).waiting(S)),
+        (t, 1, Expected::denied(0, 500_000, 1_500_000)),
+        (t + 500_000, 1, Expected::allowed(0, 1_500_000).waiting(S)),
+        (t + 500_000, 3, Expected::denied(0, 1_500_000, 1_500_000)),
     ];
     s.expect_steps(&steps).await;
 }

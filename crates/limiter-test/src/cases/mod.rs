@@ -211,25 +211,60 @@ pub(crate) fn outcome(result: Result<Decision, Error>) -> Outcome {
     })
 }
 
-/// A decision's fields as a test expects them, durations in µs:
-/// `(allowed, remaining, retry_after, reset_after, wait)`.
-pub(crate) type Expected = (bool, u64, u64, u64, u64);
+/// A decision's fields as a test expects them, durations in µs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Expected {
+    pub(crate) allowed: bool,
+    pub(crate) remaining: u64,
+    pub(crate) retry_after_us: u64,
+    pub(crate) reset_after_us: u64,
+    pub(crate) wait_us: u64,
+}
 
-/// Asserts a decision field by field, durations in µs:
-/// `(allowed, remaining, retry_after, reset_after, wait)`.
+impl Expected {
+    /// Admitted at once (no retry, no wait).
+    pub(crate) fn allowed(remaining: u64, reset_after_us: u64) -> Self {
+        Self {
+            allowed: true,
+            remaining,
+            retry_after_us: 0,
+            reset_after_us,
+            wait_us: 0,
+        }
+    }
+
+    /// Denied: retry after `retry_after_us` (a denial never waits).
+    pub(crate) fn denied(remaining: u64, retry_after_us: u64, reset_after_us: u64) -> Self {
+        Self {
+            allowed: false,
+            remaining,
+            retry_after_us,
+            reset_after_us,
+            wait_us: 0,
+        }
+    }
+
+    /// Admitted, to proceed after `wait_us` (a leaky bucket's queue).
+    #[must_use]
+    pub(crate) fn waiting(self, wait_us: u64) -> Self {
+        Self { wait_us, ..self }
+    }
+
+    fn of(decision: &Decision) -> Self {
+        Self {
+            allowed: decision.allowed,
+            remaining: decision.remaining,
+            retry_after_us: micros(decision.retry_after),
+            reset_after_us: micros(decision.reset_after),
+            wait_us: micros(decision.wait),
+        }
+    }
+}
+
+/// Asserts a decision field by field.
 #[track_caller]
 pub(crate) fn assert_decision(decision: &Decision, expected: Expected, context: &str) {
-    let actual = (
-        decision.allowed,
-        decision.remaining,
-        micros(decision.retry_after),
-        micros(decision.reset_after),
-        micros(decision.wait),
-    );
-    assert_eq!(
-        actual, expected,
-        "{context}: (allowed, remaining, retry_after µs, reset_after µs, wait µs)"
-    );
+    assert_eq!(Expected::of(decision), expected, "{context}");
 }
 
 /// SplitMix64: a small deterministic generator, so a failing trace
