@@ -7,13 +7,16 @@ use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 use ahash::RandomState;
 use hashbrown::HashTable;
-use limiter_core::backend::StoredKey;
+use limiter_core::backend::{InlineKey, StoredKey};
 
-use crate::key::Key;
 use crate::key_lease::KeyLease;
 
 /// Shards: requests on different keys rarely wait on one lock.
 pub(crate) const SHARDS: usize = 16;
+
+/// A key as the map holds it: up to 14 bytes inline, so that the key is
+/// 16 bytes and an entry one cache line.
+pub(crate) type LeaseKey = InlineKey<14>;
 
 /// Each shard's idle keys are dropped at least once in this time (µs)
 /// while requests come, whether or not a new key needs the room: one
@@ -54,7 +57,7 @@ pub(crate) struct Leases {
 #[derive(Debug)]
 #[repr(align(64))]
 pub(crate) struct Entry {
-    key: Key,
+    key: LeaseKey,
     lease: KeyLease,
 }
 
@@ -123,7 +126,7 @@ impl Leases {
             let index = self.next_shard.fetch_add(1, Ordering::Relaxed) % SHARDS;
             let mut shard = self.lock(index);
             self.sweep(&mut shard, now_us);
-            shard.shrink(|entry| self.hasher.hash_one(entry.key.bytes()));
+            shard.shrink(|entry| self.hasher.hash_one(entry.key.as_bytes()));
         }
     }
 
@@ -221,10 +224,10 @@ impl Leases {
             }
         }
         let entry = Entry {
-            key: Key::new(stored.as_bytes()),
+            key: LeaseKey::new(stored.as_bytes()),
             lease: KeyLease::new(),
         };
-        let rehash = |entry: &Entry| self.hasher.hash_one(entry.key.bytes());
+        let rehash = |entry: &Entry| self.hasher.hash_one(entry.key.as_bytes());
         let lease = &mut shard
             .keys
             .insert_unique(hash, entry, rehash)
@@ -339,7 +342,7 @@ impl Shard {
     #[inline]
     fn lease(&mut self, hash: u64, key: &[u8]) -> Option<&mut KeyLease> {
         self.keys
-            .find_mut(hash, |entry| entry.key.is(key))
+            .find_mut(hash, |entry| entry.key.as_bytes() == key)
             .map(|entry| &mut entry.lease)
     }
 

@@ -24,7 +24,6 @@
 
 mod builder;
 mod in_flight;
-mod key;
 mod key_lease;
 mod landing;
 mod leased;

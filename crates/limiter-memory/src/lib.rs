@@ -86,7 +86,6 @@
 mod builder;
 mod compact_counter;
 mod generations;
-mod key;
 mod key_cap;
 mod key_space;
 mod limiter;

@@ -4,13 +4,12 @@
 
 use dashmap::DashMap;
 use limiter_core::backend::{
-    check_request, effective_tick, AlgorithmState, ForAlgorithm, KeyState, SetState, StateFamily,
-    TickDecision,
+    check_request, effective_tick, AlgorithmState, ForAlgorithm, InlineKey, KeyState, SetState,
+    StateFamily, TickDecision,
 };
 use limiter_core::{Decision, Error, Policies, Policy};
 
 use crate::compact_counter::CompactCounter;
-use crate::key::Key;
 
 /// The keys. Under one policy, one map typed by its algorithm, so each key
 /// holds only its own algorithm's state (16 bytes for a bucket, not the 40
@@ -70,6 +69,10 @@ pub(crate) use with_map;
 /// flooding, and aHash does so at about half the cost of SipHash. Looked up
 /// by the key's bytes; a short key is stored inline (see [`Key`]).
 pub(crate) type Map<S> = DashMap<Key, S, ahash::RandomState>;
+
+/// A key as the map holds it: up to 22 bytes inline, so that the key is
+/// the size of a `String` with no allocation behind it.
+pub(crate) type Key = InlineKey<22>;
 
 /// The [`StateFamily`] of [`Map`]s.
 #[derive(Debug)]

@@ -11,9 +11,8 @@ use limiter_core::backend::{check_policies, ClockSource, StoredKey};
 use limiter_core::{Decision, Error, Policies};
 
 use crate::generations::{Generation, Generations, InForce};
-use crate::key::Key;
 use crate::key_space::KeySpace;
-use crate::map::{with_map, with_single_map, Map, Stored};
+use crate::map::{with_map, with_single_map, Key, Map, Stored};
 use crate::memory_bound::{entry_bytes, max_bytes_per_key};
 use crate::policy_history::PolicyHistory;
 use crate::sweep::{Sweep, MIN_SWEEP_INTERVAL};

@@ -2,40 +2,29 @@
 //! the limiter; and [`Penalty`]: the ban a key earns by being denied too
 //! often.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use limiter_core::backend::ClockSource;
+use limiter_core::backend::{ClockSource, InlineKey, StoredKey};
 use limiter_core::{Clock, Error, KeyLimitReached, Limiter};
-use sha2::{Digest as _, Sha256};
 
 use crate::client::ip_key::from_text;
 
 /// The longest key a ban is kept under as it is: a longer one (a client's
-/// 200 KB header, say) is kept under [`ban_key`]'s digest, so a ban costs
-/// a bounded size, in process and in Redis, however long the key.
+/// 200 KB header, say) is kept under its digest ([`StoredKey`]: the
+/// in-process stores' one form, a mark byte and its SHA-256), so a ban
+/// costs a bounded size, in process and in Redis, however long the key.
 const MAX_BAN_KEY_BYTES: usize = 256;
 
+/// A banned key as the in-process list holds it: short ones inline.
+type BanKey = InlineKey<22>;
+
 /// The key `key`'s ban is kept under: `key` itself up to
-/// [`MAX_BAN_KEY_BYTES`], else `\0sha256:` and the hex of its SHA-256. No
-/// layer's key starts with a NUL (each starts with its kind, `header:`,
-/// `route:`, …, or an address's tag byte), so a digest is never another
-/// key's ban, and two long keys share one only if their SHA-256 collide,
-/// which no one can bring about.
-fn ban_key(key: &[u8]) -> Cow<'_, [u8]> {
-    if key.len() <= MAX_BAN_KEY_BYTES {
-        return Cow::Borrowed(key);
-    }
-    let mut digest = String::with_capacity(8 + 64);
-    digest.push_str("\0sha256:");
-    for byte in Sha256::digest(key) {
-        // Writing to a String cannot fail.
-        let _ = write!(digest, "{byte:02x}");
-    }
-    Cow::Owned(digest.into_bytes())
+/// [`MAX_BAN_KEY_BYTES`], else its digest.
+fn ban_key(key: &[u8]) -> StoredKey<'_> {
+    StoredKey::of(key, MAX_BAN_KEY_BYTES)
 }
 
 /// Where a [`BanList`] keeps its bans.
@@ -64,7 +53,7 @@ struct MemoryBans {
 
 #[derive(Default)]
 struct Bans {
-    until_us: HashMap<Vec<u8>, u64>,
+    until_us: HashMap<BanKey, u64>,
     /// Expired bans are dropped when looked up, and all at once when the
     /// map has grown to this size since the last sweep.
     sweep_at: usize,
@@ -112,7 +101,7 @@ impl MemoryBans {
         if bans.until_us.len() >= self.max_bans {
             return Err(Error::from(KeyLimitReached::new(self.max_bans)));
         }
-        bans.until_us.insert(key.to_owned(), until);
+        bans.until_us.insert(BanKey::new(key), until);
         bans.first_end_us = bans.first_end_us.min(until);
         if bans.until_us.len() >= bans.sweep_at.max(MIN_SWEEP) {
             bans.sweep(now);
@@ -210,8 +199,8 @@ impl BanList {
 
     /// Bans kept in Redis, on `backend`'s shared connections: the ban of
     /// key `k` is the Redis key `{prefix}:{k}`, `k` in its text form
-    /// (`bans:ip:203.0.113.7`; `k` longer than 256 bytes
-    /// as `\0sha256:` and its digest's hex), which expires when the ban
+    /// (`bans:ip:203.0.113.7`; `k` longer than 256 bytes as its digest,
+    /// the byte 0xFF and its SHA-256), which expires when the ban
     /// ends (Redis's clock decides). Every instance on that Redis sees every
     /// ban. A failed check (Redis down) bans no one: see
     /// [`LimiterLayer::bans`](crate::LimiterLayer::bans).
@@ -260,7 +249,7 @@ impl BanList {
     /// [`ban`](Self::ban) of `key` as the limiter is given it.
     pub(crate) async fn ban_key(&self, key: &[u8], duration: Duration) -> Result<(), Error> {
         match &*self.store {
-            Store::Memory(bans) => bans.ban(&ban_key(key), duration),
+            Store::Memory(bans) => bans.ban(ban_key(key).as_bytes(), duration),
             #[cfg(feature = "redis")]
             Store::Redis { backend, prefix } => {
                 if duration.is_zero() {
@@ -282,7 +271,7 @@ impl BanList {
     /// [`unban`](Self::unban) of `key` as the limiter is given it.
     pub(crate) async fn unban_key(&self, key: &[u8]) -> Result<(), Error> {
         match &*self.store {
-            Store::Memory(bans) => bans.ban(&ban_key(key), Duration::ZERO),
+            Store::Memory(bans) => bans.ban(ban_key(key).as_bytes(), Duration::ZERO),
             #[cfg(feature = "redis")]
             Store::Redis { backend, prefix } => {
                 backend
@@ -296,7 +285,7 @@ impl BanList {
     /// it.
     pub(crate) async fn banned_for_key(&self, key: &[u8]) -> Result<Option<Duration>, Error> {
         match &*self.store {
-            Store::Memory(bans) => Ok(bans.banned_for(&ban_key(key))),
+            Store::Memory(bans) => Ok(bans.banned_for(ban_key(key).as_bytes())),
             #[cfg(feature = "redis")]
             Store::Redis { backend, prefix } => {
                 let ttl_ms: i64 = backend
@@ -315,7 +304,7 @@ impl BanList {
     /// are in process; `None` means ask `banned_for_key`.
     pub(crate) fn banned_for_now(&self, key: &[u8]) -> Option<Option<Duration>> {
         match &*self.store {
-            Store::Memory(bans) => Some(bans.banned_for(&ban_key(key))),
+            Store::Memory(bans) => Some(bans.banned_for(ban_key(key).as_bytes())),
             #[cfg(feature = "redis")]
             Store::Redis { .. } => None,
         }
@@ -330,7 +319,7 @@ fn redis_key(prefix: &str, key: &[u8]) -> Vec<u8> {
     let mut redis_key = Vec::with_capacity(prefix.len() + 1 + text.len());
     redis_key.extend_from_slice(prefix.as_bytes());
     redis_key.push(b':');
-    redis_key.extend_from_slice(&ban_key(text.as_bytes()));
+    redis_key.extend_from_slice(ban_key(text.as_bytes()).as_bytes());
     redis_key
 }
 
@@ -415,8 +404,10 @@ impl Penalty {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use limiter_core::backend::{DIGEST_KEY_BYTES, DIGEST_MARK};
     use limiter_core::ManualClock;
+
+    use super::*;
 
     #[test]
     fn a_long_keys_ban_is_kept_under_its_digest_and_is_its_own() {
@@ -438,14 +429,19 @@ mod tests {
             assert_eq!(bans.banned_for(&long).await.unwrap(), Some(day));
             assert_eq!(bans.banned_for_now(long.as_bytes()), Some(Some(day)));
             assert_eq!(bans.banned_for(&other).await.unwrap(), None);
-            let mut held: Vec<usize> = memory.lock().until_us.keys().map(Vec::len).collect();
+            let mut held: Vec<usize> = memory
+                .lock()
+                .until_us
+                .keys()
+                .map(|key| key.as_bytes().len())
+                .collect();
             held.sort_unstable();
-            assert_eq!(held, [8 + 64, MAX_BAN_KEY_BYTES]);
+            assert_eq!(held, [DIGEST_KEY_BYTES, MAX_BAN_KEY_BYTES]);
             bans.unban(&long).await.unwrap();
             assert_eq!(bans.banned_for(&long).await.unwrap(), None);
         });
-        assert_eq!(&*ban_key(b"ip:10.0.0.1"), b"ip:10.0.0.1");
-        assert!(ban_key(long.as_bytes()).starts_with(b"\0sha256:"));
+        assert_eq!(ban_key(b"ip:10.0.0.1").as_bytes(), b"ip:10.0.0.1");
+        assert_eq!(ban_key(long.as_bytes()).as_bytes()[0], DIGEST_MARK);
     }
 
     #[test]
