@@ -249,3 +249,59 @@ async fn decides_on_redis_as_memory_across_random_changes_and_charges() {
         "{decisions} decisions, {charges} charges"
     );
 }
+
+/// Tasks race on one key while its policy flips between a fixed window of
+/// an hour and a sliding counter of two, at 2,000 a window, on each
+/// engine: every decision is one policy's (an admission leaves less than
+/// its limit), and the units counted carry exactly through each take-over
+/// (at one time, no count is above the other policy's limit), so once the
+/// key is exhausted exactly 2,000 were admitted in all. Concurrent
+/// acquires on one key share calls (a hot key's batch), so take-overs
+/// happen inside batches too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_request_on_redis_is_decided_under_a_mix_of_policies() {
+    let hour = std::time::Duration::from_secs(3_600);
+    let (small, large) = (
+        Policy::fixed_window(Rate::new(2_000, hour)).unwrap(),
+        Policy::sliding_counter(Rate::new(2_000, 2 * hour)).unwrap(),
+    );
+    for engine in ENGINES {
+        let clock = ManualClock::new(T0);
+        let prefix = common::fresh_prefix("mix");
+        let limiter = std::sync::Arc::new(limiter(small.clone(), engine, &prefix, &clock).await);
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let limiter = std::sync::Arc::clone(&limiter);
+                tokio::spawn(async move {
+                    let mut admitted = 0u64;
+                    for _ in 0..150 {
+                        let decision = limiter.acquire(b"shared", 1).await.unwrap();
+                        assert_eq!(decision.limit, 2_000, "{decision:?}");
+                        if decision.allowed {
+                            assert!(decision.remaining < decision.limit, "{decision:?}");
+                            admitted += 1;
+                        }
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        // Flips every millisecond while the tasks decide.
+        let mut flips = 0;
+        while !tasks.iter().all(|task| task.is_finished()) {
+            let policy = if flips % 2 == 0 { &large } else { &small };
+            limiter.set_policies(policy.clone()).unwrap();
+            flips += 1;
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        let mut admitted = 0;
+        for task in tasks {
+            admitted += task.await.unwrap();
+        }
+        limiter.set_policies(large.clone()).unwrap();
+        while limiter.acquire(b"shared", 1).await.unwrap().allowed {
+            admitted += 1;
+        }
+        assert_eq!(admitted, 2_000, "{engine:?} over {flips} flips");
+    }
+}
