@@ -279,7 +279,8 @@ fn decide_function(parts: &[Policy]) -> String {
         .map(|byte| format!("\\{byte:03}"))
         .collect();
     // The record's key is each request's last (keys.rs), a string: read
-    // up front with the others.
+    // up front with the others. Its checks are written out: a Lua call
+    // per request costs Redis more than the comparison it makes.
     let mut code = format!(
         "local RECORD = '{record}'\n\
          local function decide(KEYS, ARGV)\n  \
@@ -289,7 +290,8 @@ fn decide_function(parts: &[Policy]) -> String {
          if r == 1 or not uniform then begin(r) end\n    \
          local k = base + step * (r - 1)\n    \
          local record = keys[k + {keys}]\n    \
-         local undo = take_over(RECORD, record)\n    \
+         local undo, held = nil, states[record]\n    \
+         if held and held ~= RECORD then undo = take_over(RECORD, record) end\n    \
          if charging then charge(RECORD, record) end\n",
         keys = parts.len() + 1
     );
@@ -328,7 +330,7 @@ fn decide_function(parts: &[Policy]) -> String {
     let _ = writeln!(
         code,
         "    if acquire and {} then\n      {}\n    end\n    \
-         if acquire or charging then note_record(record, RECORD) end\n    \
+         if record_ms > 0 then note_record(record, RECORD) end\n    \
          if undo then restore(undo) end",
         all.join(" and "),
         commits.join("\n      ")

@@ -7,24 +7,24 @@
 --
 -- Every library has it. The generated function calls, per request:
 --
---   take_over(set, record_key): when the record beside the request's state
---     (record_key, `{prefix}:{{user_key}}:p`, see keys.rs) holds another set
---     than `set` (the library's own record, a literal), reads the state of
---     each part of the record's set, takes it over for each part of `set`,
---     and puts it in states[key] for the algorithm functions to decide on.
---     An acquire (or a charge) writes it at once, with a TTL of its reset under `set`
---     (the decision's own write, if it admits, comes after), deletes the
---     keys of parts `set` does not have, and writes the record; it returns
---     nil. A peek writes nothing and returns what to put back (restore)
---     once it is decided. A missing record takes nothing over: the state
---     is the set's own (a key first written, or written by a release that
---     wrote no record). A record of another encoding version says the
---     states are none of ours: each part starts fresh.
+--   take_over(set, record_key), called when the record beside the
+--     request's state (record_key, `{prefix}:{{user_key}}:p`, see keys.rs)
+--     holds another set than `set` (the library's own record, a literal):
+--     reads the state of each part of the record's set, takes it over for
+--     each part of `set`, and puts it in states[key] for the algorithm
+--     functions to decide on. An acquire (or a charge) writes it at once,
+--     with a TTL of its reset under `set` (the decision's own write, if it
+--     admits, comes after), deletes the keys of parts `set` does not have,
+--     and writes the record; it returns nil. A peek writes nothing and
+--     returns what to put back (restore) once it is decided. A missing
+--     record takes nothing over (the caller does not call): the state is
+--     the set's own (a key first written). A record of another encoding
+--     version says the states are none of ours: each part starts fresh.
 --   charge(set, record_key): counts a charge's units on every part (after
 --     take_over, as a charge writes).
---   note_record(record_key, set): after an acquire's writes, the record's
---     TTL covers every TTL the request granted (record_ms): a record
---     missing, or of another set, is written, one held is extended
+--   note_record(record_key, set), called when the request granted a TTL
+--     (record_ms > 0): the record's TTL covers every TTL it granted. A
+--     record missing, or of another set, is written, one held is extended
 --     (PEXPIRE GT), so that it never expires before the state it names.
 --
 -- A record is a version byte, then per part an algorithm byte (0 fixed
@@ -330,7 +330,6 @@ end
 
 local function take_over(set, record_key)
   local held = states[record_key]
-  if not held or held == set then return nil end
   local writes = acquire or charging
   local base = string.sub(record_key, 1, -2)
   local from, to = parts_of(held), parts_of(set)
