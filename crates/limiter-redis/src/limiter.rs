@@ -83,7 +83,7 @@ impl RedisLimiter {
     ///
     /// # Errors
     ///
-    /// [`Error::Policy`] for a sliding log above the builder's
+    /// [`Error::InvalidPolicy`] for a sliding log above the builder's
     /// [`max_sliding_log_limit`](RedisLimiterBuilder::max_sliding_log_limit);
     /// the policies in force stay.
     pub fn set_policies(&self, policies: impl Into<Policies>) -> Result<(), Error> {

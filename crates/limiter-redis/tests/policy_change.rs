@@ -305,3 +305,25 @@ async fn no_request_on_redis_is_decided_under_a_mix_of_policies() {
         assert_eq!(admitted, 2_000, "{engine:?} over {flips} flips");
     }
 }
+
+/// Policies the builder would refuse (a sliding log above its maximum)
+/// are refused by `set_policies` too, and those in force stay.
+#[tokio::test]
+async fn set_policies_on_redis_refuses_what_the_builder_refuses() {
+    let clock = ManualClock::new(T0);
+    let in_force: Policies = "sliding-log:100/1m".parse().unwrap();
+    let limiter = limiter(
+        in_force.clone(),
+        Engine::Lua,
+        &common::fresh_prefix("refused"),
+        &clock,
+    )
+    .await;
+    let too_long: Policies = "sliding-log:100/1m;sliding-log:20000/1h".parse().unwrap();
+    assert!(matches!(
+        limiter.set_policies(too_long),
+        Err(limiter_core::Error::InvalidPolicy(_))
+    ));
+    assert_eq!(limiter.policies(), &in_force);
+    assert_eq!(limiter.acquire(b"k", 1).await.unwrap().limit, 100);
+}
