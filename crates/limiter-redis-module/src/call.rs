@@ -1,6 +1,7 @@
 //! One command's arguments, checked: the policies, the TTL floor, the
 //! requests (limiter-redis's `wire.rs` packed `ARGV[1]`) and the keys (its
-//! `KEYS` layout for one server or one slot, and a hot key's batch).
+//! `KEYS` layout for one server or one slot, and a hot key's batch: per
+//! request, a key per part, then its record's).
 //!
 //! `LIMITER.DECIDE policies ttl_floor_ms packed key...` (and `LIMITER.PEEK`,
 //! the same read-only): the Lua library has its policies' constants and

@@ -6,6 +6,13 @@
 //! leaky bucket; t_eff -1 for a part whose sorted set's key holds another
 //! type (the request is then not decided, and nothing of it written).
 //!
+//! A request whose record (the policies its state was made under,
+//! `record.rs`) names another set than the call's takes the state over
+//! first (docs/spec.md section 9, limiter-core's
+//! `SetState::change_policies`), as the Lua's `take_over` does; a charge
+//! (section 10) is counted with `KeyState::charge` and answered as a peek
+//! of 1.
+//!
 //! Every part of a request is decided first, and an acquire commits every
 //! part only if every part admits (docs/spec.md section 7; the client
 //! combines the parts' answers with `limiter_core::backend::all_of`). A
