@@ -270,6 +270,11 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(requests[1].cost, 3);
+        // A charge (mode 2) of any number of units.
+        let charge = packed(&[2.0, 1e6, -1.0]);
+        let (_, _, requests) = parse(&[set, b"0", &charge, b"a1", b"a2", b"ap"]).unwrap();
+        assert!(requests[0].charge && !requests[0].acquire);
+        assert_eq!(requests[0].cost, 1_000_000);
     }
 
     #[test]
@@ -282,7 +287,8 @@ mod tests {
             vec![b"no-such-algorithm:1/1s".as_slice(), b"0", &one, b"k", b"p"],
             vec![policy, b"-1", &one, b"k", b"p"],
             vec![policy, b"0", &one[..23], b"k", b"p"],
-            vec![policy, b"0", &packed(&[2.0, 1.0, -1.0]), b"k", b"p"],
+            vec![policy, b"0", &packed(&[3.0, 1.0, -1.0]), b"k", b"p"],
+            vec![policy, b"0", &packed(&[2.0, 0.0, -1.0]), b"k", b"p"],
             vec![policy, b"0", &packed(&[1.0, 11.0, -1.0]), b"k", b"p"],
             vec![policy, b"0", &packed(&[1.0, 0.0, -1.0]), b"k", b"p"],
             vec![policy, b"0", &packed(&[1.0, 1.5, -1.0]), b"k", b"p"],
