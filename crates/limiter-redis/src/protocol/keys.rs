@@ -24,7 +24,9 @@ use crate::connection::slot_map::slot_of_tag;
 /// another version says the states beside it are in encodings this
 /// release does not read, so a request takes them as none (fresh) and
 /// writes its own. 1: the string states' packed doubles and packed logs,
-/// and a sliding log above 128 in a sorted set (see scripts/prelude.lua).
+/// and a sliding log above 128 in a sorted set (docs/backends.md, "Key
+/// layout"). scripts/policy_change.lua's `RECORD_VERSION` and
+/// limiter-redis-module's `record.rs` hold the same number.
 pub(crate) const STATE_ENCODING: u8 = 1;
 
 /// Each algorithm's number in a record.
@@ -36,15 +38,16 @@ const ALGORITHM_CODES: PerAlgorithm<u8> = PerAlgorithm {
     leaky_bucket: 4,
 };
 
-/// The record of a policy set (its `parts`) stored beside a key's state: what a request
-/// decided under another set needs to take the state over (docs/spec.md
-/// rule 9.1). The encoding's version ([`STATE_ENCODING`]), then per part
-/// in the set's order its algorithm (a byte: 0 fixed window, 1 sliding
-/// log, 2 sliding counter, 3 token bucket, 4 leaky bucket) and four
-/// little-endian doubles: the tick in µs, the window in ticks, the limit
-/// and the maximum cost (capacity, queue, or the limit), every one a
-/// whole number below 2^53. scripts/prelude.lua's `take_over` reads it,
-/// and limiter-redis-module writes and reads the same bytes.
+/// The record of a policy set (its `parts`) stored beside a key's state:
+/// what a request decided under another set needs to take the state over
+/// (docs/spec.md rule 9.1). The encoding's version ([`STATE_ENCODING`]),
+/// then per part in the set's order its algorithm (a byte: 0 fixed
+/// window, 1 sliding log, 2 sliding counter, 3 token bucket, 4 leaky
+/// bucket) and four little-endian doubles: the tick in µs, the window in
+/// ticks, the limit and the maximum cost (capacity, queue, or the limit),
+/// every one a whole number below 2^53. scripts/policy_change.lua's
+/// `take_over` reads it, and limiter-redis-module writes and reads the
+/// same bytes.
 pub(crate) fn policy_record(parts: &[Policy]) -> Vec<u8> {
     let mut record = Vec::with_capacity(1 + 33 * parts.len());
     record.push(STATE_ENCODING);
