@@ -327,3 +327,49 @@ async fn set_policies_on_redis_refuses_what_the_builder_refuses() {
     assert_eq!(limiter.policies(), &in_force);
     assert_eq!(limiter.acquire(b"k", 1).await.unwrap().limit, 100);
 }
+
+/// A record of another version of the state encodings (a later release's)
+/// says the state beside it is none of ours: a request takes the key as
+/// fresh, on each engine, and writes its own state and record, rather
+/// than reading bytes it does not know.
+#[tokio::test]
+async fn a_record_of_another_encoding_on_redis_is_read_as_fresh() {
+    for engine in ENGINES {
+        let clock = ManualClock::new(T0);
+        let prefix = common::fresh_prefix("version");
+        let policy = per_minute(Algorithm::TokenBucket, 10);
+        let limiter = limiter(policy, engine, &prefix, &clock).await;
+        assert!(limiter.acquire(b"k", 9).await.unwrap().allowed);
+        let record_key = limiter.redis_record_key(b"k");
+        let mut conn = common::connection_at(&common::module_server().url()).await;
+        let mut record: Vec<u8> = redis::cmd("GET")
+            .arg(&record_key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(record[0], 1, "{engine:?}: the version first");
+        record[0] = 2;
+        let _: () = redis::cmd("SET")
+            .arg(&record_key)
+            .arg(&record)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(
+            limiter.peek(b"k", 1).await.unwrap().remaining,
+            9,
+            "{engine:?}"
+        );
+        assert_eq!(
+            limiter.acquire(b"k", 10).await.unwrap().remaining,
+            0,
+            "{engine:?}"
+        );
+        let written: Vec<u8> = redis::cmd("GET")
+            .arg(&record_key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(written[0], 1, "{engine:?}: the record written anew");
+    }
+}
