@@ -22,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
             for i in 0..call.policies.len() {
                 let _ = call.key(r, i);
             }
+            let _ = call.record_key(r);
         }
     }
 });

@@ -399,8 +399,9 @@ fn redis_table_keeps_a_given_prefix_and_counts_fail_open() {
         text.contains("fail-open 0, fail-closed 0, errors 0"),
         "{text}"
     );
-    // A prefix the user gave is theirs: the keys stay (until their TTL).
-    assert_eq!(server.command("KEYS mine:*"), "*3");
+    // A prefix the user gave is theirs: the keys stay (until their TTL),
+    // each key's state and its record (docs/backends.md, "Key layout").
+    assert_eq!(server.command("KEYS mine:*"), "*6");
 }
 
 fn usage_error(args: &[&str]) -> String {

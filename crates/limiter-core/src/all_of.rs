@@ -149,8 +149,10 @@ impl SetState {
         }
     }
 
-    /// The state of these parts, one per policy of the set, in its order.
-    pub(crate) fn from_parts(parts: Box<[KeyState]>) -> Self {
+    /// The state of these parts, one per policy of the set, in its order:
+    /// for a backend that stores each part on its own (limiter-redis-module
+    /// reads them to take a key over, docs/spec.md section 9).
+    pub fn from_parts(parts: Box<[KeyState]>) -> Self {
         Self { parts }
     }
 

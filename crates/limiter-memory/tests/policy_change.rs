@@ -223,7 +223,7 @@ fn no_request_is_decided_under_a_mix_of_policies() {
 #[tokio::test]
 async fn the_policy_change_vectors_replay_byte_for_byte() {
     limiter_test::cases::policy_change_vectors_replay_byte_for_byte(
-        |policies, clock| MemoryLimiter::builder(policies).clock(clock).build(),
+        |policies, clock| async { MemoryLimiter::builder(policies).clock(clock).build() },
         |limiter, policies| limiter.set_policies(policies),
     )
     .await;

@@ -1,6 +1,7 @@
 //! One command's arguments, checked: the policies, the TTL floor, the
 //! requests (limiter-redis's `wire.rs` packed `ARGV[1]`) and the keys (its
-//! `KEYS` layout for one server or one slot, and a hot key's batch).
+//! `KEYS` layout for one server or one slot, and a hot key's batch: per
+//! request, a key per part, then its record's).
 //!
 //! `LIMITER.DECIDE policies ttl_floor_ms packed key...` (and `LIMITER.PEEK`,
 //! the same read-only): the Lua library has its policies' constants and
@@ -36,19 +37,24 @@ pub struct Call<'a> {
     pub ttl_floor_ms: u64,
     /// The requests, in order.
     pub requests: Vec<Request>,
-    /// The state keys: request r's under part i is `keys[r * step + i]`.
+    /// The keys: request r's state under part i is `keys[r * step + i]`,
+    /// its record's (of the policies its state was made under) the next.
     pub keys: &'a [&'a [u8]],
-    /// Keys between two requests': the number of parts, or 0 for a hot
-    /// key's batch (every request on the same keys).
+    /// Keys between two requests': the number of parts and one, or 0 for
+    /// a hot key's batch (every request on the same keys).
     pub step: usize,
 }
 
 /// One request's arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
-    /// Whether an admission commits (acquire) or not (peek).
+    /// Whether an admission commits (acquire) or not (peek, charge).
     pub acquire: bool,
-    /// Units asked for: 1 up to every part's max cost.
+    /// Whether it is a charge after the fact of `cost` units (docs/spec.md
+    /// section 10), answered as a peek of 1 on the state it leaves.
+    pub charge: bool,
+    /// Units asked for: 1 up to every part's max cost; a charge's, any
+    /// whole number from 1 to 2^53.
     pub cost: u64,
     /// The time in µs, or `None` for the server's clock.
     pub time_us: Option<u64>,
@@ -71,11 +77,14 @@ impl<'a> Call<'a> {
             .and_then(|text| text.parse::<u64>().ok())
             .filter(|&ms| ms <= MAX_TIME_US / 1000)
             .ok_or("ERR limiter: the TTL floor is not a whole number of ms up to 2^53 µs")?;
-        let parts = policies.len();
+        // Each request's keys: one per part, then its record's.
+        let parts = policies.len() + 1;
         if keys.is_empty() || !keys.len().is_multiple_of(parts) {
             return Err(format!(
-                "ERR limiter: {} keys for {parts} policies: one per policy per request",
-                keys.len()
+                "ERR limiter: {} keys for {} policies: one per policy and the record's per \
+                 request",
+                keys.len(),
+                parts - 1
             ));
         }
         let numbers = packed_numbers(packed)?;
@@ -129,6 +138,11 @@ impl<'a> Call<'a> {
     pub fn key(&self, r: usize, i: usize) -> &'a [u8] {
         self.keys[r * self.step + i]
     }
+
+    /// Request `r`'s record key.
+    pub fn record_key(&self, r: usize) -> &'a [u8] {
+        self.key(r, self.policies.len())
+    }
 }
 
 /// The little-endian doubles of a packed argument.
@@ -154,12 +168,16 @@ fn request(policies: &Policies, fields: &[f64]) -> Result<Request, String> {
     let [mode, cost, time] = fields else {
         return Err("ERR limiter: a request is three numbers".to_owned());
     };
-    let acquire = match *mode {
-        1.0 => true,
-        0.0 => false,
-        other => return Err(format!("ERR limiter: mode {other} is neither 1 nor 0")),
+    let (acquire, charge) = match *mode {
+        1.0 => (true, false),
+        0.0 => (false, false),
+        2.0 => (false, true),
+        other => return Err(format!("ERR limiter: mode {other} is not 1, 0 or 2")),
     };
-    let max_cost = policies.iter().map(|p| p.max_cost()).min().unwrap_or(0);
+    let max_cost = match charge {
+        true => MAX_TIME_US,
+        false => policies.iter().map(|p| p.max_cost()).min().unwrap_or(0),
+    };
     let cost = whole(*cost)
         .filter(|cost| (1..=max_cost).contains(cost))
         .ok_or_else(|| {
@@ -173,6 +191,7 @@ fn request(policies: &Policies, fields: &[f64]) -> Result<Request, String> {
     };
     Ok(Request {
         acquire,
+        charge,
         cost,
         time_us,
     })
@@ -231,22 +250,31 @@ mod tests {
         let each = packed(&[1.0, 1.0, 7.0, 0.0, 3.0, -1.0]);
         let set = b"token-bucket:10/1s;fixed-window:5/1m".as_slice();
         let (parts, step, requests) =
-            parse(&[set, b"0", &one, b"a1", b"a2", b"b1", b"b2"]).unwrap();
-        assert_eq!((parts, step, requests.len()), (2, 2, 2));
+            parse(&[set, b"0", &one, b"a1", b"a2", b"ap", b"b1", b"b2", b"bp"]).unwrap();
+        assert_eq!((parts, step, requests.len()), (2, 3, 2));
         assert_eq!(
             requests[1],
             Request {
                 acquire: true,
+                charge: false,
                 cost: 2,
                 time_us: None
             }
         );
-        let (_, step, requests) = parse(&[set, b"0", &hot, b"a1", b"a2"]).unwrap();
+        let (_, step, requests) = parse(&[set, b"0", &hot, b"a1", b"a2", b"ap"]).unwrap();
         assert_eq!((step, requests.len()), (0, 3));
         assert_eq!(requests[2].time_us, Some(5));
         assert!(!requests[0].acquire);
-        let (_, _, requests) = parse(&[set, b"60000", &each, b"a1", b"a2", b"b1", b"b2"]).unwrap();
+        let (_, _, requests) = parse(&[
+            set, b"60000", &each, b"a1", b"a2", b"ap", b"b1", b"b2", b"bp",
+        ])
+        .unwrap();
         assert_eq!(requests[1].cost, 3);
+        // A charge (mode 2) of any number of units.
+        let charge = packed(&[2.0, 1e6, -1.0]);
+        let (_, _, requests) = parse(&[set, b"0", &charge, b"a1", b"a2", b"ap"]).unwrap();
+        assert!(requests[0].charge && !requests[0].acquire);
+        assert_eq!(requests[0].cost, 1_000_000);
     }
 
     #[test]
@@ -255,22 +283,26 @@ mod tests {
         let policy = b"token-bucket:10/1s".as_slice();
         for args in [
             vec![policy, b"0", &one],
-            vec![b"no-such-algorithm:1/1s".as_slice(), b"0", &one, b"k"],
-            vec![policy, b"-1", &one, b"k"],
-            vec![policy, b"0", &one[..23], b"k"],
-            vec![policy, b"0", &packed(&[2.0, 1.0, -1.0]), b"k"],
-            vec![policy, b"0", &packed(&[1.0, 11.0, -1.0]), b"k"],
-            vec![policy, b"0", &packed(&[1.0, 0.0, -1.0]), b"k"],
-            vec![policy, b"0", &packed(&[1.0, 1.5, -1.0]), b"k"],
-            vec![policy, b"0", &packed(&[1.0, 1.0, -2.0]), b"k"],
-            vec![policy, b"0", &packed(&[1.0, 1.0, 1e300]), b"k"],
-            vec![policy, b"0", &packed(&[1.0, 1.0, -1.0, 1e9]), b"k"],
+            vec![policy, b"0", &one, b"k"],
+            vec![b"no-such-algorithm:1/1s".as_slice(), b"0", &one, b"k", b"p"],
+            vec![policy, b"-1", &one, b"k", b"p"],
+            vec![policy, b"0", &one[..23], b"k", b"p"],
+            vec![policy, b"0", &packed(&[3.0, 1.0, -1.0]), b"k", b"p"],
+            vec![policy, b"0", &packed(&[2.0, 0.0, -1.0]), b"k", b"p"],
+            vec![policy, b"0", &packed(&[1.0, 11.0, -1.0]), b"k", b"p"],
+            vec![policy, b"0", &packed(&[1.0, 0.0, -1.0]), b"k", b"p"],
+            vec![policy, b"0", &packed(&[1.0, 1.5, -1.0]), b"k", b"p"],
+            vec![policy, b"0", &packed(&[1.0, 1.0, -2.0]), b"k", b"p"],
+            vec![policy, b"0", &packed(&[1.0, 1.0, 1e300]), b"k", b"p"],
+            vec![policy, b"0", &packed(&[1.0, 1.0, -1.0, 1e9]), b"k", b"p"],
             vec![
                 policy,
                 b"0",
                 &packed(&[1.0, 1.0, -1.0, 0.0, 1.0]),
                 b"k",
+                b"p",
                 b"l",
+                b"q",
             ],
         ] {
             assert!(parse(&args).is_err(), "{args:?}");
@@ -285,7 +317,7 @@ mod tests {
             args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..8),
             numbers in proptest::collection::vec(
                 prop_oneof![Just(-1.0), Just(0.0), Just(1.0), Just(2.0), any::<f64>()], 0..9),
-            keys in 0usize..6,
+            keys in 0usize..9,
         ) {
             let packed = packed(&numbers);
             let mut with_policy: Vec<&[u8]> = vec![b"sliding-log:3/1s;token-bucket:2/1s", b"10", &packed];
@@ -295,6 +327,7 @@ mod tests {
                     for i in 0..call.policies.len() {
                         call.key(r, i);
                     }
+                    call.record_key(r);
                 }
             }
             let raw: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();

@@ -6,6 +6,13 @@
 //! leaky bucket; t_eff -1 for a part whose sorted set's key holds another
 //! type (the request is then not decided, and nothing of it written).
 //!
+//! A request whose record (the policies its state was made under,
+//! `record.rs`) names another set than the call's takes the state over
+//! first (docs/spec.md section 9, limiter-core's
+//! `SetState::change_policies`), as the Lua's `take_over` does; a charge
+//! (section 10) is counted with `KeyState::charge` and answered as a peek
+//! of 1.
+//!
 //! Every part of a request is decided first, and an acquire commits every
 //! part only if every part admits (docs/spec.md section 7; the client
 //! combines the parts' answers with `limiter_core::backend::all_of`). A
@@ -15,11 +22,14 @@
 
 use std::collections::HashMap;
 
-use limiter_core::backend::{effective_tick, AlgorithmState, KeyState, SlidingLog, TickDecision};
+use limiter_core::backend::{
+    effective_tick, AlgorithmState, KeyState, SetState, SlidingLog, TickDecision,
+};
 use limiter_core::{Algorithm, Policy, MAX_TIME_US};
 
 use crate::call::Call;
 use crate::log::{expired, keeps_sorted_set, with_edge};
+use crate::record::{policies_of, policy_record};
 use crate::string_state::{ttl_ms, Expiry, StringKey};
 
 /// The server's keys and clock, as one call reads and writes them.
@@ -35,6 +45,10 @@ pub(crate) trait Store {
     fn write_string(&mut self, key: &[u8], value: &[u8], expiry: Expiry) -> Result<(), String>;
     /// Commits an admission to a sorted set's log.
     fn write_sorted_log(&mut self, key: &[u8], write: &LogWrite) -> Result<(), String>;
+    /// `DEL key`.
+    fn delete(&mut self, key: &[u8]) -> Result<(), String>;
+    /// `PEXPIRE key ms GT`: the key lives at least `ms` more.
+    fn extend(&mut self, key: &[u8], ms: u64) -> Result<(), String>;
 }
 
 /// What an admission changes in a sorted set's log, in the Lua function's
@@ -72,7 +86,8 @@ pub(crate) fn decide(call: &Call<'_>, store: &mut impl Store) -> Result<Vec<u8>,
     let fields = record_fields(parts);
     let mut reply = Vec::with_capacity(8 + 8 * fields * call.requests.len());
     reply.extend_from_slice(&0f64.to_le_bytes());
-    let mut strings = read_strings(call, store)?;
+    let own = policy_record(&call.policies);
+    let (mut strings, mut records) = read_strings(call, store)?;
     let mut server_us = None;
     for (r, request) in call.requests.iter().enumerate() {
         let time_us = match request.time_us {
@@ -82,22 +97,45 @@ pub(crate) fn decide(call: &Call<'_>, store: &mut impl Store) -> Result<Vec<u8>,
                 None => *server_us.insert(store.time_us()?.min(MAX_TIME_US)),
             },
         };
+        let record_key = call.record_key(r);
+        let writes = request.acquire || request.charge;
+        let mut taken = Taken::default();
+        match records.get(record_key) {
+            Some(Some(held)) if *held != own => {
+                let held = held.clone();
+                taken = take_over(call, store, r, time_us, &held, &mut strings)?;
+                if writes {
+                    let ms = taken.longest_ttl_ms;
+                    store.write_string(record_key, &own, Expiry::Px(ms))?;
+                    records.insert(record_key, Some(own.clone()));
+                }
+            }
+            _ => {}
+        }
+        let mut granted_ms = 0;
+        if request.charge {
+            granted_ms = charge(call, store, &mut strings, r, time_us)?;
+        }
+        // A charge's answer is a peek of 1 on the state it leaves.
+        let cost = if request.charge { 1 } else { request.cost };
         let mut answers = Vec::with_capacity(parts.len());
         for (i, policy) in parts.iter().enumerate() {
             let key = call.key(r, i);
-            let part = if keeps_sorted_set(policy) {
+            let part = if let Some(state) = taken.logs.get(key) {
+                Part::decide(state, policy, time_us, cost)
+            } else if keeps_sorted_set(policy) {
                 match store.sorted_log(key)? {
                     None => Part::foreign(),
                     Some(entries) => {
                         let log = crate::log::checked(policy, entries.into_iter())
                             .ok_or("ERR limiter: a sorted set holds no sliding log")?;
                         let state = KeyState::SlidingLog(SlidingLog::from_parts(0, log));
-                        Part::decide(&state, policy, time_us, request.cost)
+                        Part::decide(&state, policy, time_us, cost)
                     }
                 }
             } else {
                 let held = strings.get(key).ok_or("ERR limiter: a key not read")?;
-                Part::decide(&held.state, policy, time_us, request.cost)
+                Part::decide(&held.state, policy, time_us, cost)
             };
             answers.push(part);
         }
@@ -108,7 +146,7 @@ pub(crate) fn decide(call: &Call<'_>, store: &mut impl Store) -> Result<Vec<u8>,
                 if parts[..i].contains(policy) {
                     continue;
                 }
-                commit(
+                let granted = commit(
                     call,
                     store,
                     &mut strings,
@@ -118,7 +156,21 @@ pub(crate) fn decide(call: &Call<'_>, store: &mut impl Store) -> Result<Vec<u8>,
                     &answers[i],
                     server_ms,
                 )?;
+                granted_ms = granted_ms.max(granted.unwrap_or(0));
             }
+        }
+        // The record lasts as long as every state it names (the Lua's
+        // note_record).
+        if writes && granted_ms > 0 {
+            if records.get(record_key) == Some(&Some(own.clone())) {
+                store.extend(record_key, granted_ms)?;
+            } else {
+                store.write_string(record_key, &own, Expiry::Px(granted_ms))?;
+                records.insert(record_key, Some(own.clone()));
+            }
+        }
+        for (key, held) in taken.peeked.into_iter().rev() {
+            strings.insert(key, held);
         }
         for (policy, answer) in parts.iter().zip(&answers) {
             answer.push_fields(&mut reply, policy, parts.len());
@@ -134,11 +186,14 @@ pub(crate) fn decide(call: &Call<'_>, store: &mut impl Store) -> Result<Vec<u8>,
     Ok(reply)
 }
 
-/// Every string key of the call, read with one `MGET`.
+/// Each record key's value (`None`: none).
+type Records<'a> = HashMap<&'a [u8], Option<Vec<u8>>>;
+
+/// Every string key of the call and every record, read with one `MGET`.
 fn read_strings<'a>(
     call: &Call<'a>,
     store: &mut impl Store,
-) -> Result<HashMap<&'a [u8], StringKey>, String> {
+) -> Result<(HashMap<&'a [u8], StringKey>, Records<'a>), String> {
     let parts = call.policies.parts();
     let mut keys: Vec<(&'a [u8], &Policy)> = Vec::new();
     let requests = if call.step == 0 {
@@ -153,21 +208,206 @@ fn read_strings<'a>(
             }
         }
     }
+    let mut names: Vec<&[u8]> = keys.iter().map(|(key, _)| *key).collect();
+    names.extend((0..requests).map(|r| call.record_key(r)));
+    let mut values = store.strings(&names)?;
+    let record_values = values.split_off(keys.len());
     let mut strings = HashMap::with_capacity(keys.len());
-    if keys.is_empty() {
-        return Ok(strings);
-    }
-    let names: Vec<&[u8]> = keys.iter().map(|(key, _)| *key).collect();
-    let values = store.strings(&names)?;
     for ((key, policy), value) in keys.into_iter().zip(values) {
         strings
             .entry(key)
             .or_insert_with(|| StringKey::read(policy, value.as_deref()));
     }
-    Ok(strings)
+    let records = (0..requests)
+        .map(|r| call.record_key(r))
+        .zip(record_values)
+        .collect();
+    Ok((strings, records))
 }
 
-/// Commits part `i`'s admission of request `r`.
+/// What a request's take-over leaves besides the string states it puts.
+#[derive(Default)]
+struct Taken<'a> {
+    /// The sorted-set logs a peek took over (it writes none): decided
+    /// from here.
+    logs: HashMap<&'a [u8], KeyState>,
+    /// The string keys a peek took over, as they were before, to put back.
+    peeked: Vec<(&'a [u8], StringKey)>,
+    /// The longest TTL an acquire's take-over gave a state, in ms.
+    longest_ttl_ms: u64,
+}
+
+/// Request `r`'s state, made under the set `held` records, taken over by
+/// the call's set at `time_us` (docs/spec.md section 9, limiter-core's
+/// `SetState::change_policies`), as the Lua's `take_over` does: an acquire
+/// writes each part's state with a TTL of its reset (its string at the
+/// call's end) and deletes the keys of parts the set does not have; a
+/// peek writes nothing. A record of another version: every part fresh.
+fn take_over<'a>(
+    call: &Call<'a>,
+    store: &mut impl Store,
+    r: usize,
+    time_us: u64,
+    held: &[u8],
+    strings: &mut HashMap<&'a [u8], StringKey>,
+) -> Result<Taken<'a>, String> {
+    let to = &call.policies;
+    let record_key = call.record_key(r);
+    let base = &record_key[..record_key.len().saturating_sub(1)];
+    let key_at = |position: usize| [base, position.to_string().as_bytes()].concat();
+    let from = policies_of(held);
+    let taken = match &from {
+        Some(from) => {
+            let mut states = Vec::with_capacity(from.len());
+            for (policy, position) in from.iter().zip(positions(from)) {
+                states.push(read_state(store, policy, &key_at(position))?);
+            }
+            SetState::from_parts(states.into()).change_policies(from, to, time_us)
+        }
+        None => SetState::fresh(to),
+    };
+    let writes = call.requests[r].acquire || call.requests[r].charge;
+    let mut result = Taken::default();
+    let to_positions = positions(to);
+    for (i, (policy, state)) in to.iter().zip(taken.parts()).enumerate() {
+        if to_positions[i] != i {
+            continue;
+        }
+        let key = call.key(r, i);
+        if !writes {
+            if keeps_sorted_set(policy) {
+                result.logs.insert(key, state.clone());
+            } else if let Some(before) = strings.get(key).cloned() {
+                result.peeked.push((key, before.clone()));
+                strings.insert(key, StringKey::taken(policy, state.clone(), &before, None));
+            }
+            continue;
+        }
+        let ms = put_state(call, store, strings, key, policy, state.clone(), time_us)?;
+        result.longest_ttl_ms = result.longest_ttl_ms.max(ms);
+    }
+    if writes {
+        if let Some(from) = &from {
+            let kept: Vec<usize> = to_positions.clone();
+            for position in positions(from) {
+                if !kept.contains(&position) {
+                    store.delete(&key_at(position))?;
+                }
+            }
+        }
+    }
+    Ok(result)
+}
+
+/// Writes `state` at `key` (part `policy`'s) with a TTL of its reset, as
+/// the Lua's `put_state` does: a string with no deadline, at the call's
+/// end; a sorted set anew, now. Returns the TTL in ms.
+fn put_state<'a>(
+    call: &Call<'a>,
+    store: &mut impl Store,
+    strings: &mut HashMap<&'a [u8], StringKey>,
+    key: &'a [u8],
+    policy: &Policy,
+    state: KeyState,
+    time_us: u64,
+) -> Result<u64, String> {
+    let t = time_us / policy.tick_us();
+    let t_eff = effective_tick(policy, state.stamp(), time_us);
+    let reset = reset_ticks(&state, policy, t_eff);
+    let ms = ttl_ms(policy, t, t_eff, reset, call.ttl_floor_ms);
+    if keeps_sorted_set(policy) {
+        store.delete(key)?;
+        if let KeyState::SlidingLog(log) = state {
+            let mut entries: Vec<(u64, u64)> = log.entries().collect();
+            if let Some(add) = entries.pop() {
+                let write = LogWrite {
+                    drop_below: None,
+                    replace: None,
+                    rebased: Some(entries),
+                    add,
+                    ttl_ms: ms,
+                };
+                store.write_sorted_log(key, &write)?;
+            }
+        }
+    } else {
+        let before = strings.get(key).ok_or("ERR limiter: a key not read")?;
+        let taken = StringKey::taken(policy, state, before, Some(ms));
+        strings.insert(key, taken);
+    }
+    Ok(ms)
+}
+
+/// Counts request `r`'s charge on every part of its state (docs/spec.md
+/// section 10, limiter-core's `KeyState::charge`), each written as
+/// [`put_state`] writes; a repeated policy once. Returns the longest TTL
+/// given, in ms.
+fn charge<'a>(
+    call: &Call<'a>,
+    store: &mut impl Store,
+    strings: &mut HashMap<&'a [u8], StringKey>,
+    r: usize,
+    time_us: u64,
+) -> Result<u64, String> {
+    let parts = call.policies.parts();
+    let mut longest = 0;
+    for (i, policy) in parts.iter().enumerate() {
+        if parts[..i].contains(policy) {
+            continue;
+        }
+        let key = call.key(r, i);
+        let mut state = if keeps_sorted_set(policy) {
+            read_state(store, policy, key)?
+        } else {
+            let held = strings.get(key).ok_or("ERR limiter: a key not read")?;
+            held.state.clone()
+        };
+        state
+            .charge(policy, time_us, call.requests[r].cost)
+            .map_err(|e| format!("ERR limiter: {e}"))?;
+        longest = longest.max(put_state(
+            call, store, strings, key, policy, state, time_us,
+        )?);
+    }
+    Ok(longest)
+}
+
+/// Each part's position among a set's keys: its own, or its first
+/// occurrence's for a repeated policy (limiter-redis's keys.rs).
+fn positions(policies: &limiter_core::Policies) -> Vec<usize> {
+    let parts = policies.parts();
+    (0..parts.len())
+        .map(|i| parts[..i].iter().position(|p| *p == parts[i]).unwrap_or(i))
+        .collect()
+}
+
+/// The state `policy` keeps at `key`, read now (fresh when none of ours).
+fn read_state(store: &mut impl Store, policy: &Policy, key: &[u8]) -> Result<KeyState, String> {
+    if keeps_sorted_set(policy) {
+        let entries = store.sorted_log(key)?;
+        let log = entries.and_then(|entries| crate::log::checked(policy, entries.into_iter()));
+        return Ok(match log {
+            Some(entries) => KeyState::SlidingLog(SlidingLog::from_parts(0, entries)),
+            None => KeyState::fresh(policy),
+        });
+    }
+    let value = store.strings(&[key])?.pop().flatten();
+    Ok(StringKey::read(policy, value.as_deref()).state)
+}
+
+/// Ticks until `state` is back to its initial state at `t_eff`.
+fn reset_ticks(state: &KeyState, policy: &Policy, t_eff: u64) -> u64 {
+    match state {
+        KeyState::FixedWindow(s) => s.reset_as_it_stands(policy, t_eff),
+        KeyState::SlidingLog(s) => s.reset_as_it_stands(policy, t_eff),
+        KeyState::SlidingCounter(s) => s.reset_as_it_stands(policy, t_eff),
+        KeyState::TokenBucket(s) => s.reset_as_it_stands(policy, t_eff),
+        KeyState::LeakyBucket(s) => s.reset_as_it_stands(policy, t_eff),
+    }
+}
+
+/// Commits part `i`'s admission of request `r`; the TTL it granted its
+/// key, if it set one.
 #[allow(clippy::too_many_arguments)]
 fn commit(
     call: &Call<'_>,
@@ -178,9 +418,9 @@ fn commit(
     policy: &Policy,
     answer: &Part,
     server_ms: Option<u64>,
-) -> Result<(), String> {
+) -> Result<Option<u64>, String> {
     let (Some(next), ticks) = (answer.next.clone(), &answer.ticks) else {
-        return Ok(());
+        return Ok(None);
     };
     let key = call.key(r, i);
     let ms = ttl_ms(
@@ -193,10 +433,10 @@ fn commit(
     if keeps_sorted_set(policy) {
         let before = match store.sorted_log(key)? {
             Some(entries) => SlidingLog::from_parts(0, entries),
-            None => return Ok(()),
+            None => return Ok(None),
         };
         let KeyState::SlidingLog(after) = next else {
-            return Ok(());
+            return Ok(None);
         };
         let write = log_write(
             policy,
@@ -206,7 +446,7 @@ fn commit(
             call.requests[r].cost,
             ms,
         );
-        return store.write_sorted_log(key, &write);
+        return store.write_sorted_log(key, &write).map(|()| Some(ms));
     }
     let held = strings.get_mut(key).ok_or("ERR limiter: a key not read")?;
     let next = match (&held.state, next) {
@@ -216,8 +456,7 @@ fn commit(
         }
         (_, next) => next,
     };
-    held.save(next, ms, server_ms);
-    Ok(())
+    Ok(held.save(next, ms, server_ms))
 }
 
 /// The sorted set's changes an admission of `cost` at `t_eff` makes, from

@@ -16,6 +16,7 @@
 pub mod call;
 mod decide;
 mod log;
+mod record;
 mod registration;
 mod server;
 mod string_state;

@@ -14,8 +14,8 @@ use limiter_core::backend::SlidingLog;
 use limiter_core::{Algorithm, Policy, MAX_TIME_US};
 
 /// The largest limit whose sliding log is kept in a string: limiter-redis's
-/// `PACKED_LOG_MAX` (its `protocol/state.rs`), which names the key (the
-/// state encoding is in the key's digest).
+/// `PACKED_LOG_MAX` (its `protocol/state.rs`), part of the state encoding
+/// the version in a key's record names (`record.rs`).
 pub(crate) const PACKED_LOG_MAX: u64 = 128;
 
 /// Whether `policy` is a sliding log kept in one string.

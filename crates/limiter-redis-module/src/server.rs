@@ -181,6 +181,14 @@ impl Store for Server<'_> {
         )?;
         self.write("PEXPIRE", &[key, write.ttl_ms.to_string().as_bytes()])
     }
+
+    fn delete(&mut self, key: &[u8]) -> Result<(), String> {
+        self.write("DEL", &[key])
+    }
+
+    fn extend(&mut self, key: &[u8], ms: u64) -> Result<(), String> {
+        self.write("PEXPIRE", &[key, ms.to_string().as_bytes(), b"GT"])
+    }
 }
 
 /// The server's clock in µs: the clock Redis `TIME` reads (the system's

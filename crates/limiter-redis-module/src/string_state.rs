@@ -73,6 +73,20 @@ impl StringKey {
         }
     }
 
+    /// The key after a take-over leaves `state` in it (docs/spec.md
+    /// section 9; `before`, the key as the call held it): written with no
+    /// deadline, as the Lua's `take_over` writes it, and, for an acquire,
+    /// with a TTL of `ms` (`None`: a peek, which writes nothing).
+    pub(crate) fn taken(policy: &Policy, state: KeyState, before: &Self, ms: Option<u64>) -> Self {
+        Self {
+            held_len: before.held_len,
+            state,
+            deadline: keeps_packed_log(policy).then_some(0.0),
+            grant: ms,
+            put: ms.is_some(),
+        }
+    }
+
     /// Notes an admission that leaves `state`, whose key must live at
     /// least `ms` more: the TTL rule of the prelude's `save` (and
     /// `pl_write`). With the server's clock (`server_ms`), a write whose TTL
@@ -80,22 +94,25 @@ impl StringKey {
     /// of max(`ms`, 1 s), with a new deadline 5 ms short of it. With a
     /// caller's clock every write sets `ms`, and the value carries no
     /// deadline (a packed log, 0).
-    pub(crate) fn save(&mut self, state: KeyState, ms: u64, server_ms: Option<u64>) {
+    /// Returns the TTL it grants, if it sets one.
+    pub(crate) fn save(&mut self, state: KeyState, ms: u64, server_ms: Option<u64>) -> Option<u64> {
         self.state = state;
         self.put = true;
         let packed_log = matches!(self.state, KeyState::SlidingLog(_));
         let Some(now) = server_ms else {
             self.grant = Some(ms);
             self.deadline = packed_log.then_some(0.0);
-            return;
+            return Some(ms);
         };
         // Whole numbers below 2^53: exact, as in the Lua's doubles.
         let covered = self.deadline.is_some_and(|d| d >= (now + ms) as f64);
-        if !covered {
-            let grant = ms + ms.max(1000);
-            self.grant = Some(grant);
-            self.deadline = Some((now + grant - 5) as f64);
+        if covered {
+            return None;
         }
+        let grant = ms + ms.max(1000);
+        self.grant = Some(grant);
+        self.deadline = Some((now + grant - 5) as f64);
+        Some(grant)
     }
 
     /// The value to write, and how its TTL is set.

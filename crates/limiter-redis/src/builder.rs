@@ -50,10 +50,13 @@ impl RedisLimiterBuilder {
     }
 
     /// The prefix of every Redis key: a user key `k` lives at
-    /// `{prefix}:{k}:{policy}` (e.g. `limiter:{user:42}:sl-3f50e54ee2b6`,
-    /// the policy part naming the algorithm and a digest of its numbers, so
-    /// that two policies never share state). Must not contain `{` or `}`
-    /// (the user key is the cluster hash tag). Defaults to `"limiter"`.
+    /// `{prefix}:{k}:{position}` (e.g. `limiter:{user:42}:0`), beside the
+    /// record of the policies its state was made under,
+    /// `{prefix}:{k}:p`. The prefix names the limiter: limiters of one
+    /// prefix share each key's state whatever their policies (plans, a
+    /// change of limits: docs/spec.md section 9), limiters of two never
+    /// do. Must not contain `{` or `}` (the user key is the cluster hash
+    /// tag). Defaults to `"limiter"`.
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.key_prefix = prefix.into();
         self
@@ -108,7 +111,7 @@ impl RedisLimiterBuilder {
     /// The TTL floor in ms the scripts apply: 0 with Redis time (the TTL
     /// then follows `reset_after` alone); with a caller clock, capped where Lua's
     /// doubles and `PEXPIRE` stay exact (285 years).
-    fn ttl_floor_ms(&self) -> u64 {
+    pub(crate) fn ttl_floor_ms(&self) -> u64 {
         match self.clock {
             Some(_) => u64::try_from(self.ttl_floor.as_millis())
                 .unwrap_or(u64::MAX)
@@ -136,20 +139,7 @@ impl RedisLimiterBuilder {
     /// command is [`Error::InvalidConfig`]; with [`Engine::Detect`], one
     /// that does not answer gets the Lua functions.
     pub async fn build(self) -> Result<RedisLimiter, Error> {
-        if let Some(log) = self.policies.iter().find(|p| {
-            p.algorithm() == Algorithm::SlidingLog && p.limit() > self.max_sliding_log_limit
-        }) {
-            return Err(PolicyError::Unsupported {
-                reason: format!(
-                    "a Redis sliding log keeps one entry per admission, and a limit of {} is \
-                     above the maximum of {} (raise it with `max_sliding_log_limit`, or use \
-                     sliding-counter, which keeps three numbers per key)",
-                    log.limit(),
-                    self.max_sliding_log_limit
-                ),
-            }
-            .into());
-        }
+        check_sliding_log_limit(&self.policies, self.max_sliding_log_limit)?;
         if self.key_prefix.contains(['{', '}']) {
             return Err(BackendError::config(format!(
                 "key prefix {:?} contains a brace; braces are reserved for the user key's \
@@ -173,6 +163,26 @@ impl RedisLimiterBuilder {
             function = function.on_module(self.policies.parts(), self.ttl_floor_ms(), detected);
         }
         Ok(RedisLimiter::new(self, function))
+    }
+}
+
+/// Refuses a sliding log of `policies` above `max` (see
+/// [`RedisLimiterBuilder::max_sliding_log_limit`]).
+pub(crate) fn check_sliding_log_limit(policies: &Policies, max: u64) -> Result<(), Error> {
+    match policies
+        .iter()
+        .find(|p| p.algorithm() == Algorithm::SlidingLog && p.limit() > max)
+    {
+        Some(log) => Err(PolicyError::Unsupported {
+            reason: format!(
+                "a Redis sliding log keeps one entry per admission, and a limit of {} is \
+                 above the maximum of {max} (raise it with `max_sliding_log_limit`, or use \
+                 sliding-counter, which keeps three numbers per key)",
+                log.limit(),
+            ),
+        }
+        .into()),
+        None => Ok(()),
     }
 }
 

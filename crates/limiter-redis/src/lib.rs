@@ -44,6 +44,7 @@ mod builder;
 mod connection;
 mod engine;
 mod error;
+mod in_force;
 mod limiter;
 mod protocol;
 

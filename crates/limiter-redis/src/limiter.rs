@@ -7,9 +7,10 @@ use async_trait::async_trait;
 use limiter_core::backend::check_policies;
 use limiter_core::{Clock, Decision, Error, Limiter, Policies};
 
-use crate::builder::RedisLimiterBuilder;
+use crate::builder::{check_sliding_log_limit, RedisLimiterBuilder};
 use crate::connection::backend::RedisBackend;
 use crate::engine::Engine;
+use crate::in_force::InForce;
 use crate::protocol::batch::Decider;
 use crate::protocol::keys::KeyLayout;
 use crate::protocol::scripts::LuaFunction;
@@ -23,13 +24,21 @@ use crate::protocol::wire::{Mode, Request};
 /// tag (one slot, so the set is atomic on a cluster too); a denial writes
 /// nothing, an admission commits every part.
 ///
+/// A key's state is named by the limiter's key prefix and the user key,
+/// never by the policies' numbers: limiters of one prefix share each key's
+/// state whatever their policies (plans), and a request decided under
+/// other policies than the state was made under takes it over by
+/// docs/spec.md section 9 (see [`set_policies`](Self::set_policies)).
+///
 /// Build one with [`RedisLimiter::builder`] on a shared [`RedisBackend`].
 /// Share it behind an `Arc` (it is `Send + Sync`, and `Arc<dyn Limiter>`
 /// works).
 pub struct RedisLimiter {
-    decider: Arc<Decider>,
+    deciders: InForce,
     key_prefix: String,
     clock: Option<Arc<dyn Clock>>,
+    ttl_floor_ms: u64,
+    max_sliding_log_limit: u64,
 }
 
 impl RedisLimiter {
@@ -42,8 +51,9 @@ impl RedisLimiter {
 
     pub(crate) fn new(builder: RedisLimiterBuilder, function: LuaFunction) -> Self {
         let keys = KeyLayout::for_set(&builder.key_prefix, &builder.policies);
+        let ttl_floor_ms = builder.ttl_floor_ms();
         Self {
-            decider: Arc::new(Decider::new(
+            deciders: InForce::new(Decider::new(
                 builder.policies,
                 builder.backend,
                 keys,
@@ -51,24 +61,69 @@ impl RedisLimiter {
             )),
             key_prefix: builder.key_prefix,
             clock: builder.clock,
+            ttl_floor_ms,
+            max_sliding_log_limit: builder.max_sliding_log_limit,
         }
     }
 
+    /// The decider of the policies in force.
+    fn decider(&self) -> &Arc<Decider> {
+        self.deciders.get()
+    }
+
+    /// Puts `policies` in force for every request that begins from now on,
+    /// while the limiter serves: each request is decided entirely under the
+    /// policies in force when it began, and each key keeps what it used
+    /// (docs/spec.md section 9). A key's state is taken over by the new
+    /// policies at its first request under them, in the call that decides
+    /// it (a key that sees none expires under the old ones), so the change
+    /// itself sends nothing to Redis; the new policies' library is loaded
+    /// by their first call. A change to the policies in force changes
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidPolicy`] for a sliding log above the builder's
+    /// [`max_sliding_log_limit`](RedisLimiterBuilder::max_sliding_log_limit);
+    /// the policies in force stay.
+    pub fn set_policies(&self, policies: impl Into<Policies>) -> Result<(), Error> {
+        let policies = policies.into();
+        check_sliding_log_limit(&policies, self.max_sliding_log_limit)?;
+        self.deciders.put(&policies, || {
+            let current = self.decider();
+            let function = LuaFunction::for_parts(policies.parts(), self.ttl_floor_ms)
+                .on_engine_of(&current.function, policies.parts());
+            current.backend.remember(function.library());
+            let keys = KeyLayout::for_set(&self.key_prefix, &policies);
+            Decider::new(policies.clone(), current.backend.clone(), keys, function)
+        });
+        Ok(())
+    }
+
     /// The Redis key holding `key`'s state (under the first policy of a
-    /// set), e.g. `limiter:{user:42}:sl-3f50e54ee2b6`: what to inspect with
-    /// `redis-cli`. Bytes, as the key is.
+    /// set), e.g. `limiter:{user:42}:0`: what to inspect with `redis-cli`.
+    /// Bytes, as the key is.
     pub fn redis_key(&self, key: &[u8]) -> Vec<u8> {
-        self.decider.keys[0].state_key(key)
+        self.decider().keys[0].state_key(key)
     }
 
     /// The Redis keys holding `key`'s state, one per policy of the set, in
-    /// its order (all in one cluster slot).
+    /// its order (all in one cluster slot; a repeated policy's is its
+    /// first occurrence's).
     pub fn redis_keys(&self, key: &[u8]) -> Vec<Vec<u8>> {
-        self.decider
-            .keys
+        let keys = &self.decider().keys;
+        keys[..keys.len() - 1]
             .iter()
             .map(|layout| layout.state_key(key))
             .collect()
+    }
+
+    /// The Redis key beside `key`'s state holding the record of the
+    /// policies it was made under, e.g. `limiter:{user:42}:p`
+    /// (docs/backends.md, "Key layout").
+    pub fn redis_record_key(&self, key: &[u8]) -> Vec<u8> {
+        let keys = &self.decider().keys;
+        keys[keys.len() - 1].state_key(key)
     }
 
     /// The key prefix (see [`RedisLimiterBuilder::key_prefix`]).
@@ -79,7 +134,7 @@ impl RedisLimiter {
     /// What decides on the server for this limiter now: [`Engine::Module`]
     /// or [`Engine::Lua`] (never [`Engine::Detect`], which chooses one).
     pub fn engine(&self) -> Engine {
-        match self.decider.function.is_on_module() {
+        match self.decider().function.is_on_module() {
             true => Engine::Module,
             false => Engine::Lua,
         }
@@ -87,7 +142,7 @@ impl RedisLimiter {
 
     /// The backend this limiter decides on.
     pub fn backend(&self) -> &RedisBackend {
-        &self.decider.backend
+        &self.decider().backend
     }
 
     /// One decision: validate, then decide in the limiter's next call (one
@@ -96,22 +151,29 @@ impl RedisLimiter {
     async fn decide(&self, key: &[u8], cost: u64, mode: Mode) -> Result<Decision, Error> {
         let time_us = self.clock.as_ref().map(|clock| clock.now_us());
         // With Redis TIME the time is checked by the server's clock, which
-        // stays below 2^53 µs until the year 2255.
-        check_policies(&self.decider.policies, time_us.unwrap_or(0), cost)?;
+        // stays below 2^53 µs until the year 2255. A charge has no maximum:
+        // its time is checked as a request of 1's.
+        let decider = self.decider();
+        let checked_cost = match mode {
+            Mode::Charge if cost == 0 => return Err(Error::ZeroCost),
+            Mode::Charge => 1,
+            _ => cost,
+        };
+        check_policies(&decider.policies, time_us.unwrap_or(0), checked_cost)?;
         let request = Request {
             key: key.into(),
             cost,
             mode,
             time_us,
         };
-        Ok(self.decider.decide(request).await?)
+        Ok(decider.decide(request).await?)
     }
 }
 
 #[async_trait]
 impl Limiter for RedisLimiter {
     fn policies(&self) -> &Policies {
-        &self.decider.policies
+        &self.decider().policies
     }
 
     async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
@@ -122,13 +184,31 @@ impl Limiter for RedisLimiter {
         self.decide(key, cost, Mode::Peek).await
     }
 
-    /// Deletes the key's state under every part (`DEL`, one command: the
-    /// keys share a slot). Fails with [`Error::Backend`] if Redis fails,
-    /// whatever the failure policy.
+    /// Counts `units` on every part of `key`'s state after the fact, never
+    /// refused (docs/spec.md section 10): one atomic call, batched with the
+    /// decisions beside it, on either engine. A state made under other
+    /// policies is taken over first (section 9), as by an acquire.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ZeroCost`] for 0 units and [`Error::TimeOutOfRange`] for a
+    /// caller's time beyond 2^53 µs, before anything is sent;
+    /// [`Error::Backend`] if Redis fails, as for
+    /// [`acquire`](Limiter::acquire).
+    async fn charge(&self, key: &[u8], units: u64) -> Result<(), Error> {
+        self.decide(key, units, Mode::Charge).await.map(drop)
+    }
+
+    /// Deletes the key's state under every part and its record (`DEL`, one
+    /// command: the keys share a slot). Fails with [`Error::Backend`] if
+    /// Redis fails, whatever the failure policy.
     async fn reset(&self, key: &[u8]) -> Result<(), Error> {
         let mut del = redis::cmd("DEL");
-        del.arg(self.redis_keys(key));
-        self.decider
+        let decider = self.decider();
+        for layout in decider.keys.iter() {
+            del.arg(layout.state_key(key));
+        }
+        decider
             .backend
             .query(&del, None)
             .await
@@ -140,8 +220,8 @@ impl Limiter for RedisLimiter {
 impl fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiter")
-            .field("backend", &self.decider.backend)
-            .field("policies", &self.decider.policies)
+            .field("backend", &self.decider().backend)
+            .field("policies", &self.decider().policies)
             .field("key_prefix", &self.key_prefix)
             .field(
                 "time",

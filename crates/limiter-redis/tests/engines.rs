@@ -81,13 +81,16 @@ const POLICIES: [&str; 7] = [
     "sliding-log:4/10s;token-bucket:2/1s;sliding-log:300/1m",
 ];
 
-/// The same trace by each engine, on keys of their own, caller time: the
-/// keys hold the same bytes, and TTLs that differ by no more than the time
-/// between the two writes or the two reads.
+/// The same trace by each engine, on keys of their own, caller time, its
+/// policies then changed to the next of [`POLICIES`] (each key's state
+/// taken over, docs/spec.md section 9) and a key charged (section 10):
+/// the keys and their records hold the same bytes, and TTLs that differ by
+/// no more than the time between the two writes or the two reads.
 #[tokio::test]
 async fn on_redis_both_engines_write_the_same_bytes_and_ttls() {
     let url = common::module_server().url();
-    for text in POLICIES {
+    for (index, text) in POLICIES.into_iter().enumerate() {
+        let next: Policies = POLICIES[(index + 1) % POLICIES.len()].parse().unwrap();
         let policies: Policies = text.parse().unwrap();
         let prefixes = [common::fresh_prefix("lua"), common::fresh_prefix("module")];
         let mut written = Vec::new();
@@ -108,15 +111,31 @@ async fn on_redis_both_engines_write_the_same_bytes_and_ttls() {
                 clock.advance(Duration::from_micros(dt));
                 let _ = limiter.acquire(key.as_bytes(), cost).await.unwrap();
             }
+            limiter.set_policies(next.clone()).unwrap();
+            clock.advance(Duration::from_micros(3));
+            let _ = limiter.acquire(b"a", 1).await.unwrap();
+            limiter.charge(b"b", 7).await.unwrap();
+            clock.advance(Duration::from_micros(1));
+            let _ = limiter.acquire(b"b", 2).await.unwrap();
+            limiter.charge(b"a", 1).await.unwrap();
             written.push((limiter, Instant::now()));
         }
         let since = written[0].1.elapsed().as_millis() as i64 + 50;
         for key in [b"a".as_slice(), b"b"] {
-            let [lua, module] = [0, 1].map(|i| written[i].0.redis_keys(key));
+            let [lua, module] = [0, 1].map(|i| {
+                let mut keys = written[i].0.redis_keys(key);
+                keys.push(written[i].0.redis_record_key(key));
+                keys
+            });
             for (lua, module) in lua.iter().zip(&module) {
                 let (want, got) = (contents(&url, lua).await, contents(&url, module).await);
                 assert_ne!(want.0, "none", "{text}: {}", common::text(lua.clone()));
-                assert_eq!(got, want, "{text}: {}", common::text(module.clone()));
+                assert_eq!(
+                    got,
+                    want,
+                    "{text} to {next}: {}",
+                    common::text(module.clone())
+                );
                 // The module's key is written after Lua's (by `since` at
                 // most) and read after it (by `read_gap`, whole ms rounded
                 // up): its PTTL is within those of Lua's, however long a

@@ -36,6 +36,11 @@ async fn key_after(algorithm: Algorithm, limit: u64, admissions: u64) -> (String
     let key = common::text(limiter.redis_key(b"user:1234567"));
     let bytes = memory_usage(&key).await;
     println!("{algorithm}: {admissions} admissions: {key} uses {bytes} bytes");
+    // Beside it, the record of its policy (docs/backends.md, "Key layout").
+    let record = common::text(limiter.redis_record_key(b"user:1234567"));
+    let record_bytes = memory_usage(&record).await;
+    println!("{algorithm}: its record {record} uses {record_bytes} bytes");
+    assert!(record_bytes < 200, "{record}: {record_bytes} bytes");
     (key, bytes)
 }
 

@@ -1,7 +1,8 @@
-//! A limiter's state is named by its whole policy set: two policies, or a
-//! tiered set and one of its policies alone, on one user key under one
-//! prefix are independent on Redis exactly as on memory, while the same
-//! policy set on two backends (two app instances) shares one state.
+//! A limiter's state is named by its prefix, never by its policies: two
+//! policies, or a tiered set and one of its policies alone, on one user key
+//! under two prefixes are independent on Redis exactly as two memory
+//! limiters are, while the same prefix on two backends (two app instances)
+//! shares one state (under other policies too: policy_change.rs).
 
 mod common;
 
@@ -23,15 +24,14 @@ async fn admitted(limiter: &dyn Limiter, key: &str, requests: u64) -> u64 {
 }
 
 #[tokio::test]
-async fn two_policies_on_one_user_key_are_independent_as_on_memory() {
+async fn two_policies_on_one_user_key_under_two_prefixes_are_independent_as_on_memory() {
     let short = Policy::sliding_log(Rate::new(5, Duration::from_secs(10))).unwrap();
     let long = Policy::sliding_log(Rate::per_minute(100)).unwrap();
-    let prefix = common::fresh_prefix("policies");
     let backend = common::lazy_backend(&common::server().url());
     let clock = ManualClock::new(1_000_000);
     let on_redis = |policy: &Policy| {
         RedisLimiter::builder(&backend, policy.clone())
-            .key_prefix(prefix.clone())
+            .key_prefix(common::fresh_prefix("policies"))
             .clock(clock.clone())
             .build()
     };
@@ -58,17 +58,16 @@ async fn two_policies_on_one_user_key_are_independent_as_on_memory() {
 }
 
 #[tokio::test]
-async fn a_set_and_one_of_its_policies_alone_are_independent_as_on_memory() {
+async fn a_set_and_one_of_its_policies_alone_under_two_prefixes_are_independent_as_on_memory() {
     let alone: Policy = "fixed-window:5/10s".parse().unwrap();
     let set: Policies = "fixed-window:5/10s;sliding-log:100/1m".parse().unwrap();
-    let prefix = common::fresh_prefix("sets");
     let clock = ManualClock::new(1_000_000);
     let mut redis = Vec::new();
     for policies in [Policies::from(alone.clone()), set.clone()] {
         // One backend each, as two processes (or two parts of one) would have.
         let backend = common::lazy_backend(&common::server().url());
         let limiter = RedisLimiter::builder(&backend, policies)
-            .key_prefix(prefix.clone())
+            .key_prefix(common::fresh_prefix("sets"))
             .clock(clock.clone())
             .build()
             .await

@@ -96,8 +96,15 @@ async fn every_key_written_with_redis_time_outlives_its_reset_after() {
             let key = format!("user:{}", i % 2);
             let started = Instant::now();
             let decision = limiter.acquire(key.as_bytes(), 1).await.unwrap();
+            // The record's first: read later, it could only have run down.
+            let record_ttl = common::pttl(&limiter.redis_record_key(key.as_bytes())).await;
             let ttl = common::pttl(&limiter.redis_keys(key.as_bytes())[0]).await;
             let elapsed = started.elapsed().as_millis() as i64;
+            assert!(
+                record_ttl >= ttl,
+                "{algorithm}: decision {i} on {key}: the record's PTTL {record_ttl} ms below \
+                 the state's {ttl} ms"
+            );
             let reset = decision.reset_after.as_millis() as i64;
             assert!(
                 ttl >= reset - elapsed,
@@ -110,7 +117,8 @@ async fn every_key_written_with_redis_time_outlives_its_reset_after() {
         }
         limiter.peek(b"peeked", 1).await.unwrap();
         let keys = common::keys_under(limiter.key_prefix()).await;
-        assert_eq!(keys.len(), 2, "{algorithm}: peeks write nothing: {keys:?}");
+        // Each user key's state and record.
+        assert_eq!(keys.len(), 4, "{algorithm}: peeks write nothing: {keys:?}");
     }
 }
 
@@ -170,7 +178,8 @@ async fn every_key_written_with_caller_time_has_at_least_the_floor() {
                 .unwrap();
         }
         let keys = common::keys_under(limiter.key_prefix()).await;
-        assert_eq!(keys.len(), 3, "{algorithm}: {keys:?}");
+        // Each user key's state and record.
+        assert_eq!(keys.len(), 6, "{algorithm}: {keys:?}");
         for key in keys {
             let ttl = common::pttl(&key).await;
             assert!(
@@ -181,29 +190,29 @@ async fn every_key_written_with_caller_time_has_at_least_the_floor() {
     }
 }
 
-/// Keys are laid out as documented: `{prefix}:{user key}:{policy tag}`.
+/// Keys are laid out as documented: `{prefix}:{user key}:{position}`, and
+/// the record beside them at `{prefix}:{user key}:p`.
 #[tokio::test]
 async fn keys_are_prefixed_and_hash_tagged_by_user_key() {
     let policy = Policy::sliding_log(Rate::per_second(5)).unwrap();
     let limiter = common::builder(policy).build().await.unwrap();
     limiter.acquire(b"user:42", 1).await.unwrap();
     let prefix = limiter.key_prefix().to_owned();
+    let mut keys = common::keys_under(&prefix).await;
+    keys.sort();
     assert_eq!(
-        common::keys_under(&prefix).await,
-        vec![common::text(limiter.redis_key(b"user:42"))]
+        keys,
+        [
+            format!("{prefix}:{{user:42}}:0"),
+            format!("{prefix}:{{user:42}}:p")
+        ]
     );
-    let key = common::text(limiter.redis_key(b"user:42"));
-    let tag = key
-        .strip_prefix(&format!("{prefix}:{{user:42}}:sl-"))
-        .unwrap_or_else(|| panic!("{key} is not under {prefix}"));
-    assert!(
-        tag.len() == 12 && tag.chars().all(|c| c.is_ascii_hexdigit()),
-        "{key}"
-    );
+    assert_eq!(common::text(limiter.redis_key(b"user:42")), keys[0]);
+    assert_eq!(common::text(limiter.redis_record_key(b"user:42")), keys[1]);
     limiter.reset(b"user:42").await.unwrap();
     assert!(
         common::keys_under(&prefix).await.is_empty(),
-        "reset deletes the key"
+        "reset deletes the state and the record"
     );
 }
 

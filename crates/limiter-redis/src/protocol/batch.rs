@@ -51,7 +51,7 @@ use crate::connection::runtime::Runtime;
 use crate::error::{BackendError, BackendErrorKind};
 use crate::protocol::keys::KeyLayout;
 use crate::protocol::scripts::LuaFunction;
-use crate::protocol::wire::{self, Keys, Request};
+use crate::protocol::wire::{self, Keys, Mode, Request};
 
 /// Calls of one limiter in flight at once, each a batch: enough to keep
 /// the server busy while the client reads an answer, few enough that
@@ -399,11 +399,21 @@ impl Decider {
             .ok_or_else(|| self.unexpected(reply))?;
         Ok(records
             .zip(requests)
-            .map(|(record, request)| match (request.time_us, server_us) {
-                (Some(time_us), _) => self.read(record, time_us, request.cost),
-                (None, 0) => Err(self.unexpected(&"a reply without the Redis TIME it used")),
-                (None, time_us) => self.read(record, time_us, request.cost),
+            .map(|(record, request)| {
+                // A charge's record is a peek of 1 on the state it leaves.
+                let cost = match request.mode {
+                    Mode::Charge => 1,
+                    _ => request.cost,
+                };
+                (record, request, cost)
             })
+            .map(
+                |(record, request, cost)| match (request.time_us, server_us) {
+                    (Some(time_us), _) => self.read(record, time_us, cost),
+                    (None, 0) => Err(self.unexpected(&"a reply without the Redis TIME it used")),
+                    (None, time_us) => self.read(record, time_us, cost),
+                },
+            )
             .collect())
     }
 

@@ -1,87 +1,68 @@
-//! Where a user key's state lives in Redis: `{prefix}:{{user_key}}:{policy}`,
-//! the user key the Redis Cluster hash tag, so every part of a tiered set
-//! sits in one slot. A user key that would leave the tag empty (empty, or
-//! starting with `}`) lives at `{prefix}:#{{digest}}{user_key}}:{policy}`
-//! instead, the tag a digest of it (docs/backends.md, "Key layout").
+//! Where a user key's state lives in Redis: one key per part of the
+//! limiter's policy set, `{prefix}:{{user_key}}:{position}` (`:0` for a
+//! single policy), and beside them the record of the set that state was
+//! made under, `{prefix}:{{user_key}}:p` ([`policy_record`]), the user key
+//! the Redis Cluster hash tag, so every key of a user key sits in one
+//! slot. A user key that would leave the tag empty (empty, or starting
+//! with `}`) lives at `{prefix}:#{{digest}}{user_key}}:…` instead, the tag
+//! a digest of it (docs/backends.md, "Key layout").
 //!
-//! The policy part is the algorithm's short name and a stable digest of the
-//! policy's numbers, so two policies never share state, and the same policy
-//! on every app instance always does. A part of a tiered set has the set's
-//! digest before it (`{prefix}:{{user_key}}:set-{digest}:{policy}`): a
-//! limiter's state is named by its whole policy set, so a set never shares
-//! state with one of its policies alone, nor with another set.
+//! The names hold the limiter (its prefix) and the user key, never the
+//! policies' numbers: limiters of one prefix and different policies (a
+//! change of limits, plans) share each key's state, which a request
+//! decided under another set than the record's takes over by docs/spec.md
+//! section 9. A policy repeated in a set keeps one state, at the position
+//! of its first occurrence.
 
 use limiter_core::backend::PerAlgorithm;
 use limiter_core::{Policies, Policy};
 use redis::{RedisWrite, ToRedisArgs};
 
 use crate::connection::slot_map::slot_of_tag;
-use crate::protocol::state::keeps_packed_log;
 
-/// Each algorithm's short name in keys.
-const SHORT_NAMES: PerAlgorithm<&str> = PerAlgorithm {
-    fixed_window: "fw",
-    sliding_log: "sl",
-    sliding_counter: "sc",
-    token_bucket: "tb",
-    leaky_bucket: "lb",
-};
+/// The version of the state encodings, first in every record: a record of
+/// another version says the states beside it are in encodings this
+/// release does not read, so a request takes them as none (fresh) and
+/// writes its own. 1: the string states' packed doubles and packed logs,
+/// and a sliding log above 128 in a sorted set (docs/backends.md, "Key
+/// layout"). scripts/policy_change.lua's `RECORD_VERSION` and
+/// limiter-redis-module's `record.rs` hold the same number.
+pub(crate) const STATE_ENCODING: u8 = 1;
 
-/// Each algorithm's state encoding, in the digest from the second on: a
-/// new encoding moves the keys, so an app instance never reads a state
-/// written in another. 2 is the string states' packed doubles (see
-/// scripts/prelude.lua); 1, the sliding log's sorted set.
-const STATE_ENCODINGS: PerAlgorithm<u32> = PerAlgorithm {
-    fixed_window: 2,
+/// Each algorithm's number in a record.
+const ALGORITHM_CODES: PerAlgorithm<u8> = PerAlgorithm {
+    fixed_window: 0,
     sliding_log: 1,
     sliding_counter: 2,
-    token_bucket: 2,
-    leaky_bucket: 2,
+    token_bucket: 3,
+    leaky_bucket: 4,
 };
 
-/// The encoding of a sliding log kept in one string (a small limit, see
-/// scripts/packed_log.lua): 2, so that its keys never meet a sorted set's
-/// (encoding 1).
-const PACKED_LOG_ENCODING: u32 = 2;
-
-/// The policy part of a key, e.g. `sl-e77675966f00`: the algorithm's short
-/// name and 48 bits of an FNV-1a digest of the policy's identity (algorithm,
-/// limit, window in µs, capacity or queue, state encoding).
-///
-/// The identity is written out here, not taken from `Policy`'s `Display`,
-/// so that no change of how policies print can move every key.
-pub(crate) fn policy_tag(policy: &Policy) -> String {
-    let short = SHORT_NAMES[policy.algorithm()];
-    let mut identity = format!(
-        "{}:{}/{}us",
-        policy.algorithm().name(),
-        policy.limit(),
-        policy.window_us()
-    );
-    let encoding = if keeps_packed_log(policy) {
-        PACKED_LOG_ENCODING
-    } else {
-        STATE_ENCODINGS[policy.algorithm()]
-    };
-    if encoding > 1 {
-        identity = format!("v{encoding}:{identity}");
+/// The record of a policy set (its `parts`) stored beside a key's state:
+/// what a request decided under another set needs to take the state over
+/// (docs/spec.md rule 9.1). The encoding's version ([`STATE_ENCODING`]),
+/// then per part in the set's order its algorithm (a byte: 0 fixed
+/// window, 1 sliding log, 2 sliding counter, 3 token bucket, 4 leaky
+/// bucket) and four little-endian doubles: the tick in µs, the window in
+/// ticks, the limit and the maximum cost (capacity, queue, or the limit),
+/// every one a whole number below 2^53. scripts/policy_change.lua's
+/// `take_over` reads it, and limiter-redis-module writes and reads the
+/// same bytes.
+pub(crate) fn policy_record(parts: &[Policy]) -> Vec<u8> {
+    let mut record = Vec::with_capacity(1 + 33 * parts.len());
+    record.push(STATE_ENCODING);
+    for policy in parts {
+        record.push(ALGORITHM_CODES[policy.algorithm()]);
+        for number in [
+            policy.tick_us(),
+            policy.window_ticks(),
+            policy.limit(),
+            policy.max_cost(),
+        ] {
+            record.extend_from_slice(&(number as f64).to_le_bytes());
+        }
     }
-    if let Some(capacity) = policy.capacity() {
-        identity.push_str(&format!(",capacity={capacity}"));
-    }
-    if let Some(queue) = policy.queue() {
-        identity.push_str(&format!(",queue={queue}"));
-    }
-    format!("{short}-{:012x}", fnv1a(identity.as_bytes()) >> 16)
-}
-
-/// The set part of a tiered set's keys, e.g. `set-5d0c1e2f3a4b`: 48 bits
-/// of an FNV-1a digest of its parts' tags, sorted, so the same policies in
-/// another order name the same state.
-fn set_tag(policies: &Policies) -> String {
-    let mut tags: Vec<String> = policies.iter().map(policy_tag).collect();
-    tags.sort_unstable();
-    format!("set-{:012x}", fnv1a(tags.join(";").as_bytes()) >> 16)
+    record
 }
 
 /// The 64-bit FNV-1a digest: tiny, stable across versions and platforms.
@@ -91,7 +72,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// Builds the Redis keys of one policy under one prefix.
+/// Builds one Redis key of every user key under one prefix: a part's state
+/// or the record.
 ///
 /// The user key is wrapped in braces, a Redis Cluster hash tag, so every key
 /// a script touches for one user key hashes to one slot. The prefix may not
@@ -102,17 +84,17 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// A user key that is empty or starts with `}` would leave the tag empty,
 /// and Redis would then hash each whole key: the parts of a tiered set
 /// would land in different slots and every call on them would fail with
-/// `CROSSSLOT`. Such a key is laid out as `{prefix}:#{digest}{user_key}}:{policy}`
+/// `CROSSSLOT`. Such a key is laid out as `{prefix}:#{digest}{user_key}}:{position}`
 /// instead, its tag a digest of the user key, which every part shares. The
 /// `#` keeps the two forms apart, and the digest has a fixed length, so
-/// distinct user keys or policies never share a Redis key.
+/// distinct user keys or positions never share a Redis key.
 #[derive(Debug, Clone)]
 pub(crate) struct KeyLayout {
     /// `{prefix}:{`
     head: String,
     /// `{prefix}:#{`, the head of a user key that has no tag of its own.
     digest_head: String,
-    /// `}:{policy_tag}`
+    /// `}:{position}`, or `}:p` for the record.
     tail: String,
 }
 
@@ -120,22 +102,19 @@ pub(crate) struct KeyLayout {
 const DIGEST_TAG_LEN: usize = 12;
 
 impl KeyLayout {
-    pub(crate) fn new(prefix: &str, policy: &Policy) -> Self {
-        Self::with_tail(prefix, format!("}}:{}", policy_tag(policy)))
-    }
-
-    /// The layout of each part of `policies`, in the set's order: a single
-    /// policy's as [`new`](Self::new) makes it; a tiered set's parts with
-    /// the set's tag before their own, so that the limiter's state is named
-    /// by its whole set.
+    /// The layout of each part of `policies` in the set's order (a
+    /// repeated policy at the position of its first occurrence), then the
+    /// record's ([`policy_record`]): the keys one request passes.
     pub(crate) fn for_set(prefix: &str, policies: &Policies) -> Box<[Self]> {
-        if policies.len() == 1 {
-            return policies.iter().map(|p| Self::new(prefix, p)).collect();
-        }
-        let set = set_tag(policies);
-        policies
+        let parts = policies.parts();
+        parts
             .iter()
-            .map(|policy| Self::with_tail(prefix, format!("}}:{set}:{}", policy_tag(policy))))
+            .enumerate()
+            .map(|(i, policy)| {
+                let position = parts[..i].iter().position(|p| p == policy).unwrap_or(i);
+                Self::with_tail(prefix, format!("}}:{position}"))
+            })
+            .chain([Self::with_tail(prefix, "}:p".to_owned())])
             .collect()
     }
 
@@ -179,7 +158,7 @@ impl KeyLayout {
         slot_of_tag(&user_key[..end])
     }
 
-    /// The Redis key of `user_key`'s state, e.g. `limiter:{user:42}:sl-e77675966f00`.
+    /// The Redis key of `user_key`'s state, e.g. `limiter:{user:42}:0`.
     pub(crate) fn state_key(&self, user_key: &[u8]) -> Vec<u8> {
         let mut key = Vec::with_capacity(self.len(user_key));
         self.write(user_key, &mut key);
@@ -239,11 +218,9 @@ impl ToRedisArgs for StateKey<'_> {
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
-    use std::time::Duration;
-
-    use limiter_core::{Algorithm, Rate};
 
     use super::*;
+    use crate::connection::slot_map::slot_of;
 
     impl KeyLayout {
         /// The state key of a text key, as text.
@@ -251,64 +228,99 @@ mod tests {
             String::from_utf8(self.state_key(user_key.as_bytes())).unwrap()
         }
     }
-    use crate::connection::slot_map::slot_of;
+
+    /// The keys of `policies` under `prefix` for `user_key`, as text.
+    fn keys(prefix: &str, policies: &str, user_key: &str) -> Vec<String> {
+        KeyLayout::for_set(prefix, &policies.parse().unwrap())
+            .iter()
+            .map(|layout| layout.state_text(user_key))
+            .collect()
+    }
 
     #[test]
     fn a_user_keys_slot_is_its_state_keys() {
-        let policy = Policy::token_bucket(Rate::per_hour(100)).unwrap();
-        let layout = KeyLayout::new("limiter", &policy);
-        for user_key in [
-            "user:42",
-            "",
-            "}",
-            "}x",
-            "a}b",
-            "{x}",
-            "a{b}c",
-            "{",
-            "ü:ключ",
-            "ip:::1",
-        ] {
-            assert_eq!(
-                layout.slot(user_key.as_bytes()),
-                slot_of(layout.state_text(user_key).as_bytes()),
-                "{user_key:?}"
-            );
+        let layouts = KeyLayout::for_set("limiter", &"token-bucket:100/1h".parse().unwrap());
+        for layout in layouts.iter() {
+            for user_key in [
+                "user:42",
+                "",
+                "}",
+                "}x",
+                "a}b",
+                "{x}",
+                "a{b}c",
+                "{",
+                "ü:ключ",
+                "ip:::1",
+            ] {
+                assert_eq!(
+                    layout.slot(user_key.as_bytes()),
+                    slot_of(layout.state_text(user_key).as_bytes()),
+                    "{user_key:?}"
+                );
+            }
         }
     }
 
     #[test]
-    fn keys_carry_the_user_key_as_hash_tag_and_the_policy() {
-        let policy = Policy::sliding_log(Rate::per_hour(100)).unwrap();
-        let key = KeyLayout::new("limiter", &policy).state_text("user:42");
-        assert!(key.starts_with("limiter:{user:42}:sl-"), "{key}");
-        assert_eq!(key.len(), "limiter:{user:42}:sl-".len() + 12);
+    fn keys_name_the_limiter_and_the_user_key_never_the_numbers() {
+        assert_eq!(
+            keys("limiter", "sliding-log:100/1h", "user:42"),
+            ["limiter:{user:42}:0", "limiter:{user:42}:p"]
+        );
+        for other in ["sliding-log:5/1s", "token-bucket:9/1m,capacity=20"] {
+            assert_eq!(
+                keys("limiter", other, "user:42"),
+                keys("limiter", "sliding-log:100/1h", "user:42")
+            );
+        }
+        assert_eq!(
+            keys("other", "sliding-log:100/1h", "user:42"),
+            ["other:{user:42}:0", "other:{user:42}:p"]
+        );
     }
 
     #[test]
-    fn a_key_without_a_tag_of_its_own_gets_a_digest_tag_every_policy_shares() {
-        let per_second = KeyLayout::new("app", &Policy::token_bucket(Rate::per_second(5)).unwrap());
-        let per_hour = KeyLayout::new("app", &Policy::sliding_log(Rate::per_hour(100)).unwrap());
-        let empty = per_second.state_text("");
-        assert!(empty.starts_with("app:#{"), "{empty}");
+    fn a_sets_parts_are_named_by_position_a_repeated_policy_by_its_first() {
         assert_eq!(
-            empty.len(),
-            "app:#{".len() + DIGEST_TAG_LEN + "}}:tb-".len() + 12
+            keys("app", "fixed-window:5/10s;sliding-log:100/1m", "user:7"),
+            ["app:{user:7}:0", "app:{user:7}:1", "app:{user:7}:p"]
         );
+        assert_eq!(
+            keys(
+                "app",
+                "fixed-window:5/10s;sliding-log:100/1m;fixed-window:5/10s",
+                "u"
+            ),
+            ["app:{u}:0", "app:{u}:1", "app:{u}:0", "app:{u}:p"]
+        );
+    }
+
+    #[test]
+    fn a_key_without_a_tag_of_its_own_gets_a_digest_tag_every_key_shares() {
+        let layouts = KeyLayout::for_set(
+            "app",
+            &"token-bucket:5/1s;sliding-log:9/1m".parse().unwrap(),
+        );
+        let empty = layouts[0].state_text("");
+        assert!(empty.starts_with("app:#{"), "{empty}");
+        assert_eq!(empty.len(), "app:#{".len() + DIGEST_TAG_LEN + "}}:0".len());
         for user_key in ["", "}", "}x", "}}"] {
             // What Redis hashes: the tag between the first `{` and the next `}`.
-            let key = per_second.state_text(user_key);
+            let key = layouts[0].state_text(user_key);
             let open = key.find('{').unwrap();
             let close = open + key[open..].find('}').unwrap();
             assert!(close > open + 1, "{key} has an empty tag");
-            assert_eq!(
-                per_second.slot(user_key.as_bytes()),
-                per_hour.slot(user_key.as_bytes())
-            );
+            for layout in &layouts[1..] {
+                assert_eq!(
+                    layouts[0].slot(user_key.as_bytes()),
+                    layout.slot(user_key.as_bytes())
+                );
+            }
         }
         let keys: HashSet<String> = ["", "}", "}x", "x", "#", "#{", "x}"]
             .into_iter()
-            .map(|user_key| per_second.state_text(user_key))
+            .map(|user_key| layouts[0].state_text(user_key))
             .collect();
         assert_eq!(
             keys.len(),
@@ -318,34 +330,8 @@ mod tests {
     }
 
     #[test]
-    fn a_sets_part_never_shares_a_key_with_the_same_policy_alone_or_in_another_set() {
-        let per_second: Policy = "fixed-window:5/10s".parse().unwrap();
-        let per_minute: Policy = "sliding-log:100/1m".parse().unwrap();
-        let per_hour: Policy = "token-bucket:1000/1h".parse().unwrap();
-        let key = |policies: Policies| {
-            KeyLayout::for_set("app", &policies)
-                .iter()
-                .map(|layout| layout.state_text("user:7"))
-                .collect::<Vec<_>>()
-        };
-        let alone = key(Policies::from(per_second.clone()));
-        assert_eq!(
-            alone,
-            [KeyLayout::new("app", &per_second).state_text("user:7")]
-        );
-        let set = key(Policies::new([per_second.clone(), per_minute.clone()]).unwrap());
-        let other = key(Policies::new([per_second.clone(), per_hour]).unwrap());
-        let reordered = key(Policies::new([per_minute, per_second]).unwrap());
-        assert!(set[0].starts_with("app:{user:7}:set-"), "{set:?}");
-        assert_ne!(set[0], alone[0]);
-        assert_ne!(set[0], other[0]);
-        assert_eq!((&set[0], &set[1]), (&reordered[1], &reordered[0]));
-    }
-
-    #[test]
     fn a_key_written_into_a_command_is_the_state_key() {
-        let policy = Policy::token_bucket(Rate::per_second(5)).unwrap();
-        let layout = KeyLayout::new("app", &policy);
+        let layout = &KeyLayout::for_set("app", &"token-bucket:5/1s".parse().unwrap())[0];
         let mut cmd = redis::cmd("GET");
         cmd.arg(layout.arg(b"user:{7}"));
         let mut expected = redis::cmd("GET");
@@ -354,33 +340,36 @@ mod tests {
         assert_eq!(layout.len(b"user:{7}"), layout.state_text("user:{7}").len());
     }
 
+    /// Pinned: scripts/prelude.lua and limiter-redis-module read these
+    /// bytes, and a stored record must keep meaning the same numbers.
     #[test]
-    fn the_policy_tag_is_stable_and_tells_policies_apart() {
-        // Pinned: a change here moves every key of every deployment. (A
-        // sliding log of 10 moved on purpose when small logs became
-        // strings: it was sl-e77675966f00 as a sorted set.)
-        let pinned = Policy::sliding_log(Rate::per_minute(10)).unwrap();
-        assert_eq!(policy_tag(&pinned), policy_tag(&pinned.clone()));
-        assert_eq!(policy_tag(&pinned), "sl-3f50e54ee2b6");
-        let sorted_set = Policy::sliding_log(Rate::per_minute(1000)).unwrap();
-        assert_eq!(policy_tag(&sorted_set), "sl-95bbaa395c4f");
-        let packed = Policy::token_bucket(Rate::per_minute(10)).unwrap();
-        assert_eq!(policy_tag(&packed), "tb-10456c6c3435");
-        let mut tags = HashSet::new();
-        for algorithm in Algorithm::ALL {
-            for (limit, window) in [(5, 10), (100, 60), (5, 60), (100, 10)] {
-                let rate = Rate::new(limit, Duration::from_secs(window));
-                tags.insert(policy_tag(&Policy::new(algorithm, rate).unwrap()));
-            }
-        }
-        let bucket = Policy::token_bucket(Rate::per_second(5)).unwrap();
-        tags.insert(policy_tag(&bucket.clone().with_capacity(10).unwrap()));
-        tags.insert(policy_tag(
-            &Policy::leaky_bucket(Rate::per_second(5))
-                .unwrap()
-                .with_queue(10)
-                .unwrap(),
-        ));
-        assert_eq!(tags.len(), 5 * 4 + 2, "every policy has its own tag");
+    fn the_record_is_the_version_then_each_parts_numbers() {
+        let set: Policies = "fixed-window:5/10s;token-bucket:9/1m,capacity=20"
+            .parse()
+            .unwrap();
+        let record = policy_record(set.parts());
+        let doubles = |numbers: [f64; 4]| {
+            numbers
+                .iter()
+                .flat_map(|d| d.to_le_bytes())
+                .collect::<Vec<u8>>()
+        };
+        let mut expected = vec![STATE_ENCODING, 0];
+        expected.extend(doubles([1.0, 10_000_000.0, 5.0, 5.0]));
+        expected.push(3);
+        expected.extend(doubles([1.0, 60_000_000.0, 9.0, 20.0]));
+        assert_eq!(record, expected);
+        let distinct: HashSet<Vec<u8>> = [
+            "fixed-window:5/10s",
+            "sliding-log:5/10s",
+            "fixed-window:6/10s",
+            "fixed-window:5/11s",
+            "token-bucket:5/10s,capacity=6",
+            "fixed-window:5/10s;fixed-window:5/10s",
+        ]
+        .iter()
+        .map(|text| policy_record(text.parse::<Policies>().unwrap().parts()))
+        .collect();
+        assert_eq!(distinct.len(), 6);
     }
 }

@@ -19,12 +19,16 @@ use limiter_core::{Algorithm, Policy};
 use redis::Cmd;
 
 use crate::connection::library::Library;
-use crate::protocol::keys::KeyLayout;
+use crate::protocol::keys::{policy_record, KeyLayout};
 use crate::protocol::state::{keeps_packed_log, keeps_string};
 use crate::protocol::wire::{self, record_fields, Keys, Request, Target};
 
 /// The prelude every library starts with (arguments, time, helpers).
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
+
+/// The taking over of a state made under another policy set (docs/spec.md
+/// section 9), which every library has after its algorithms.
+const POLICY_CHANGE: &str = include_str!("scripts/policy_change.lua");
 
 /// Each algorithm's Lua, and the name of the function it defines.
 const ALGORITHMS: PerAlgorithm<(&str, &str)> = PerAlgorithm {
@@ -105,6 +109,7 @@ impl LuaFunction {
         for file in included_scripts(parts) {
             code.push_str(file.0);
         }
+        code.push_str(POLICY_CHANGE);
         code.push_str(&decide_function(parts));
         // The registrations are not in the digest: named in this line, they
         // are, so a library of an older release (one function, same code)
@@ -147,6 +152,15 @@ impl LuaFunction {
                 left: Arc::default(),
             }),
             ..self
+        }
+    }
+
+    /// The same decisions for other `parts`, on the engine `current`
+    /// decides on now (the module, as it was chosen, or the library).
+    pub(crate) fn on_engine_of(self, current: &Self, parts: &[Policy]) -> Self {
+        match current.module() {
+            Some(head) => self.on_module(parts, head.ttl_floor_ms, head.detected),
+            None => self,
         }
     }
 
@@ -210,9 +224,15 @@ impl LuaFunction {
     }
 }
 
-/// The algorithm files `parts` need, each once, in order of first use.
+/// The algorithm files `parts` need, each once, in order of first use;
+/// the packed log first when a part keeps a sorted set, whose state a peek
+/// takes over from other policies is decided in packed form (it writes
+/// nothing, so no sorted set holds it: see policy_change.lua).
 fn included_scripts(parts: &[Policy]) -> Vec<(&'static str, &'static str)> {
     let mut included: Vec<(&str, &str)> = Vec::new();
+    if !parts.iter().all(keeps_string) {
+        included.push(PACKED_LOG);
+    }
     for policy in parts {
         let file = script(policy);
         if !included.iter().any(|(_, name)| *name == file.1) {
@@ -254,15 +274,26 @@ fn part_local(value: &str, p: usize) -> String {
 /// Checked in for a few policy sets under `scripts/generated/` (a test
 /// compares).
 fn decide_function(parts: &[Policy]) -> String {
-    let prefetch = parts.iter().any(keeps_string);
+    let record: String = policy_record(parts)
+        .iter()
+        .map(|byte| format!("\\{byte:03}"))
+        .collect();
+    // The record's key is each request's last (keys.rs), a string: read
+    // up front with the others. Its checks are written out: a Lua call
+    // per request costs Redis more than the comparison it makes.
     let mut code = format!(
-        "local function decide(KEYS, ARGV)\n  \
-         local keys, base, step = start(KEYS, ARGV, {parts}, {prefetch})\n  \
+        "local RECORD = '{record}'\n\
+         local function decide(KEYS, ARGV)\n  \
+         local keys, base, step = start(KEYS, ARGV, {keys}, true)\n  \
          if not keys then return 0 end\n  \
          local replies = {{}}\n  for r = 1, requests do\n    \
          if r == 1 or not uniform then begin(r) end\n    \
-         local k = base + step * (r - 1)\n",
-        parts = parts.len()
+         local k = base + step * (r - 1)\n    \
+         local record = keys[k + {keys}]\n    \
+         local undo, held = nil, states[record]\n    \
+         if held and held ~= RECORD then undo = take_over(RECORD, record) end\n    \
+         if charging then charge(RECORD, record) end\n",
+        keys = parts.len() + 1
     );
     for (i, policy) in parts.iter().enumerate() {
         let p = i + 1;
@@ -298,7 +329,9 @@ fn decide_function(parts: &[Policy]) -> String {
         .collect::<Vec<_>>();
     let _ = writeln!(
         code,
-        "    if acquire and {} then\n      {}\n    end",
+        "    if acquire and {} then\n      {}\n    end\n    \
+         if record_ms > 0 then note_record(record, RECORD) end\n    \
+         if undo then restore(undo) end",
         all.join(" and "),
         commits.join("\n      ")
     );
@@ -371,7 +404,7 @@ mod tests {
     fn peeks_alone_call_the_function_registered_no_writes() {
         let policy = Policy::token_bucket(Rate::new(10, Duration::from_secs(1))).unwrap();
         let function = LuaFunction::for_parts(std::slice::from_ref(&policy), 0);
-        let layouts = [KeyLayout::new("test", &policy)];
+        let layouts = [KeyLayout::for_set("test", &policy.clone().into())[0].clone()];
         let name = |modes: &[Mode]| {
             let requests: Vec<Request> = modes
                 .iter()

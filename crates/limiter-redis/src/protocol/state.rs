@@ -11,7 +11,9 @@ use limiter_core::{Algorithm, Policy};
 /// (`scripts/sliding_log.lua`: O(log L) commands, whatever the length).
 /// Measured side by side, the string wins up to this length
 /// (docs/benchmarks.md, "Why 128"), where Redis's own flat encoding of
-/// sorted sets stops too (`zset-max-listpack-entries`).
+/// sorted sets stops too (`zset-max-listpack-entries`). Part of the state
+/// encoding a key's record names (keys.rs, `STATE_ENCODING`), and written
+/// in scripts/policy_change.lua, which reads the states of any policy.
 pub(crate) const PACKED_LOG_MAX: u64 = 128;
 
 /// Whether `policy` is a sliding log kept in one string.

@@ -15,10 +15,10 @@
 //!
 //! | what | layout |
 //! |---|---|
-//! | keys, one server or one slot | `KEYS[(r-1)*P + i]`: request r's state key under part i ([`Keys::Declared`]) |
-//! | keys, a hot key's batch | `KEYS[1..=P]` once, when every request is on the same key with the same arguments |
-//! | keys, several slots of one cluster node | `KEYS[1..=P]` the first request's (it routes the call), and every request's P keys in `ARGV[2..]`, laid out as above ([`Keys::AcrossSlots`]) |
-//! | `ARGV[1]`, per request | `<ddd`, 24 bytes: mode (1 acquire, 0 peek), cost, time in µs (-1 for Redis `TIME`) |
+//! | keys, one server or one slot | `KEYS[(r-1)*(P+1) + i]`: request r's state key under part i, then (i = P+1) its record's, of the policies the state was made under ([`Keys::Declared`]) |
+//! | keys, a hot key's batch | `KEYS[1..=P+1]` once, when every request is on the same key with the same arguments |
+//! | keys, several slots of one cluster node | `KEYS[1..=P+1]` the first request's (it routes the call), and every request's P+1 keys in `ARGV[2..]`, laid out as above ([`Keys::AcrossSlots`]) |
+//! | `ARGV[1]`, per request | `<ddd`, 24 bytes: mode (1 acquire, 0 peek, 2 charge: cost is then any number of units, and the record a peek of 1 after it), cost, time in µs (-1 for Redis `TIME`) |
 //! | `ARGV[1]`, uniform batch | `<ddd` once, when every request has the same three |
 //! | `ARGV[1]`, hot key's batch | `<dddd`: the three, then R |
 //! | reply | `<d` the call's Redis `TIME` in µs (0 when no request read it), then R records |
@@ -211,6 +211,7 @@ impl Request {
         let mode = match self.mode {
             Mode::Acquire => 1.0,
             Mode::Peek => 0.0,
+            Mode::Charge => 2.0,
         };
         let time = self.time_us.map_or(-1.0, |t| t as f64);
         [mode, self.cost as f64, time]
@@ -222,6 +223,9 @@ impl Request {
 pub(crate) enum Mode {
     Acquire,
     Peek,
+    /// A charge after the fact of `cost` units (docs/spec.md section 10),
+    /// answered as a peek of 1 on the state it leaves.
+    Charge,
 }
 
 /// One part's answer in a function's reply.
@@ -353,7 +357,7 @@ mod tests {
     /// bucket, its keys passed as `keys` says, and the keys' layout.
     fn fcall_arguments(requests: &[Request], keys: Keys) -> (Vec<Vec<u8>>, KeyLayout) {
         let policy = Policy::token_bucket(Rate::new(10, Duration::from_secs(1))).unwrap();
-        let layouts = [KeyLayout::new("test", &policy)];
+        let layouts = [KeyLayout::for_set("test", &policy.clone().into())[0].clone()];
         let target = Target::Lua {
             function: "decide",
             peek_function: "decide_peek",

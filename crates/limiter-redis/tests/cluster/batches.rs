@@ -51,6 +51,30 @@ impl Migration {
         assert_eq!(self.cluster.command(to, &importing).text(), "OK");
         assert_eq!(self.cluster.command(from, &migrating).text(), "OK");
     }
+
+    /// Moves `key`'s state and record (made by an acquire) to `target`
+    /// (`MIGRATE`), its slot half-way through ([`start`](Self::start)): a
+    /// call on it is then `ASK`ed there. (A new key of two Redis keys in
+    /// such a slot is made by neither node: the importing node answers
+    /// `TRYAGAIN` to a call on several keys it lacks, until the slot
+    /// moves.)
+    fn move_keys(&self, key: &str) {
+        let state = String::from_utf8(self.limiter.redis_key(key.as_bytes())).unwrap();
+        let record = String::from_utf8(self.limiter.redis_record_key(key.as_bytes())).unwrap();
+        let port = self.target.port.to_string();
+        let migrate = [
+            "MIGRATE",
+            "127.0.0.1",
+            &port,
+            "",
+            "0",
+            "5000",
+            "KEYS",
+            &state,
+            &record,
+        ];
+        assert_eq!(self.cluster.command(&self.source, &migrate).text(), "OK");
+    }
 }
 
 /// 64 tasks acquiring over `keys` (each task 24 of them in turn, so each
@@ -123,20 +147,30 @@ async fn decisions_over_many_keys_share_calls_on_each_primary_and_stay_exact() {
     );
 }
 /// A call across slots that meets a key its node does not serve now (a
-/// slot half-way through a migration, the key not yet created: `ASK`)
-/// writes nothing, and each of its requests is decided alone, following
-/// the redirect: no error, every key of the primary (the moving slot's
-/// among them) admits exactly its limit, and the moving slot's key went
-/// to the importing node (`ASKING` there).
+/// slot half-way through a migration, the key's state and record moved:
+/// `ASK`) writes nothing, and each of its requests is decided alone,
+/// following the redirect: no error, every key of the primary (the moving
+/// slot's among them) admits exactly its limit (the moving one's less the
+/// unit admitted before it moved), and the moving slot's key is decided on
+/// the importing node (`ASKING` there).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
     const LIMIT: u64 = 10;
     let policy = Policy::token_bucket(Rate::per_hour(LIMIT)).unwrap();
     let m = migration(policy, "moving", 48).await;
     let moving = &m.keys[0];
+    assert!(
+        m.limiter
+            .acquire(moving.as_bytes(), 1)
+            .await
+            .unwrap()
+            .allowed
+    );
     m.start(moving);
+    m.move_keys(moving);
     let asking = command_calls(&m.cluster, &m.target, "asking");
-    let admitted = acquire_over(&m.limiter, &m.keys).await;
+    let mut admitted = acquire_over(&m.limiter, &m.keys).await;
+    *admitted.get_mut(moving).unwrap() += 1;
     let wrong: Vec<_> = admitted.iter().filter(|(_, &n)| n != LIMIT).collect();
     assert!(
         wrong.is_empty(),
@@ -157,25 +191,33 @@ async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
 /// A batch across slots never follows an `ASK`: after `ASKING`, the node
 /// a slot migrates to would serve a missing key of any slot it imports,
 /// while that key still lives on the old node. Two slots of one primary
-/// migrate to another, neither key moved yet: one key new (its requests
-/// are `ASK`ed to the new node, where it is made), one already at its
-/// limit on the old node. Under 64 tasks alternating the two, the full key
-/// admits nothing more, the new one exactly its limit.
+/// migrate to another: one key moved (one unit admitted; its requests are
+/// `ASK`ed to the new node), one already at its limit and still on the old
+/// node. Under 64 tasks alternating the two, the full key admits nothing
+/// more, the moved one exactly the rest of its limit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_never_follows_an_ask_into_another_importing_slot() {
     const LIMIT: u64 = 10;
     let policy = Policy::fixed_window(Rate::per_hour(LIMIT)).unwrap();
     let m = migration(policy, "asking", 2).await;
-    let (new, full) = (&m.keys[0], &m.keys[1]);
+    let (moved, full) = (&m.keys[0], &m.keys[1]);
     for _ in 0..LIMIT {
         assert!(m.limiter.acquire(full.as_bytes(), 1).await.unwrap().allowed);
     }
-    for key in [new, full] {
+    assert!(
+        m.limiter
+            .acquire(moved.as_bytes(), 1)
+            .await
+            .unwrap()
+            .allowed
+    );
+    for key in [moved, full] {
         m.start(key);
     }
+    m.move_keys(moved);
     let admitted = acquire_over(&m.limiter, &m.keys).await;
     assert_eq!(admitted[full], 0, "the key at its limit admitted more");
-    assert_eq!(admitted[new], LIMIT, "the new key");
+    assert_eq!(admitted[moved], LIMIT - 1, "the moved key");
 }
 /// Decisions on one hot key of a cluster share calls (its slot's lane, see
 /// `batch.rs`), exactly: 64 tasks of 20 acquires each on one key with a

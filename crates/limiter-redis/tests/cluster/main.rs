@@ -4,8 +4,9 @@
 //! modules, decisions sharing calls (`batches`), where decisions go
 //! (`routing`), the cluster changing shape under load (`topology`), nodes
 //! that hang (`hung_nodes`), refuse or go (`lost_nodes`), a failover
-//! (`failover`), the load those tests run (`load`), and limiter-redis-module
-//! on every node (`module`).
+//! (`failover`), the load those tests run (`load`), limiter-redis-module
+//! on every node (`module`), and policies changing while keys spread over
+//! the primaries (`policy_change`).
 //!
 //! The tests that change or break the topology each run on a cluster of
 //! their own; the others share the binary's cluster (started on first
@@ -20,6 +21,7 @@ mod hung_nodes;
 mod load;
 mod lost_nodes;
 mod module;
+mod policy_change;
 mod routing;
 mod topology;
 

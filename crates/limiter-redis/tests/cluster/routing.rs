@@ -52,7 +52,11 @@ async fn keys_spread_over_every_primary() {
             );
             total += keys.len();
         }
-        assert_eq!(total, USERS, "{algorithm}: one Redis key per user key");
+        assert_eq!(
+            total,
+            2 * USERS,
+            "{algorithm}: a state and a record per user key"
+        );
     }
     eprintln!("limiter keys per primary (port: keys): {per_primary:?}");
 }

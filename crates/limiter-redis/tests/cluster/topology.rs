@@ -385,7 +385,12 @@ async fn a_reshard_whose_nodes_disagree_for_a_moment_fails_no_decision() {
          fail-open answers, admitted {admitted:?}, counted {counted:?}; samples {samples:?}",
         keys.len()
     );
-    assert_eq!(moved, 2 * keys.len(), "every key's states moved");
+    // Per key, each limiter's state and record.
+    assert_eq!(
+        moved,
+        4 * keys.len(),
+        "every key's states and records moved"
+    );
     assert_eq!(failed, 0, "decisions failed: {samples:?}");
     assert_eq!(degraded, 0, "decisions answered by fail-open");
     assert_eq!(counted, admitted, "the states count what was admitted");
@@ -421,7 +426,11 @@ async fn a_new_primary_gets_the_library_before_its_first_decision() {
     .await
     .unwrap();
     let slot = cluster.slot_of(limiter.redis_key(key.as_bytes()));
-    assert_eq!(cluster.migrate_slot(slot, &new), 1, "the key's state moved");
+    assert_eq!(
+        cluster.migrate_slot(slot, &new),
+        2,
+        "the key's state and record moved"
+    );
     for _ in 0..15 {
         admitted += u32::from(limiter.acquire(key.as_bytes(), 1).await.unwrap().allowed);
     }

@@ -4,6 +4,7 @@
 //! and one to change its policies.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 
 use limiter_core::trace::{decision_row, TraceReader, DECISION_HEADER};
 use limiter_core::{Limiter, ManualClock, Policies};
@@ -75,18 +76,19 @@ pub fn policy_change_cases() -> Vec<PolicyChangeCase> {
 }
 
 /// Replays every policy-change case through a limiter `build` makes for
-/// the case's first policies on a clock, calling `change` before each row
-/// from which the case puts other policies in force, and asserts that each
-/// prints exactly its expected file.
-pub async fn policy_change_vectors_replay_byte_for_byte<L: Limiter>(
-    build: impl Fn(Policies, ManualClock) -> L,
+/// the case's first policies on a clock (a fresh one per case, sharing no
+/// key with another's), calling `change` before each row from which the
+/// case puts other policies in force, and asserts that each prints
+/// exactly its expected file.
+pub async fn policy_change_vectors_replay_byte_for_byte<L: Limiter, F: Future<Output = L>>(
+    build: impl Fn(Policies, ManualClock) -> F,
     change: impl Fn(&L, Policies),
 ) {
     let cases = policy_change_cases();
     let mut failures = Vec::new();
     for case in &cases {
         let clock = ManualClock::new(0);
-        let limiter = build(case.schedule[0].1.clone(), clock.clone());
+        let limiter = build(case.schedule[0].1.clone(), clock.clone()).await;
         let mut out = format!("{DECISION_HEADER}\n");
         for (row, request) in TraceReader::new(case.trace.as_bytes()).enumerate() {
             let request = request.expect("vector traces are well formed");

@@ -235,6 +235,16 @@ impl RedisBackend {
         &self.shared.runtime
     }
 
+    /// Adds `function` to the libraries loaded on every new connection,
+    /// without loading it now: the first call that finds it missing loads
+    /// it (a limiter's policies changed while it serves).
+    pub(crate) fn remember(&self, function: &Library) {
+        let mut functions = self.shared.lock_functions();
+        if !functions.iter().any(|f| f.name() == function.name()) {
+            functions.push(function.clone());
+        }
+    }
+
     /// Adds `function` to the libraries loaded on every new connection, and
     /// loads it now unless Redis is down (libraries are server-wide: one load
     /// serves every connection to the server). Fails only if Redis refuses

@@ -81,6 +81,7 @@ local function pl_write(key, e, newest_ts, newest_total, t_eff, ms)
       deadline = server_ms + grant - 5
     end
   end
+  if grant then granted(grant) end
   -- One concatenation: one new string.
   local value = pack('<d', deadline) .. kept .. pack('<I7I7', t_eff, total + n)
   states[key] = value

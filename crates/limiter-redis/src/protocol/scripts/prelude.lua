@@ -27,6 +27,11 @@
 -- key's batch sends its P keys once, so Redis parses, and MGET reads, P
 -- keys rather than R*P.
 --
+-- Each request passes P+1 keys: its state under each of the P parts,
+-- then the record of the policies that state was made under (keys.rs),
+-- which policy_change.lua, after the algorithms, reads to take a state
+-- made under other policies over (docs/spec.md section 9) and writes.
+--
 -- It defines, for the algorithms that follow: start(KEYS, ARGV, P,
 -- prefetch), which each call starts with (prefetch: read every string
 -- state of the call up front, when some part keeps one) and which returns
@@ -86,6 +91,10 @@
 
 local floor, min, max, ceil, pack, unpack, concat, spread, format
 local acquire, n, time_us, server_us, server_ms
+-- A charge after the fact (mode 2, docs/spec.md section 10): charging is
+-- true and units its units; the request's decision is then a peek of 1
+-- (n) on the state it leaves, which the caller does not read.
+local charging, units
 -- This call's packed request arguments, their number, and whether one
 -- set of arguments stands for every request.
 local args, requests, uniform
@@ -110,6 +119,18 @@ local repeated
 -- a pack per decision (and the unpack of the next) costs Redis's Lua more
 -- than a bucket's arithmetic (measured, docs/benchmarks.md).
 local decoded = {}
+-- The longest TTL (ms) the current request granted a state key: the
+-- record beside the state must last as long (policy_change.lua,
+-- note_record).
+local record_ms = 0
+-- The keys of sorted-set logs whose state a peek took over from other
+-- policies (policy_change.lua): in states[key] in packed form, decided by
+-- packed_log, as a peek writes no sorted set.
+local taken_logs = {}
+-- Notes a TTL granted a state key.
+local function granted(ms)
+  if ms > record_ms then record_ms = ms end
+end
 -- Notes that the call reads key again, holding held.
 local function again(key, held)
   if not repeated then repeated = {} end
@@ -127,6 +148,7 @@ local function start(KEYS, ARGV, P, prefetch)
     concat, spread, format = table.concat, _G.unpack, string.format
   end
   server_us = nil
+  record_ms = 0
   args = ARGV[1]
   uniform = #args == 24 or #args == 32
   states = {}
@@ -180,6 +202,8 @@ local function begin(r)
   local mode
   mode, n, time_us = unpack('<ddd', args, 24 * r - 23)
   acquire = mode == 1
+  charging = mode == 2
+  if charging then units, n = n, 1 end
   if time_us < 0 then
     if not server_us then
       local now = redis.call('TIME')
@@ -277,6 +301,7 @@ local function keep(key, r, ms, a, b, c)
   if not server_us then
     r.deadline = false
     r.grant = ms
+    granted(ms)
     return
   end
   local deadline = r.deadline
@@ -287,7 +312,10 @@ local function keep(key, r, ms, a, b, c)
     if c then fields = 24 end
     if held and #held == fields + 8 then deadline = unpack('<d', held, fields + 1) end
   end
-  if not deadline or deadline < server_ms + ms then r.grant, deadline = renewal(ms) end
+  if not deadline or deadline < server_ms + ms then
+    r.grant, deadline = renewal(ms)
+    granted(r.grant)
+  end
   r.deadline = deadline
 end
 -- A string state of two or three fields, with a TTL of at least ms: one
@@ -312,6 +340,7 @@ local function save(key, ms, a, b, c)
     if c then value = pack('<ddd', a, b, c) else value = pack('<dd', a, b) end
     states[key] = value
     redis.call('SET', key, value, 'PX', digits(ms))
+    granted(ms)
     return
   end
   local fields = 16
@@ -328,6 +357,7 @@ local function save(key, ms, a, b, c)
   states[key] = value
   if grant then
     redis.call('SET', key, value, 'PX', digits(grant))
+    granted(grant)
   else
     -- In place (SETRANGE key 0: no expiry to set or clear, no new object,
     -- and an integer reply, where SET … KEEPTTL makes a new object and
@@ -338,4 +368,5 @@ local function save(key, ms, a, b, c)
 end
 local function expire(key, ms)
   redis.call('PEXPIRE', key, digits(ms))
+  granted(ms)
 end

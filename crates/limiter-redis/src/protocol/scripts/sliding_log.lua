@@ -59,6 +59,7 @@ local function sl_write(key, base_ts, drop, newest_total, t_eff, ttl)
 end
 
 local function sliding_log(key, tick, W, L)
+  if taken_logs[key] then return packed_log(key, tick, W, L) end
   local t = floor(time_us / tick)
   -- The newest entry: T_s and the running total.
   local newest = redis.pcall('ZRANGE', key, '-1', '-1', 'WITHSCORES')

@@ -3,18 +3,25 @@
 -- the library, before its two registrations. A test compares this
 -- file with the code generated now.
 
+local RECORD = '\001\003\000\000\000\000\000\000\240\063\000\000\000\000\128\132\046\065\000\000\000\000\000\000\036\064\000\000\000\000\000\000\052\064'
 local function decide(KEYS, ARGV)
-  local keys, base, step = start(KEYS, ARGV, 1, true)
+  local keys, base, step = start(KEYS, ARGV, 2, true)
   if not keys then return 0 end
   local replies = {}
   for r = 1, requests do
     if r == 1 or not uniform then begin(r) end
     local k = base + step * (r - 1)
+    local record = keys[k + 2]
+    local undo, held = nil, states[record]
+    if held and held ~= RECORD then undo = take_over(RECORD, record) end
+    if charging then charge(RECORD, record) end
     local allowed_1, remaining_1, retry_after_1, reset_after_1, reset_now_1, wait_1, t_eff_1, write_1, write_a_1, write_b_1, write_c_1, write_d_1, write_e_1, write_f_1 =
       token_bucket(keys[k + 1], 1, 1000000, 10, 20, 2000000)
     if acquire and allowed_1 then
       write_1(write_a_1, write_b_1, write_c_1, write_d_1, write_e_1, write_f_1)
     end
+    if record_ms > 0 then note_record(record, RECORD) end
+    if undo then restore(undo) end
     replies[r + 1] = pack('<ddddd',
       allowed_1 and 1 or 0, remaining_1, retry_after_1, reset_after_1, t_eff_1)
   end

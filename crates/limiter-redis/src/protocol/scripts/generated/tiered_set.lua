@@ -3,13 +3,18 @@
 -- the library, before its two registrations. A test compares this
 -- file with the code generated now.
 
+local RECORD = '\001\002\000\000\000\000\000\000\240\063\000\000\000\000\128\132\046\065\000\000\000\000\000\000\020\064\000\000\000\000\000\000\020\064\004\000\000\000\000\000\000\240\063\000\000\000\000\056\156\140\065\000\000\000\000\000\000\089\064\000\000\000\000\000\000\036\064'
 local function decide(KEYS, ARGV)
-  local keys, base, step = start(KEYS, ARGV, 2, true)
+  local keys, base, step = start(KEYS, ARGV, 3, true)
   if not keys then return 0 end
   local replies = {}
   for r = 1, requests do
     if r == 1 or not uniform then begin(r) end
     local k = base + step * (r - 1)
+    local record = keys[k + 3]
+    local undo, held = nil, states[record]
+    if held and held ~= RECORD then undo = take_over(RECORD, record) end
+    if charging then charge(RECORD, record) end
     local allowed_1, remaining_1, retry_after_1, reset_after_1, reset_now_1, wait_1, t_eff_1, write_1, write_a_1, write_b_1, write_c_1, write_d_1, write_e_1, write_f_1 =
       sliding_counter(keys[k + 1], 1, 1000000, 5, 5, 1000000)
     local allowed_2, remaining_2, retry_after_2, reset_after_2, reset_now_2, wait_2, t_eff_2, write_2, write_a_2, write_b_2, write_c_2, write_d_2, write_e_2, write_f_2 =
@@ -18,6 +23,8 @@ local function decide(KEYS, ARGV)
       write_1(write_a_1, write_b_1, write_c_1, write_d_1, write_e_1, write_f_1)
       write_2(write_a_2, write_b_2, write_c_2, write_d_2, write_e_2, write_f_2)
     end
+    if record_ms > 0 then note_record(record, RECORD) end
+    if undo then restore(undo) end
     replies[r + 1] = pack('<ddddddddddddd',
       allowed_1 and 1 or 0, remaining_1, retry_after_1, reset_after_1, t_eff_1, reset_now_1, allowed_2 and 1 or 0, remaining_2, retry_after_2, reset_after_2, t_eff_2, reset_now_2, wait_2)
   end
