@@ -15,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::Duration;
 
+use limiter_test::redis_server::RedisServer;
 /// The example's own limits: free's API limit is `fixed-window:10/1m`.
 fn plans_toml() -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans.toml");
@@ -221,6 +222,15 @@ fn a_broken_file_keeps_the_limits_in_force(service: &Service) {
 #[test]
 fn the_plans_service_reloads_its_file_while_it_serves_on_memory() {
     let service = Service::start("memory", &plans_toml(), None);
+    used_units_carry_across_reloads(&service);
+    no_request_is_decided_under_a_mix(&service);
+    a_broken_file_keeps_the_limits_in_force(&service);
+}
+
+#[test]
+fn the_plans_service_reloads_its_file_while_it_serves_on_redis() {
+    let redis = RedisServer::start();
+    let service = Service::start("redis", &plans_toml(), Some(&redis));
     used_units_carry_across_reloads(&service);
     no_request_is_decided_under_a_mix(&service);
     a_broken_file_keeps_the_limits_in_force(&service);

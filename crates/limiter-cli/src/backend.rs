@@ -48,7 +48,22 @@ pub(crate) async fn connect(
     let policy = policy.into();
     match backend.backend {
         BackendKind::Memory => Ok(Arc::new(memory(backend, policy, clock)?)),
-        BackendKind::Redis | BackendKind::RedisCluster => {
+        BackendKind::Redis | BackendKind::RedisCluster => Ok(Arc::new(
+            redis_limiter(backend, policy, clock, purpose, lane).await?,
+        )),
+    }
+}
+
+/// [`connect`]'s limiter on Redis.
+async fn redis_limiter(
+    backend: &BackendArgs,
+    policy: Policies,
+    clock: ManualClock,
+    purpose: &str,
+    lane: Option<&str>,
+) -> Result<RedisLimiter, Failure> {
+    {
+        {
             let redis = redis_backend(backend)?;
             let url = redis.url().to_owned();
             let prefix = match (&backend.redis_prefix, lane) {
@@ -67,7 +82,7 @@ pub(crate) async fn connect(
                     .await
             };
             match tokio::time::timeout(CONNECT_TIMEOUT, build).await {
-                Ok(Ok(limiter)) => Ok(Arc::new(limiter)),
+                Ok(Ok(limiter)) => Ok(limiter),
                 Ok(Err(Error::InvalidPolicy(e))) => {
                     Err(Failure::usage(format!("invalid policy: {e}")))
                 }
@@ -103,6 +118,8 @@ fn memory(
 pub(crate) enum ChangingLimiter {
     /// `MemoryLimiter::set_policies`.
     Memory(Arc<MemoryLimiter>),
+    /// `RedisLimiter::set_policies`.
+    Redis(Arc<RedisLimiter>),
 }
 
 impl ChangingLimiter {
@@ -110,43 +127,40 @@ impl ChangingLimiter {
     pub(crate) fn limiter(&self) -> Arc<dyn Limiter> {
         match self {
             Self::Memory(limiter) => Arc::clone(limiter) as Arc<dyn Limiter>,
+            Self::Redis(limiter) => Arc::clone(limiter) as Arc<dyn Limiter>,
         }
     }
 
-    /// Puts `policies` in force for every later request.
-    pub(crate) fn set_policies(&self, policies: Policies) {
+    /// Puts `policies` in force for every later request; on Redis, a
+    /// policy its backend refuses (a sliding log above its maximum) is a
+    /// usage error.
+    pub(crate) fn set_policies(&self, policies: Policies) -> Result<(), Failure> {
         match self {
-            Self::Memory(limiter) => limiter.set_policies(policies),
+            Self::Memory(limiter) => {
+                limiter.set_policies(policies);
+                Ok(())
+            }
+            Self::Redis(limiter) => limiter
+                .set_policies(policies)
+                .map_err(|e| Failure::usage(reason(&e))),
         }
     }
 }
 
 /// As [`connect`], a limiter whose policies can change while it serves.
-pub(crate) fn connect_changing(
+pub(crate) async fn connect_changing(
     backend: &BackendArgs,
     policy: Policies,
     clock: ManualClock,
+    purpose: &str,
+    lane: Option<&str>,
 ) -> Result<ChangingLimiter, Failure> {
-    changes_policies(backend)?;
-    Ok(ChangingLimiter::Memory(Arc::new(memory(
-        backend, policy, clock,
-    )?)))
-}
-
-/// A usage error unless the backend's limiter can change its policies
-/// while it serves, checked before anything runs.
-pub(crate) fn changes_policies(backend: &BackendArgs) -> Result<(), Failure> {
-    match backend.backend {
-        BackendKind::Memory => Ok(()),
-        // The Redis limiter of this build has no `set_policies`: a change
-        // on Redis is refused rather than replayed as a fresh limiter,
-        // which would not keep what each key used.
-        BackendKind::Redis | BackendKind::RedisCluster => Err(Failure::usage(format!(
-            "the {} backend cannot change policies in this build: --change-at, \
-             --change-at-request and --scenario policy-change need --backend memory",
-            backend.backend.name()
-        ))),
-    }
+    Ok(match backend.backend {
+        BackendKind::Memory => ChangingLimiter::Memory(Arc::new(memory(backend, policy, clock)?)),
+        BackendKind::Redis | BackendKind::RedisCluster => ChangingLimiter::Redis(Arc::new(
+            redis_limiter(backend, policy, clock, purpose, lane).await?,
+        )),
+    })
 }
 
 /// A usage error for `--redis-url` or `--redis-prefix` beside the memory

@@ -107,7 +107,7 @@ Policy changes: --scenario policy-change, or --trace FILE --set BEFORE
 T_US), compares two lanes. \"per-policy state\": a fresh limiter of the new
 policies from the change on, as a limiter keyed by its numbers, or one
 restarted, does. \"carried (docs/spec.md section 9)\": each key keeps what it
-used (MemoryLimiter::set_policies; the memory backend only, in this build).
+used (set_policies, on every backend).
 Each shows \"max/W at change\", the most units within any window of the new
 policies' longest window W that holds the change, beside \"new limit\", that
 policy's limit.

@@ -114,11 +114,10 @@ async fn replay(
     let changing = if schedule.is_empty() {
         None
     } else {
-        Some(backend::connect_changing(
-            &args.backend,
-            policy.clone(),
-            clock.clone(),
-        )?)
+        Some(
+            backend::connect_changing(&args.backend, policy.clone(), clock.clone(), "replay", None)
+                .await?,
+        )
     };
     let limiter = match &changing {
         Some(changing) => changing.limiter(),
@@ -137,7 +136,7 @@ async fn replay(
         if let (Some(changing), Some(policies)) =
             (&changing, schedule.due(index as u64 + 1, request.time_us))
         {
-            changing.set_policies(policies.clone());
+            changing.set_policies(policies.clone())?;
         }
         if request.oversized.is_some() {
             // Out of every range: an error row, as the limiter would answer.

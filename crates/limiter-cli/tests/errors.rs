@@ -384,17 +384,6 @@ fn a_bad_policy_change_is_a_usage_error_that_names_it() {
             ],
             "cannot be used with",
         ),
-        (
-            &[
-                "--change-at",
-                "5=sliding-log:20/1s",
-                "--backend",
-                "redis",
-                "--redis-url",
-                "redis://127.0.0.1:1",
-            ],
-            "the redis backend cannot change policies in this build",
-        ),
     ] {
         let mut extra = flags.to_vec();
         extra.push("-");

@@ -55,10 +55,15 @@ fn replay_matches_every_shared_vector_on_redis_with_the_module() {
 /// Replays `case` on memory with its schedule given by `schedule_flags`
 /// (the first policies by `--policy`) and returns its stdout, checking the
 /// run succeeded without a word on stderr.
-fn replay_policy_change(case: &PolicyChangeCase, schedule_flags: &[String]) -> String {
+fn replay_policy_change(
+    case: &PolicyChangeCase,
+    schedule_flags: &[String],
+    backend: &[&str],
+) -> String {
     let first = case.schedule[0].1.to_string();
     let mut args = vec!["replay", "--policy", &first];
     args.extend(schedule_flags.iter().map(String::as_str));
+    args.extend(backend);
     args.push("-");
     let output = run(&args, &case.trace);
     assert!(
@@ -80,6 +85,19 @@ fn replay_policy_change(case: &PolicyChangeCase, schedule_flags: &[String]) -> S
 /// its own.)
 #[test]
 fn replay_matches_every_policy_change_vector_on_memory() {
+    replay_every_policy_change_vector(&["--backend", "memory"]);
+}
+
+/// The same on a real redis-server (`RedisLimiter::set_policies`), each
+/// run under a fresh key prefix.
+#[test]
+fn replay_matches_every_policy_change_vector_on_redis() {
+    let server = RedisServer::start();
+    let url = server.url();
+    replay_every_policy_change_vector(&["--backend", "redis", "--redis-url", url.as_ref()]);
+}
+
+fn replay_every_policy_change_vector(backend: &[&str]) {
     let cases = policy_change_cases();
     let mut by_time = 0;
     for case in &cases {
@@ -100,7 +118,7 @@ fn replay_matches_every_policy_change_vector_on_memory() {
             })
             .collect();
         assert_eq!(
-            replay_policy_change(case, &by_request),
+            replay_policy_change(case, &by_request, backend),
             case.expected,
             "case {} by request number",
             case.name
@@ -121,7 +139,7 @@ fn replay_matches_every_policy_change_vector_on_memory() {
                 })
                 .collect();
             assert_eq!(
-                replay_policy_change(case, &by_times),
+                replay_policy_change(case, &by_times, backend),
                 case.expected,
                 "case {} by time",
                 case.name

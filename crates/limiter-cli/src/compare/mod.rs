@@ -80,7 +80,6 @@ pub(crate) async fn run(args: &CompareArgs) -> Result<(), Failure> {
     }
     for scenario in &scenarios {
         if scenario.change.is_some() {
-            backend::changes_policies(&args.backend)?;
             if scenario.sets.as_ref().map_or(0, Vec::len) != 1 {
                 return Err(Failure::usage(format!(
                     "{}: a policy change compares one policy set before it: give one --set",
@@ -199,11 +198,16 @@ async fn run_lane(
     // A lane that carries state across a change decides on a limiter that
     // changes its policies; any other, on the backend's own.
     let changing = match lane.at_change {
-        Some(StateAtChange::Carried) => Some(backend::connect_changing(
-            backend,
-            lane.policies.clone(),
-            clock.clone(),
-        )?),
+        Some(StateAtChange::Carried) => Some(
+            backend::connect_changing(
+                backend,
+                lane.policies.clone(),
+                clock.clone(),
+                "compare",
+                Some(&key_space),
+            )
+            .await?,
+        ),
         _ => None,
     };
     let global = match &changing {
@@ -244,7 +248,7 @@ async fn run_lane(
         if let Some(due) = change.filter(|change| request.time_us >= change.at) {
             change = None;
             match &changing {
-                Some(changing) => changing.set_policies(due.policies.clone()),
+                Some(changing) => changing.set_policies(due.policies.clone())?,
                 None => {
                     deciders = vec![
                         backend::connect(

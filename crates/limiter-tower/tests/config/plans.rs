@@ -120,7 +120,7 @@ async fn a_file_of_plans_decides_each_request_under_its_plan() {
 /// rule 9.2: after the move to 5, the key holds 5.)
 #[tokio::test]
 async fn a_reload_carries_each_clients_used_units_to_its_new_limits() {
-    for backend in [Backend::Memory] {
+    for backend in [Backend::Memory, Backend::Redis] {
         let registry = registry(backend, PLANS).await;
         let addr = serve_registry(&registry).await;
         let client = client();
