@@ -68,8 +68,8 @@ Policy changes: --change-at T_US=POLICIES (policy strings joined by `;`)
 puts POLICIES in force from the first request at or after T_US; repeat it
 for several, times increasing. --change-at-request N=POLICIES does so from
 the Nth request (from 1). Each key keeps what it used (docs/spec.md section
-9): moved from 100 to 1000 a minute after using 90, a key has 910 left. The
-memory backend only, in this build.
+9): moved from 100 to 1000 a minute after using 90, a key has 910 left, on
+every backend.
 
 Backends may refuse a policy: Redis refuses a sliding log above 10000 per
 window (one sorted-set entry per admission; use sliding-counter).
