@@ -193,12 +193,12 @@ impl<L: Limiter> Leased<L> {
         u8::try_from(self.sizing.refill_percent).unwrap_or(100)
     }
 
-    /// The most keys leased at once ([`LeasedBuilder::max_keys`]).
+    /// The most keys leased at once ([`LeasedBuilder::max_keys`](crate::LeasedBuilder::max_keys)).
     pub fn max_keys(&self) -> usize {
         self.max_keys
     }
 
-    /// The longest key held as it is ([`LeasedBuilder::max_key_bytes`]).
+    /// The longest key held as it is ([`LeasedBuilder::max_key_bytes`](crate::LeasedBuilder::max_key_bytes)).
     pub fn max_key_bytes(&self) -> usize {
         self.max_key_bytes
     }
