@@ -1,6 +1,39 @@
 //! [`LimiterService`]: the [`tower::Service`] a
 //! [`LimiterLayer`](crate::LimiterLayer) wraps a route in, and its `call`:
 //! a request keyed, then let through, refused, or decided by the limiter.
+//!
+//! # The route of an admitted request
+//!
+//! The functions a request crosses, in order, on the common path (a key,
+//! no ban list, a limiter deciding in process, admitted with no wait);
+//! each other answer leaves this route where it is decided:
+//!
+//! 1. `LimiterService::call`: reads the peer address (`peer_addr`) and,
+//!    behind trusted proxies only, the client it forwards for
+//!    (`resolve_client`).
+//! 2. `KeyExtractor::write_key` writes the key into a `KeyBytes` on the
+//!    stack (no allocation for a key of up to 48 bytes); no key: 401, or
+//!    let through by the fallback.
+//! 3. `Allowlist::allows`: an allowlisted client passes, counted.
+//! 4. With plans, `PlanSwitch::load` and `PlanTable::limits_for`: the plan
+//!    in force's limiter and headers, one snapshot for the whole request.
+//! 5. `Cost::of_request`, unless every request costs one: 400/411/413.
+//! 6. `Pending::acquire_now`, which asks `Limiter::acquire_now` (the
+//!    memory backend's `Store::try_acquire`: one shard lock, the core's
+//!    decision).
+//! 7. `Observer::record` counts the outcome; `ResponseCharge::of` keeps a
+//!    charge after the response, if the layer makes one; `rate_headers`
+//!    fills the response's headers from the plan's `PolicyHeaders`
+//!    templates.
+//! 8. The inner service's future, in `ResponseFuture::calling`, whose
+//!    `poll` writes the headers into the response (`RateHeaders::
+//!    replace_inner`) and, for a charge after the response, meters its body
+//!    (`ResponseCharge::meter`).
+//!
+//! A decision that needs a future (a Redis limiter, a ban list in Redis, a
+//! penalty to count, a wait to sleep) goes from step 6 to `decide_later`
+//! or `follow_up_later` (`pending.rs`): the same steps, awaited, in one
+//! boxed future.
 
 use std::net::IpAddr;
 use std::sync::Arc;
