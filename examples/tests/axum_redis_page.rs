@@ -7,62 +7,37 @@
 //! The binary is this package's example, which `cargo test` builds beside
 //! this test (`target/<profile>/examples/http_server`).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use limiter_test::redis_server::RedisServer;
+use limiter_test::ExampleServer;
 
 /// An instance of the example server, killed when dropped.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
+struct Server(ExampleServer);
 
 impl Server {
     /// `http_server` with `args`, on a free loopback port.
     fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(limiter_test::example_binary(
+        let mut command = Command::new(limiter_test::example_binary(
             "limiter-examples",
             "http_server",
-        ))
-        .args(["--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start http_server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on http://")
-            .and_then(|rest| rest.strip_suffix('/'))
-            .unwrap_or_else(|| panic!("http_server printed {line:?}"))
-            .parse()
-            .unwrap();
-        Self { child, addr }
+        ));
+        command.args(["--listen", "127.0.0.1:0"]).args(args);
+        Self(ExampleServer::start(command))
     }
 
     /// `GET /` on a connection of its own: the whole response, as text.
     fn get(&self) -> String {
-        let mut stream = TcpStream::connect(self.addr).unwrap();
+        let mut stream = TcpStream::connect(self.0.addr).unwrap();
         stream
             .write_all(b"GET / HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")
             .unwrap();
         let mut response = String::new();
         stream.read_to_string(&mut response).unwrap();
         response
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -15,10 +15,11 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use limiter_core::Policy;
 use limiter_memory::{MemoryLimiter, MemoryLimiterBuilder};
+use limiter_test::ExampleServer;
 
 /// The policy of both servers: a key lives an hour once admitted.
 const POLICY: &str = "sliding-log:10/1h";
@@ -42,38 +43,24 @@ const BATCH: usize = 512;
 const PER_CONNECTION: u64 = 1 << 20;
 
 /// The example server, killed when dropped.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
+struct Server(ExampleServer);
 
 impl Server {
     /// `http_server` with `args`, on a free loopback port.
     fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(http_server())
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start http_server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on http://")
-            .and_then(|rest| rest.strip_suffix('/'))
-            .unwrap_or_else(|| panic!("http_server printed {line:?}"))
-            .parse()
-            .unwrap();
-        Self { child, addr }
+        let mut command = Command::new(http_server());
+        command.args(["--listen", "127.0.0.1:0"]).args(args);
+        Self(ExampleServer::start(command))
+    }
+
+    /// Where it listens.
+    fn addr(&self) -> SocketAddr {
+        self.0.addr
     }
 
     /// The server's resident set size, in bytes.
     fn resident_bytes(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.0.child.id()))
             .expect("/proc/PID/status (Linux)");
         let kib: u64 = status
             .lines()
@@ -82,13 +69,6 @@ impl Server {
             .and_then(|kib| kib.parse().ok())
             .expect("VmRSS");
         kib * 1024
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -246,13 +226,13 @@ fn flood_and_measure(server: &Server) {
         .unwrap() as u64;
     let allowance = bound + CONNECTIONS as u64 * PER_CONNECTION;
     // Warmed up: one of each request the floods send.
-    let warm = flood(server.addr, CONNECTIONS, |i, out| {
+    let warm = flood(server.addr(), CONNECTIONS, |i, out| {
         write!(out, "warm-{i}").unwrap()
     });
     assert_eq!(warm, BTreeMap::from([(200, CONNECTIONS)]));
     let before = server.resident_bytes();
 
-    let statuses = flood(server.addr, FLOOD_KEYS, short_key);
+    let statuses = flood(server.addr(), FLOOD_KEYS, short_key);
     // The cap admits its keys (less the warm-up's) and answers every other
     // new key 503, storing none.
     let admitted = MAX_KEYS - CONNECTIONS;
@@ -274,9 +254,9 @@ fn flood_and_measure(server: &Server) {
     // Keys the server reads whole (200 KB), at the cap: answered 503, each
     // hashed on the way; and 1 MB keys, past the most a request's head
     // may hold: answered 431, or the connection closed unread.
-    let long = flood(server.addr, 300, long_key(200_000));
+    let long = flood(server.addr(), 300, long_key(200_000));
     assert_eq!(long, BTreeMap::from([(503, 300)]));
-    let huge = one_per_connection(server.addr, 50, long_key(1 << 20));
+    let huge = one_per_connection(server.addr(), 50, long_key(1 << 20));
     assert!(
         huge.keys().all(|status| [0, 431].contains(status)),
         "{huge:?}"

@@ -11,11 +11,12 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::Duration;
 
 use limiter_test::redis_server::RedisServer;
+use limiter_test::ExampleServer;
 /// The example's own limits: free's API limit is `fixed-window:10/1m`.
 fn plans_toml() -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans.toml");
@@ -36,7 +37,7 @@ fn with_free_api_limit(limit: u64) -> String {
 /// The service, serving a configuration file of its own, killed and the
 /// file removed when dropped.
 struct Service {
-    child: Child,
+    server: ExampleServer,
     addr: SocketAddr,
     config: PathBuf,
     /// Its log lines (stderr), as they come.
@@ -44,11 +45,7 @@ struct Service {
 }
 
 impl Service {
-    fn start(
-        name: &str,
-        text: &str,
-        redis: Option<&limiter_test::redis_server::RedisServer>,
-    ) -> Self {
+    fn start(name: &str, text: &str, redis: Option<&RedisServer>) -> Self {
         let config =
             std::env::temp_dir().join(format!("plans-service-{name}-{}.toml", std::process::id()));
         std::fs::write(&config, text).unwrap();
@@ -59,25 +56,13 @@ impl Service {
         command
             .args(["--serve", "--listen", "127.0.0.1:0", "--config"])
             .arg(&config)
-            .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if let Some(redis) = redis {
             command.args(["--redis-url", &redis.url()]);
         }
-        let mut child = command.spawn().expect("start plans_service");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on http://")
-            .and_then(|rest| rest.strip_suffix('/'))
-            .unwrap_or_else(|| panic!("plans_service printed {line:?}"))
-            .parse()
-            .unwrap();
+        let mut server = ExampleServer::start(command);
         let (lines, log) = mpsc::channel();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let stderr = BufReader::new(server.child.stderr.take().unwrap());
         std::thread::spawn(move || {
             for line in stderr.lines().map_while(Result::ok) {
                 if lines.send(line).is_err() {
@@ -86,8 +71,8 @@ impl Service {
             }
         });
         Self {
-            child,
-            addr,
+            addr: server.addr,
+            server,
             config,
             log,
         }
@@ -98,7 +83,7 @@ impl Service {
     fn reload(&self, text: &str) -> String {
         std::fs::write(&self.config, text).unwrap();
         let status = Command::new("kill")
-            .args(["-HUP", &self.child.id().to_string()])
+            .args(["-HUP", &self.server.child.id().to_string()])
             .status()
             .unwrap();
         assert!(status.success());
@@ -130,8 +115,6 @@ impl Service {
 
 impl Drop for Service {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.config);
     }
 }

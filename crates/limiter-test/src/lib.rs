@@ -37,6 +37,7 @@
 pub mod cases;
 pub mod certificates;
 mod example_binary;
+mod example_server;
 mod flaky;
 mod harness;
 pub mod lease_bound;
@@ -48,6 +49,7 @@ mod suite;
 
 pub use self::cases::Rng;
 pub use self::example_binary::example_binary;
+pub use self::example_server::ExampleServer;
 pub use self::flaky::Flaky;
 pub use self::harness::Harness;
 pub use self::model::{ModelHarness, ModelLimiter};
