@@ -17,7 +17,7 @@ use crate::client::ip_key::{from_text, is_ip_key};
 /// client no header named. Keys are matched against the whole key of the layer's
 /// [`KeyExtractor`](crate::KeyExtractor), kind prefix included
 /// (`header:partner-key`): given in their text form, kept as the limiter
-/// is given them (an address's bytes, see [`crate::client::key::bytes_of`]), so
+/// is given them (an address's bytes, see [`crate::client::key::bytes_from_text`]), so
 /// matching a request formats nothing.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Allowlist {
@@ -60,7 +60,7 @@ impl Allowlist {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::key::bytes_of;
+    use crate::client::key::bytes_from_text;
 
     #[test]
     fn addresses_match_their_blocks_and_keys_match_whole() {
@@ -71,7 +71,7 @@ mod tests {
         ]);
         allow.add_keys(["header:partner"]);
         let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
-        let key = |text: &str| bytes_of(text);
+        let key = |text: &str| bytes_from_text(text);
         assert!(allow.allows(ip("10.1.2.3"), &key("ip:10.1.2.3")));
         assert!(allow.allows(ip("::ffff:10.1.2.3"), &key("ip:10.1.2.3")));
         assert!(allow.allows(ip("2001:db8::7"), b"x"));
@@ -85,7 +85,7 @@ mod tests {
     fn an_address_key_matches_only_a_vouched_address() {
         let mut allow = Allowlist::default();
         allow.add_keys(["ip:10.0.0.1"]);
-        let key = bytes_of("ip:10.0.0.1");
+        let key = bytes_from_text("ip:10.0.0.1");
         assert!(allow.allows(Some("10.0.0.1".parse().unwrap()), &key));
         // The proxy 10.0.0.1 standing in for a client no header named.
         assert!(!allow.allows(None, &key));

@@ -132,7 +132,7 @@ impl MemoryBans {
 /// `ip:203.0.113.7`, `header:<api key>` (see
 /// [`KeyExtractor`](crate::KeyExtractor)). In process, a ban is kept
 /// under the key the limiter is given (an address's bytes, see
-/// [`key::bytes_of`](crate::client::key::bytes_of)), so checking a request formats
+/// [`key::bytes_from_text`](crate::client::key::bytes_from_text)), so checking a request formats
 /// nothing; in Redis, under its text form. A key
 /// longer than 256 bytes is kept under its SHA-256, so a ban costs a
 /// bounded size however long a client's key. Clones
@@ -315,7 +315,7 @@ impl BanList {
 /// form, as an administrator writes it with `redis-cli`.
 #[cfg(feature = "redis")]
 fn redis_key(prefix: &str, key: &[u8]) -> Vec<u8> {
-    let text = crate::client::key::text_of(key);
+    let text = crate::client::key::text_from_bytes(key);
     let mut redis_key = Vec::with_capacity(prefix.len() + 1 + text.len());
     redis_key.extend_from_slice(prefix.as_bytes());
     redis_key.push(b':');

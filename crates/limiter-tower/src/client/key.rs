@@ -24,20 +24,20 @@ use crate::client::normalize::normalize_ip;
 /// Redis limiter to find its Redis key.
 ///
 /// ```
-/// use limiter_tower::key::{bytes_of, text_of};
+/// use limiter_tower::key::{bytes_from_text, text_from_bytes};
 ///
-/// assert_eq!(bytes_of("ip:203.0.113.7"), [0x84, 203, 0, 113, 7]);
-/// assert_eq!(bytes_of("header:u42"), b"header:u42");
-/// assert_eq!(text_of(&[0x84, 203, 0, 113, 7]), "ip:203.0.113.7");
+/// assert_eq!(bytes_from_text("ip:203.0.113.7"), [0x84, 203, 0, 113, 7]);
+/// assert_eq!(bytes_from_text("header:u42"), b"header:u42");
+/// assert_eq!(text_from_bytes(&[0x84, 203, 0, 113, 7]), "ip:203.0.113.7");
 /// ```
-pub fn bytes_of(text: &str) -> Vec<u8> {
+pub fn bytes_from_text(text: &str) -> Vec<u8> {
     ip_key::from_text(text).to_vec()
 }
 
 /// The text form of `key`, a key a layer passed to its limiter: `ip:`
 /// and the address for an address's key, the key itself for the others
-/// (see [`bytes_of`]); bytes that are not UTF-8 escaped as `\xNN`.
-pub fn text_of(key: &[u8]) -> String {
+/// (see [`bytes_from_text`]); bytes that are not UTF-8 escaped as `\xNN`.
+pub fn text_from_bytes(key: &[u8]) -> String {
     let mut text = String::new();
     // Writing to a String cannot fail.
     let _ = ip_key::write_text(key, &mut text);
@@ -102,7 +102,7 @@ pub enum Fallback {
 /// byte and its octets (`0x84` and 4 octets for IPv4; `0x86` and 16
 /// octets for IPv6, then the prefix length for a network under
 /// [`ipv6_prefix`](Self::ipv6_prefix)), written without formatting.
-/// [`bytes_of`] and [`text_of`] go from one form to the other. A request
+/// [`bytes_from_text`] and [`text_from_bytes`] go from one form to the other. A request
 /// whose key cannot be found is let through unlimited only where you
 /// chose so ([`Fallback::Skip`]): a missing header or custom key goes to
 /// the [`Fallback`] (401 by default), a missing peer address answers 500.
@@ -253,7 +253,7 @@ impl KeyExtractor {
     }
 
     /// The key of address `ip` (`ip:<addr>`, or `ip:<network>/<prefix>`
-    /// for a grouped IPv6 address, as text; see [`bytes_of`]).
+    /// for a grouped IPv6 address, as text; see [`bytes_from_text`]).
     #[inline]
     fn ip_key(&self, ip: Option<IpAddr>) -> Result<KeyBytes, Missing> {
         Ok(match ip.ok_or(Missing::PeerAddress)? {

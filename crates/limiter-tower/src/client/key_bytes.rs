@@ -13,7 +13,7 @@ pub(crate) const INLINE: usize = 48;
 /// Never checked as UTF-8: an address key is not text (see
 /// [`ip_key`](crate::client::ip_key)), and the other keys are written from text
 /// already. [`Display`](fmt::Display) writes its text form
-/// ([`crate::client::key::text_of`]).
+/// ([`crate::client::key::text_from_bytes`]).
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) enum KeyBytes {
     Inline { len: u8, bytes: [u8; INLINE] },

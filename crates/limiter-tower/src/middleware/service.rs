@@ -74,6 +74,16 @@ impl<S> LimiterService<S> {
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
+
+    /// The wrapped service, to change.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The wrapped service, this layer's service gone.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
 }
 
 impl<S, B, ResB> Service<Request<B>> for LimiterService<S>

@@ -75,7 +75,7 @@ async fn a_leased_decision_has_the_ietf_headers_and_no_degraded_marker() {
     let first = get(&client, addr).await;
     assert_eq!(first.status, StatusCode::OK);
     assert!(
-        leased.held(&limiter_tower::key::bytes_of("ip:127.0.0.1")) > 0,
+        leased.held(&limiter_tower::key::bytes_from_text("ip:127.0.0.1")) > 0,
         "the first request took a lease"
     );
     let second = get(&client, addr).await;
