@@ -157,11 +157,9 @@ where
         }
     }
 
-    /// The limiter's decision now, if it decides in process (one policy).
+    /// The limiter's decision now, if it decides in process (one policy
+    /// or a tiered set).
     pub(crate) fn acquire_now(&self) -> Option<Result<Decision, Error>> {
-        if !self.limits.single_policy {
-            return None;
-        }
         self.limits.limiter.acquire_now(self.key(), self.cost)
     }
 

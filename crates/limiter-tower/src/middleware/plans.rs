@@ -251,9 +251,6 @@ pub(crate) struct Limits {
     /// The plan's name (`None` for a layer without plans).
     pub(crate) plan: Option<Arc<str>>,
     pub(crate) limiter: Arc<dyn Limiter>,
-    /// Whether `limiter` enforces one policy (its answer is then a plain
-    /// `Decision`, possibly given now): asked once here, not per request.
-    pub(crate) single_policy: bool,
     /// The most a request may cost (the policies' max cost).
     pub(crate) max_cost: u64,
     pub(crate) policy_headers: PolicyHeaders,
@@ -270,7 +267,6 @@ impl Limits {
         let policies = limiter.policies();
         Self {
             plan: plan.cloned(),
-            single_policy: policies.single().is_some(),
             max_cost: policies.max_cost(),
             policy_headers: PolicyHeaders::named(policies, named_in_headers),
             limiter,

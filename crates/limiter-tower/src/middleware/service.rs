@@ -185,7 +185,7 @@ where
             timer,
         };
         // Synchronously as far as every part decides in process (no bans
-        // or in-process bans, a limiter of one policy in process): no
+        // or in-process bans, a limiter in process, one policy or a tiered set): no
         // future, no allocation beyond the key.
         if let Some(bans) = &config.bans {
             match bans.banned_for_now(&key) {
