@@ -52,7 +52,7 @@ use crate::middleware::shaping::Shaping;
 /// ```
 #[derive(Debug, Clone)]
 pub struct LimiterLayer {
-    config: Arc<Settings>,
+    settings: Arc<Settings>,
 }
 
 impl LimiterLayer {
@@ -66,7 +66,7 @@ impl LimiterLayer {
     pub fn from_arc(limiter: Arc<dyn Limiter>) -> Self {
         let observer = Observer::new(limiter.policies().to_string());
         Self {
-            config: Arc::new(Settings {
+            settings: Arc::new(Settings {
                 limits: Arc::new(Limits::new(limiter, None, None)),
                 plans: None,
                 key: KeyExtractor::default(),
@@ -91,7 +91,7 @@ impl LimiterLayer {
     /// string (`sliding-log:100/10s`).
     #[must_use]
     pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
-        Arc::make_mut(&mut self.config).observer = Observer::new(name);
+        Arc::make_mut(&mut self.settings).observer = Observer::new(name);
         self
     }
 
@@ -100,14 +100,14 @@ impl LimiterLayer {
     /// may not hold whole addresses (unmasked by default).
     #[must_use]
     pub fn mask_addresses(mut self, mask: bool) -> Self {
-        Arc::make_mut(&mut self.config).mask_addresses = mask;
+        Arc::make_mut(&mut self.settings).mask_addresses = mask;
         self
     }
 
     /// Which key a request is limited under ([`KeyExtractor::ip`] by default).
     #[must_use]
     pub fn key(mut self, key: KeyExtractor) -> Self {
-        Arc::make_mut(&mut self.config).key = key;
+        Arc::make_mut(&mut self.settings).key = key;
         self
     }
 
@@ -123,15 +123,15 @@ impl LimiterLayer {
     /// (every request would be refused).
     #[must_use]
     pub fn cost(mut self, cost: Cost) -> Self {
-        let config = Arc::make_mut(&mut self.config);
+        let settings = Arc::make_mut(&mut self.settings);
         if let Some(units) = cost.weight_units() {
-            let max_cost = match &config.plans {
+            let max_cost = match &settings.plans {
                 Some(plans) => plans.load().smallest_max_cost(),
-                None => config.limits.max_cost,
+                None => settings.limits.max_cost,
             };
             assert_weight_fits(units, max_cost);
         }
-        config.cost = cost;
+        settings.cost = cost;
         self
     }
 
@@ -146,20 +146,20 @@ impl LimiterLayer {
     /// the layer's [weight](Cost::weight) is above a plan's max cost.
     #[must_use]
     pub fn plans(mut self, plans: Plans) -> Self {
-        let config = Arc::make_mut(&mut self.config);
-        let table = plans.table(Arc::clone(&config.limits.limiter));
-        if let Some(units) = config.cost.weight_units() {
+        let settings = Arc::make_mut(&mut self.settings);
+        let table = plans.table(Arc::clone(&settings.limits.limiter));
+        if let Some(units) = settings.cost.weight_units() {
             assert_weight_fits(units, table.smallest_max_cost());
         }
-        config.limits = Arc::clone(table.default_limits());
-        config.plans = Some(Arc::new(PlanSwitch::new(table)));
+        settings.limits = Arc::clone(table.default_limits());
+        settings.plans = Some(Arc::new(PlanSwitch::new(table)));
         self
     }
 
     /// The plans this layer chooses from, for a reload to replace.
     #[cfg(feature = "config")]
     pub(crate) fn plan_switch(&self) -> Option<&Arc<PlanSwitch>> {
-        self.config.plans.as_ref()
+        self.settings.plans.as_ref()
     }
 
     /// Charges each admitted request's true cost once its response is
@@ -195,7 +195,7 @@ impl LimiterLayer {
     /// ```
     #[must_use]
     pub fn charge_after(mut self, charge: ChargeAfter) -> Self {
-        Arc::make_mut(&mut self.config).charge_after = Some(charge);
+        Arc::make_mut(&mut self.settings).charge_after = Some(charge);
         self
     }
 
@@ -204,14 +204,14 @@ impl LimiterLayer {
     /// of `X-Forwarded-For` that is not (see [`client_ip`](crate::client::client_address::client_ip)).
     #[must_use]
     pub fn trusted_proxies(mut self, proxies: impl IntoIterator<Item = IpNet>) -> Self {
-        Arc::make_mut(&mut self.config).trusted = proxies.into_iter().collect();
+        Arc::make_mut(&mut self.settings).trusted = proxies.into_iter().collect();
         self
     }
 
     /// Which rate-limit headers responses carry ([`HeaderStyle::Both`] by default).
     #[must_use]
     pub fn headers(mut self, style: HeaderStyle) -> Self {
-        Arc::make_mut(&mut self.config).style = style;
+        Arc::make_mut(&mut self.settings).style = style;
         self
     }
 
@@ -224,7 +224,7 @@ impl LimiterLayer {
     /// about. Their responses carry no rate-limit headers.
     #[must_use]
     pub fn allow_ips(mut self, nets: impl IntoIterator<Item = IpNet>) -> Self {
-        Arc::make_mut(&mut self.config).allow.add_nets(nets);
+        Arc::make_mut(&mut self.settings).allow.add_nets(nets);
         self
     }
 
@@ -235,7 +235,7 @@ impl LimiterLayer {
     /// standing in for a client no header named.
     #[must_use]
     pub fn allow_keys<K: Into<String>>(mut self, keys: impl IntoIterator<Item = K>) -> Self {
-        Arc::make_mut(&mut self.config).allow.add_keys(keys);
+        Arc::make_mut(&mut self.settings).allow.add_keys(keys);
         self
     }
 
@@ -252,7 +252,7 @@ impl LimiterLayer {
     /// [`METRIC_BAN_CHECK_ERRORS`](crate::metrics::METRIC_BAN_CHECK_ERRORS).
     #[must_use]
     pub fn bans(mut self, bans: BanList) -> Self {
-        Arc::make_mut(&mut self.config).bans = Some(bans);
+        Arc::make_mut(&mut self.settings).bans = Some(bans);
         self
     }
 
@@ -260,7 +260,7 @@ impl LimiterLayer {
     /// default) or 429 Too Many Requests.
     #[must_use]
     pub fn ban_status(mut self, status: StatusCode) -> Self {
-        Arc::make_mut(&mut self.config).ban_status = status;
+        Arc::make_mut(&mut self.settings).ban_status = status;
         self
     }
 
@@ -269,9 +269,9 @@ impl LimiterLayer {
     /// in-process one ([`BanList::memory`]). No penalty by default.
     #[must_use]
     pub fn penalty(mut self, penalty: Penalty) -> Self {
-        let config = Arc::make_mut(&mut self.config);
-        config.penalty = Some(penalty);
-        config.bans.get_or_insert_with(BanList::memory);
+        let settings = Arc::make_mut(&mut self.settings);
+        settings.penalty = Some(penalty);
+        settings.bans.get_or_insert_with(BanList::memory);
         self
     }
 
@@ -279,7 +279,7 @@ impl LimiterLayer {
     /// ([`Shaping::Wait`] by default: it waits, so output is smooth).
     #[must_use]
     pub fn shaping(mut self, shaping: Shaping) -> Self {
-        Arc::make_mut(&mut self.config).shaping = shaping;
+        Arc::make_mut(&mut self.settings).shaping = shaping;
         self
     }
 
@@ -315,7 +315,7 @@ impl LimiterLayer {
     where
         F: Fn(&LimitedContext<'_>) -> Response<Bytes> + Send + Sync + 'static,
     {
-        Arc::make_mut(&mut self.config).on_limited = Some(Arc::new(f));
+        Arc::make_mut(&mut self.settings).on_limited = Some(Arc::new(f));
         self
     }
 }
@@ -324,7 +324,7 @@ impl<S> Layer<S> for LimiterLayer {
     type Service = LimiterService<S>;
 
     fn layer(&self, inner: S) -> LimiterService<S> {
-        LimiterService::new(inner, Arc::clone(&self.config))
+        LimiterService::new(inner, Arc::clone(&self.settings))
     }
 }
 

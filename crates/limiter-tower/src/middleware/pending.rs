@@ -58,7 +58,7 @@ pub(crate) struct Pending<
     K: Borrow<KeyBytes>,
     L: Deref<Target = Limits>,
 > {
-    pub(crate) config: C,
+    pub(crate) settings: C,
     /// The limiter the request is decided by: its plan's, borrowed as the
     /// layer's settings are.
     pub(crate) limits: L,
@@ -111,11 +111,11 @@ impl Pending<&Settings, &HeaderMap, &KeyBytes, &Limits> {
     /// This request, its decision to be finished in a future.
     fn owned(
         self,
-        config: &Arc<Settings>,
+        settings: &Arc<Settings>,
         limits: &Arc<Limits>,
     ) -> Pending<Arc<Settings>, ReplyFormat, KeyBytes, Arc<Limits>> {
         Pending {
-            config: Arc::clone(config),
+            settings: Arc::clone(settings),
             limits: Arc::clone(limits),
             key: self.key.clone(),
             cost: self.cost,
@@ -145,13 +145,13 @@ where
     pub(crate) fn ban_verdict(&self, check: Result<Option<Duration>, Error>) -> Option<Verdict> {
         match check {
             Ok(Some(left)) => {
-                self.config.observer.record(Outcome::Banned, self.timer);
-                let response = banned(self.config.ban_status, self.reply.json(), left);
+                self.settings.observer.record(Outcome::Banned, self.timer);
+                let response = banned(self.settings.ban_status, self.reply.json(), left);
                 Some(self.refuse(response, Refusal::Banned, left, None))
             }
             Ok(None) => None,
             Err(e) => {
-                self.config.observer.ban_check_failed(&e);
+                self.settings.observer.ban_check_failed(&e);
                 None
             }
         }
@@ -169,22 +169,22 @@ where
         let Ok(decision) = result else { return false };
         if decision.allowed {
             // No wait (every algorithm but the leaky bucket): no plan.
-            !decision.wait.is_zero() && self.config.shaping.plan(decision.wait) != Plan::Pass
+            !decision.wait.is_zero() && self.settings.shaping.plan(decision.wait) != Plan::Pass
         } else {
-            self.config.penalty.is_some() && counts_as_denial(decision)
+            self.settings.penalty.is_some() && counts_as_denial(decision)
         }
     }
 
     /// The answer to `result`, counted.
     pub(crate) fn finish(&self, result: Result<Decision, Error>) -> Verdict {
-        self.config
+        self.settings
             .observer
             .record(Outcome::of(&result), self.timer);
-        let config = &self.config;
+        let settings = &self.settings;
         match verdict(
             &result,
             || self.reply.json(),
-            config.style,
+            settings.style,
             &self.limits.policy_headers,
         ) {
             Verdict::Respond(response) => {
@@ -194,7 +194,7 @@ where
                     }
                     Ok(answer) => (Refusal::Denied, answer.retry_after),
                     Err(error) => {
-                        config.observer.decision_failed(error);
+                        settings.observer.decision_failed(error);
                         (Refusal::Unavailable, ERROR_RETRY_AFTER)
                     }
                 };
@@ -213,7 +213,7 @@ where
         retry_after: Duration,
         decision: Option<Decision>,
     ) -> Verdict {
-        match &self.config.on_limited {
+        match &self.settings.on_limited {
             None if self.reply.grpc() => {
                 Verdict::Respond(Box::new(grpc::refusal(own, refusal, retry_after)))
             }
@@ -234,7 +234,7 @@ impl Pending<Arc<Settings>, ReplyFormat, KeyBytes, Arc<Limits>> {
     /// `check_bans`).
     async fn decide(self, check_bans: bool) -> Decided {
         if check_bans {
-            if let Some(bans) = &self.config.bans {
+            if let Some(bans) = &self.settings.bans {
                 let banned = bans.banned_for_key(self.key()).await;
                 if let Some(verdict) = self.ban_verdict(banned) {
                     return verdict.into();
@@ -251,20 +251,20 @@ impl Pending<Arc<Settings>, ReplyFormat, KeyBytes, Arc<Limits>> {
     /// The answer to `result`, after counting a denial against the penalty
     /// and sleeping (or refusing) a wait.
     async fn follow_up(self, result: Result<Decision, Error>) -> Decided {
-        let config = &self.config;
+        let settings = &self.settings;
         let mut set = match result {
             Ok(set) => set,
             Err(_) => return self.finish(result).into(),
         };
         if !set.allowed {
             if let (Some(penalty), Some(bans), true) =
-                (&config.penalty, &config.bans, counts_as_denial(&set))
+                (&settings.penalty, &settings.bans, counts_as_denial(&set))
             {
                 match penalty.punish(bans, self.key()).await {
                     Ok(true) => {
                         tracing::info!(
                             target: "limiter_tower",
-                            policy = config.observer.policy(),
+                            policy = settings.observer.policy(),
                             ban_for_ms = penalty.ban_for().as_millis() as u64,
                             "a key denied too often is banned"
                         );
@@ -282,7 +282,7 @@ impl Pending<Arc<Settings>, ReplyFormat, KeyBytes, Arc<Limits>> {
                     // otherwise log one line per denial.
                     Err(e) => tracing::debug!(
                         target: "limiter_tower",
-                        policy = config.observer.policy(),
+                        policy = settings.observer.policy(),
                         error = %e.chain(),
                         "counting a denial for the penalty, or its ban, failed"
                     ),
@@ -290,7 +290,7 @@ impl Pending<Arc<Settings>, ReplyFormat, KeyBytes, Arc<Limits>> {
             }
             return self.finish(Ok(set)).into();
         }
-        match config.shaping.plan(set.wait) {
+        match settings.shaping.plan(set.wait) {
             Plan::Pass => self.admit(set),
             Plan::Sleep(wait) => {
                 let admitted = self.admit(set);
@@ -310,7 +310,13 @@ impl Pending<Arc<Settings>, ReplyFormat, KeyBytes, Arc<Limits>> {
     /// response.
     fn admit(&self, decision: Decision) -> Decided {
         Decided {
-            charge: ResponseCharge::of(&self.config, &self.limits, &self.key, self.cost, &decision),
+            charge: ResponseCharge::of(
+                &self.settings,
+                &self.limits,
+                &self.key,
+                self.cost,
+                &decision,
+            ),
             verdict: self.finish(Ok(decision)),
         }
     }
@@ -333,32 +339,32 @@ fn counts_as_denial(decision: &Decision) -> bool {
 /// larger for the requests decided at once.
 #[inline(never)]
 pub(crate) fn decide_later(
-    config: &Arc<Settings>,
+    settings: &Arc<Settings>,
     limits: &Arc<Limits>,
     request: Pending<&Settings, &HeaderMap, &KeyBytes, &Limits>,
     check_bans: bool,
 ) -> Decide {
-    boxed(config, request.owned(config, limits).decide(check_bans))
+    boxed(settings, request.owned(settings, limits).decide(check_bans))
 }
 
 /// `request`'s follow-up of `result`, as a future; out of line as
 /// [`decide_later`].
 #[inline(never)]
 pub(crate) fn follow_up_later(
-    config: &Arc<Settings>,
+    settings: &Arc<Settings>,
     limits: &Arc<Limits>,
     request: Pending<&Settings, &HeaderMap, &KeyBytes, &Limits>,
     result: Result<Decision, Error>,
 ) -> Decide {
-    boxed(config, request.owned(config, limits).follow_up(result))
+    boxed(settings, request.owned(settings, limits).follow_up(result))
 }
 
 /// `decide`, boxed, in a span naming the layer.
-fn boxed(config: &Settings, decide: impl Future<Output = Decided> + Send + 'static) -> Decide {
+fn boxed(settings: &Settings, decide: impl Future<Output = Decided> + Send + 'static) -> Decide {
     let span = tracing::debug_span!(
         target: "limiter_tower",
         "rate_limit",
-        policy = config.observer.policy()
+        policy = settings.observer.policy()
     );
     Box::pin(decide.instrument(span))
 }

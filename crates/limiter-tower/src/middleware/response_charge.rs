@@ -23,7 +23,7 @@ use crate::middleware::settings::Settings;
 /// layer that charges nothing.
 pub(crate) struct ResponseCharge {
     charge_after: ChargeAfter,
-    config: Arc<Settings>,
+    settings: Arc<Settings>,
     /// The plan's limiter the request was decided by.
     limits: Arc<Limits>,
     key: KeyBytes,
@@ -40,17 +40,17 @@ impl ResponseCharge {
     /// not charged: the backend it would be charged to is the one failing).
     #[inline]
     pub(crate) fn of(
-        config: &Arc<Settings>,
+        settings: &Arc<Settings>,
         limits: &Arc<Limits>,
         key: &KeyBytes,
         reserved: u64,
         decision: &Decision,
     ) -> Option<Box<Self>> {
-        let charge_after = config.charge_after?;
+        let charge_after = settings.charge_after?;
         if !decision.allowed || decision.source != DecisionSource::Backend {
             return None;
         }
-        Some(Self::boxed(charge_after, config, limits, key, reserved))
+        Some(Self::boxed(charge_after, settings, limits, key, reserved))
     }
 
     /// The charge, boxed: out of line, so that a layer that charges
@@ -58,14 +58,14 @@ impl ResponseCharge {
     #[inline(never)]
     fn boxed(
         charge_after: ChargeAfter,
-        config: &Arc<Settings>,
+        settings: &Arc<Settings>,
         limits: &Arc<Limits>,
         key: &KeyBytes,
         reserved: u64,
     ) -> Box<Self> {
         Box::new(Self {
             charge_after,
-            config: Arc::clone(config),
+            settings: Arc::clone(settings),
             limits: Arc::clone(limits),
             key: key.clone(),
             reserved,
@@ -105,15 +105,15 @@ impl ResponseCharge {
     /// never answered (the response is out).
     fn make(self, units: u64) {
         let Self {
-            config,
+            settings,
             limits,
             key,
             ..
         } = self;
-        let settings = Arc::clone(&config);
+        let in_task = Arc::clone(&settings);
         let mut charge = Box::pin(async move {
             let result = limits.limiter.charge(&key, units).await;
-            config.observer.charged(units, result.as_ref().err());
+            in_task.observer.charged(units, result.as_ref().err());
         });
         let mut now = Context::from_waker(Waker::noop());
         if charge.as_mut().poll(&mut now).is_ready() {

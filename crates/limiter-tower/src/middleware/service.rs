@@ -61,13 +61,13 @@ use crate::middleware::settings::Settings;
 #[derive(Debug, Clone)]
 pub struct LimiterService<S> {
     inner: S,
-    config: Arc<Settings>,
+    settings: Arc<Settings>,
 }
 
 impl<S> LimiterService<S> {
-    /// `inner`, limited as `config` says.
-    pub(crate) fn new(inner: S, config: Arc<Settings>) -> Self {
-        Self { inner, config }
+    /// `inner`, limited as `settings` says.
+    pub(crate) fn new(inner: S, settings: Arc<Settings>) -> Self {
+        Self { inner, settings }
     }
 
     /// The wrapped service.
@@ -104,19 +104,19 @@ where
     #[inline(never)]
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
         let timer = Timer::start();
-        let config = &self.config;
+        let settings = &self.settings;
         // The plans in force, read once: the request is decided entirely
         // under them.
-        let plans = config.plans.as_ref().map(|switch| switch.load());
+        let plans = settings.plans.as_ref().map(|switch| switch.load());
         let (ip, allowlistable): (Option<IpAddr>, _) = match peer_addr(req.extensions()) {
             // No proxy trusted (the default): the peer is the client, and
             // vouched for; `resolve_client` answers that without its copy.
-            Some(peer) if config.trusted.is_empty() => {
+            Some(peer) if settings.trusted.is_empty() => {
                 let peer = normalize_ip(peer);
                 (Some(peer), Some(peer))
             }
             Some(peer) => {
-                let client = resolve_client(peer, req.headers(), &config.trusted);
+                let client = resolve_client(peer, req.headers(), &settings.trusted);
                 (Some(client.ip), client.allowlistable())
             }
             None => (None, None),
@@ -129,55 +129,55 @@ where
             client_ip: ip,
         };
         let mut key = KeyBytes::empty();
-        match config.key.write_key(ip, view, &mut key) {
+        match settings.key.write_key(ip, view, &mut key) {
             Ok(()) => {}
             // An allowlisted address passes before its missing key is held
             // against it.
-            Err(_) if config.allow.allows_ip(allowlistable) => {
-                config.observer.record(Outcome::Allowlisted, timer);
+            Err(_) if settings.allow.allows_ip(allowlistable) => {
+                settings.observer.record(Outcome::Allowlisted, timer);
                 return ResponseFuture::passing(self.inner.call(req));
             }
             Err(Missing::Skip) => {
-                config.observer.record(Outcome::Skipped, timer);
+                settings.observer.record(Outcome::Skipped, timer);
                 return ResponseFuture::passing(self.inner.call(req));
             }
             Err(Missing::Key) => {
-                config.observer.record(Outcome::MissingKey, timer);
+                settings.observer.record(Outcome::MissingKey, timer);
                 return ResponseFuture::done(missing_key(
                     accepts_json(req.headers()),
-                    config.key.challenge(),
+                    settings.key.challenge(),
                 ));
             }
             Err(Missing::PeerAddress) => {
-                config.observer.missing_peer_address();
-                config.observer.record(Outcome::MissingKey, timer);
+                settings.observer.missing_peer_address();
+                settings.observer.record(Outcome::MissingKey, timer);
                 return ResponseFuture::done(missing_peer(accepts_json(req.headers())));
             }
         };
-        config.observer.keyed(&key, ip, config.mask_addresses);
-        if config.allow.allows(allowlistable, &key) {
-            config.observer.record(Outcome::Allowlisted, timer);
+        settings.observer.keyed(&key, ip, settings.mask_addresses);
+        if settings.allow.allows(allowlistable, &key) {
+            settings.observer.record(Outcome::Allowlisted, timer);
             return ResponseFuture::passing(self.inner.call(req));
         }
         let limits = match &plans {
-            None => &config.limits,
+            None => &settings.limits,
             Some(plans) => plans.limits_for(&req, &key),
         };
-        let cost = if config.cost.is_one() {
+        let cost = if settings.cost.is_one() {
             1
         } else {
-            let (back, units) = config.cost.of_request(req, limits.max_cost);
+            let (back, units) = settings.cost.of_request(req, limits.max_cost);
             req = back;
             match units {
                 Ok(units) => units,
                 Err(error) => {
-                    config.observer.record(Outcome::InvalidCost, timer);
+                    settings.observer.record(Outcome::InvalidCost, timer);
                     return ResponseFuture::done(error.respond(accepts_json(req.headers())));
                 }
             }
         };
         let request = Pending {
-            config: &**config,
+            settings: &**settings,
             limits: &**limits,
             key: &key,
             cost,
@@ -187,10 +187,10 @@ where
         // Synchronously as far as every part decides in process (no bans
         // or in-process bans, a limiter in process, one policy or a tiered set): no
         // future, no allocation beyond the key.
-        if let Some(bans) = &config.bans {
+        if let Some(bans) = &settings.bans {
             match bans.banned_for_now(&key) {
                 None => {
-                    let decide = decide_later(config, limits, request, true);
+                    let decide = decide_later(settings, limits, request, true);
                     return self.deciding(decide, req);
                 }
                 Some(banned) => {
@@ -208,14 +208,14 @@ where
                     && decision.wait.is_zero()
                     && !decision.source.is_degraded() =>
             {
-                config.observer.record(Outcome::Allowed, request.timer);
-                let charge = ResponseCharge::of(config, limits, &key, cost, &decision);
+                settings.observer.record(Outcome::Allowed, request.timer);
+                let charge = ResponseCharge::of(settings, limits, &key, cost, &decision);
                 let mut headers = RateHeaders::default();
-                if config.style != HeaderStyle::None {
+                if settings.style != HeaderStyle::None {
                     rate_headers(
                         &mut headers,
                         &decision,
-                        config.style,
+                        settings.style,
                         &limits.policy_headers,
                     );
                 }
@@ -227,14 +227,14 @@ where
             }
             Some(result) if !request.needs_follow_up(&result) => {
                 let charge = match &result {
-                    Ok(decision) => ResponseCharge::of(config, limits, &key, cost, decision),
+                    Ok(decision) => ResponseCharge::of(settings, limits, &key, cost, decision),
                     Err(_) => None,
                 };
                 let verdict = request.finish(result);
                 return answer_now(&mut self.inner, verdict, charge, req);
             }
-            Some(result) => follow_up_later(config, limits, request, result),
-            None => decide_later(config, limits, request, false),
+            Some(result) => follow_up_later(settings, limits, request, result),
+            None => decide_later(settings, limits, request, false),
         };
         self.deciding(decide, req)
     }
