@@ -4,13 +4,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use limiter_core::backend::check_policies;
+use limiter_core::backend::{check_policies, PolicyHistory};
 use limiter_core::{Clock, Decision, Error, Limiter, Policies};
 
 use crate::builder::{check_sliding_log_limit, RedisLimiterBuilder};
 use crate::connection::backend::RedisBackend;
 use crate::engine::Engine;
-use crate::in_force::InForce;
 use crate::protocol::batch::Decider;
 use crate::protocol::keys::KeyLayout;
 use crate::protocol::scripts::LuaFunction;
@@ -34,7 +33,8 @@ use crate::protocol::wire::{Mode, Request};
 /// Share it behind an `Arc` (it is `Send + Sync`, and `Arc<dyn Limiter>`
 /// works).
 pub struct RedisLimiter {
-    deciders: InForce,
+    /// The decider of each distinct policy set put in force.
+    deciders: PolicyHistory<Decider>,
     key_prefix: String,
     clock: Option<Arc<dyn Clock>>,
     ttl_floor_ms: u64,
@@ -53,7 +53,7 @@ impl RedisLimiter {
         let keys = KeyLayout::for_set(&builder.key_prefix, &builder.policies);
         let ttl_floor_ms = builder.ttl_floor_ms();
         Self {
-            deciders: InForce::new(Decider::new(
+            deciders: PolicyHistory::new(Decider::new(
                 builder.policies,
                 builder.backend,
                 keys,
@@ -68,7 +68,7 @@ impl RedisLimiter {
 
     /// The decider of the policies in force.
     fn decider(&self) -> &Arc<Decider> {
-        self.deciders.get()
+        self.deciders.in_force()
     }
 
     /// Puts `policies` in force for every request that begins from now on,
@@ -89,7 +89,7 @@ impl RedisLimiter {
     pub fn set_policies(&self, policies: impl Into<Policies>) -> Result<(), Error> {
         let policies = policies.into();
         check_sliding_log_limit(&policies, self.max_sliding_log_limit)?;
-        self.deciders.put(&policies, || {
+        self.deciders.put_in_force(&policies, || {
             let current = self.decider();
             let function = LuaFunction::for_parts(policies.parts(), self.ttl_floor_ms)
                 .on_engine_of(&current.function, policies.parts());
