@@ -48,6 +48,7 @@ mod overloaded;
 mod policies;
 mod policy;
 mod policy_change;
+mod policy_history;
 mod policy_text;
 mod rate;
 mod stored_key;

@@ -91,7 +91,6 @@ mod key_space;
 mod limiter;
 mod map;
 mod memory_bound;
-mod policy_history;
 mod store;
 mod sweep;
 

@@ -7,14 +7,13 @@ use std::sync::{Arc, Mutex, PoisonError, RwLockReadGuard};
 use std::time::Duration;
 
 use dashmap::mapref::entry::Entry;
-use limiter_core::backend::{check_policies, ClockSource, StoredKey};
+use limiter_core::backend::{check_policies, ClockSource, PolicyHistory, StoredKey};
 use limiter_core::{Decision, Error, Policies};
 
 use crate::generations::{Generation, Generations, InForce};
 use crate::key_space::KeySpace;
 use crate::map::{with_map, with_single_map, Key, Map, Stored};
 use crate::memory_bound::{entry_bytes, max_bytes_per_key};
-use crate::policy_history::PolicyHistory;
 use crate::sweep::{Sweep, MIN_SWEEP_INTERVAL};
 
 /// The keys' states, decided under each key's shard lock, and dropped
@@ -72,7 +71,7 @@ impl Store {
     pub(crate) fn set_policies(&self, policies: Policies) {
         let _one_change_at_a_time = self.changing.lock().unwrap_or_else(PoisonError::into_inner);
         if self.space.change(&self.generations, policies.clone()) {
-            self.history.put_in_force(&policies);
+            self.history.put_in_force(&policies, || policies.clone());
         }
     }
 

@@ -44,7 +44,6 @@ mod builder;
 mod connection;
 mod engine;
 mod error;
-mod in_force;
 mod limiter;
 mod protocol;
 

@@ -4,13 +4,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use limiter_core::backend::check_policies;
+use limiter_core::backend::{check_policies, PolicyHistory};
 use limiter_core::{Clock, Decision, Error, Limiter, Policies};
 
 use crate::builder::{check_sliding_log_limit, RedisLimiterBuilder};
 use crate::connection::backend::RedisBackend;
 use crate::engine::Engine;
-use crate::in_force::InForce;
 use crate::protocol::batch::Decider;
 use crate::protocol::keys::KeyLayout;
 use crate::protocol::scripts::LuaFunction;
@@ -34,7 +33,8 @@ use crate::protocol::wire::{Mode, Request};
 /// Share it behind an `Arc` (it is `Send + Sync`, and `Arc<dyn Limiter>`
 /// works).
 pub struct RedisLimiter {
-    deciders: InForce,
+    /// The decider of each distinct policy set put in force.
+    deciders: PolicyHistory<Decider>,
     key_prefix: String,
     clock: Option<Arc<dyn Clock>>,
     ttl_floor_ms: u64,
@@ -53,7 +53,7 @@ impl RedisLimiter {
         let keys = KeyLayout::for_set(&builder.key_prefix, &builder.policies);
         let ttl_floor_ms = builder.ttl_floor_ms();
         Self {
-            deciders: InForce::new(Decider::new(
+            deciders: PolicyHistory::new(Decider::new(
                 builder.policies,
                 builder.backend,
                 keys,
@@ -64,11 +64,6 @@ impl RedisLimiter {
             ttl_floor_ms,
             max_sliding_log_limit: builder.max_sliding_log_limit,
         }
-    }
-
-    /// The decider of the policies in force.
-    fn decider(&self) -> &Arc<Decider> {
-        self.deciders.get()
     }
 
     /// Puts `policies` in force for every request that begins from now on,
@@ -89,8 +84,8 @@ impl RedisLimiter {
     pub fn set_policies(&self, policies: impl Into<Policies>) -> Result<(), Error> {
         let policies = policies.into();
         check_sliding_log_limit(&policies, self.max_sliding_log_limit)?;
-        self.deciders.put(&policies, || {
-            let current = self.decider();
+        self.deciders.put_in_force(&policies, || {
+            let current = self.deciders.in_force();
             let function = LuaFunction::for_parts(policies.parts(), self.ttl_floor_ms)
                 .on_engine_of(&current.function, policies.parts());
             current.backend.remember(function.library());
@@ -104,14 +99,14 @@ impl RedisLimiter {
     /// set), e.g. `limiter:{user:42}:0`: what to inspect with `redis-cli`.
     /// Bytes, as the key is.
     pub fn redis_key(&self, key: &[u8]) -> Vec<u8> {
-        self.decider().keys[0].state_key(key)
+        self.deciders.in_force().keys[0].state_key(key)
     }
 
     /// The Redis keys holding `key`'s state, one per policy of the set, in
     /// its order (all in one cluster slot; a repeated policy's is its
     /// first occurrence's).
     pub fn redis_keys(&self, key: &[u8]) -> Vec<Vec<u8>> {
-        let keys = &self.decider().keys;
+        let keys = &self.deciders.in_force().keys;
         keys[..keys.len() - 1]
             .iter()
             .map(|layout| layout.state_key(key))
@@ -122,7 +117,7 @@ impl RedisLimiter {
     /// policies it was made under, e.g. `limiter:{user:42}:p`
     /// (docs/backends.md, "Key layout").
     pub fn redis_record_key(&self, key: &[u8]) -> Vec<u8> {
-        let keys = &self.decider().keys;
+        let keys = &self.deciders.in_force().keys;
         keys[keys.len() - 1].state_key(key)
     }
 
@@ -134,7 +129,7 @@ impl RedisLimiter {
     /// What decides on the server for this limiter now: [`Engine::Module`]
     /// or [`Engine::Lua`] (never [`Engine::Detect`], which chooses one).
     pub fn engine(&self) -> Engine {
-        match self.decider().function.is_on_module() {
+        match self.deciders.in_force().function.is_on_module() {
             true => Engine::Module,
             false => Engine::Lua,
         }
@@ -142,7 +137,7 @@ impl RedisLimiter {
 
     /// The backend this limiter decides on.
     pub fn backend(&self) -> &RedisBackend {
-        &self.decider().backend
+        &self.deciders.in_force().backend
     }
 
     /// One decision: validate, then decide in the limiter's next call (one
@@ -153,7 +148,7 @@ impl RedisLimiter {
         // With Redis TIME the time is checked by the server's clock, which
         // stays below 2^53 µs until the year 2255. A charge has no maximum:
         // its time is checked as a request of 1's.
-        let decider = self.decider();
+        let decider = self.deciders.in_force();
         let checked_cost = match mode {
             Mode::Charge if cost == 0 => return Err(Error::ZeroCost),
             Mode::Charge => 1,
@@ -173,7 +168,7 @@ impl RedisLimiter {
 #[async_trait]
 impl Limiter for RedisLimiter {
     fn policies(&self) -> &Policies {
-        &self.decider().policies
+        &self.deciders.in_force().policies
     }
 
     async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
@@ -204,7 +199,7 @@ impl Limiter for RedisLimiter {
     /// Redis fails, whatever the failure policy.
     async fn reset(&self, key: &[u8]) -> Result<(), Error> {
         let mut del = redis::cmd("DEL");
-        let decider = self.decider();
+        let decider = self.deciders.in_force();
         for layout in decider.keys.iter() {
             del.arg(layout.state_key(key));
         }
@@ -220,8 +215,8 @@ impl Limiter for RedisLimiter {
 impl fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiter")
-            .field("backend", &self.decider().backend)
-            .field("policies", &self.decider().policies)
+            .field("backend", &self.deciders.in_force().backend)
+            .field("policies", &self.deciders.in_force().policies)
             .field("key_prefix", &self.key_prefix)
             .field(
                 "time",

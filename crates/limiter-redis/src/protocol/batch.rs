@@ -36,6 +36,7 @@
 //! none) and written over with `SET`; a sorted set's first read is
 //! protected, and its request answered as not decided, writing nothing.
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -79,6 +80,13 @@ pub(crate) struct Decider {
     /// The waiting requests and calls in flight of each lane; a lane is
     /// dropped when idle.
     lanes: Mutex<Lanes>,
+}
+
+/// A decider is found in the limiter's history by its policies.
+impl Borrow<Policies> for Decider {
+    fn borrow(&self) -> &Policies {
+        &self.policies
+    }
 }
 
 /// How a limiter's requests are grouped into lanes, whose requests may
