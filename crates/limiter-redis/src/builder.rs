@@ -5,12 +5,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use limiter_core::{Algorithm, Clock, Error, Policies, PolicyError};
+use limiter_core::{Clock, Error, Policies};
 
 use crate::connection::backend::RedisBackend;
 use crate::engine::Engine;
 use crate::error::BackendError;
-use crate::limiter::RedisLimiter;
+use crate::limiter::{check_sliding_log_limit, LimiterOptions, RedisLimiter};
 use crate::protocol::scripts::LuaFunction;
 use crate::protocol::wire::MODULE_DECIDE;
 
@@ -126,7 +126,7 @@ impl RedisLimiterBuilder {
     /// A bad option or policy is an error before any round trip: a
     /// sliding-log limit above
     /// [`max_sliding_log_limit`](Self::max_sliding_log_limit) is
-    /// [`Error::InvalidPolicy`] with [`PolicyError::Unsupported`]; a prefix
+    /// [`Error::InvalidPolicy`] with [`PolicyError::Unsupported`](limiter_core::PolicyError::Unsupported); a prefix
     /// with braces is [`Error::InvalidConfig`] (a [`BackendError`] of kind
     /// [`Config`](crate::BackendErrorKind::Config)).
     ///
@@ -162,27 +162,27 @@ impl RedisLimiterBuilder {
             let detected = self.engine == Engine::Detect;
             function = function.on_module(self.policies.parts(), self.ttl_floor_ms(), detected);
         }
-        Ok(RedisLimiter::new(self, function))
+        let options = LimiterOptions {
+            ttl_floor_ms: self.ttl_floor_ms(),
+            clock: self.clock,
+            max_sliding_log_limit: self.max_sliding_log_limit,
+        };
+        Ok(RedisLimiter::new(
+            self.policies,
+            self.backend,
+            self.key_prefix,
+            function,
+            options,
+        ))
     }
 }
 
-/// Refuses a sliding log of `policies` above `max` (see
-/// [`RedisLimiterBuilder::max_sliding_log_limit`]).
-pub(crate) fn check_sliding_log_limit(policies: &Policies, max: u64) -> Result<(), Error> {
-    match policies
-        .iter()
-        .find(|p| p.algorithm() == Algorithm::SlidingLog && p.limit() > max)
-    {
-        Some(log) => Err(PolicyError::Unsupported {
-            reason: format!(
-                "a Redis sliding log keeps one entry per admission, and a limit of {} is \
-                 above the maximum of {max} (raise it with `max_sliding_log_limit`, or use \
-                 sliding-counter, which keeps three numbers per key)",
-                log.limit(),
-            ),
-        }
-        .into()),
-        None => Ok(()),
+impl RedisLimiter {
+    /// Starts building a limiter for `policies` (a [`Policy`](limiter_core::Policy)
+    /// or a tiered set) on `backend` (its connections are shared with every
+    /// other limiter built on it).
+    pub fn builder(backend: &RedisBackend, policies: impl Into<Policies>) -> RedisLimiterBuilder {
+        RedisLimiterBuilder::new(backend.clone(), policies.into())
     }
 }
 

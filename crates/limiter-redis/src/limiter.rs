@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use limiter_core::backend::{check_policies, PolicyHistory};
-use limiter_core::{Clock, Decision, Error, Limiter, Policies};
+use limiter_core::{Algorithm, Clock, Decision, Error, Limiter, Policies, PolicyError};
 
-use crate::builder::{check_sliding_log_limit, RedisLimiterBuilder};
 use crate::connection::backend::RedisBackend;
 use crate::engine::Engine;
 use crate::protocol::batch::Decider;
@@ -41,28 +40,30 @@ pub struct RedisLimiter {
     max_sliding_log_limit: u64,
 }
 
-impl RedisLimiter {
-    /// Starts building a limiter for `policies` (a [`Policy`](limiter_core::Policy)
-    /// or a tiered set) on `backend` (its connections are shared with every
-    /// other limiter built on it).
-    pub fn builder(backend: &RedisBackend, policies: impl Into<Policies>) -> RedisLimiterBuilder {
-        RedisLimiterBuilder::new(backend.clone(), policies.into())
-    }
+/// What a [`RedisLimiter`] keeps of its builder's options.
+pub(crate) struct LimiterOptions {
+    pub(crate) clock: Option<Arc<dyn Clock>>,
+    pub(crate) ttl_floor_ms: u64,
+    pub(crate) max_sliding_log_limit: u64,
+}
 
-    pub(crate) fn new(builder: RedisLimiterBuilder, function: LuaFunction) -> Self {
-        let keys = KeyLayout::for_set(&builder.key_prefix, &builder.policies);
-        let ttl_floor_ms = builder.ttl_floor_ms();
+impl RedisLimiter {
+    /// The limiter of `policies` on `backend` under `key_prefix`, deciding
+    /// with `function`; its options as its builder sets them.
+    pub(crate) fn new(
+        policies: Policies,
+        backend: RedisBackend,
+        key_prefix: String,
+        function: LuaFunction,
+        options: LimiterOptions,
+    ) -> Self {
+        let keys = KeyLayout::for_set(&key_prefix, &policies);
         Self {
-            deciders: PolicyHistory::new(Decider::new(
-                builder.policies,
-                builder.backend,
-                keys,
-                function,
-            )),
-            key_prefix: builder.key_prefix,
-            clock: builder.clock,
-            ttl_floor_ms,
-            max_sliding_log_limit: builder.max_sliding_log_limit,
+            deciders: PolicyHistory::new(Decider::new(policies, backend, keys, function)),
+            key_prefix,
+            clock: options.clock,
+            ttl_floor_ms: options.ttl_floor_ms,
+            max_sliding_log_limit: options.max_sliding_log_limit,
         }
     }
 
@@ -79,7 +80,7 @@ impl RedisLimiter {
     /// # Errors
     ///
     /// [`Error::InvalidPolicy`] for a sliding log above the builder's
-    /// [`max_sliding_log_limit`](RedisLimiterBuilder::max_sliding_log_limit);
+    /// [`max_sliding_log_limit`](crate::RedisLimiterBuilder::max_sliding_log_limit);
     /// the policies in force stay.
     pub fn set_policies(&self, policies: impl Into<Policies>) -> Result<(), Error> {
         let policies = policies.into();
@@ -121,7 +122,7 @@ impl RedisLimiter {
         keys[keys.len() - 1].state_key(key)
     }
 
-    /// The key prefix (see [`RedisLimiterBuilder::key_prefix`]).
+    /// The key prefix (see [`RedisLimiterBuilder::key_prefix`](crate::RedisLimiterBuilder::key_prefix)).
     pub fn key_prefix(&self) -> &str {
         &self.key_prefix
     }
@@ -226,5 +227,25 @@ impl fmt::Debug for RedisLimiter {
                 },
             )
             .finish_non_exhaustive()
+    }
+}
+
+/// Refuses a sliding log of `policies` above `max` (see
+/// [`RedisLimiterBuilder::max_sliding_log_limit`](crate::RedisLimiterBuilder::max_sliding_log_limit)).
+pub(crate) fn check_sliding_log_limit(policies: &Policies, max: u64) -> Result<(), Error> {
+    match policies
+        .iter()
+        .find(|p| p.algorithm() == Algorithm::SlidingLog && p.limit() > max)
+    {
+        Some(log) => Err(PolicyError::Unsupported {
+            reason: format!(
+                "a Redis sliding log keeps one entry per admission, and a limit of {} is \
+                 above the maximum of {max} (raise it with `max_sliding_log_limit`, or use \
+                 sliding-counter, which keeps three numbers per key)",
+                log.limit(),
+            ),
+        }
+        .into()),
+        None => Ok(()),
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use limiter_core::Error;
 use redis::{AsyncConnectionConfig, Client, ConnectionInfo, IntoConnectionInfo};
 
-use crate::connection::backend::{Connector, RedisBackend};
+use crate::connection::backend::{BackendOptions, Connector, RedisBackend};
 use crate::connection::cluster::ClusterClient;
 use crate::error::BackendError;
 
@@ -38,6 +38,16 @@ enum Source {
 }
 
 impl RedisBackendBuilder {
+    /// What the backend keeps of these options.
+    fn options(&self) -> BackendOptions {
+        BackendOptions {
+            connections: self.connections,
+            connection_timeout: self.connection_timeout,
+            command_timeout: self.command_timeout,
+            probe_interval: self.probe_interval,
+        }
+    }
+
     /// The default [`connections`](Self::connections).
     pub const DEFAULT_CONNECTIONS: usize = 1;
     /// The default [`connection_timeout`](Self::connection_timeout).
@@ -190,7 +200,7 @@ impl RedisBackendBuilder {
             }
             Source::Cluster(seeds) => {
                 let (connector, url) = self.cluster_client(seeds)?;
-                return Ok(RedisBackend::new(connector, url, &self));
+                return Ok(RedisBackend::new(connector, url, self.options()));
             }
         };
         let client = self.client(info, &url)?;
@@ -198,7 +208,7 @@ impl RedisBackendBuilder {
             .set_connection_timeout(Some(self.connection_timeout))
             .set_response_timeout(Some(self.command_timeout));
         let connector = Connector::Server { client, config };
-        Ok(RedisBackend::new(connector, url, &self))
+        Ok(RedisBackend::new(connector, url, self.options()))
     }
 
     /// The cluster client, seeded by `seeds`, with this builder's options,
@@ -400,6 +410,50 @@ pub fn redact_url(url: &str) -> String {
 /// The query parameters that carry a password: `pass` is the one redis-rs
 /// reads for a unix socket; `password` is redacted too, as a likely slip.
 const PASSWORD_PARAMETERS: [&str; 2] = ["pass", "password"];
+
+impl RedisBackend {
+    /// Starts building a backend for the server at `url`
+    /// (`redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS
+    /// with the `tls-rustls` or `tls-native-tls` feature). A Redis Cluster
+    /// node there is refused as a configuration error: see
+    /// [`cluster`](Self::cluster).
+    pub fn builder(url: impl Into<String>) -> RedisBackendBuilder {
+        RedisBackendBuilder::from_url(url.into())
+    }
+
+    /// Starts building a backend on an existing [`redis::Client`] (for
+    /// connection settings this builder does not offer).
+    pub fn from_client(client: Client) -> RedisBackendBuilder {
+        RedisBackendBuilder::from_client(client)
+    }
+
+    /// Starts building a backend on a Redis Cluster, found from one or more
+    /// seed nodes (`redis://host:port/` each; all share one user and
+    /// password). Every key of a decision sits in one slot (the user key
+    /// is a hash tag), so decisions are as atomic as on one server. This
+    /// crate routes the commands (one connection per primary, redirects
+    /// followed; see docs/backends.md, "Redis Cluster"), and loads the
+    /// function libraries on each node connection as it is made.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), limiter_core::Error> {
+    /// let redis = limiter_redis::RedisBackend::cluster([
+    ///     "redis://10.0.0.1:7000/",
+    ///     "redis://10.0.0.2:7000/",
+    /// ])
+    /// .build()
+    /// .await?;
+    /// # let _ = redis;
+    /// # Ok(()) }
+    /// ```
+    pub fn cluster<I, S>(seeds: I) -> RedisBackendBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        RedisBackendBuilder::cluster(seeds.into_iter().map(Into::into).collect())
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -25,7 +25,6 @@ use std::time::Duration;
 use redis::{AsyncConnectionConfig, Client};
 
 use self::connection_slot::{Connection, ConnectionSlot};
-use crate::connection::backend_builder::RedisBackendBuilder;
 use crate::connection::circuit::Circuit;
 use crate::connection::cluster::{ClusterClient, Functions};
 use crate::connection::library::Library;
@@ -95,50 +94,18 @@ pub(crate) enum Connector {
     Cluster(Arc<ClusterClient>),
 }
 
+/// What a [`RedisBackend`] keeps of its builder's options.
+pub(crate) struct BackendOptions {
+    pub(crate) connections: usize,
+    pub(crate) connection_timeout: Duration,
+    pub(crate) command_timeout: Duration,
+    pub(crate) probe_interval: Duration,
+}
+
 impl RedisBackend {
-    /// Starts building a backend for the server at `url`
-    /// (`redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS
-    /// with the `tls-rustls` or `tls-native-tls` feature). A Redis Cluster
-    /// node there is refused as a configuration error: see
-    /// [`cluster`](Self::cluster).
-    pub fn builder(url: impl Into<String>) -> RedisBackendBuilder {
-        RedisBackendBuilder::from_url(url.into())
-    }
-
-    /// Starts building a backend on an existing [`redis::Client`] (for
-    /// connection settings this builder does not offer).
-    pub fn from_client(client: Client) -> RedisBackendBuilder {
-        RedisBackendBuilder::from_client(client)
-    }
-
-    /// Starts building a backend on a Redis Cluster, found from one or more
-    /// seed nodes (`redis://host:port/` each; all share one user and
-    /// password). Every key of a decision sits in one slot (the user key
-    /// is a hash tag), so decisions are as atomic as on one server. This
-    /// crate routes the commands (one connection per primary, redirects
-    /// followed; see docs/backends.md, "Redis Cluster"), and loads the
-    /// function libraries on each node connection as it is made.
-    ///
-    /// ```no_run
-    /// # async fn run() -> Result<(), limiter_core::Error> {
-    /// let redis = limiter_redis::RedisBackend::cluster([
-    ///     "redis://10.0.0.1:7000/",
-    ///     "redis://10.0.0.2:7000/",
-    /// ])
-    /// .build()
-    /// .await?;
-    /// # let _ = redis;
-    /// # Ok(()) }
-    /// ```
-    pub fn cluster<I, S>(seeds: I) -> RedisBackendBuilder
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        RedisBackendBuilder::cluster(seeds.into_iter().map(Into::into).collect())
-    }
-
-    pub(crate) fn new(connector: Connector, url: String, options: &RedisBackendBuilder) -> Self {
+    /// The backend of `connector`, `url` (without its password) for
+    /// messages, with `options`.
+    pub(crate) fn new(connector: Connector, url: String, options: BackendOptions) -> Self {
         let connection_slots = (0..options.connections)
             .map(|_| ConnectionSlot {
                 current: Mutex::new(None),
@@ -186,7 +153,7 @@ impl RedisBackend {
 
     /// Whether the backend is serving decisions: `false` while Redis is
     /// known to be down (every decision then fails at once, and a probe
-    /// checks the server every [`probe_interval`](RedisBackendBuilder::probe_interval)).
+    /// checks the server every [`probe_interval`](crate::RedisBackendBuilder::probe_interval)).
     pub fn is_available(&self) -> bool {
         !self.shared.circuit.is_open()
     }
@@ -202,8 +169,8 @@ impl RedisBackend {
     /// Opens every connection now, within the timeouts (each connection:
     /// the connection timeout plus the command timeout), so that the first
     /// decisions do not pay for it; fails if Redis cannot be reached.
-    /// [`RedisBackendBuilder::build`] does this; a backend from
-    /// [`build_lazy`](RedisBackendBuilder::build_lazy) connects on first
+    /// [`RedisBackendBuilder::build`](crate::RedisBackendBuilder::build) does this; a backend from
+    /// [`build_lazy`](crate::RedisBackendBuilder::build_lazy) connects on first
     /// use otherwise.
     pub async fn connect(&self) -> Result<(), limiter_core::Error> {
         if self.shared.runtime.is_here() {
@@ -225,7 +192,7 @@ impl RedisBackend {
         Ok(())
     }
 
-    /// The budget of one command ([`RedisBackendBuilder::command_timeout`]).
+    /// The budget of one command ([`RedisBackendBuilder::command_timeout`](crate::RedisBackendBuilder::command_timeout)).
     pub(crate) fn command_timeout(&self) -> Duration {
         self.shared.command_timeout
     }
