@@ -86,8 +86,8 @@
 -- that would have admitted, docs/spec.md section 7); write(write_a, ..., write_f)
 -- commits the admission (write is nil when denied). A function and its
 -- arguments rather than a closure: the string states commit with save
--- itself, and a closure made per decision costs Redis's Lua about as much
--- as a sixth of the whole decision (measured in a loop inside one call).
+-- itself, and a closure made per decision costs Redis's Lua a share of the
+-- whole decision (docs/benchmarks.md, "Server time per decision").
 
 local floor, min, max, ceil, pack, unpack, concat, spread, format
 local acquire, n, time_us, server_us, server_ms
@@ -117,7 +117,7 @@ local texts
 local repeated
 -- states[key] of a repeated key whose fields save keeps in repeated[key]:
 -- a pack per decision (and the unpack of the next) costs Redis's Lua more
--- than a bucket's arithmetic (measured, docs/benchmarks.md).
+-- than a bucket's arithmetic (docs/benchmarks.md).
 local decoded = {}
 -- The longest TTL (ms) the current request granted a state key: the
 -- record beside the state must last as long (policy_change.lua,
@@ -322,7 +322,7 @@ end
 -- call for the state and its TTL, now, or at the call's end for a key it
 -- decides again (defer). Written out rather than shared with the packed
 -- log through a helper: each Lua call costs Redis more than the test it
--- makes, measured at 5-10% of a decision's server time.
+-- makes (docs/benchmarks.md, "Server time per decision").
 --
 -- With Redis TIME the state carries, after its own fields, the server
 -- time (ms) its key's TTL runs out at, a little before it does. A write
@@ -361,8 +361,8 @@ local function save(key, ms, a, b, c)
   else
     -- In place (SETRANGE key 0: no expiry to set or clear, no new object,
     -- and an integer reply, where SET … KEEPTTL makes a new object and
-    -- answers a status Lua gets as a table: 5% of a token bucket's
-    -- decision, docs/benchmarks.md): old is as long.
+    -- answers a status Lua gets as a table, docs/benchmarks.md): old is as
+    -- long.
     redis.call('SETRANGE', key, '0', value)
   end
 end
