@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
 
 use http::{HeaderName, Request};
 use limiter_core::Limiter;
@@ -375,9 +375,12 @@ impl PlanSwitch {
         Self(RwLock::new(Arc::new(table)))
     }
 
-    /// The plans in force now.
-    pub(crate) fn load(&self) -> Arc<PlanTable> {
-        Arc::clone(&self.0.read().unwrap_or_else(PoisonError::into_inner))
+    /// The plans in force now, read-locked until the guard is dropped: a
+    /// reload waits for the requests reading them (no reference count
+    /// moved per request).
+    #[inline]
+    pub(crate) fn load(&self) -> RwLockReadGuard<'_, Arc<PlanTable>> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Puts `table` in force for every request that begins from now on.

@@ -191,7 +191,7 @@ where
             match bans.banned_for_now(&key) {
                 None => {
                     let decide = decide_later(settings, limits, request, true);
-                    return self.deciding(decide, req);
+                    return deciding(&mut self.inner, decide, req);
                 }
                 Some(banned) => {
                     if let Some(verdict) = request.ban_verdict(Ok(banned)) {
@@ -236,22 +236,20 @@ where
             Some(result) => follow_up_later(settings, limits, request, result),
             None => decide_later(settings, limits, request, false),
         };
-        self.deciding(decide, req)
+        deciding(&mut self.inner, decide, req)
     }
 }
 
-impl<S> LimiterService<S> {
-    /// The future of `req`, decided by `decide`: the ready service goes
-    /// with the request, a clone takes its place.
-    #[inline(never)]
-    fn deciding<B>(&mut self, decide: Decide, req: Request<B>) -> ResponseFuture<S::Future, S, B>
-    where
-        S: Service<Request<B>> + Clone,
-    {
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
-        ResponseFuture::deciding(decide, inner, req)
-    }
+/// The future of `req`, decided by `decide`: the ready service `inner`
+/// goes with the request, a clone takes its place.
+#[inline(never)]
+fn deciding<S, B>(inner: &mut S, decide: Decide, req: Request<B>) -> ResponseFuture<S::Future, S, B>
+where
+    S: Service<Request<B>> + Clone,
+{
+    let clone = inner.clone();
+    let inner = std::mem::replace(inner, clone);
+    ResponseFuture::deciding(decide, inner, req)
 }
 
 /// The future of a request decided synchronously, `inner` its service,
