@@ -92,7 +92,7 @@ impl PolicyLimiters {
             plans = plans.plan_arc(plan.to_owned(), limiter);
         }
         for (key, plan) in config.key_plans() {
-            plans = plans.key_plan(key.as_bytes(), plan.clone());
+            plans = plans.key_plan(key.clone(), plan.clone());
         }
         if !config.has_plans() {
             plans = plans.unnamed_in_headers();

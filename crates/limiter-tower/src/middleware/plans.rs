@@ -10,6 +10,7 @@ use http::{HeaderName, Request};
 use limiter_core::Limiter;
 
 use crate::answer::rate_headers::PolicyHeaders;
+use crate::client::ip_key::from_text;
 
 /// The plan a request is decided under: inserted into the request's
 /// extensions by the application's own authentication layer, which knows
@@ -154,17 +155,18 @@ impl Plans {
         self
     }
 
-    /// Decides the requests of `key` (a whole key as the layer writes it,
-    /// e.g. `header:acme-key-1`) under plan `plan`, whatever the request
-    /// says: one customer's contract.
+    /// Decides the requests of `key` (a whole key in its text form, as
+    /// `allow_keys` takes it: `header:acme-key-1`, `ip:203.0.113.7`) under
+    /// plan `plan`, whatever the request says: one customer's contract.
     ///
     /// # Panics
     ///
     /// If no plan is named `plan` when the layer takes these plans (see
     /// [`LimiterLayer::plans`](crate::LimiterLayer::plans)).
     #[must_use]
-    pub fn key_plan(mut self, key: impl Into<Vec<u8>>, plan: impl Into<Arc<str>>) -> Self {
-        self.key_plans.push((key.into(), plan.into()));
+    pub fn key_plan(mut self, key: impl Into<String>, plan: impl Into<Arc<str>>) -> Self {
+        self.key_plans
+            .push((from_text(&key.into()).to_vec(), plan.into()));
         self
     }
 

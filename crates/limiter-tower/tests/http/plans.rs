@@ -136,3 +136,20 @@ async fn a_client_moved_between_plans_keeps_what_it_used() {
     clock.advance(Duration::from_secs(60));
     assert_eq!(get_with(&client, addr, &free).await.status, StatusCode::OK);
 }
+
+/// A key's contract in the text form `allow_keys` takes: an address's key
+/// as `ip:` and the address.
+#[tokio::test]
+async fn a_contract_names_an_address_key_in_its_text_form() {
+    let clock = ManualClock::new(T0);
+    let free = memory("fixed-window:3/1m", &clock);
+    let acme = free.plan("fixed-window:20/1m".parse::<Policies>().unwrap());
+    let layer = LimiterLayer::new(free).plans(
+        Plans::new("free")
+            .plan("acme", acme)
+            .key_plan("ip:127.0.0.1", "acme"),
+    );
+    let addr = serve(layer).await;
+    let reply = get(&client(), addr).await;
+    assert_eq!(reply.number("x-ratelimit-limit"), 20, "{reply:?}");
+}
