@@ -69,7 +69,7 @@ impl KeySpace {
         let current = registry.generation_of(policies);
         let in_force = Arc::new(InForce::new(Generations::new(current)));
         registry.limiters.push(Arc::downgrade(&in_force));
-        registry.refresh();
+        registry.refresh(None);
         in_force
     }
 
@@ -81,9 +81,10 @@ impl KeySpace {
         if in_force.read().current.rules.policies == policies {
             return false;
         }
+        // Put in force with every other map at once: a snapshot of the
+        // new map alone would take a key held in the old one for new.
         let current = registry.generation_of(policies);
-        in_force.put(Generations::new(current));
-        registry.refresh();
+        registry.refresh(Some((in_force, current)));
         true
     }
 
@@ -117,23 +118,56 @@ impl Registry {
 
     /// Drops the limiters gone and the maps no limiter decides under that
     /// hold no key, then gives each limiter every other map to take keys
-    /// over from.
-    fn refresh(&mut self) {
+    /// over from; `changed`, a limiter and the map it decides under from
+    /// now on.
+    ///
+    /// A map a limiter decided under until now is kept until every
+    /// limiter has its new snapshot, even if it looks empty: a request
+    /// still being decided under it may be moving a key into it (taken out
+    /// of another map, not put in yet). Once the snapshots are in force no
+    /// request puts a key into a map in force for no limiter, so such a
+    /// map found empty then is dropped for good.
+    fn refresh(&mut self, changed: Option<(&InForce, Arc<Generation>)>) {
         let limiters: Vec<Arc<InForce>> = self.limiters.iter().filter_map(Weak::upgrade).collect();
         self.limiters = limiters.iter().map(Arc::downgrade).collect();
-        let currents: Vec<Arc<Generation>> = limiters
-            .iter()
+        let previous: Vec<Arc<Generation>> = (limiters.iter())
             .map(|limiter| Arc::clone(&limiter.read().current))
             .collect();
+        let currents: Vec<Arc<Generation>> = (limiters.iter().zip(&previous))
+            .map(|(limiter, was)| match &changed {
+                Some((in_force, current)) if std::ptr::eq(&**limiter, *in_force) => {
+                    Arc::clone(current)
+                }
+                _ => Arc::clone(was),
+            })
+            .collect();
         let in_force = |g: &Arc<Generation>| currents.iter().any(|c| Arc::ptr_eq(c, g));
+        let was_in_force = |g: &Arc<Generation>| previous.iter().any(|c| Arc::ptr_eq(c, g));
+        self.generations
+            .retain(|g| in_force(g) || was_in_force(g) || !g.is_empty());
+        self.put_snapshots(&limiters, &currents);
+        let before = self.generations.len();
         self.generations.retain(|g| in_force(g) || !g.is_empty());
+        if self.generations.len() < before {
+            self.put_snapshots(&limiters, &currents);
+        }
+    }
+
+    /// Puts each of `limiters` in force with its map of `currents` and
+    /// every other map.
+    fn put_snapshots(&self, limiters: &[Arc<InForce>], currents: &[Arc<Generation>]) {
+        let in_force = |g: &Arc<Generation>| currents.iter().any(|c| Arc::ptr_eq(c, g));
         let maps_in_force = self.generations.iter().filter(|g| in_force(g)).count();
         for (limiter, current) in limiters.iter().zip(currents) {
             let others = (self.generations.iter())
-                .filter(|g| !Arc::ptr_eq(g, &current))
+                .filter(|g| !Arc::ptr_eq(g, current))
                 .cloned()
                 .collect();
-            limiter.put(Generations::with_others(current, others, maps_in_force > 1));
+            limiter.put(Generations::with_others(
+                Arc::clone(current),
+                others,
+                maps_in_force > 1,
+            ));
         }
     }
 }

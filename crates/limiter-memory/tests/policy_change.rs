@@ -188,12 +188,21 @@ fn no_request_is_decided_under_a_mix_of_policies() {
     );
     let clock = ManualClock::new(T0);
     let limiter = Arc::new(limiter(small.clone(), &clock));
+    // The flips start with the requests and go on until they end, so
+    // that requests and changes meet however fast the machine is.
+    let start = Arc::new(std::sync::Barrier::new(5));
+    let working = Arc::new(std::sync::atomic::AtomicUsize::new(4));
     let threads: Vec<_> = (0..4)
         .map(|_| {
-            let limiter = Arc::clone(&limiter);
+            let (limiter, start, working) = (
+                Arc::clone(&limiter),
+                Arc::clone(&start),
+                Arc::clone(&working),
+            );
             std::thread::spawn(move || {
+                start.wait();
                 let mut admitted = 0u64;
-                for _ in 0..600 {
+                for _ in 0..3_000 {
                     let decision = limiter.try_acquire(b"shared", 1).unwrap();
                     assert_eq!(decision.limit, 2_000, "{decision:?}");
                     if decision.allowed {
@@ -201,12 +210,16 @@ fn no_request_is_decided_under_a_mix_of_policies() {
                         admitted += 1;
                     }
                 }
+                working.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
                 admitted
             })
         })
         .collect();
-    for flip in 0..200 {
-        limiter.set_policies(if flip % 2 == 0 { &large } else { &small });
+    start.wait();
+    let mut flips = 0;
+    while working.load(std::sync::atomic::Ordering::Relaxed) > 0 || flips < 200 {
+        limiter.set_policies(if flips % 2 == 0 { &large } else { &small });
+        flips += 1;
         std::thread::yield_now();
     }
     let mut admitted: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();

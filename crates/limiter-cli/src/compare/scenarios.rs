@@ -13,7 +13,7 @@ use crate::failure::Failure;
 use crate::input::{open_trace, trace_name};
 use crate::policy_change::PolicyChange;
 use clap::ValueEnum;
-use limiter_core::trace::TraceReader;
+use limiter_core::trace::{SplitMix64, TraceReader};
 
 /// One lane of a comparison: a label, the algorithm whose colour it is
 /// drawn in, and the policies it decides by.
@@ -281,11 +281,11 @@ impl Scenario {
                 )
             }
             ScenarioName::ManyKeys => {
-                let mut random = SplitMix64(0x5eed_1234_abcd_0001);
+                let mut random = SplitMix64::new(0x5eed_1234_abcd_0001);
                 let mut all = Vec::with_capacity(40_000);
                 for key in 0..1000u32 {
                     for _ in 0..40 {
-                        all.push((random.next() % 2_000_000, key));
+                        all.push((random.next_u64() % 2_000_000, key));
                     }
                 }
                 all.sort_unstable();
@@ -389,21 +389,6 @@ impl Scenario {
             sets_given: false,
             change: None,
         })
-    }
-}
-
-/// A small, fixed-seed generator (SplitMix64), so scenarios are the same on
-/// every run and machine.
-#[derive(Debug)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
     }
 }
 

@@ -19,10 +19,12 @@ mod error;
 mod reader;
 mod record;
 mod request;
+mod split_mix;
 
 pub use self::{
     decision_row::{decision_row, DECISION_HEADER},
     error::TraceError,
     reader::{TraceReader, MAX_RECORD_BYTES},
     request::{TraceRequest, WrittenNumbers},
+    split_mix::SplitMix64,
 };

@@ -267,28 +267,6 @@ pub(crate) fn assert_decision(decision: &Decision, expected: Expected, context: 
     assert_eq!(Expected::of(decision), expected, "{context}");
 }
 
-/// SplitMix64: a small deterministic generator, so a failing trace
-/// reproduces exactly.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator starting from `seed`.
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform-ish in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-}
+/// The tests' generator: limiter-core's [`SplitMix64`], so a failing
+/// trace reproduces exactly.
+pub use limiter_core::trace::SplitMix64 as Rng;
