@@ -267,6 +267,7 @@ pub(crate) fn assert_decision(decision: &Decision, expected: Expected, context: 
     assert_eq!(Expected::of(decision), expected, "{context}");
 }
 
-/// The tests' generator: limiter-core's [`SplitMix64`], so a failing
-/// trace reproduces exactly.
+/// The tests' generator: limiter-core's
+/// [`SplitMix64`](limiter_core::trace::SplitMix64), so a failing trace
+/// reproduces exactly.
 pub use limiter_core::trace::SplitMix64 as Rng;
