@@ -4,27 +4,14 @@
 //! the decisions after a charge are exact, and charges never let a window
 //! admit more than the bounds of section 4.
 
+#[path = "small_policy/mod.rs"]
+mod small_policy;
+
 use limiter_core::backend::KeyState;
-use limiter_core::{Algorithm, Policy, Rate};
+use limiter_core::{Algorithm, Policy};
 use proptest::prelude::*;
+use small_policy::{any_small_policy, small_policy};
 use std::time::Duration;
-
-/// A policy of small numbers with a 1 µs tick, so that ticks are µs.
-fn small_policy(algorithm: Algorithm) -> impl Strategy<Value = Policy> {
-    (1u64..=12, 1u64..=40, 1u64..=12).prop_map(move |(limit, window, extra)| {
-        let rate = Rate::new(limit, Duration::from_micros(window));
-        let policy = Policy::new(algorithm, rate).unwrap();
-        match algorithm {
-            Algorithm::TokenBucket => policy.with_capacity(extra).unwrap(),
-            Algorithm::LeakyBucket => policy.with_queue(extra).unwrap(),
-            _ => policy,
-        }
-    })
-}
-
-fn any_small_policy() -> impl Strategy<Value = Policy> {
-    prop::sample::select(Algorithm::ALL.to_vec()).prop_flat_map(small_policy)
-}
 
 /// One step: a time step in µs (sometimes back), a cost, and whether it
 /// is a charge after the fact (of up to 30 units) rather than a request.

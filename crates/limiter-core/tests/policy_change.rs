@@ -3,27 +3,14 @@
 //! spanning the change admits, the units carried across it, expiry still
 //! invisible, and a change to the same policy changing no decision.
 
+#[path = "small_policy/mod.rs"]
+mod small_policy;
+
 use limiter_core::backend::KeyState;
 use limiter_core::{Algorithm, Decision, Policy, Rate};
 use proptest::prelude::*;
+use small_policy::{any_small_policy, small_policy};
 use std::time::Duration;
-
-/// A policy of small numbers with a 1 µs tick, so that ticks are µs.
-fn small_policy(algorithm: Algorithm) -> impl Strategy<Value = Policy> {
-    (1u64..=12, 1u64..=40, 1u64..=12).prop_map(move |(limit, window, extra)| {
-        let rate = Rate::new(limit, Duration::from_micros(window));
-        let policy = Policy::new(algorithm, rate).unwrap();
-        match algorithm {
-            Algorithm::TokenBucket => policy.with_capacity(extra).unwrap(),
-            Algorithm::LeakyBucket => policy.with_queue(extra).unwrap(),
-            _ => policy,
-        }
-    })
-}
-
-fn any_small_policy() -> impl Strategy<Value = Policy> {
-    prop::sample::select(Algorithm::ALL.to_vec()).prop_flat_map(small_policy)
-}
 
 /// One request: a step in µs from the one before (sometimes back) and a
 /// cost from 1 to 12.

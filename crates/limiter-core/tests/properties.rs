@@ -1,9 +1,13 @@
 //! The properties of docs/spec.md section 4, proven over arbitrary request sequences
 //! for every algorithm.
 
+#[path = "small_policy/mod.rs"]
+mod small_policy;
+
 use limiter_core::backend::KeyState;
 use limiter_core::{Algorithm, Decision, Error, Policy, PolicyError, Rate, MAX_TIME_US};
 use proptest::prelude::*;
+use small_policy::{any_small_policy, small_policy};
 use std::time::Duration;
 
 /// One request of a generated trace: a time step (possibly backwards) and a cost.
@@ -20,22 +24,6 @@ struct Admission {
     t_eff: u64,
     cost: u64,
     decision: Decision,
-}
-
-fn small_policy(algorithm: Algorithm) -> impl Strategy<Value = Policy> {
-    (1u64..=12, 1u64..=40, 1u64..=12).prop_map(move |(limit, window, extra)| {
-        let rate = Rate::new(limit, Duration::from_micros(window));
-        let policy = Policy::new(algorithm, rate).unwrap();
-        match algorithm {
-            Algorithm::TokenBucket => policy.with_capacity(extra).unwrap(),
-            Algorithm::LeakyBucket => policy.with_queue(extra).unwrap(),
-            _ => policy,
-        }
-    })
-}
-
-fn any_small_policy() -> impl Strategy<Value = Policy> {
-    prop::sample::select(Algorithm::ALL.to_vec()).prop_flat_map(small_policy)
 }
 
 /// Policies whose tick is 10, 100 or 1,000 µs (docs/spec.md section 5): a
