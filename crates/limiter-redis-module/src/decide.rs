@@ -22,6 +22,8 @@
 
 use std::collections::HashMap;
 
+use ahash::RandomState;
+
 use limiter_core::backend::{
     effective_tick, AlgorithmState, KeyState, SetState, SlidingLog, TickDecision,
 };
@@ -162,7 +164,7 @@ pub(crate) fn decide(call: &Call<'_>, store: &mut impl Store) -> Result<Vec<u8>,
         // The record lasts as long as every state it names (the Lua's
         // note_record).
         if writes && granted_ms > 0 {
-            if records.get(record_key) == Some(&Some(own.clone())) {
+            if matches!(records.get(record_key), Some(Some(held)) if *held == own) {
                 store.extend(record_key, granted_ms)?;
             } else {
                 store.write_string(record_key, &own, Expiry::Px(granted_ms))?;
@@ -186,14 +188,18 @@ pub(crate) fn decide(call: &Call<'_>, store: &mut impl Store) -> Result<Vec<u8>,
     Ok(reply)
 }
 
+/// Values by key name. `ahash`: SipHash, the standard one, cost a call
+/// more than its decisions; its keys are seeded at random all the same.
+type ByKey<'a, V> = HashMap<&'a [u8], V, RandomState>;
+
 /// Each record key's value (`None`: none).
-type Records<'a> = HashMap<&'a [u8], Option<Vec<u8>>>;
+type Records<'a> = ByKey<'a, Option<Vec<u8>>>;
 
 /// Every string key of the call and every record, read with one `MGET`.
 fn read_strings<'a>(
     call: &Call<'a>,
     store: &mut impl Store,
-) -> Result<(HashMap<&'a [u8], StringKey>, Records<'a>), String> {
+) -> Result<(ByKey<'a, StringKey>, Records<'a>), String> {
     let parts = call.policies.parts();
     let mut keys: Vec<(&'a [u8], &Policy)> = Vec::new();
     let requests = if call.step == 0 {
@@ -212,7 +218,7 @@ fn read_strings<'a>(
     names.extend((0..requests).map(|r| call.record_key(r)));
     let mut values = store.strings(&names)?;
     let record_values = values.split_off(keys.len());
-    let mut strings = HashMap::with_capacity(keys.len());
+    let mut strings = ByKey::with_capacity_and_hasher(keys.len(), RandomState::new());
     for ((key, policy), value) in keys.into_iter().zip(values) {
         strings
             .entry(key)
@@ -230,7 +236,7 @@ fn read_strings<'a>(
 struct Taken<'a> {
     /// The sorted-set logs a peek took over (it writes none): decided
     /// from here.
-    logs: HashMap<&'a [u8], KeyState>,
+    logs: ByKey<'a, KeyState>,
     /// The string keys a peek took over, as they were before, to put back.
     peeked: Vec<(&'a [u8], StringKey)>,
     /// The longest TTL an acquire's take-over gave a state, in ms.
@@ -249,7 +255,7 @@ fn take_over<'a>(
     r: usize,
     time_us: u64,
     held: &[u8],
-    strings: &mut HashMap<&'a [u8], StringKey>,
+    strings: &mut ByKey<'a, StringKey>,
 ) -> Result<Taken<'a>, String> {
     let to = &call.policies;
     let record_key = call.record_key(r);
@@ -305,7 +311,7 @@ fn take_over<'a>(
 fn put_state<'a>(
     call: &Call<'a>,
     store: &mut impl Store,
-    strings: &mut HashMap<&'a [u8], StringKey>,
+    strings: &mut ByKey<'a, StringKey>,
     key: &'a [u8],
     policy: &Policy,
     state: KeyState,
@@ -345,7 +351,7 @@ fn put_state<'a>(
 fn charge<'a>(
     call: &Call<'a>,
     store: &mut impl Store,
-    strings: &mut HashMap<&'a [u8], StringKey>,
+    strings: &mut ByKey<'a, StringKey>,
     r: usize,
     time_us: u64,
 ) -> Result<u64, String> {
@@ -412,7 +418,7 @@ fn reset_ticks(state: &KeyState, policy: &Policy, t_eff: u64) -> u64 {
 fn commit(
     call: &Call<'_>,
     store: &mut impl Store,
-    strings: &mut HashMap<&[u8], StringKey>,
+    strings: &mut ByKey<'_, StringKey>,
     r: usize,
     i: usize,
     policy: &Policy,
@@ -542,20 +548,16 @@ impl Part {
     fn push_fields(&self, reply: &mut Vec<u8>, policy: &Policy, parts: usize) {
         let t = &self.ticks;
         let t_eff = if self.foreign { -1.0 } else { t.t_eff as f64 };
-        let mut fields = vec![
+        let always = [
             f64::from(u8::from(t.allowed && !self.foreign)),
             t.remaining as f64,
             t.retry_after as f64,
             t.reset_after as f64,
             t_eff,
         ];
-        if parts > 1 {
-            fields.push(self.reset_now as f64);
-        }
-        if policy.algorithm() == Algorithm::LeakyBucket {
-            fields.push(t.wait as f64);
-        }
-        for field in fields {
+        let reset_now = (parts > 1).then_some(self.reset_now as f64);
+        let wait = (policy.algorithm() == Algorithm::LeakyBucket).then_some(t.wait as f64);
+        for field in always.into_iter().chain(reset_now).chain(wait) {
             reply.extend_from_slice(&field.to_le_bytes());
         }
     }

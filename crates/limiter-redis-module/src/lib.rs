@@ -16,6 +16,7 @@
 pub mod call;
 mod decide;
 mod log;
+mod open_key;
 mod record;
 mod registration;
 mod server;

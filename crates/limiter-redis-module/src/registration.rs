@@ -1,6 +1,6 @@
 //! The entry points Redis calls: the module's load function and its two
 //! commands, registered by `redis_module!` (redis-module's code, which
-//! holds the FFI's `unsafe`: the crate forbids it in its own).
+//! holds the FFI's `unsafe`; the crate's own is in `open_key.rs` alone).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -35,9 +35,12 @@ fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
     }
     // A panic must not cross into Redis (it would abort the server): it
     // is answered as an error.
-    let reply = catch_unwind(AssertUnwindSafe(|| decide(&call, &mut Server::new(ctx))))
-        .unwrap_or_else(|_| Err("ERR limiter: the module failed deciding this call".to_owned()))
-        .map_err(RedisError::String)?;
+    let writes = call.requests.iter().any(|r| r.acquire || r.charge);
+    let reply = catch_unwind(AssertUnwindSafe(|| {
+        decide(&call, &mut Server::new(ctx, writes))
+    }))
+    .unwrap_or_else(|_| Err("ERR limiter: the module failed deciding this call".to_owned()))
+    .map_err(RedisError::String)?;
     Ok(RedisValue::StringBuffer(reply))
 }
 

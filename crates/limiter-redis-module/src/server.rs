@@ -1,15 +1,20 @@
 //! The [`Store`] of a running Redis. The string states are read and
 //! written through the module key API (a key opened, its bytes read or
 //! written in place): a `RedisModule_Call` of `MGET` or `SET` costs the
-//! server more than the decision. The sorted sets of large sliding logs go
-//! through `RedisModule_Call`, as the Lua function's commands.
+//! server more than the decision. A call that writes opens each string key
+//! once ([`OpenKey`]) and keeps it open to its end; a call of peeks opens
+//! keys read-only, as a replica serves them. The sorted sets of large
+//! sliding logs go through `RedisModule_Call`, as the Lua function's
+//! commands.
 //!
 //! Writes are replicated as the commands they amount to (`SET … PXAT`,
 //! `SETRANGE`, `SET … KEEPTTL`, `ZADD`, `PEXPIRE`…, in one `MULTI` per
 //! call), never the command that decided: a replica or an AOF replay holds
 //! the state the primary wrote, and decides nothing again.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::cell::OnceCell;
+use std::collections::HashMap;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis_module::{
     CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, KeyType, NotifyEvent,
@@ -17,15 +22,22 @@ use redis_module::{
 };
 
 use crate::decide::{LogWrite, Store};
+use crate::open_key::OpenKey;
 use crate::string_state::Expiry;
 
 /// A running Redis, as one command sees it.
 pub(crate) struct Server<'c> {
     ctx: &'c Context,
-    /// Reads: errors as replies, nothing replicated.
-    read: CallOptions,
-    /// Writes: errors as replies, replicated.
-    write: CallOptions,
+    /// Reads: errors as replies, nothing replicated. Built on first use:
+    /// only a sorted set's commands need it.
+    read: OnceCell<CallOptions>,
+    /// Writes: errors as replies, replicated. Built on first use.
+    write: OnceCell<CallOptions>,
+    /// Whether the call writes: its string keys are opened for writing.
+    writes: bool,
+    /// The string keys opened for writing, by name, with the name as
+    /// Redis takes it (for keyspace events), until the call ends.
+    open: HashMap<Vec<u8>, (RedisString, OpenKey), ahash::RandomState>,
 }
 
 impl std::fmt::Debug for Server<'_> {
@@ -35,15 +47,46 @@ impl std::fmt::Debug for Server<'_> {
 }
 
 impl<'c> Server<'c> {
-    pub(crate) fn new(ctx: &'c Context) -> Self {
+    /// The server as a call sees it that `writes` (or only peeks).
+    pub(crate) fn new(ctx: &'c Context, writes: bool) -> Self {
         Self {
             ctx,
-            read: CallOptionsBuilder::new().errors_as_replies().build(),
-            write: CallOptionsBuilder::new()
+            read: OnceCell::new(),
+            write: OnceCell::new(),
+            writes,
+            open: HashMap::default(),
+        }
+    }
+
+    /// The key `name` opened for writing, opened now if it is not yet,
+    /// and its name as Redis takes it.
+    fn opened(&mut self, name: &[u8]) -> &(RedisString, OpenKey) {
+        if !self.open.contains_key(name) {
+            let redis_name = self.name(name);
+            let key = OpenKey::open(self.ctx, &redis_name);
+            self.open.insert(name.to_vec(), (redis_name, key));
+        }
+        &self.open[name]
+    }
+
+    /// Closes `name` if it is open: a command run on it through
+    /// `RedisModule_Call` may change or delete its value.
+    fn close(&mut self, name: &[u8]) {
+        self.open.remove(name);
+    }
+
+    fn read_options(&self) -> &CallOptions {
+        self.read
+            .get_or_init(|| CallOptionsBuilder::new().errors_as_replies().build())
+    }
+
+    fn write_options(&self) -> &CallOptions {
+        self.write.get_or_init(|| {
+            CallOptionsBuilder::new()
                 .errors_as_replies()
                 .replicate()
-                .build(),
-        }
+                .build()
+        })
     }
 
     fn call(&self, command: &str, options: &CallOptions, args: &[&[u8]]) -> CallResult<'static> {
@@ -57,7 +100,7 @@ impl<'c> Server<'c> {
     }
 
     fn write(&self, command: &str, args: &[&[u8]]) -> Result<(), String> {
-        self.call(command, &self.write, args)
+        self.call(command, self.write_options(), args)
             .map(drop)
             .map_err(|e| e.to_string())
     }
@@ -84,8 +127,11 @@ impl Store for Server<'_> {
     fn strings(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, String> {
         keys.iter()
             .map(|&name| {
+                if self.writes {
+                    // As MGET: a key of another type holds no string.
+                    return Ok(self.opened(name).1.string());
+                }
                 let key = self.ctx.open_key(&self.name(name));
-                // As MGET: a key of another type holds no string.
                 if key.key_type() != KeyType::String {
                     return Ok(None);
                 }
@@ -97,7 +143,12 @@ impl Store for Server<'_> {
     }
 
     fn sorted_log(&mut self, key: &[u8]) -> Result<Option<Vec<(u64, u64)>>, String> {
-        let reply = match self.call("ZRANGE", &self.read, &[key, b"0", b"-1", b"WITHSCORES"]) {
+        self.close(key);
+        let reply = match self.call(
+            "ZRANGE",
+            self.read_options(),
+            &[key, b"0", b"-1", b"WITHSCORES"],
+        ) {
             Ok(reply) => reply,
             Err(e) if e.as_bytes().starts_with(b"WRONGTYPE") => return Ok(None),
             Err(e) => return Err(e.to_string()),
@@ -121,34 +172,26 @@ impl Store for Server<'_> {
     }
 
     fn write_string(&mut self, name: &[u8], value: &[u8], expiry: Expiry) -> Result<(), String> {
-        let failed = |e: redis_module::RedisError| format!("ERR limiter: {e}");
-        let key = self.ctx.open_key_writable(&self.name(name));
         // As SET: a key of another type is written over.
-        if !matches!(key.key_type(), KeyType::String | KeyType::Empty) {
-            key.delete().map_err(failed)?;
-        }
-        key.as_string_dma()
-            .map_err(failed)?
-            .write(value)
-            .map_err(failed)?;
-        let notified = self.name(name);
-        let notify = |class, event| self.ctx.notify_keyspace_event(class, event, &notified);
+        let ctx = self.ctx;
+        let (notified, key) = self.opened(name);
+        key.write(value)?;
+        let notify = |class, event| ctx.notify_keyspace_event(class, event, notified);
         // The commands' own keyspace events (SET … PX: set, then expire).
         match expiry {
             Expiry::Px(ms) => {
-                key.set_expire(Duration::from_millis(ms)).map_err(failed)?;
+                key.set_ttl_ms(ms)?;
                 let at = (now_us()? / 1000 + ms).to_string();
-                self.ctx
-                    .replicate("SET", &[name, value, b"PXAT", at.as_bytes()]);
+                ctx.replicate("SET", &[name, value, b"PXAT", at.as_bytes()]);
                 notify(NotifyEvent::STRING, "set");
                 notify(NotifyEvent::GENERIC, "expire");
             }
             Expiry::InPlace => {
-                self.ctx.replicate("SETRANGE", &[name, b"0", value]);
+                ctx.replicate("SETRANGE", &[name, b"0", value]);
                 notify(NotifyEvent::STRING, "setrange");
             }
             Expiry::Kept => {
-                self.ctx.replicate("SET", &[name, value, b"KEEPTTL"]);
+                ctx.replicate("SET", &[name, value, b"KEEPTTL"]);
                 notify(NotifyEvent::STRING, "set");
             }
         }
@@ -156,6 +199,7 @@ impl Store for Server<'_> {
     }
 
     fn write_sorted_log(&mut self, key: &[u8], write: &LogWrite) -> Result<(), String> {
+        self.close(key);
         if let Some(ts) = write.drop_below {
             self.write(
                 "ZREMRANGEBYSCORE",
@@ -183,11 +227,23 @@ impl Store for Server<'_> {
     }
 
     fn delete(&mut self, key: &[u8]) -> Result<(), String> {
+        self.close(key);
         self.write("DEL", &[key])
     }
 
-    fn extend(&mut self, key: &[u8], ms: u64) -> Result<(), String> {
-        self.write("PEXPIRE", &[key, ms.to_string().as_bytes(), b"GT"])
+    /// As `PEXPIRE key ms GT`: a key with no TTL (or none) is left as it
+    /// is, and so is one that lives longer already.
+    fn extend(&mut self, name: &[u8], ms: u64) -> Result<(), String> {
+        let ctx = self.ctx;
+        let (notified, key) = self.opened(name);
+        if key.key_type() == KeyType::Empty || key.ttl_ms().is_none_or(|ttl| ttl >= ms) {
+            return Ok(());
+        }
+        key.set_ttl_ms(ms)?;
+        let at = (now_us()? / 1000 + ms).to_string();
+        ctx.replicate("PEXPIREAT", &[name, at.as_bytes()]);
+        ctx.notify_keyspace_event(NotifyEvent::GENERIC, "expire", notified);
+        Ok(())
     }
 }
 
