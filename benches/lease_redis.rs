@@ -26,6 +26,7 @@
 #![allow(missing_docs)]
 
 mod redis_cell;
+mod server_cpu;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -139,7 +140,7 @@ fn main() {
     let only: Option<u64> = args.get(2).map(|n| n.parse().expect(usage));
     let run = Duration::from_secs(seconds);
 
-    let (server, with_cell) = redis_cell::server();
+    let (server, with_cell) = redis_cell::server(&[]);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -216,7 +217,7 @@ fn measure(
             let decider = &paths[which].1;
             runtime.block_on(drive(decider, keys, WARM_UP));
             server.command("CONFIG RESETSTAT");
-            let cpu_before = redis_cpu(server);
+            let cpu_before = server_cpu::redis_cpu(server);
             let (decisions, from_leases, elapsed) = runtime.block_on(drive(decider, keys, run));
             let (fcalls, commands) = redis_commands(server);
             rows[which].1.push(Measured {
@@ -225,7 +226,7 @@ fn measure(
                 elapsed,
                 fcalls,
                 commands,
-                cpu: redis_cpu(server).saturating_sub(cpu_before),
+                cpu: server_cpu::redis_cpu(server).saturating_sub(cpu_before),
             });
         }
     }
@@ -369,16 +370,4 @@ fn redis_commands(server: &RedisServer) -> (u64, u64) {
         }
     }
     (fcalls, commands)
-}
-
-/// The server's CPU time so far, user and system.
-fn redis_cpu(server: &RedisServer) -> Duration {
-    let seconds: f64 = server
-        .query("INFO cpu")
-        .lines()
-        .filter(|line| line.starts_with("used_cpu_sys:") || line.starts_with("used_cpu_user:"))
-        .filter_map(|line| line.split(':').nth(1))
-        .map(|value| value.trim().parse::<f64>().expect("CPU seconds"))
-        .sum();
-    Duration::from_secs_f64(seconds)
 }

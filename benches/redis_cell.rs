@@ -9,20 +9,22 @@ use limiter_test::redis_server::RedisServer;
 /// The environment variable naming the module to load.
 const MODULE: &str = "REDIS_CELL_MODULE";
 
-/// A redis-server with redis-cell loaded, or without it (and `false`,
-/// said on stderr with the command that builds it) when `REDIS_CELL_MODULE`
-/// is not set.
-pub(crate) fn server() -> (RedisServer, bool) {
+/// A redis-server started with `args` and redis-cell loaded, or without
+/// it (and `false`, said on stderr with the command that builds it) when
+/// `REDIS_CELL_MODULE` is not set.
+pub(crate) fn server(args: &[&str]) -> (RedisServer, bool) {
     match std::env::var(MODULE) {
         Ok(path) if !path.is_empty() => {
-            (RedisServer::start_with_args(&["--loadmodule", &path]), true)
+            let mut all = vec!["--loadmodule", path.as_str()];
+            all.extend_from_slice(args);
+            (RedisServer::start_with_args(&all), true)
         }
         _ => {
             eprintln!(
                 "{MODULE} is not set: redis-cell is not measured. Run \
                  `{MODULE}=$(scripts/redis-cell) cargo bench ...` to measure it"
             );
-            (RedisServer::start(), false)
+            (RedisServer::start_with_args(args), false)
         }
     }
 }

@@ -42,7 +42,7 @@ fn bench_acquires(
 }
 
 pub(super) fn redis(c: &mut Criterion) {
-    let (server, with_cell) = redis_cell::server();
+    let (server, with_cell) = redis_cell::server(&[]);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let keys = Arc::new(keys(KEYS));
     let trivial = redis::Script::new("return 1");

@@ -43,7 +43,7 @@ mod ports;
 mod process;
 mod tls;
 
-pub use self::module::module_path;
+pub use self::module::{module_path, optimized_module_path};
 pub use self::tls::unrelated_ca_pem;
 
 pub(crate) use self::dirs::unique_dir;
