@@ -12,7 +12,7 @@ use support::{limiter, stderr, stdout};
 use support::{parse_json, JsonShape};
 
 /// Every field of the JSON document.
-const FIELDS: [&str; 44] = [
+const FIELDS: [&str; 45] = [
     "backend",
     "server",
     "engine",
@@ -41,6 +41,7 @@ const FIELDS: [&str; 44] = [
     "ceiling_p99_us",
     "ceiling_p999_us",
     "ratio",
+    "server_cpu_us_per_decision",
     "lease_lifetime_s",
     "lease_max",
     "lease_min",
@@ -138,6 +139,7 @@ fn memory_json_has_every_field_and_no_ceiling() {
         "ceiling_p99_us",
         "ceiling_p999_us",
         "ratio",
+        "server_cpu_us_per_decision",
     ] {
         assert_eq!(doc.field(field), &Value::Null, "{field}");
     }
@@ -244,8 +246,45 @@ fn redis_json_reports_the_ceiling_and_a_ratio() {
     assert!(n("ratio") > 0.0, "{doc:?}");
     let ratio = n("decisions_per_s") / n("ceiling_per_s");
     assert!((n("ratio") - ratio).abs() < 0.002, "{doc:?}");
+    assert!(n("server_cpu_us_per_decision") > 0.0, "{doc:?}");
     // The run's keys (under a fresh prefix) are deleted at the end.
     assert_eq!(server.command("DBSIZE"), ":0");
+}
+
+/// On a server with limiter-redis-module, `--redis-engine module`: the
+/// module decides (the report names it, and the server ran its command,
+/// not a function), the leases' Redis calls are its commands, and the
+/// server's CPU per decision is reported.
+#[test]
+fn redis_json_on_the_module_names_it_and_counts_its_calls() {
+    let server = RedisServer::start_with_module(&[]);
+    let url = server.url();
+    let doc = bench_json(&[
+        "--backend",
+        "redis",
+        "--redis-url",
+        &url,
+        "--redis-engine",
+        "module",
+        "--policy",
+        "sliding-log:1000/1s",
+        "--concurrency",
+        "16",
+        "--duration",
+        "1s",
+        "--lease",
+        "--lease-max",
+        "50",
+    ]);
+    assert_sane(&doc, 16.0, 1.0);
+    let n = |field: &str| doc.field(field).num();
+    assert_eq!(doc.field("engine").str(), "module");
+    assert!(n("redis_calls") > 0.0, "{doc:?}");
+    assert!(n("redis_calls") < n("decisions"), "{doc:?}");
+    assert!(n("server_cpu_us_per_decision") > 0.0, "{doc:?}");
+    let stats = server.query("INFO commandstats");
+    assert!(stats.contains("cmdstat_limiter.decide:"), "{stats}");
+    assert!(!stats.contains("cmdstat_fcall:"), "{stats}");
 }
 
 /// `--lease` with leases of one unit: every admitted unit costs a call to

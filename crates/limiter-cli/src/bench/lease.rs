@@ -192,24 +192,6 @@ impl WindowCounts {
     }
 }
 
-/// `FCALL`s the server has run (`INFO commandstats`), or `None` if it
-/// cannot be asked.
-pub(super) async fn fcall_calls(conn: &mut redis::aio::MultiplexedConnection) -> Option<u64> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .ok()?;
-    // A command never run has no line.
-    match info
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_fcall:calls="))
-    {
-        None => Some(0),
-        Some(rest) => rest.split(',').next()?.parse().ok(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

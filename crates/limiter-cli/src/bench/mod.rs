@@ -14,10 +14,14 @@
 //! is a ratio. The two alternate in five slices each,
 //! so that a change in the machine's load weighs on both alike.
 //!
+//! On one Redis server the run also reads the server's own CPU over the
+//! limiter's slices (`INFO cpu`): the server CPU per decision, what a fleet
+//! pays in Redis cores.
+//!
 //! `args` holds the flags, `run` the whole run, `phase` one phase's tasks
 //! and their tally (latencies in a `histogram`), `ceiling` the Redis
-//! ceiling's calls, `lease` what `--lease` adds, and `report` the table or
-//! JSON printed.
+//! ceiling's calls, `lease` what `--lease` adds, `server_stats` what the
+//! server reports, and `report` the table or JSON printed.
 
 mod args;
 mod ceiling;
@@ -26,6 +30,7 @@ mod lease;
 mod phase;
 mod report;
 mod run;
+mod server_stats;
 
 pub use self::args::BenchArgs;
 pub(crate) use self::args::AFTER_HELP;

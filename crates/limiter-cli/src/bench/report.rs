@@ -18,6 +18,8 @@ pub(super) struct Report<'a> {
     /// The Redis URL, password left out.
     pub(super) server: Option<String>,
     pub(super) decisions: Phase,
+    /// The server's CPU over the limiter's phase, on one Redis server.
+    pub(super) server_cpu: Option<Duration>,
     pub(super) ceiling: Option<Phase>,
     /// Keys that could not be deleted, when the run deleted its keys.
     pub(super) cleanup: Option<u64>,
@@ -31,6 +33,13 @@ impl Report<'_> {
         let lease = self.lease.as_ref()?;
         let t = &self.decisions.tally;
         take_off_warning(t.decisions(), t.denied, &lease.stats, lease.max_lease)
+    }
+
+    /// The server's CPU per decision, in µs.
+    fn server_cpu_us_per_decision(&self) -> Option<f64> {
+        let decisions = self.decisions.tally.decisions();
+        let cpu = self.server_cpu?;
+        (decisions > 0).then(|| cpu.as_secs_f64() * 1e6 / decisions as f64)
     }
 
     fn ratio(&self) -> Option<f64> {
@@ -88,6 +97,13 @@ impl Report<'_> {
         );
         if let Some(e) = &t.first_error {
             let _ = writeln!(out, "  first error: {e}");
+        }
+        if let Some(us) = self.server_cpu_us_per_decision() {
+            let _ = writeln!(
+                out,
+                "  server CPU per decision: {us:.2} µs (INFO cpu, user and system, over the \
+                 decisions' slices)"
+            );
         }
         if let Some(lease) = &self.lease {
             let _ = writeln!(
@@ -189,6 +205,10 @@ impl Report<'_> {
             ("ceiling_p99_us", latency(c, 0.99)),
             ("ceiling_p999_us", latency(c, 0.999)),
             ("ratio", float(self.ratio(), 3)),
+            (
+                "server_cpu_us_per_decision",
+                float(self.server_cpu_us_per_decision(), 3),
+            ),
         ];
         // Every document has the same fields: `null` without --lease.
         let lease = self.lease.as_ref();

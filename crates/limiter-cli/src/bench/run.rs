@@ -13,11 +13,10 @@ use limiter_redis::{RedisBackend, RedisLimiter};
 
 use super::args::{BenchArgs, OnFailure};
 use super::ceiling::{ceiling, ceiling_key, CeilingClient};
-use super::lease::{
-    bound, exact_most_in_window, fcall_calls, leased, BenchLeased, LeaseFacts, WindowCounts,
-};
+use super::lease::{bound, exact_most_in_window, leased, BenchLeased, LeaseFacts, WindowCounts};
 use super::phase::{phase, Phase, Tally};
 use super::report::Report;
+use super::server_stats::{decision_calls, server_cpu};
 use crate::backend;
 use crate::cli::{BackendKind, Format};
 use crate::failure::Failure;
@@ -56,6 +55,7 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<(), Failure> {
                 policy: policy.clone(),
                 server: None,
                 decisions,
+                server_cpu: None,
                 ceiling: None,
                 cleanup: None,
                 lease: lease.map(|leased| facts(&policy, &leased, counts.as_deref(), None)),
@@ -76,13 +76,21 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<(), Failure> {
                 Some(conn) => CeilingClient::Server(conn.clone()),
             };
             let calls_before = match plain.as_mut() {
-                Some(conn) => fcall_calls(conn).await,
+                Some(conn) => decision_calls(conn).await,
                 None => None,
             };
-            let (ceiling, decisions) =
-                alternate(client, &limiter, &keys, args, slice, counts.as_ref()).await?;
+            let (ceiling, decisions, server_cpu) = alternate(
+                client,
+                plain.clone(),
+                &limiter,
+                &keys,
+                args,
+                slice,
+                counts.as_ref(),
+            )
+            .await?;
             let calls_after = match plain.as_mut() {
-                Some(conn) => fcall_calls(conn).await,
+                Some(conn) => decision_calls(conn).await,
                 None => None,
             };
             let redis_calls = calls_before
@@ -98,6 +106,7 @@ pub(crate) async fn run(args: &BenchArgs) -> Result<(), Failure> {
                 policy: policy.clone(),
                 server: Some(server),
                 decisions,
+                server_cpu,
                 ceiling: Some(ceiling),
                 cleanup,
                 lease: lease.map(|leased| facts(&policy, &leased, counts.as_deref(), redis_calls)),
@@ -287,22 +296,37 @@ async fn decide(
 }
 
 /// The ceiling (on `client`) and the limiter's phase in [`SLICES`] slices
-/// of `slice` each, alternating, the ceiling first: (ceiling, decisions).
+/// of `slice` each, alternating, the ceiling first: (ceiling, decisions,
+/// and the server's CPU over the limiter's slices when `server` can ask
+/// one server for it).
 async fn alternate(
     client: CeilingClient,
+    mut server: Option<redis::aio::MultiplexedConnection>,
     limiter: &Arc<dyn Limiter>,
     keys: &Arc<[String]>,
     args: &BenchArgs,
     slice: Duration,
     counts: Option<&Arc<WindowCounts>>,
-) -> Result<(Phase, Phase), Failure> {
+) -> Result<(Phase, Phase, Option<Duration>), Failure> {
     let ceiling_keys: Arc<[String]> = keys.iter().map(|k| ceiling_key(k)).collect();
     let (mut ceilings, mut decisions) = (Phase::empty(), Phase::empty());
+    let mut cpu = Some(Duration::ZERO);
     for _ in 0..SLICES {
         ceilings.merge(ceiling(client.clone(), &ceiling_keys, args, slice).await?);
+        let before = match server.as_mut() {
+            Some(conn) => server_cpu(conn).await,
+            None => None,
+        };
         decisions.merge(decide(limiter, keys, args, slice, counts).await?);
+        let after = match server.as_mut() {
+            Some(conn) => server_cpu(conn).await,
+            None => None,
+        };
+        cpu = cpu
+            .zip(before.zip(after))
+            .map(|(sum, (before, after))| sum + after.saturating_sub(before));
     }
-    Ok((ceilings, decisions))
+    Ok((ceilings, decisions, cpu))
 }
 
 /// Deletes the run's keys (`reset`), `concurrency` at a time; how many
