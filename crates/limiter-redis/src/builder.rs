@@ -97,8 +97,8 @@ impl RedisLimiterBuilder {
         self
     }
 
-    /// What decides on the server: limiter-redis-module when the server
-    /// has it at build, else the Lua functions ([`Engine::Detect`], the
+    /// What decides on the server: limiter-redis-module while the server
+    /// has it, else the Lua functions ([`Engine::Detect`], the
     /// default); the Lua functions alone ([`Engine::Lua`]); or the module
     /// alone ([`Engine::Module`]), which [`build`](Self::build) checks the
     /// server has. Both decide alike on the same keys (docs/backends.md,
@@ -150,17 +150,19 @@ impl RedisLimiterBuilder {
         }
         let mut function = LuaFunction::for_parts(self.policies.parts(), self.ttl_floor_ms());
         self.backend.register(function.library()).await?;
-        let module = match self.engine {
-            Engine::Lua => false,
-            Engine::Detect => self.has_module().await == Some(true),
-            Engine::Module => match self.has_module().await {
-                Some(false) => return Err(self.no_module()),
-                _ => true,
-            },
-        };
-        if module {
-            let detected = self.engine == Engine::Detect;
-            function = function.on_module(self.policies.parts(), self.ttl_floor_ms(), detected);
+        match self.engine {
+            Engine::Lua => {}
+            Engine::Detect => {
+                let watched = self.backend.watch_command(MODULE_DECIDE).await;
+                function =
+                    function.on_module(self.policies.parts(), self.ttl_floor_ms(), Some(watched));
+            }
+            Engine::Module => {
+                if self.has_module().await == Some(false) {
+                    return Err(self.no_module());
+                }
+                function = function.on_module(self.policies.parts(), self.ttl_floor_ms(), None);
+            }
         }
         let options = LimiterOptions {
             ttl_floor_ms: self.ttl_floor_ms(),

@@ -8,9 +8,11 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Engine {
-    /// The module when the server has it at build, else the Lua
-    /// functions; a server that then answers without the module (restarted
-    /// without it) sends the limiter back to the Lua functions, for good.
+    /// The module while the server has it, else the Lua functions: asked
+    /// at build and on every new connection to one server (a restarted
+    /// server may come back with the module or without it); a server that
+    /// answers a call without the module sends the limiter back to the Lua
+    /// functions, the same call included, until a new connection finds it.
     #[default]
     Detect,
     /// The Lua functions (Redis Functions, Redis 7.0 or later), loaded by

@@ -368,6 +368,41 @@ async fn on_redis_without_the_module_any_more_a_detected_module_gives_way() {
     );
 }
 
+/// A server that gains the module after a limiter was built (loaded by
+/// `MODULE LOAD` here; a restart with `--loadmodule` alike): a limiter
+/// that detected the Lua functions decides with the module once a new
+/// connection finds it, on the same state.
+#[tokio::test]
+async fn on_redis_a_module_loaded_later_is_found_by_the_next_connection() {
+    let server = RedisServer::start_with_args(&["--enable-module-command", "yes"]);
+    let url = server.url();
+    let policies: Policies = "token-bucket:4/10s".parse().unwrap();
+    let clock = ManualClock::new(1_000_000);
+    let detected = common::builder_at(&url, policies)
+        .key_prefix(common::fresh_prefix("later"))
+        .clock(clock.clone())
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(detected.engine(), Engine::Lua);
+    assert_eq!(detected.acquire(b"k", 1).await.unwrap().remaining, 3);
+    let path = limiter_test::redis_server::module_path();
+    assert_eq!(
+        server.command(&format!("MODULE LOAD {}", path.display())),
+        "+OK"
+    );
+    // The connection in use was asked before the module came.
+    assert_eq!(detected.engine(), Engine::Lua);
+    server.command("CLIENT KILL TYPE normal");
+    // The dead connection is replaced (and the call sent again on the
+    // new one, which asked for the module first).
+    assert_eq!(detected.acquire(b"k", 1).await.unwrap().remaining, 2);
+    assert_eq!(detected.engine(), Engine::Module);
+    assert_eq!(detected.acquire(b"k", 1).await.unwrap().remaining, 1);
+    let stats = server.query("INFO commandstats");
+    assert!(stats.contains("cmdstat_limiter.decide:calls="), "{stats}");
+}
+
 /// Concurrent decisions share calls (a hot key's batch: its keys and
 /// arguments once, the number of requests after): both engines admit the
 /// capacity exactly and leave the same bytes.

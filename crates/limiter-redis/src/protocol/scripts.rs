@@ -11,13 +11,13 @@
 //! is one policy), and replies in ticks.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use limiter_core::backend::PerAlgorithm;
 use limiter_core::{Algorithm, Policy};
 use redis::Cmd;
 
+use crate::connection::backend::WatchedCommand;
 use crate::connection::library::Library;
 use crate::protocol::keys::{policy_record, KeyLayout};
 use crate::protocol::state::{keeps_packed_log, keeps_string};
@@ -81,19 +81,17 @@ pub(crate) struct LuaFunction {
 }
 
 /// What a call to limiter-redis-module sends before its packed argument,
-/// and whether the module is still used.
+/// and, when the engine was detected, whether the server has the module.
 #[derive(Debug, Clone)]
 struct ModuleHead {
     /// The policies as text.
     policies: Arc<str>,
     /// The TTL floor in ms.
     ttl_floor_ms: u64,
-    /// Whether a server without the module sends the limiter back to the
-    /// library (the engine was detected, not forced).
-    detected: bool,
-    /// Set once a server answered that it has no module: the library
-    /// decides from then on.
-    left: Arc<AtomicBool>,
+    /// The module's command as the backend watches for it, when the
+    /// engine was detected (the library decides while the server has it
+    /// not); `None` when the module was asked for.
+    detected: Option<WatchedCommand>,
 }
 
 impl LuaFunction {
@@ -135,10 +133,16 @@ impl LuaFunction {
 
     /// The same decisions, made by limiter-redis-module's command rather
     /// than the library's function: the same keys, state and reply.
-    /// `detected`: the module was found rather than asked for, and a
-    /// server without it sends the limiter back to the library
+    /// `detected`: the module's command as the backend watches for it,
+    /// when the module was detected rather than asked for: the library
+    /// decides while the server has it not
     /// ([`leave_module`](Self::leave_module)).
-    pub(crate) fn on_module(self, parts: &[Policy], ttl_floor_ms: u64, detected: bool) -> Self {
+    pub(crate) fn on_module(
+        self,
+        parts: &[Policy],
+        ttl_floor_ms: u64,
+        detected: Option<WatchedCommand>,
+    ) -> Self {
         let policies = parts
             .iter()
             .map(Policy::to_string)
@@ -149,26 +153,27 @@ impl LuaFunction {
                 policies: policies.into(),
                 ttl_floor_ms,
                 detected,
-                left: Arc::default(),
             }),
             ..self
         }
     }
 
-    /// The same decisions for other `parts`, on the engine `current`
-    /// decides on now (the module, as it was chosen, or the library).
+    /// The same decisions for other `parts`, on the engine `current` was
+    /// given (the module, asked for or detected, or the library).
     pub(crate) fn on_engine_of(self, current: &Self, parts: &[Policy]) -> Self {
-        match current.module() {
-            Some(head) => self.on_module(parts, head.ttl_floor_ms, head.detected),
+        match &current.module {
+            Some(head) => self.on_module(parts, head.ttl_floor_ms, head.detected.clone()),
             None => self,
         }
     }
 
     /// The module's head while it decides.
     fn module(&self) -> Option<&ModuleHead> {
-        self.module
-            .as_ref()
-            .filter(|head| !head.left.load(Ordering::Relaxed))
+        self.module.as_ref().filter(|head| {
+            head.detected
+                .as_ref()
+                .is_none_or(WatchedCommand::is_present)
+        })
     }
 
     /// Whether limiter-redis-module decides.
@@ -177,16 +182,16 @@ impl LuaFunction {
     }
 
     /// After a server answered that it has no module: whether the library
-    /// decides from now on (the module was detected), so that the call
-    /// may go again to it. A call the module's command never reached
-    /// decided nothing.
+    /// decides until a new connection finds the module again (the module
+    /// was detected), so that the call may go again to it. A call the
+    /// module's command never reached decided nothing.
     pub(crate) fn leave_module(&self) -> bool {
-        match self.module() {
-            Some(head) if head.detected => {
-                head.left.store(true, Ordering::Relaxed);
+        match self.module().and_then(|head| head.detected.as_ref()) {
+            Some(watched) => {
+                watched.gone();
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 

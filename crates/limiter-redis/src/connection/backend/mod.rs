@@ -16,6 +16,7 @@ mod connection_slot;
 mod open;
 mod probe;
 mod query;
+mod watched_command;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -25,6 +26,7 @@ use std::time::Duration;
 use redis::{AsyncConnectionConfig, Client};
 
 use self::connection_slot::{Connection, ConnectionSlot};
+pub(crate) use self::watched_command::WatchedCommand;
 use crate::connection::circuit::Circuit;
 use crate::connection::cluster::{ClusterClient, Functions};
 use crate::connection::library::Library;
@@ -76,6 +78,8 @@ pub(crate) struct Shared {
     /// connection, since a new connection often means a restarted server
     /// (on a cluster: on each new node connection).
     functions: Functions,
+    /// The commands limiters watch for, asked on each new connection.
+    watched: Mutex<Vec<WatchedCommand>>,
     /// Where calls from outside any Tokio runtime run.
     runtime: Runtime,
 }
@@ -125,6 +129,7 @@ impl RedisBackend {
                 circuit: Circuit::default(),
                 refusal: OnceLock::new(),
                 functions: Functions::default(),
+                watched: Mutex::default(),
                 runtime: Runtime::new(),
             }),
         }
@@ -279,6 +284,12 @@ impl Shared {
 
     fn lock_functions(&self) -> std::sync::MutexGuard<'_, Vec<Library>> {
         self.functions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn lock_watched(&self) -> std::sync::MutexGuard<'_, Vec<WatchedCommand>> {
+        self.watched
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }

@@ -15,8 +15,8 @@ use crate::error::{is_out_of_memory, is_refused_credentials, BackendError, Backe
 impl Shared {
     /// Connects, checks the server answers and is no Redis Cluster node
     /// (one is a configuration error: see [`Shared::refusal`]; so are
-    /// credentials the server refuses), and loads
-    /// every registered function library, all within the connection
+    /// credentials the server refuses), loads every registered function
+    /// library and asks for every watched command, all within the connection
     /// timeout plus the command timeout. A cluster connection is up once
     /// it has the slot map: it loads the libraries on every primary it
     /// reaches, and on the others when it reaches them, so a node down now
@@ -48,6 +48,7 @@ impl Shared {
                             loaded => drop(loaded?),
                         }
                     }
+                    self.ask_watched(&mut conn).await;
                     Ok::<_, RedisError>(Some(Connection::Server(conn)))
                 }
                 Connector::Cluster(client) => {
