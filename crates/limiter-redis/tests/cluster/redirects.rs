@@ -209,6 +209,29 @@ async fn an_ask_is_followed_once_after_asking_and_leaves_the_slot_map() {
     assert_eq!(answered(&on_source, is_served), (LIMIT + 1) as usize);
 }
 
+/// A node that does not know its peers' host names (Redis's
+/// `cluster-preferred-endpoint-type unknown-endpoint`) redirects to an
+/// empty host, `:PORT`: the host the client reached that node on, with the
+/// port named. A `MOVED` and an `ASK` so are followed there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_to_an_empty_host_goes_to_the_host_of_the_node_that_sent_it() {
+    let cluster = fake_cluster().await;
+    let limiter = fake_limiter(&cluster, TIMEOUT, "empty-host").await;
+    let keys = keys_of_node(&cluster, &limiter, "empty-host", 0, 2);
+    let (source, target) = (cluster.node(0), cluster.node(1));
+    let ((asked, asked_slot), (moved, moved_slot)) = (&keys[0], &keys[1]);
+    source.refuse(1, format!("ASK {asked_slot} :{}", target.port()));
+    assert_eq!(admitted(&limiter, asked, LIMIT + 1).await, LIMIT);
+    cluster.assign(*moved_slot, 1);
+    source.refuse(1, format!("MOVED {moved_slot} :{}", target.port()));
+    assert_eq!(admitted(&limiter, moved, LIMIT + 1).await, LIMIT);
+
+    let on_target = |slot: u16| answered(&decisions_for(target, slot), is_served);
+    assert_eq!(on_target(*asked_slot), 1);
+    assert_eq!(on_target(*moved_slot), (LIMIT + 1) as usize);
+    assert_eq!(answered(&decisions_for(source, *moved_slot), is_served), 0);
+}
+
 /// `TRYAGAIN` is waited out and the command sent again to the same node,
 /// as often as the node answers it, and then decided once: the retries
 /// count nothing.
