@@ -30,8 +30,14 @@ const HUNG: Duration = Duration::from_secs(60);
 /// Two fake nodes (slots 0–8191 on node 0, the rest on node 1) in front of
 /// the binary's `redis-server`.
 async fn fake_cluster() -> FakeCluster {
+    fake_cluster_of(2).await
+}
+
+/// `nodes` fake nodes, the slots split evenly over them in order, in front
+/// of the binary's `redis-server`.
+async fn fake_cluster_of(nodes: usize) -> FakeCluster {
     let port = tokio::task::block_in_place(|| common::server().port());
-    FakeCluster::start(port, 2).await
+    FakeCluster::start(port, nodes).await
 }
 
 /// A limiter of [`LIMIT`] per hour (token bucket) on `cluster`, on a
@@ -207,6 +213,50 @@ async fn an_ask_is_followed_once_after_asking_and_leaves_the_slot_map() {
     assert_eq!(answered(&on_source, refused_with("ASK ")), 1);
     assert!(refused_with("ASK ")(&on_source[0].answer), "{on_source:#?}");
     assert_eq!(answered(&on_source, is_served), (LIMIT + 1) as usize);
+}
+
+/// An `ASK` to a node the slot map does not name (a new primary, importing
+/// its first slot): the client connects to it and loads the limiter's
+/// library there before its first decision, which follows `ASKING`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_to_a_node_first_met_loads_the_library_there_first() {
+    let cluster = fake_cluster_of(3).await;
+    // Node 2 serves no slot: the client connects to it only when asked.
+    for slot in 0..limiter_test::redis_cluster::SLOTS {
+        if cluster.owner(slot) == 2 {
+            cluster.assign(slot, 0);
+        }
+    }
+    let limiter = fake_limiter(&cluster, TIMEOUT, "ask-new-node").await;
+    let (key, slot) = keys_of_node(&cluster, &limiter, "ask-new-node", 0, 1).remove(0);
+    let new = cluster.node(2);
+    assert!(new.seen().is_empty(), "{:#?}", new.seen());
+    cluster
+        .node(0)
+        .refuse(1, format!("ASK {slot} {}", new.address()));
+
+    assert_eq!(admitted(&limiter, &key, LIMIT + 1).await, LIMIT);
+
+    let seen = new.seen();
+    let decision = seen
+        .iter()
+        .position(|s| s.is("FCALL"))
+        .expect("a decision on the new node");
+    assert!(seen[decision].after_asking, "{seen:#?}");
+    assert_eq!(seen[decision].answer, Answer::Served);
+    let loaded_before = seen[..decision].iter().any(|s| {
+        s.connection == seen[decision].connection
+            && s.is("FUNCTION")
+            && s.args
+                .get(1)
+                .is_some_and(|sub| sub.eq_ignore_ascii_case("LOAD"))
+            && s.answer == Answer::Served
+    });
+    assert!(
+        loaded_before,
+        "no FUNCTION LOAD before the decision: {seen:#?}"
+    );
+    assert_eq!(new.keyed().len(), 1, "{seen:#?}");
 }
 
 /// A node that does not know its peers' host names (Redis's
