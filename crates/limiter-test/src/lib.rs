@@ -1,5 +1,6 @@
 //! Test support for limiter (unpublished): the conformance suite that every
-//! backend runs unchanged, and a real `redis-server` harness.
+//! backend runs unchanged, a real `redis-server` harness, and fake Redis
+//! Cluster nodes in front of one ([`fake_cluster`]).
 //!
 //! A backend's `tests/` implements [`Harness`] and expands
 //! [`conformance_suite!`] into one `#[tokio::test]` per case:
@@ -38,6 +39,7 @@ pub mod cases;
 pub mod certificates;
 mod example_binary;
 mod example_server;
+pub mod fake_cluster;
 mod flaky;
 mod harness;
 pub mod lease_bound;

@@ -23,10 +23,18 @@ impl Address {
         }
     }
 
-    /// `host:port` as a redirect names it (`[::1]:7000` for IPv6).
-    pub(crate) fn parse(text: &str) -> Option<Self> {
+    /// `host:port` as a redirect from `sender` names it (`[::1]:7000` for
+    /// IPv6). A node that announces no endpoint of its peers
+    /// (`cluster-preferred-endpoint-type`) leaves the host empty or `?`: the
+    /// sender's, as in a `CLUSTER SLOTS` reply.
+    pub(crate) fn parse(text: &str, sender: &Address) -> Option<Self> {
         let (host, port) = text.rsplit_once(':')?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
+        let host = if host.is_empty() || host == "?" {
+            &sender.host
+        } else {
+            host
+        };
         Some(Self::new(host, port.parse().ok()?))
     }
 }
@@ -176,15 +184,22 @@ mod tests {
 
     #[test]
     fn redirects_name_their_node() {
+        let sender = Address::new("10.0.0.1", 7000);
         assert_eq!(
-            Address::parse("127.0.0.1:7001"),
+            Address::parse("127.0.0.1:7001", &sender),
             Some(Address::new("127.0.0.1", 7001))
         );
         assert_eq!(
-            Address::parse("[::1]:7001"),
+            Address::parse("[::1]:7001", &sender),
             Some(Address::new("::1", 7001))
         );
-        assert_eq!(Address::parse("nonsense"), None);
+        for unknown in [":7001", "?:7001"] {
+            assert_eq!(
+                Address::parse(unknown, &sender),
+                Some(Address::new("10.0.0.1", 7001))
+            );
+        }
+        assert_eq!(Address::parse("nonsense", &sender), None);
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! (`routing`), the cluster changing shape under load (`topology`), nodes
 //! that hang (`hung_nodes`), refuse or go (`lost_nodes`), a failover
 //! (`failover`), the load those tests run (`load`), limiter-redis-module
-//! on every node (`module`), and policies changing while keys spread over
-//! the primaries (`policy_change`).
+//! on every node (`module`), policies changing while keys spread over
+//! the primaries (`policy_change`), and redirects in scripted orders on
+//! fake nodes in front of one real server (`redirects`).
 //!
 //! The tests that change or break the topology each run on a cluster of
 //! their own; the others share the binary's cluster (started on first
@@ -22,6 +23,7 @@ mod load;
 mod lost_nodes;
 mod module;
 mod policy_change;
+mod redirects;
 mod routing;
 mod topology;
 

@@ -79,7 +79,7 @@ impl Inner {
             }
             let redirect = error
                 .redirect_node()
-                .and_then(|(address, _)| Address::parse(address));
+                .and_then(|(address, _)| Address::parse(address, &node));
             let method = error.retry_method();
             if matches!(method, RetryMethod::AskRedirect) && ask == Ask::Refuse {
                 return Err(error);
