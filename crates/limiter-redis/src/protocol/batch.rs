@@ -342,6 +342,12 @@ impl Decider {
         if !self.spans_slots(requests) {
             return self.call_declared(requests).await;
         }
+        if !self.function.decides_across_slots() {
+            // The module, found on the cluster since the lanes were
+            // chosen, takes no call across slots.
+            let alone = requests.iter().map(|request| self.call_alone(request));
+            return Ok(futures_util::future::join_all(alone).await);
+        }
         let cmd = self
             .function
             .decide(&self.keys, requests.iter(), Keys::AcrossSlots);

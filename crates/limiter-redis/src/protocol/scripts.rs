@@ -198,7 +198,7 @@ impl LuaFunction {
     /// Whether one call may decide requests whose keys lie in different
     /// slots of one cluster node ([`Keys::AcrossSlots`]).
     pub(crate) fn decides_across_slots(&self) -> bool {
-        self.across_slots && self.module.is_none()
+        self.across_slots && self.module().is_none()
     }
 
     /// The library, for the connection layer to load.
