@@ -44,6 +44,7 @@ use limiter_lease::Leased;
 use limiter_redis::{RedisBackend, RedisLimiter};
 use limiter_test::redis_server::RedisServer;
 use redis::aio::MultiplexedConnection;
+use redis::AsyncConnectionConfig;
 
 const CALLERS: u64 = 64;
 const WARM_UP: Duration = Duration::from_secs(1);
@@ -213,9 +214,12 @@ async fn paths(
         ));
     }
     if with_cell {
+        // No response timeout (redis-rs's default is 500 ms): on a busy
+        // machine one late reply is a slow decision, not a failed bench.
+        let config = AsyncConnectionConfig::new().set_response_timeout(None);
         let conn = redis::Client::open(server.url())
             .unwrap()
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&config)
             .await
             .unwrap();
         paths.push(("cell".into(), Decider::Cell(conn, scenario.per_second)));
