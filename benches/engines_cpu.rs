@@ -186,11 +186,7 @@ async fn paths(
         }
     }
     if with_cell {
-        let conn = redis::Client::open(server.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
+        let conn = redis_cell::connect(&server.url()).await;
         paths.push(("redis-cell".to_owned(), Decider::Cell(conn)));
     }
     paths

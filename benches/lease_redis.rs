@@ -19,10 +19,18 @@
 //!
 //! The paths alternate, round by round, each round a warm-up then a
 //! timed run, so all see the same machine; the table gives every round
-//! and the median.
+//! and the median, and each leased path's range over rounds of its rate
+//! against the exact path's and redis-cell's of the same round.
 //!
-//! `REDIS_CELL_MODULE=$(scripts/redis-cell) cargo bench -p limiter-benches --bench lease_redis -- [ROUNDS] [SECONDS] [KEYS]`
-//! (default 3 rounds of 3 s, both scenarios; `KEYS` 10000 or 1 runs one).
+//! `cold` measures a cold start instead: each round builds every path
+//! anew (a fresh `Leased`, whose keys hold no lease and no demand yet)
+//! and its callers decide keys no round used before (a prefix of the
+//! round), with no warm-up: the timed run counts from the first request,
+//! every lease fetched on the way included.
+//!
+//! `REDIS_CELL_MODULE=$(scripts/redis-cell) cargo bench -p limiter-benches --bench lease_redis -- [ROUNDS] [SECONDS] [KEYS] [cold]`
+//! (default 3 rounds of 3 s, both scenarios, warm; `KEYS` 10000 or 1 runs
+//! one).
 #![allow(missing_docs)]
 
 mod redis_cell;
@@ -134,10 +142,15 @@ fn main() {
         .skip(1)
         .filter(|arg| arg != "--bench")
         .collect();
-    let usage = "usage: lease_redis [ROUNDS] [SECONDS] [KEYS]";
+    let usage = "usage: lease_redis [ROUNDS] [SECONDS] [KEYS] [cold]";
     let rounds: usize = args.first().map_or(3, |n| n.parse().expect(usage));
     let seconds: u64 = args.get(1).map_or(3, |n| n.parse().expect(usage));
     let only: Option<u64> = args.get(2).map(|n| n.parse().expect(usage));
+    let cold = match args.get(3).map(String::as_str) {
+        None => false,
+        Some("cold") => true,
+        Some(_) => panic!("{usage}"),
+    };
     let run = Duration::from_secs(seconds);
 
     let (server, with_cell) = redis_cell::server(&[]);
@@ -152,73 +165,99 @@ fn main() {
         .iter()
         .filter(|scenario| only.is_none_or(|keys| keys == scenario.keys))
     {
-        let keys = scenario.keys;
-        let paths: Vec<Path> = runtime.block_on(async {
-            let policy = Policy::token_bucket(Rate::per_second(scenario.per_second)).unwrap();
-            let limiter = |prefix: String| {
-                RedisLimiter::builder(&backend, policy.clone())
-                    .key_prefix(prefix)
-                    .build()
-            };
-            let mut paths: Vec<Path> = vec![
-                (
-                    "redis".into(),
-                    Decider::Limiter(Arc::new(limiter(format!("exact{keys}")).await.unwrap())),
-                ),
-                (
-                    "leased".into(),
-                    Decider::Limiter(Arc::new(Leased::new(
-                        limiter(format!("leased{keys}")).await.unwrap(),
-                    ))),
-                ),
-            ];
-            if let Some(max_lease) = scenario.max_lease {
-                let inner = limiter(format!("leased{keys}m{max_lease}")).await.unwrap();
-                paths.push((
-                    format!("M={max_lease}"),
-                    Decider::Limiter(Arc::new(
-                        Leased::builder(inner).max_lease(max_lease).build(),
-                    )),
-                ));
-            }
-            if with_cell {
-                let conn = redis::Client::open(server.url())
-                    .unwrap()
-                    .get_multiplexed_async_connection()
-                    .await
-                    .unwrap();
-                paths.push(("cell".into(), Decider::Cell(conn, scenario.per_second)));
-            }
-            paths
-        });
-        let rows = measure(&server, &runtime, &paths, keys, rounds, run);
-        report(&rows, keys, scenario.per_second, rounds, seconds);
+        let build = || runtime.block_on(paths(&backend, &server, scenario, with_cell));
+        let rows = measure(&server, &runtime, build, scenario.keys, rounds, run, cold);
+        report(
+            &rows,
+            scenario.keys,
+            scenario.per_second,
+            rounds,
+            seconds,
+            cold,
+        );
     }
+}
+
+/// The paths of `scenario`, built anew (a leased path holds nothing).
+async fn paths(
+    backend: &RedisBackend,
+    server: &RedisServer,
+    scenario: &Scenario,
+    with_cell: bool,
+) -> Vec<Path> {
+    let keys = scenario.keys;
+    let policy = Policy::token_bucket(Rate::per_second(scenario.per_second)).unwrap();
+    let limiter = |prefix: String| {
+        RedisLimiter::builder(backend, policy.clone())
+            .key_prefix(prefix)
+            .build()
+    };
+    let mut paths: Vec<Path> = vec![
+        (
+            "redis".into(),
+            Decider::Limiter(Arc::new(limiter(format!("exact{keys}")).await.unwrap())),
+        ),
+        (
+            "leased".into(),
+            Decider::Limiter(Arc::new(Leased::new(
+                limiter(format!("leased{keys}")).await.unwrap(),
+            ))),
+        ),
+    ];
+    if let Some(max_lease) = scenario.max_lease {
+        let inner = limiter(format!("leased{keys}m{max_lease}")).await.unwrap();
+        paths.push((
+            format!("M={max_lease}"),
+            Decider::Limiter(Arc::new(
+                Leased::builder(inner).max_lease(max_lease).build(),
+            )),
+        ));
+    }
+    if with_cell {
+        let conn = redis_cell::connect(&server.url()).await;
+        paths.push(("cell".into(), Decider::Cell(conn, scenario.per_second)));
+    }
+    paths
 }
 
 /// `rounds` rounds of every path, each a warm-up then a timed run of
 /// `run`, the order rotating round by round so that every path sees the
-/// same machine; the runs of each path, in the order of `paths`.
+/// same machine; the runs of each path, in the order of the paths. Warm,
+/// the paths `build` gives serve every round; `cold`, each round builds
+/// them anew, decides keys of its own (a prefix of the round) and skips
+/// the warm-up.
 fn measure(
     server: &RedisServer,
     runtime: &tokio::runtime::Runtime,
-    paths: &[Path],
+    build: impl Fn() -> Vec<Path>,
     keys: u64,
     rounds: usize,
     run: Duration,
+    cold: bool,
 ) -> Vec<(String, Vec<Measured>)> {
+    let mut paths = build();
     let mut rows: Vec<(String, Vec<Measured>)> = paths
         .iter()
         .map(|(name, _)| (name.clone(), Vec::new()))
         .collect();
     for round in 0..rounds {
+        if cold && round > 0 {
+            paths = build();
+        }
+        let key_prefix = match cold {
+            true => format!("{round}:"),
+            false => String::new(),
+        };
         for turn in 0..paths.len() {
             let which = (round + turn) % paths.len();
             let decider = &paths[which].1;
-            runtime.block_on(drive(decider, keys, WARM_UP));
+            if !cold {
+                runtime.block_on(drive(decider, "", keys, WARM_UP));
+            }
             server.command("CONFIG RESETSTAT");
             let cpu_before = server_cpu::redis_cpu(server);
-            let (decisions, from_leases, elapsed) = runtime.block_on(drive(decider, keys, run));
+            let (decisions, from_leases, elapsed) =
+                runtime.block_on(drive(decider, &key_prefix, keys, run));
             let (fcalls, commands) = redis_commands(server);
             rows[which].1.push(Measured {
                 decisions,
@@ -234,17 +273,23 @@ fn measure(
 }
 
 /// Prints every run of one scenario, the medians, and each leased path's
-/// median against the exact path's (the first row).
+/// median against the exact path's (the first row) and redis-cell's, and
+/// the range over rounds of its rate against theirs in the same round.
 fn report(
     rows: &[(String, Vec<Measured>)],
     keys: u64,
     per_second: u64,
     rounds: usize,
     seconds: u64,
+    cold: bool,
 ) {
+    let start = match cold {
+        true => "cold: fresh paths and keys each round, no warm-up",
+        false => "warm",
+    };
     println!(
-        "{keys} keys, {CALLERS} callers, {rounds} rounds of {seconds} s (token bucket of \
-         {per_second}/s per key, nothing denied)"
+        "{keys} keys, {CALLERS} callers, {rounds} rounds of {seconds} s, {start} (token \
+         bucket of {per_second}/s per key, nothing denied)"
     );
     println!(
         "{:<8} {:>14} {:>12} {:>14} {:>16} {:>16}",
@@ -279,27 +324,45 @@ fn report(
         );
     }
     let cell = rows.iter().position(|(name, _)| name == "cell");
+    // Each round's rate against another path's in the same round.
+    let per_round = |which: usize, other: usize| {
+        let ratios = rows[which].1.iter().zip(&rows[other].1);
+        let ratios: Vec<f64> = ratios
+            .map(|(a, b)| a.per_second() / b.per_second())
+            .collect();
+        let low = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = ratios.iter().copied().fold(0.0, f64::max);
+        format!("{low:.1}x–{high:.1}x")
+    };
     for (which, (name, _)) in rows.iter().enumerate().skip(1) {
         if Some(which) == cell {
             continue;
         }
         println!(
-            "{name} / redis decisions/s (median): {:.1}x",
-            median(which, Measured::per_second) / median(0, Measured::per_second)
+            "{name} / redis decisions/s (median): {:.1}x, per round {}",
+            median(which, Measured::per_second) / median(0, Measured::per_second),
+            per_round(which, 0)
         );
         if let Some(cell) = cell {
             println!(
-                "{name} / cell decisions/s (median): {:.1}x",
-                median(which, Measured::per_second) / median(cell, Measured::per_second)
+                "{name} / cell decisions/s (median): {:.1}x, per round {}",
+                median(which, Measured::per_second) / median(cell, Measured::per_second),
+                per_round(which, cell)
             );
         }
     }
     println!();
 }
 
-/// `CALLERS` tasks deciding on random keys of `keys` for `run`: the
-/// decisions made, those taken from a lease, and the time they took.
-async fn drive(decider: &Decider, keys: u64, run: Duration) -> (u64, u64, Duration) {
+/// `CALLERS` tasks deciding on random keys of `keys` (`tenant:N` after
+/// `key_prefix`) for `run`: the decisions made, those taken from a lease,
+/// and the time they took.
+async fn drive(
+    decider: &Decider,
+    key_prefix: &str,
+    keys: u64,
+    run: Duration,
+) -> (u64, u64, Duration) {
     let stop = Arc::new(AtomicBool::new(false));
     let decisions = Arc::new(AtomicU64::new(0));
     let from_leases = Arc::new(AtomicU64::new(0));
@@ -310,6 +373,7 @@ async fn drive(decider: &Decider, keys: u64, run: Duration) -> (u64, u64, Durati
             let stop = Arc::clone(&stop);
             let decisions = Arc::clone(&decisions);
             let from_leases = Arc::clone(&from_leases);
+            let key_prefix = key_prefix.to_owned();
             tokio::spawn(async move {
                 let mut state = (caller + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
                 let mut made = 0;
@@ -318,7 +382,7 @@ async fn drive(decider: &Decider, keys: u64, run: Duration) -> (u64, u64, Durati
                     state ^= state << 13;
                     state ^= state >> 7;
                     state ^= state << 17;
-                    let key = format!("tenant:{}", state % keys);
+                    let key = format!("{key_prefix}tenant:{}", state % keys);
                     let (allowed, from_lease) = decider.decide(&key).await;
                     assert!(allowed, "demand below the limit");
                     made += 1;

@@ -5,6 +5,8 @@
 //! `REDIS_CELL_MODULE` names.
 
 use limiter_test::redis_server::RedisServer;
+use redis::aio::MultiplexedConnection;
+use redis::AsyncConnectionConfig;
 
 /// The environment variable naming the module to load.
 const MODULE: &str = "REDIS_CELL_MODULE";
@@ -32,7 +34,7 @@ pub(crate) fn server(args: &[&str]) -> (RedisServer, bool) {
 /// One `CL.THROTTLE key burst count period 1` through `conn`: whether it
 /// admitted (the reply's first element is 0 when it did).
 pub(crate) async fn throttle(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut MultiplexedConnection,
     key: &str,
     burst: u64,
     count: u64,
@@ -48,4 +50,16 @@ pub(crate) async fn throttle(
         .await
         .expect("CL.THROTTLE answers");
     reply.first() == Some(&0)
+}
+
+/// A redis-rs multiplexed connection to `url`, as a redis-cell user holds
+/// one, with no response timeout (redis-rs's default is 500 ms): on a busy
+/// machine one late reply is a slow decision, not a failed bench.
+pub(crate) async fn connect(url: &str) -> MultiplexedConnection {
+    let config = AsyncConnectionConfig::new().set_response_timeout(None);
+    redis::Client::open(url)
+        .expect("a Redis URL")
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .expect("a connection to Redis")
 }

@@ -49,13 +49,7 @@ pub(super) fn redis(c: &mut Criterion) {
     let classic = redis::Script::new(CLASSIC_ZSET_SCRIPT);
     // The ceiling: a plain redis-rs multiplexed connection shared by every
     // task, as a redis-rs user would hold one.
-    let plain = runtime.block_on(async {
-        redis::Client::open(server.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap()
-    });
+    let plain = runtime.block_on(redis_cell::connect(&server.url()));
     let backend = runtime.block_on(async {
         RedisBackend::builder(server.url())
             // A slow moment (a profiler attached, a busy machine) must not

@@ -472,27 +472,30 @@ impl<L: Limiter> Leased<L> {
     /// A decision taken from a lease (docs/spec.md section 8.4).
     #[inline]
     fn leased_decision(&self, grant: Option<Grant>, taken: Taken, now_us: u64) -> Decision {
-        let grant = grant.unwrap_or(Grant {
+        // Before any grant only: a warm decision reads no policies.
+        let grant = grant.unwrap_or_else(|| Grant {
             limit: self.inner.policies().max_cost(),
             bound_by: 0,
             reset_at_us: now_us,
         });
-        let departs_us = match self.spacing {
+        let wait = match self.spacing {
             // The `place`-th unit of a lease departs `ceil(place * W / L)`
             // ticks after its first.
             Some((window, limit, tick)) => {
                 let ticks =
                     (u128::from(taken.place) * u128::from(window)).div_ceil(u128::from(limit));
                 let after = u64::try_from(ticks * u128::from(tick)).unwrap_or(u64::MAX);
-                taken.depart_us.saturating_add(after)
+                let departs_us = taken.depart_us.saturating_add(after);
+                Duration::from_micros(departs_us.saturating_sub(now_us))
             }
-            None => now_us,
+            // Only a leaky bucket queues: no conversion otherwise.
+            None => Duration::ZERO,
         };
         Decision::admit(grant.limit, taken.left, now_us)
             .with_reset_after(Duration::from_micros(
                 grant.reset_at_us.saturating_sub(now_us),
             ))
-            .with_wait(Duration::from_micros(departs_us.saturating_sub(now_us)))
+            .with_wait(wait)
             .with_source(DecisionSource::Lease)
             .with_bound_by(grant.bound_by)
     }

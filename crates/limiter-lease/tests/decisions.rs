@@ -155,6 +155,73 @@ async fn the_sync_path_answers_only_from_units_in_hand_that_need_no_refill() {
     ));
 }
 
+/// The memory backend, counting every call a leased limiter makes to it,
+/// `policies` included.
+#[derive(Debug)]
+struct Watched {
+    global: MemoryLimiter,
+    calls: AtomicU64,
+}
+
+impl Watched {
+    fn call(&self) {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl Limiter for Watched {
+    fn policies(&self) -> &Policies {
+        self.call();
+        self.global.policies()
+    }
+
+    async fn acquire(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
+        self.call();
+        self.global.try_acquire(key, cost)
+    }
+
+    async fn peek(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
+        self.call();
+        self.global.try_peek(key, cost)
+    }
+
+    async fn reset(&self, key: &[u8]) -> Result<(), Error> {
+        self.call();
+        self.global.remove(key);
+        Ok(())
+    }
+}
+
+/// A decision from the units in hand is the leased limiter's alone: it
+/// reads nothing of the limiter it wraps, whose policies may sit behind a
+/// lock or a network client.
+#[tokio::test]
+async fn a_decision_from_the_units_in_hand_calls_nothing_of_the_wrapped_limiter() {
+    let clock = ManualClock::new(0);
+    let watched = Watched {
+        global: global("token-bucket:1000/1s", &clock),
+        calls: AtomicU64::new(0),
+    };
+    let limiter = leased(watched, &clock)
+        .min_lease(100)
+        .max_lease(100)
+        .build();
+    limiter.acquire(KEY.as_bytes(), 1).await.unwrap(); // fetches 100
+    let calls = limiter.inner().calls.load(Ordering::SeqCst);
+    for _ in 0..3 {
+        let decided = [
+            limiter.acquire_now(KEY.as_bytes(), 1).unwrap().unwrap(),
+            limiter.acquire(KEY.as_bytes(), 1).await.unwrap(),
+            limiter.peek_now(KEY.as_bytes(), 1).unwrap().unwrap(),
+            limiter.peek(KEY.as_bytes(), 1).await.unwrap(),
+        ];
+        assert!(decided.iter().all(|d| d.source == DecisionSource::Lease));
+    }
+    assert_eq!(limiter.held(KEY.as_bytes()), 93);
+    assert_eq!(limiter.inner().calls.load(Ordering::SeqCst), calls);
+}
+
 /// docs/spec.md section 8.1, refill: the request that fetched a lease on
 /// need, which leaves the units in hand at the refill threshold, fetches
 /// the next lease ahead of need before it answers.
