@@ -48,10 +48,10 @@
 //!   the new policy, and stored whatever that request's decision. A
 //!   backend that keeps state across a change names it without the
 //!   numbers and stores beside it the [fingerprint](crate::Policies::fingerprint)
-//!   of the set it was made under; one that stores it apart from the
-//!   limiter (Redis) stores the set's numbers,
-//!   [`encode_policy_record`], and reads them back with
-//!   [`decode_policy_record`].
+//!   of the set it was made under; one that stores the state apart from
+//!   the limiter's memory (Redis) stores the set's numbers instead:
+//!   [`encode_policy_record`] writes them, [`decode_policy_record`] reads
+//!   them back.
 //! - **Per-algorithm code outside this crate** (a script per algorithm, a
 //!   key suffix) goes in a [`PerAlgorithm`] table, never in a `match` on
 //!   [`Algorithm`] (which is `#[non_exhaustive]`): a new
