@@ -48,7 +48,10 @@
 //!   the new policy, and stored whatever that request's decision. A
 //!   backend that keeps state across a change names it without the
 //!   numbers and stores beside it the [fingerprint](crate::Policies::fingerprint)
-//!   of the set it was made under.
+//!   of the set it was made under; one that stores the state apart from
+//!   the limiter's memory (Redis) stores the set's numbers instead:
+//!   [`encode_policy_record`] writes them, [`decode_policy_record`] reads
+//!   them back.
 //! - **Per-algorithm code outside this crate** (a script per algorithm, a
 //!   key suffix) goes in a [`PerAlgorithm`] table, never in a `match` on
 //!   [`Algorithm`] (which is `#[non_exhaustive]`): a new
@@ -64,6 +67,9 @@
 use std::fmt;
 use std::mem::size_of_val;
 
+mod policy_record;
+
+pub use self::policy_record::{decode_policy_record, encode_policy_record, POLICY_RECORD_VERSION};
 pub use crate::algorithm::PerAlgorithm;
 pub use crate::algorithms::{
     check_request, effective_tick, effective_time, AlgorithmState, FixedWindow, KeyState,

@@ -7,9 +7,10 @@
 //! type (the request is then not decided, and nothing of it written).
 //!
 //! A request whose record (the policies its state was made under,
-//! `record.rs`) names another set than the call's takes the state over
-//! first (docs/spec.md section 9, limiter-core's
-//! `SetState::change_policies`), as the Lua's `take_over` does; a charge
+//! limiter-core's `encode_policy_record`) names another set than the
+//! call's takes the state over first (docs/spec.md section 9,
+//! limiter-core's `SetState::change_policies`), as the Lua's `take_over`
+//! does; a charge
 //! (section 10) is counted with `KeyState::charge` and answered as a peek
 //! of 1.
 //!
@@ -25,13 +26,13 @@ use std::collections::HashMap;
 use ahash::RandomState;
 
 use limiter_core::backend::{
-    effective_tick, AlgorithmState, KeyState, SetState, SlidingLog, TickDecision,
+    decode_policy_record, effective_tick, encode_policy_record, AlgorithmState, KeyState, SetState,
+    SlidingLog, TickDecision,
 };
 use limiter_core::{Algorithm, Policy, MAX_TIME_US};
 
 use crate::call::Call;
 use crate::log::{expired, keeps_sorted_set, with_edge};
-use crate::record::{policies_of, policy_record};
 use crate::string_state::{ttl_ms, Expiry, StringKey};
 
 /// The server's keys and clock, as one call reads and writes them.
@@ -88,7 +89,7 @@ pub(crate) fn decide(call: &Call<'_>, store: &mut impl Store) -> Result<Vec<u8>,
     let fields = record_fields(parts);
     let mut reply = Vec::with_capacity(8 + 8 * fields * call.requests.len());
     reply.extend_from_slice(&0f64.to_le_bytes());
-    let own = policy_record(&call.policies);
+    let own = encode_policy_record(call.policies.parts());
     let (mut strings, mut records) = read_strings(call, store)?;
     let mut server_us = None;
     for (r, request) in call.requests.iter().enumerate() {
@@ -261,7 +262,7 @@ fn take_over<'a>(
     let record_key = call.record_key(r);
     let base = &record_key[..record_key.len().saturating_sub(1)];
     let key_at = |position: usize| [base, position.to_string().as_bytes()].concat();
-    let from = policies_of(held);
+    let from = decode_policy_record(held);
     let taken = match &from {
         Some(from) => {
             let mut states = Vec::with_capacity(from.len());

@@ -17,7 +17,6 @@ pub mod call;
 mod decide;
 mod log;
 mod open_key;
-mod record;
 mod registration;
 mod server;
 mod string_state;

@@ -15,7 +15,8 @@ use limiter_core::{Algorithm, Policy, MAX_TIME_US};
 
 /// The largest limit whose sliding log is kept in a string: limiter-redis's
 /// `PACKED_LOG_MAX` (its `protocol/state.rs`), part of the state encoding
-/// the version in a key's record names (`record.rs`).
+/// the version in a key's record names (limiter-core's
+/// `POLICY_RECORD_VERSION`).
 pub(crate) const PACKED_LOG_MAX: u64 = 128;
 
 /// Whether `policy` is a sliding log kept in one string.

@@ -14,6 +14,7 @@ use std::time::Duration;
 use http::StatusCode;
 use limiter_core::{Limiter, ManualClock};
 use limiter_tower::ban::{BanList, Penalty};
+use limiter_tower::key::bytes_from_text;
 use limiter_tower::LimiterLayer;
 use support::{
     client, fresh_prefix, get, get_with, limiter, redis_backend, redis_server, serve, Backend,
@@ -23,8 +24,10 @@ use support::{
 /// A request time far from the epoch, in µs.
 const T0: u64 = 1_700_000_000_000_000;
 
-/// Every request of these tests comes from 127.0.0.1.
-const ME: &str = "ip:127.0.0.1";
+/// The key of 127.0.0.1, where every request of these tests comes from.
+fn me() -> Vec<u8> {
+    bytes_from_text("ip:127.0.0.1")
+}
 
 /// Seconds a loaded host may take between banning and reading what is
 /// left of a Redis ban; steps take milliseconds.
@@ -77,8 +80,8 @@ async fn a_ban_refuses_uncounted_until_lifted(backend: Backend) {
     let client = client();
     assert_eq!(get(&client, addr).await.number("x-ratelimit-remaining"), 99);
 
-    bans.ban(ME, Duration::from_secs(90)).await.unwrap();
-    let left = bans.banned_for(ME).await.unwrap().unwrap();
+    bans.ban(&me(), Duration::from_secs(90)).await.unwrap();
+    let left = bans.banned_for(&me()).await.unwrap().unwrap();
     assert!(
         left_of(backend, 90, ceil_secs(left)),
         "{backend:?} {left:?}"
@@ -106,8 +109,8 @@ async fn a_ban_refuses_uncounted_until_lifted(backend: Backend) {
         format!("Forbidden: banned; retry after {retry_after} s\n")
     );
 
-    bans.unban(ME).await.unwrap();
-    assert_eq!(bans.banned_for(ME).await.unwrap(), None);
+    bans.unban(&me()).await.unwrap();
+    assert_eq!(bans.banned_for(&me()).await.unwrap(), None);
     let back = get(&client, addr).await;
     assert_eq!(back.status, StatusCode::OK);
     // The refused requests were not counted.
@@ -122,7 +125,7 @@ async fn a_ban_ends_by_itself(backend: Backend) {
     // Long enough in Redis for the request to come before it ends on a
     // loaded host: milliseconds after the ban.
     let ban = Duration::from_millis(4_800);
-    bans.ban(ME, ban).await.unwrap();
+    bans.ban(&me(), ban).await.unwrap();
     let refused = get(&client, addr).await;
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
     // 4.8 s, less the time taken since (none in memory), rounded up.
@@ -132,7 +135,7 @@ async fn a_ban_ends_by_itself(backend: Backend) {
     );
     pass(backend, &clock, ban + Duration::from_millis(100)).await;
     assert_eq!(get(&client, addr).await.status, StatusCode::OK);
-    assert_eq!(bans.banned_for(ME).await.unwrap(), None);
+    assert_eq!(bans.banned_for(&me()).await.unwrap(), None);
 }
 
 #[tokio::test]
@@ -149,8 +152,8 @@ async fn a_ban_in_redis_refuses_uncounted_until_lifted() {
 async fn a_long_keys_ban_is_its_own(backend: Backend) {
     let clock = ManualClock::new(T0);
     let bans = ban_list(backend, &fresh_prefix("long"), &clock);
-    let long = format!("header:{}", "k".repeat(1 << 20));
-    let (other, short) = (format!("{long}x"), "header:k");
+    let long = [b"header:".as_slice(), &[b'k'; 1 << 20]].concat();
+    let (other, short) = ([long.as_slice(), b"x"].concat(), b"header:k");
     bans.ban(&long, Duration::from_secs(60)).await.unwrap();
     let left = bans.banned_for(&long).await.unwrap().unwrap();
     assert!(
@@ -173,13 +176,47 @@ async fn a_long_keys_ban_in_redis_is_its_own() {
     a_long_keys_ban_is_its_own(Backend::Redis).await;
 }
 
+/// A ban given an address's key bytes is named in Redis by the key's
+/// text form, as an administrator reads and writes it with `redis-cli`.
+#[tokio::test]
+async fn a_ban_in_redis_is_named_by_its_keys_text_form() {
+    let prefix = fresh_prefix("named");
+    let backend = redis_backend(&redis_server().url());
+    let bans = BanList::redis(&backend, prefix.as_str());
+    let by_hand = format!("{prefix}:ip:127.0.0.1");
+    let ttl_ms = || async {
+        backend
+            .command::<i64>(redis::cmd("PTTL").arg(&by_hand))
+            .await
+            .unwrap()
+    };
+    bans.ban(&me(), Duration::from_secs(60)).await.unwrap();
+    assert!((1..=60_000).contains(&ttl_ms().await), "{by_hand}");
+    backend
+        .command::<()>(redis::cmd("DEL").arg(&by_hand))
+        .await
+        .unwrap();
+    assert_eq!(bans.banned_for(&me()).await.unwrap(), None);
+    // Set by hand, without a TTL: a ban until deleted, read as one day.
+    backend
+        .command::<()>(redis::cmd("SET").arg(&by_hand).arg(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        bans.banned_for(&me()).await.unwrap(),
+        Some(Duration::from_secs(86_400))
+    );
+    bans.unban(&me()).await.unwrap();
+    assert_eq!(ttl_ms().await, -2);
+}
+
 /// A ban of 100,000 days: `Retry-After` says 2^31 - 1 seconds, the most
 /// RFC 9111 lets a recipient read, never more.
 #[tokio::test]
 async fn a_ban_longer_than_two_to_the_thirty_one_seconds_says_two_to_the_thirty_one_less_one() {
     let bans = BanList::memory();
     let addr = serve(layer_with(&bans).await).await;
-    bans.ban(ME, Duration::from_secs(100_000 * 86_400))
+    bans.ban(&me(), Duration::from_secs(100_000 * 86_400))
         .await
         .unwrap();
     let refused = get(&client(), addr).await;
@@ -205,8 +242,8 @@ async fn a_ban_in_redis_ends_by_itself() {
 /// refuses an expiry that far, so it is capped, not an error.
 async fn a_ban_for_ever_holds(backend: Backend) {
     let bans = ban_list(backend, &fresh_prefix("for-ever"), &ManualClock::new(T0));
-    bans.ban(ME, Duration::MAX).await.unwrap();
-    let left = bans.banned_for(ME).await.unwrap().expect("banned");
+    bans.ban(&me(), Duration::MAX).await.unwrap();
+    let left = bans.banned_for(&me()).await.unwrap().expect("banned");
     assert!(left > Duration::from_secs(1 << 40), "{backend:?}: {left:?}");
 }
 
@@ -230,7 +267,7 @@ async fn a_ban_can_answer_429() {
             .ban_status(StatusCode::TOO_MANY_REQUESTS),
     )
     .await;
-    bans.ban(ME, Duration::from_millis(100)).await.unwrap();
+    bans.ban(&me(), Duration::from_millis(100)).await.unwrap();
     let refused = get(&client(), addr).await;
     assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
     // Never 0 while banned.
@@ -250,17 +287,17 @@ async fn a_ban_in_redis_holds_on_every_instance() {
     let first = serve(layer_with(&one).await).await;
     let second = serve(layer_with(&two).await).await;
     let client = client();
-    one.ban(ME, Duration::from_secs(60)).await.unwrap();
+    one.ban(&me(), Duration::from_secs(60)).await.unwrap();
     for addr in [first, second] {
         assert_eq!(get(&client, addr).await.status, StatusCode::FORBIDDEN);
     }
     // Lifted on the second, lifted on the first.
-    two.unban(ME).await.unwrap();
+    two.unban(&me()).await.unwrap();
     assert_eq!(get(&client, first).await.status, StatusCode::OK);
     // And an expiry seen by both: long enough for the request to come
     // before it on a loaded host, milliseconds after the ban.
     let ban = Duration::from_secs(5);
-    two.ban(ME, ban).await.unwrap();
+    two.ban(&me(), ban).await.unwrap();
     assert_eq!(get(&client, first).await.status, StatusCode::FORBIDDEN);
     tokio::time::sleep(ban + Duration::from_millis(100)).await;
     for addr in [first, second] {
@@ -306,7 +343,7 @@ async fn a_key_denied_three_times_in_a_minute_is_banned() {
     assert!(answers[2].number("retry-after") <= 60);
     assert_eq!(answers[3].number("retry-after"), 600);
     assert_eq!(
-        bans.banned_for(ME).await.unwrap(),
+        bans.banned_for(&me()).await.unwrap(),
         Some(Duration::from_secs(600))
     );
 }
@@ -314,7 +351,7 @@ async fn a_key_denied_three_times_in_a_minute_is_banned() {
 #[tokio::test]
 async fn a_key_denied_too_often_while_the_ban_list_is_full_is_still_denied() {
     let bans = BanList::memory_with_max_bans(1);
-    bans.ban("ip:192.0.2.1", Duration::from_secs(3_600))
+    bans.ban(&bytes_from_text("ip:192.0.2.1"), Duration::from_secs(3_600))
         .await
         .unwrap();
     let (answers, statuses) = five_penalized_requests(bans.clone()).await;
@@ -322,8 +359,12 @@ async fn a_key_denied_too_often_while_the_ban_list_is_full_is_still_denied() {
     // denied by the limiter alone, and the ban in force stays.
     assert_eq!(statuses, [200, 429, 429, 429, 429]);
     assert!(answers[4].number("retry-after") <= 60, "{:?}", answers[4]);
-    assert_eq!(bans.banned_for(ME).await.unwrap(), None);
-    assert!(bans.banned_for("ip:192.0.2.1").await.unwrap().is_some());
+    assert_eq!(bans.banned_for(&me()).await.unwrap(), None);
+    assert!(bans
+        .banned_for(&bytes_from_text("ip:192.0.2.1"))
+        .await
+        .unwrap()
+        .is_some());
 }
 
 #[tokio::test]

@@ -14,6 +14,7 @@ use http::{Response, StatusCode};
 use limiter_core::{FailurePolicy, Limiter, ManualClock, Resilient};
 use limiter_test::Flaky;
 use limiter_tower::ban::BanList;
+use limiter_tower::key::bytes_from_text;
 use limiter_tower::{LimitedContext, LimiterLayer, Refusal};
 use support::{client, get, get_path, get_with, limiter, serve, Backend};
 
@@ -152,7 +153,7 @@ async fn a_ban_is_answered_by_the_function_without_a_decision() {
     );
     let addr = serve(layer).await;
     let client = client();
-    bans.ban("ip:127.0.0.1", Duration::from_secs(600))
+    bans.ban(&bytes_from_text("ip:127.0.0.1"), Duration::from_secs(600))
         .await
         .unwrap();
     let refused = get(&client, addr).await;

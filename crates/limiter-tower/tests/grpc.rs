@@ -13,6 +13,7 @@ use limiter_core::{FailurePolicy, Limiter, ManualClock, Policies, Resilient};
 use limiter_memory::MemoryLimiter;
 use limiter_test::Flaky;
 use limiter_tower::ban::BanList;
+use limiter_tower::key::bytes_from_text;
 use limiter_tower::{KeyExtractor, LimiterLayer};
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
@@ -126,7 +127,7 @@ async fn the_ip_key_reads_tonics_peer_address_and_a_ban_exhausts() {
         ServingStatus::Serving as i32
     );
 
-    bans.ban("ip:127.0.0.1", Duration::from_secs(60))
+    bans.ban(&bytes_from_text("ip:127.0.0.1"), Duration::from_secs(60))
         .await
         .unwrap();
     let banned = check(&mut client).await.unwrap_err();
@@ -134,7 +135,7 @@ async fn the_ip_key_reads_tonics_peer_address_and_a_ban_exhausts() {
     assert_eq!(banned.message(), "banned, retry after 60 s");
     assert_eq!(metadata(&banned, "retry-after"), Some("60"));
 
-    bans.unban("ip:127.0.0.1").await.unwrap();
+    bans.unban(&bytes_from_text("ip:127.0.0.1")).await.unwrap();
     assert_eq!(
         check(&mut client).await.unwrap(),
         ServingStatus::Serving as i32
@@ -253,7 +254,7 @@ async fn over_tls_the_ip_key_reads_the_peer_address() {
     let denied = check(&mut client).await.unwrap_err();
     assert_eq!(denied.code(), Code::ResourceExhausted, "{denied:?}");
     // Keyed by the address read over TLS: a ban of it holds.
-    bans.ban("ip:127.0.0.1", Duration::from_secs(60))
+    bans.ban(&bytes_from_text("ip:127.0.0.1"), Duration::from_secs(60))
         .await
         .unwrap();
     let banned = check(&mut client).await.unwrap_err();

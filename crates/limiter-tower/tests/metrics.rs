@@ -151,7 +151,7 @@ async fn allowed_denied_banned_allowlisted_missing_and_skipped_keys_are_counted(
     }
     get_with(&client, addr, &user("robot")).await;
     get_with(&client, addr, &user("robot")).await;
-    bans.ban("header:bob", Duration::from_secs(60))
+    bans.ban(b"header:bob", Duration::from_secs(60))
         .await
         .unwrap();
     assert_eq!(

@@ -1,9 +1,10 @@
 //! Where a user key's state lives in Redis: one key per part of the
 //! limiter's policy set, `{prefix}:{{user_key}}:{position}` (`:0` for a
 //! single policy), and beside them the record of the set that state was
-//! made under, `{prefix}:{{user_key}}:p` ([`policy_record`]), the user key
-//! the Redis Cluster hash tag, so every key of a user key sits in one
-//! slot. A user key that would leave the tag empty (empty, or starting
+//! made under, `{prefix}:{{user_key}}:p`
+//! ([`encode_policy_record`](limiter_core::backend::encode_policy_record)),
+//! the user key the Redis Cluster hash tag, so every key of a user key
+//! sits in one slot. A user key that would leave the tag empty (empty, or starting
 //! with `}`) lives at `{prefix}:#{{digest}}{user_key}}:…` instead, the tag
 //! a digest of it (docs/backends.md, "Key layout").
 //!
@@ -14,56 +15,10 @@
 //! section 9. A policy repeated in a set keeps one state, at the position
 //! of its first occurrence.
 
-use limiter_core::backend::PerAlgorithm;
-use limiter_core::{Policies, Policy};
+use limiter_core::Policies;
 use redis::{RedisWrite, ToRedisArgs};
 
 use crate::connection::slot_map::slot_of_tag;
-
-/// The version of the state encodings, first in every record: a record of
-/// another version says the states beside it are in encodings this
-/// release does not read, so a request takes them as none (fresh) and
-/// writes its own. 1: the string states' packed doubles and packed logs,
-/// and a sliding log above 128 in a sorted set (docs/backends.md, "Key
-/// layout"). scripts/policy_change.lua's `RECORD_VERSION` and
-/// limiter-redis-module's `record.rs` hold the same number.
-pub(crate) const STATE_ENCODING: u8 = 1;
-
-/// Each algorithm's number in a record.
-const ALGORITHM_CODES: PerAlgorithm<u8> = PerAlgorithm {
-    fixed_window: 0,
-    sliding_log: 1,
-    sliding_counter: 2,
-    token_bucket: 3,
-    leaky_bucket: 4,
-};
-
-/// The record of a policy set (its `parts`) stored beside a key's state:
-/// what a request decided under another set needs to take the state over
-/// (docs/spec.md rule 9.1). The encoding's version ([`STATE_ENCODING`]),
-/// then per part in the set's order its algorithm (a byte: 0 fixed
-/// window, 1 sliding log, 2 sliding counter, 3 token bucket, 4 leaky
-/// bucket) and four little-endian doubles: the tick in µs, the window in
-/// ticks, the limit and the maximum cost (capacity, queue, or the limit),
-/// every one a whole number below 2^53. scripts/policy_change.lua's
-/// `take_over` reads it, and limiter-redis-module writes and reads the
-/// same bytes.
-pub(crate) fn policy_record(parts: &[Policy]) -> Vec<u8> {
-    let mut record = Vec::with_capacity(1 + 33 * parts.len());
-    record.push(STATE_ENCODING);
-    for policy in parts {
-        record.push(ALGORITHM_CODES[policy.algorithm()]);
-        for number in [
-            policy.tick_us(),
-            policy.window_ticks(),
-            policy.limit(),
-            policy.max_cost(),
-        ] {
-            record.extend_from_slice(&(number as f64).to_le_bytes());
-        }
-    }
-    record
-}
 
 /// The 64-bit FNV-1a digest: tiny, stable across versions and platforms.
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -104,7 +59,7 @@ const DIGEST_TAG_LEN: usize = 12;
 impl KeyLayout {
     /// The layout of each part of `policies` in the set's order (a
     /// repeated policy at the position of its first occurrence), then the
-    /// record's ([`policy_record`]): the keys one request passes.
+    /// record's: the keys one request passes.
     pub(crate) fn for_set(prefix: &str, policies: &Policies) -> Box<[Self]> {
         let parts = policies.parts();
         parts
@@ -338,38 +293,5 @@ mod tests {
         expected.arg(layout.state_text("user:{7}"));
         assert_eq!(cmd.get_packed_command(), expected.get_packed_command());
         assert_eq!(layout.len(b"user:{7}"), layout.state_text("user:{7}").len());
-    }
-
-    /// Pinned: scripts/prelude.lua and limiter-redis-module read these
-    /// bytes, and a stored record must keep meaning the same numbers.
-    #[test]
-    fn the_record_is_the_version_then_each_parts_numbers() {
-        let set: Policies = "fixed-window:5/10s;token-bucket:9/1m,capacity=20"
-            .parse()
-            .unwrap();
-        let record = policy_record(set.parts());
-        let doubles = |numbers: [f64; 4]| {
-            numbers
-                .iter()
-                .flat_map(|d| d.to_le_bytes())
-                .collect::<Vec<u8>>()
-        };
-        let mut expected = vec![STATE_ENCODING, 0];
-        expected.extend(doubles([1.0, 10_000_000.0, 5.0, 5.0]));
-        expected.push(3);
-        expected.extend(doubles([1.0, 60_000_000.0, 9.0, 20.0]));
-        assert_eq!(record, expected);
-        let distinct: HashSet<Vec<u8>> = [
-            "fixed-window:5/10s",
-            "sliding-log:5/10s",
-            "fixed-window:6/10s",
-            "fixed-window:5/11s",
-            "token-bucket:5/10s,capacity=6",
-            "fixed-window:5/10s;fixed-window:5/10s",
-        ]
-        .iter()
-        .map(|text| policy_record(text.parse::<Policies>().unwrap().parts()))
-        .collect();
-        assert_eq!(distinct.len(), 6);
     }
 }

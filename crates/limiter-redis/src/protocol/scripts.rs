@@ -13,13 +13,13 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use limiter_core::backend::PerAlgorithm;
+use limiter_core::backend::{encode_policy_record, PerAlgorithm};
 use limiter_core::{Algorithm, Policy};
 use redis::Cmd;
 
 use crate::connection::backend::WatchedCommand;
 use crate::connection::library::Library;
-use crate::protocol::keys::{policy_record, KeyLayout};
+use crate::protocol::keys::KeyLayout;
 use crate::protocol::state::{keeps_packed_log, keeps_string};
 use crate::protocol::wire::{self, record_fields, Keys, Request, Target};
 
@@ -279,7 +279,7 @@ fn part_local(value: &str, p: usize) -> String {
 /// Checked in for a few policy sets under `scripts/generated/` (a test
 /// compares).
 fn decide_function(parts: &[Policy]) -> String {
-    let record: String = policy_record(parts)
+    let record: String = encode_policy_record(parts)
         .iter()
         .map(|byte| format!("\\{byte:03}"))
         .collect();

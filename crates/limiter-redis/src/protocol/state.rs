@@ -12,8 +12,9 @@ use limiter_core::{Algorithm, Policy};
 /// Measured side by side, the string wins up to this length
 /// (docs/benchmarks.md, "Why 128"), where Redis's own flat encoding of
 /// sorted sets stops too (`zset-max-listpack-entries`). Part of the state
-/// encoding a key's record names (keys.rs, `STATE_ENCODING`), and written
-/// in scripts/policy_change.lua, which reads the states of any policy.
+/// encoding a key's record names (limiter-core's `POLICY_RECORD_VERSION`),
+/// and written in scripts/policy_change.lua, which reads the states of
+/// any policy.
 pub(crate) const PACKED_LOG_MAX: u64 = 128;
 
 /// Whether `policy` is a sliding log kept in one string.

@@ -10,8 +10,6 @@ use std::time::Duration;
 use limiter_core::backend::{ClockSource, InlineKey, StoredKey};
 use limiter_core::{Clock, Error, KeyLimitReached, Limiter};
 
-use crate::client::ip_key::from_text;
-
 /// The longest key a ban is kept under as it is: a longer one (a client's
 /// 200 KB header, say) is kept under its digest ([`StoredKey`]: the
 /// in-process stores' one form, a mark byte and its SHA-256), so a ban
@@ -128,26 +126,29 @@ impl MemoryBans {
 /// request is not counted), answered 403 (or 429, see
 /// [`ban_status`](crate::LimiterLayer::ban_status)) with `Retry-After`.
 ///
-/// A key is the layer's whole key in its text form, kind prefix included:
-/// `ip:203.0.113.7`, `header:<api key>` (see
+/// A key is a byte string, the layer's whole key as its limiter is given
+/// it, kind prefix included: `b"header:<api key>"`, or for an address its
+/// key bytes, which [`key::bytes_from_text`](crate::key::bytes_from_text)
+/// makes of its text form `ip:203.0.113.7` (see
 /// [`KeyExtractor`](crate::KeyExtractor)). In process, a ban is kept
-/// under the key the limiter is given (an address's bytes, see
-/// [`key::bytes_from_text`](crate::client::key::bytes_from_text)), so checking a request formats
-/// nothing; in Redis, under its text form. A key
-/// longer than 256 bytes is kept under its SHA-256, so a ban costs a
-/// bounded size however long a client's key. Clones
-/// share the bans: keep one to call [`ban`](Self::ban) and
+/// under those bytes, so checking a request formats nothing; in Redis,
+/// under the key's text form. A key longer than 256 bytes is kept under
+/// its SHA-256, so a ban costs a bounded size however long a client's
+/// key. Clones share the bans: keep one to call [`ban`](Self::ban) and
 /// [`unban`](Self::unban) from an admin endpoint while layers check it.
 ///
 /// ```
 /// use std::time::Duration;
 /// use limiter_tower::ban::BanList;
+/// use limiter_tower::key::bytes_from_text;
 ///
 /// # async fn run() -> Result<(), limiter_core::Error> {
 /// let bans = BanList::memory();
-/// bans.ban("ip:203.0.113.7", Duration::from_secs(600)).await?;
-/// assert!(bans.banned_for("ip:203.0.113.7").await?.is_some());
-/// bans.unban("ip:203.0.113.7").await?;
+/// let address = bytes_from_text("ip:203.0.113.7");
+/// bans.ban(&address, Duration::from_secs(600)).await?;
+/// assert!(bans.banned_for(&address).await?.is_some());
+/// bans.unban(&address).await?;
+/// bans.ban(b"header:k-42", Duration::from_secs(60)).await?;
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -220,40 +221,22 @@ impl BanList {
         }
     }
 
-    /// Bans `key` (its text form, `ip:203.0.113.7`) for `duration` (on
-    /// Redis rounded up to a whole millisecond), replacing any ban it had;
-    /// a zero `duration` lifts the ban.
+    /// Bans `key` (as the limiter is given it: see [`BanList`]) for
+    /// `duration` (on Redis rounded up to a whole millisecond), replacing
+    /// any ban it had; a zero `duration` lifts the ban.
     ///
     /// # Errors
     ///
     /// In process, a key not banned yet while the list holds its most
     /// bans, none ended ([`Error::is_key_limit`]); on Redis, the
     /// backend's failure.
-    pub async fn ban(&self, key: &str, duration: Duration) -> Result<(), Error> {
-        self.ban_key(&from_text(key), duration).await
-    }
-
-    /// Lifts `key`'s ban, if it has one.
-    pub async fn unban(&self, key: &str) -> Result<(), Error> {
-        self.unban_key(&from_text(key)).await
-    }
-
-    /// How long `key` stays banned: `None` if it is not.
-    ///
-    /// A Redis key without a TTL (set by hand) is a ban until
-    /// [`unban`](Self::unban)ned, reported as one day.
-    pub async fn banned_for(&self, key: &str) -> Result<Option<Duration>, Error> {
-        self.banned_for_key(&from_text(key)).await
-    }
-
-    /// [`ban`](Self::ban) of `key` as the limiter is given it.
-    pub(crate) async fn ban_key(&self, key: &[u8], duration: Duration) -> Result<(), Error> {
+    pub async fn ban(&self, key: &[u8], duration: Duration) -> Result<(), Error> {
         match &*self.store {
             Store::Memory(bans) => bans.ban(ban_key(key).as_bytes(), duration),
             #[cfg(feature = "redis")]
             Store::Redis { backend, prefix } => {
                 if duration.is_zero() {
-                    return self.unban_key(key).await;
+                    return self.unban(key).await;
                 }
                 // Redis refuses an expiry past i64 ms from now: a longer
                 // ban (Duration::MAX, "for ever") is 2^62 ms, about 146
@@ -268,8 +251,8 @@ impl BanList {
         }
     }
 
-    /// [`unban`](Self::unban) of `key` as the limiter is given it.
-    pub(crate) async fn unban_key(&self, key: &[u8]) -> Result<(), Error> {
+    /// Lifts `key`'s ban, if it has one.
+    pub async fn unban(&self, key: &[u8]) -> Result<(), Error> {
         match &*self.store {
             Store::Memory(bans) => bans.ban(ban_key(key).as_bytes(), Duration::ZERO),
             #[cfg(feature = "redis")]
@@ -281,9 +264,11 @@ impl BanList {
         }
     }
 
-    /// [`banned_for`](Self::banned_for) of `key` as the limiter is given
-    /// it.
-    pub(crate) async fn banned_for_key(&self, key: &[u8]) -> Result<Option<Duration>, Error> {
+    /// How long `key` stays banned: `None` if it is not.
+    ///
+    /// A Redis key without a TTL (set by hand) is a ban until
+    /// [`unban`](Self::unban)ned, reported as one day.
+    pub async fn banned_for(&self, key: &[u8]) -> Result<Option<Duration>, Error> {
         match &*self.store {
             Store::Memory(bans) => Ok(bans.banned_for(ban_key(key).as_bytes())),
             #[cfg(feature = "redis")]
@@ -300,8 +285,8 @@ impl BanList {
         }
     }
 
-    /// [`banned_for_key`](Self::banned_for_key), answered now if the bans
-    /// are in process; `None` means ask `banned_for_key`.
+    /// [`banned_for`](Self::banned_for), answered now if the bans are in
+    /// process; `None` means ask `banned_for`.
     pub(crate) fn banned_for_now(&self, key: &[u8]) -> Option<Option<Duration>> {
         match &*self.store {
             Store::Memory(bans) => Some(bans.banned_for(ban_key(key).as_bytes())),
@@ -391,7 +376,7 @@ impl Penalty {
         };
         let earned = !counted.is_degraded() && (!counted.allowed || counted.remaining == 0);
         if earned {
-            bans.ban_key(key, self.ban_for).await?;
+            bans.ban(key, self.ban_for).await?;
         }
         Ok(earned)
     }
@@ -416,9 +401,9 @@ mod tests {
         let Store::Memory(memory) = &*bans.store else {
             unreachable!()
         };
-        let long = format!("header:{}", "k".repeat(1 << 20));
-        let other = format!("{long}x");
-        let at_bound = "k".repeat(MAX_BAN_KEY_BYTES);
+        let long = [b"header:".as_slice(), &[b'k'; 1 << 20]].concat();
+        let other = [long.as_slice(), b"x"].concat();
+        let at_bound = [b'k'; MAX_BAN_KEY_BYTES];
         let day = Duration::from_secs(86_400);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
@@ -427,7 +412,7 @@ mod tests {
             bans.ban(&long, day).await.unwrap();
             bans.ban(&at_bound, day).await.unwrap();
             assert_eq!(bans.banned_for(&long).await.unwrap(), Some(day));
-            assert_eq!(bans.banned_for_now(long.as_bytes()), Some(Some(day)));
+            assert_eq!(bans.banned_for_now(&long), Some(Some(day)));
             assert_eq!(bans.banned_for(&other).await.unwrap(), None);
             let mut held: Vec<usize> = memory
                 .lock()
@@ -441,7 +426,7 @@ mod tests {
             assert_eq!(bans.banned_for(&long).await.unwrap(), None);
         });
         assert_eq!(ban_key(b"ip:10.0.0.1").as_bytes(), b"ip:10.0.0.1");
-        assert_eq!(ban_key(long.as_bytes()).as_bytes()[0], DIGEST_MARK);
+        assert_eq!(ban_key(&long).as_bytes()[0], DIGEST_MARK);
     }
 
     #[test]

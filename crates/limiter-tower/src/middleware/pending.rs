@@ -235,7 +235,7 @@ impl Pending<Arc<Settings>, ReplyFormat, KeyBytes, Arc<Limits>> {
     async fn decide(self, check_bans: bool) -> Decided {
         if check_bans {
             if let Some(bans) = &self.settings.bans {
-                let banned = bans.banned_for_key(self.key()).await;
+                let banned = bans.banned_for(self.key()).await;
                 if let Some(verdict) = self.ban_verdict(banned) {
                     return verdict.into();
                 }

@@ -341,15 +341,15 @@ max_keys = 2
     let registry = Registry::memory(&config);
     let bans = registry.bans("api").expect("bans = true");
     let hour = std::time::Duration::from_secs(3_600);
-    bans.ban("header:a", hour).await.unwrap();
-    bans.ban("header:b", hour).await.unwrap();
-    let refused = bans.ban("header:c", hour).await.unwrap_err();
+    bans.ban(b"header:a", hour).await.unwrap();
+    bans.ban(b"header:b", hour).await.unwrap();
+    let refused = bans.ban(b"header:c", hour).await.unwrap_err();
     assert!(refused.is_key_limit(), "{refused}");
-    assert_eq!(bans.banned_for("header:c").await.unwrap(), None);
+    assert_eq!(bans.banned_for(b"header:c").await.unwrap(), None);
     // A ban in force is renewed; a lifted one makes room.
-    bans.ban("header:a", hour).await.unwrap();
-    bans.unban("header:b").await.unwrap();
-    bans.ban("header:c", hour).await.unwrap();
+    bans.ban(b"header:a", hour).await.unwrap();
+    bans.unban(b"header:b").await.unwrap();
+    bans.ban(b"header:c", hour).await.unwrap();
 }
 
 /// `allow_ips`, `allow_keys`, `penalty`, `ban_status` and `bans` from the
@@ -418,11 +418,12 @@ bans = true
     // A ban made through the registry: 403, the default status.
     assert_eq!(status("/banned", &[]).await, StatusCode::OK);
     let bans = registry.bans("banned").expect("bans = true");
-    bans.ban("ip:127.0.0.1", std::time::Duration::from_secs(60))
+    let me = limiter_tower::key::bytes_from_text("ip:127.0.0.1");
+    bans.ban(&me, std::time::Duration::from_secs(60))
         .await
         .unwrap();
     assert_eq!(status("/banned", &[]).await, StatusCode::FORBIDDEN);
-    bans.unban("ip:127.0.0.1").await.unwrap();
+    bans.unban(&me).await.unwrap();
     assert_eq!(status("/banned", &[]).await, StatusCode::OK);
     assert!(registry.bans("open").is_none());
 }

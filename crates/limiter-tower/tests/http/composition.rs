@@ -123,15 +123,20 @@ async fn only_a_refusals_retry_after_keeps_an_outer_layers_headers_off() {
     assert_eq!(down.number("x-ratelimit-remaining"), 9, "{down:?}");
     assert!(down.header("ratelimit").unwrap().contains(";r=9;"));
 
-    bans.ban("ip:127.0.0.1", Duration::from_secs(60))
-        .await
-        .unwrap();
+    bans.ban(
+        &limiter_tower::key::bytes_from_text("ip:127.0.0.1"),
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
     let banned = get_path(&client, addr, "/banned", &[]).await;
     assert_eq!(banned.status, StatusCode::FORBIDDEN);
     assert_eq!(banned.number("retry-after"), 60);
     assert_eq!(banned.header("x-ratelimit-remaining"), None, "{banned:?}");
     assert_eq!(banned.header("ratelimit"), None);
-    bans.unban("ip:127.0.0.1").await.unwrap();
+    bans.unban(&limiter_tower::key::bytes_from_text("ip:127.0.0.1"))
+        .await
+        .unwrap();
 
     assert_eq!(
         get_path(&client, addr, "/limited", &[]).await.status,

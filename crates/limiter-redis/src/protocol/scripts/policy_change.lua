@@ -29,7 +29,9 @@
 --
 -- A record is a version byte, then per part an algorithm byte (0 fixed
 -- window, 1 sliding log, 2 sliding counter, 3 token bucket, 4 leaky bucket)
--- and '<dddd': tick in µs, window in ticks, limit, maximum cost. A part's
+-- and '<dddd': tick in µs, window in ticks, limit, maximum cost, as
+-- limiter-core's encode_policy_record writes it (backend/policy_record.rs,
+-- RECORD_VERSION its POLICY_RECORD_VERSION). A part's
 -- state lives at `{prefix}:{{user_key}}:{position}`, a repeated policy at
 -- its first occurrence's position.
 
