@@ -18,7 +18,7 @@ pub fn module_path() -> PathBuf {
     PATH.get_or_init(|| build(Profile::Debug)).clone()
 }
 
-/// As [`module_path`], built with `--release`: what a server in
+/// As [`module_path()`], built with `--release`: what a server in
 /// production loads, and what a bench of server CPU measures.
 pub fn optimized_module_path() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
