@@ -40,6 +40,8 @@
 //! N` keeps each caller going past its rounds until N of its rounds had
 //! an answer of the failure policy; `--on-failure` is `return-error` (an
 //! error ends the process with a failure), `fail-open` or `fail-closed`.
+//! Without `--lifetime-ms` or `--max-lease` the leases are
+//! `LeasedBuilder`'s defaults (docs/lease.md).
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -62,8 +64,10 @@ struct Options {
     schedule: Schedule,
     /// Rounds after which the process prints `ready` (0: never).
     ready_after: u64,
-    lifetime: Duration,
-    max_lease: u64,
+    /// `None`: the default lifetime.
+    lifetime: Option<Duration>,
+    /// `None`: the default maximum lease (the over-admission budget's).
+    max_lease: Option<u64>,
     on_failure: FailurePolicy,
     out: String,
 }
@@ -154,12 +158,14 @@ async fn run(options: Options) -> Result<(), String> {
         .build()
         .await
         .map_err(|e| format!("limiter: {e}"))?;
-    let leased = Arc::new(
-        Leased::builder(redis.on_failure(options.on_failure.clone()))
-            .lifetime(options.lifetime)
-            .max_lease(options.max_lease)
-            .build(),
-    );
+    let mut builder = Leased::builder(redis.on_failure(options.on_failure.clone()));
+    if let Some(lifetime) = options.lifetime {
+        builder = builder.lifetime(lifetime);
+    }
+    if let Some(max_lease) = options.max_lease {
+        builder = builder.max_lease(max_lease);
+    }
+    let leased = Arc::new(builder.build());
     let start_us = options.start_us.unwrap_or_else(wall_us);
     // Callers that have done `ready_after` rounds.
     let done = Arc::new(AtomicU64::new(0));
@@ -297,8 +303,8 @@ impl Options {
             until_degraded: 0,
         };
         let mut ready_after = 0;
-        let mut lifetime_ms = 100;
-        let mut max_lease = 100;
+        let mut lifetime = None;
+        let mut max_lease = None;
         let mut on_failure = FailurePolicy::ReturnError;
         while let Some(flag) = args.next() {
             let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -333,8 +339,8 @@ impl Options {
                 "--period-ms" => schedule.period = Duration::from_millis(number()?),
                 "--until-degraded" => schedule.until_degraded = number()?,
                 "--ready-after" => ready_after = number()?,
-                "--lifetime-ms" => lifetime_ms = number()?,
-                "--max-lease" => max_lease = number()?,
+                "--lifetime-ms" => lifetime = Some(Duration::from_millis(number()?)),
+                "--max-lease" => max_lease = Some(number()?),
                 "--on-failure" => {
                     on_failure = match value.as_str() {
                         "return-error" => FailurePolicy::ReturnError,
@@ -355,7 +361,7 @@ impl Options {
             start_us,
             schedule,
             ready_after,
-            lifetime: Duration::from_millis(lifetime_ms),
+            lifetime,
             max_lease,
             on_failure,
             out: out.ok_or("--out is required")?,

@@ -40,6 +40,7 @@ fn a_fleet_on_a_cluster_stays_within_the_bound() {
             until_degraded: 0,
             lifetime: Duration::from_millis(lifetime_ms),
             max_lease,
+            at_defaults: false,
             on_failure: "return-error",
         };
         fleet.burst = fleet.denied_burst();

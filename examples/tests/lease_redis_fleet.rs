@@ -33,19 +33,29 @@ fn policies(limit: u64) -> Vec<Policy> {
         .collect()
 }
 
+/// The leases of a fleet run: `T` in ms and `M`, or the defaults.
+#[derive(Clone, Copy)]
+enum Leases {
+    Given { lifetime_ms: u64, max_lease: u64 },
+    Defaults,
+}
+
 /// Runs the fleet on `keys` keys under each policy of `limit` per 200 ms:
 /// 64 callers a worker, 3 phases of 8 rounds 50 ms apart, `quiet` callers
 /// in a quiet round, bursts sized to be denied in part; and checks the
 /// bound.
-fn every_algorithm(
-    server: &RedisServer,
-    limit: u64,
-    keys: u64,
-    quiet: u64,
-    lifetime_ms: u64,
-    max_lease: u64,
-) {
+fn every_algorithm(server: &RedisServer, limit: u64, keys: u64, quiet: u64, leases: Leases) {
     for policy in policies(limit) {
+        let (lifetime, max_lease, at_defaults) = match leases {
+            Leases::Given {
+                lifetime_ms,
+                max_lease,
+            } => (Duration::from_millis(lifetime_ms), max_lease, false),
+            Leases::Defaults => {
+                let (lifetime, max_lease) = FleetRun::defaults_of(&policy);
+                (lifetime, max_lease, true)
+            }
+        };
         let mut fleet = FleetRun {
             target: Target::Server(server.url()),
             prefix: fresh_prefix("lease-fleet"),
@@ -58,8 +68,9 @@ fn every_algorithm(
             quiet,
             burst: 0,
             until_degraded: 0,
-            lifetime: Duration::from_millis(lifetime_ms),
+            lifetime,
             max_lease,
+            at_defaults,
             on_failure: "return-error",
         };
         fleet.burst = fleet.denied_burst();
@@ -67,9 +78,11 @@ fn every_algorithm(
         let admitted = outcome.admitted();
         let leased = outcome.admitted_from("lease");
         eprintln!(
-            "{policy} on {keys} keys, bursts of {}: {admitted} admitted ({leased} from leases), \
-             {} denied",
-            fleet.burst, outcome.denied
+            "{policy} on {keys} keys, T {lifetime:?}, M {max_lease}{}, bursts of {}: {admitted} \
+             admitted ({leased} from leases), {} denied",
+            if at_defaults { " (the defaults)" } else { "" },
+            fleet.burst,
+            outcome.denied
         );
         assert_eq!(
             admitted + outcome.denied,
@@ -95,7 +108,22 @@ fn every_algorithm(
 fn one_hot_key_stays_within_the_bound_for_every_algorithm() {
     let server = RedisServer::start();
     // Quiet rounds: 20 requests from the fleet, 80 a window of 100.
-    every_algorithm(&server, 100, 1, 5, 100, 10);
+    let leases = Leases::Given {
+        lifetime_ms: 100,
+        max_lease: 10,
+    };
+    every_algorithm(&server, 100, 1, 5, leases);
+}
+
+/// At the defaults (no `T` or `M` given: `M` from the over-admission
+/// budget, docs/spec.md section 8.6), on one hot key: the bound holds with
+/// the `T` and `M` the defaults give.
+#[test]
+fn at_the_defaults_one_hot_key_stays_within_the_bound_for_every_algorithm() {
+    let server = RedisServer::start();
+    // Quiet rounds: 128 requests from the fleet, 512 a window of 1,000,
+    // so leases grow; 1% of 1,000 a lease at most.
+    every_algorithm(&server, 1_000, 1, 32, Leases::Defaults);
 }
 
 #[test]
@@ -103,7 +131,11 @@ fn many_keys_stay_within_the_bound_for_every_algorithm() {
     let server = RedisServer::start();
     // Quiet rounds: 4 requests a key from the fleet, 16 a window of 20. A
     // lifetime of two windows: units leased in one are used in the next.
-    every_algorithm(&server, 20, 10_000, 64, 400, 4);
+    let leases = Leases::Given {
+        lifetime_ms: 400,
+        max_lease: 4,
+    };
+    every_algorithm(&server, 20, 10_000, 64, leases);
 }
 
 #[test]
@@ -126,6 +158,7 @@ fn a_killed_server_admits_only_the_leases_in_hand_before_the_failure_policy() {
         until_degraded: 10,
         lifetime: Duration::from_millis(300),
         max_lease: 20,
+        at_defaults: false,
         on_failure: "fail-open",
     };
     let port = server.port();

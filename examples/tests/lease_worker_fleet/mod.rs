@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use limiter_core::{Policies, Policy};
+use limiter_lease::Leased;
+use limiter_memory::MemoryLimiter;
 use limiter_test::lease_bound;
 
 /// Worker processes in a fleet.
@@ -54,6 +56,10 @@ pub(crate) struct FleetRun {
     pub(crate) lifetime: Duration,
     /// `M` as asked (the workers cap it at the policy's maximum cost).
     pub(crate) max_lease: u64,
+    /// Whether the workers are given no `T` and `M` and lease at the
+    /// defaults, which `lifetime` and `max_lease` then hold
+    /// ([`FleetRun::defaults_of`]).
+    pub(crate) at_defaults: bool,
     /// The failure policy's name, as `lease_worker --on-failure` takes it.
     pub(crate) on_failure: &'static str,
 }
@@ -93,6 +99,13 @@ impl Drop for Workers {
 }
 
 impl FleetRun {
+    /// `T` and `M` of a `Leased` at its defaults over `policy`: what a
+    /// worker given neither applies.
+    pub(crate) fn defaults_of(policy: &Policy) -> (Duration, u64) {
+        let leased = Leased::new(MemoryLimiter::new(policy.clone()));
+        (leased.lifetime(), leased.max_lease())
+    }
+
     /// `M` as the workers apply it.
     pub(crate) fn applied_max_lease(&self) -> u64 {
         self.max_lease.min(self.policy.max_cost()).max(1)
@@ -141,7 +154,13 @@ impl FleetRun {
                 Target::Server(url) => ("--redis", url.clone()),
                 Target::Cluster(seeds) => ("--cluster", seeds.join(",")),
             };
-            let mut child = Command::new(lease_worker())
+            let mut command = Command::new(lease_worker());
+            if !self.at_defaults {
+                command
+                    .args(["--lifetime-ms", &self.lifetime.as_millis().to_string()])
+                    .args(["--max-lease", &self.max_lease.to_string()]);
+            }
+            let mut child = command
                 .args([flag, &target])
                 .args(["--policy", &self.policy.to_string()])
                 .args(["--prefix", &self.prefix])
@@ -155,8 +174,6 @@ impl FleetRun {
                 .args(["--burst", &self.burst.to_string()])
                 .args(["--until-degraded", &self.until_degraded.to_string()])
                 .args(["--ready-after", &ready_after.to_string()])
-                .args(["--lifetime-ms", &self.lifetime.as_millis().to_string()])
-                .args(["--max-lease", &self.max_lease.to_string()])
                 .args(["--on-failure", self.on_failure])
                 .arg("--out")
                 .arg(&log)
