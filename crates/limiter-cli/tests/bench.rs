@@ -251,21 +251,17 @@ fn redis_json_reports_the_ceiling_and_a_ratio() {
     assert_eq!(server.command("DBSIZE"), ":0");
 }
 
-/// On a server with limiter-redis-module, `--redis-engine module`: the
-/// module decides (the report names it, and the server ran its command,
-/// not a function), the leases' Redis calls are its commands, and the
-/// server's CPU per decision is reported.
-#[test]
-fn redis_json_on_the_module_names_it_and_counts_its_calls() {
-    let server = RedisServer::start_with_module(&[]);
-    let url = server.url();
+/// A leased run on one hot key of the Redis at `url` on `engine`
+/// (`sliding-log:1000/1s`, 16 callers, 1 s, leases of at most 50 units),
+/// checked sane.
+fn leased_hot_key_run(url: &str, engine: &str) -> Value {
     let doc = bench_json(&[
         "--backend",
         "redis",
         "--redis-url",
-        &url,
+        url,
         "--redis-engine",
-        "module",
+        engine,
         "--policy",
         "sliding-log:1000/1s",
         "--concurrency",
@@ -277,6 +273,17 @@ fn redis_json_on_the_module_names_it_and_counts_its_calls() {
         "50",
     ]);
     assert_sane(&doc, 16.0, 1.0);
+    doc
+}
+
+/// On a server with limiter-redis-module, `--redis-engine module`: the
+/// module decides (the report names it, and the server ran its command,
+/// not a function), the leases' Redis calls are its commands, and the
+/// server's CPU per decision is reported.
+#[test]
+fn redis_json_on_the_module_names_it_and_counts_its_calls() {
+    let server = RedisServer::start_with_module(&[]);
+    let doc = leased_hot_key_run(&server.url(), "module");
     let n = |field: &str| doc.field(field).num();
     assert_eq!(doc.field("engine").str(), "module");
     assert!(n("redis_calls") > 0.0, "{doc:?}");
@@ -325,23 +332,7 @@ fn a_table_warns_when_leases_do_not_take_off() {
 #[test]
 fn redis_json_with_leases_reports_calls_and_the_bound() {
     let server = RedisServer::start();
-    let url = server.url();
-    let doc = bench_json(&[
-        "--backend",
-        "redis",
-        "--redis-url",
-        &url,
-        "--policy",
-        "sliding-log:1000/1s",
-        "--concurrency",
-        "16",
-        "--duration",
-        "1s",
-        "--lease",
-        "--lease-max",
-        "50",
-    ]);
-    assert_sane(&doc, 16.0, 1.0);
+    let doc = leased_hot_key_run(&server.url(), "lua");
     let n = |field: &str| doc.field(field).num();
     assert_eq!(n("lease_max"), 50.0, "{doc:?}");
     // The largest lease's share of the default lifetime: 50 * 250 ms / 1 s.
