@@ -51,7 +51,8 @@
 //!   of the set it was made under; one that stores the state apart from
 //!   the limiter's memory (Redis) stores the set's numbers instead:
 //!   [`encode_policy_record`] writes them, [`decode_policy_record`] reads
-//!   them back.
+//!   them back, and [`policy_record_tag`] digests them for the end of each
+//!   state.
 //! - **Per-algorithm code outside this crate** (a script per algorithm, a
 //!   key suffix) goes in a [`PerAlgorithm`] table, never in a `match` on
 //!   [`Algorithm`] (which is `#[non_exhaustive]`): a new
@@ -69,7 +70,9 @@ use std::mem::size_of_val;
 
 mod policy_record;
 
-pub use self::policy_record::{decode_policy_record, encode_policy_record, POLICY_RECORD_VERSION};
+pub use self::policy_record::{
+    decode_policy_record, encode_policy_record, policy_record_tag, POLICY_RECORD_VERSION,
+};
 pub use crate::algorithm::PerAlgorithm;
 pub use crate::algorithms::{
     check_request, effective_tick, effective_time, AlgorithmState, FixedWindow, KeyState,

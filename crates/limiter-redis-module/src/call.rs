@@ -17,6 +17,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use limiter_core::backend::{encode_policy_record, policy_record_tag};
 use limiter_core::{Policies, MAX_TIME_US};
 
 /// Requests one call decides at most: limiter-redis sends far fewer (its
@@ -33,6 +34,11 @@ const MAX_CACHED_POLICIES: usize = 256;
 pub struct Call<'a> {
     /// The parts, in the set's order.
     pub policies: Rc<Policies>,
+    /// The set's record (limiter-core's `encode_policy_record`).
+    pub record: Rc<[u8]>,
+    /// The tag the set's states end with (limiter-core's
+    /// `policy_record_tag` of its record).
+    pub tag: [u8; 8],
     /// The least TTL of a key in ms (0 with Redis time).
     pub ttl_floor_ms: u64,
     /// The requests, in order.
@@ -71,7 +77,11 @@ impl<'a> Call<'a> {
                     .to_owned(),
             );
         };
-        let policies = parse_policies(policies)?;
+        let Set {
+            policies,
+            record,
+            tag,
+        } = parse_policies(policies)?;
         let ttl_floor_ms = std::str::from_utf8(floor)
             .ok()
             .and_then(|text| text.parse::<u64>().ok())
@@ -127,6 +137,8 @@ impl<'a> Call<'a> {
         }
         Ok(Self {
             policies,
+            record,
+            tag,
             ttl_floor_ms,
             requests,
             keys,
@@ -203,28 +215,41 @@ pub(crate) fn whole(value: f64) -> Option<u64> {
         .then_some(value as u64)
 }
 
+/// A policy set as calls use it: parsed, with its record and tag.
+#[derive(Debug, Clone)]
+struct Set {
+    policies: Rc<Policies>,
+    record: Rc<[u8]>,
+    tag: [u8; 8],
+}
+
 thread_local! {
     /// Parsed policy sets by their text. Redis runs a module's commands on
     /// its main thread: one cache.
-    static POLICIES: RefCell<HashMap<Vec<u8>, Rc<Policies>>> = RefCell::default();
+    static POLICIES: RefCell<HashMap<Vec<u8>, Set>> = RefCell::default();
 }
 
 /// The policy set `text` names, parsed once.
-fn parse_policies(text: &[u8]) -> Result<Rc<Policies>, String> {
+fn parse_policies(text: &[u8]) -> Result<Set, String> {
     if let Some(parsed) = POLICIES.with(|cache| cache.borrow().get(text).cloned()) {
         return Ok(parsed);
     }
-    let parsed: Policies = std::str::from_utf8(text)
+    let policies: Policies = std::str::from_utf8(text)
         .map_err(|_| "ERR limiter: the policies are not UTF-8".to_owned())?
         .parse()
         .map_err(|e| format!("ERR limiter: policies: {e}"))?;
-    let parsed = Rc::new(parsed);
+    let record = encode_policy_record(policies.parts());
+    let parsed = Set {
+        tag: policy_record_tag(&record),
+        record: record.into(),
+        policies: Rc::new(policies),
+    };
     POLICIES.with(|cache| {
         let mut cache = cache.borrow_mut();
         if cache.len() >= MAX_CACHED_POLICIES {
             cache.clear();
         }
-        cache.insert(text.to_vec(), Rc::clone(&parsed));
+        cache.insert(text.to_vec(), parsed.clone());
     });
     Ok(parsed)
 }

@@ -10,7 +10,9 @@
 //! limiter-core's `encode_policy_record`) names another set than the
 //! call's takes the state over first (docs/spec.md section 9,
 //! limiter-core's `SetState::change_policies`), as the Lua's `take_over`
-//! does; a charge
+//! does. The record is read only when the request's first part's state
+//! does not end with the call's set's tag (or some part keeps a sorted
+//! set): a state that does is the set's own, as its record says. A charge
 //! (section 10) is counted with `KeyState::charge` and answered as a peek
 //! of 1.
 //!
@@ -26,8 +28,8 @@ use std::collections::HashMap;
 use ahash::RandomState;
 
 use limiter_core::backend::{
-    decode_policy_record, effective_tick, encode_policy_record, AlgorithmState, KeyState, SetState,
-    SlidingLog, TickDecision,
+    decode_policy_record, effective_tick, AlgorithmState, KeyState, SetState, SlidingLog,
+    TickDecision,
 };
 use limiter_core::{Algorithm, Policy, MAX_TIME_US};
 
@@ -89,8 +91,10 @@ pub(crate) fn decide(call: &Call<'_>, store: &mut impl Store) -> Result<Vec<u8>,
     let fields = record_fields(parts);
     let mut reply = Vec::with_capacity(8 + 8 * fields * call.requests.len());
     reply.extend_from_slice(&0f64.to_le_bytes());
-    let own = encode_policy_record(call.policies.parts());
-    let (mut strings, mut records) = read_strings(call, store)?;
+    let own: &[u8] = &call.record;
+    let mut strings = read_strings(call, store)?;
+    let mut records = Records::default();
+    let sorted_part = parts.iter().any(keeps_sorted_set);
     let mut server_us = None;
     for (r, request) in call.requests.iter().enumerate() {
         let time_us = match request.time_us {
@@ -103,17 +107,21 @@ pub(crate) fn decide(call: &Call<'_>, store: &mut impl Store) -> Result<Vec<u8>,
         let record_key = call.record_key(r);
         let writes = request.acquire || request.charge;
         let mut taken = Taken::default();
-        match records.get(record_key) {
-            Some(Some(held)) if *held != own => {
-                let held = held.clone();
+        let ours = !sorted_part && strings.get(call.key(r, 0)).is_some_and(|held| held.ours);
+        if !ours {
+            let held = read_record(&mut records, store, record_key)?;
+            if let Some(held) = held
+                .as_deref()
+                .filter(|&held| held != own)
+                .map(<[u8]>::to_vec)
+            {
                 taken = take_over(call, store, r, time_us, &held, &mut strings)?;
                 if writes {
                     let ms = taken.longest_ttl_ms;
-                    store.write_string(record_key, &own, Expiry::Px(ms))?;
-                    records.insert(record_key, Some(own.clone()));
+                    store.write_string(record_key, own, Expiry::Px(ms))?;
+                    records.insert(record_key, Some(own.to_vec()));
                 }
             }
-            _ => {}
         }
         let mut granted_ms = 0;
         if request.charge {
@@ -165,11 +173,11 @@ pub(crate) fn decide(call: &Call<'_>, store: &mut impl Store) -> Result<Vec<u8>,
         // The record lasts as long as every state it names (the Lua's
         // note_record).
         if writes && granted_ms > 0 {
-            if matches!(records.get(record_key), Some(Some(held)) if *held == own) {
+            if read_record(&mut records, store, record_key)?.as_deref() == Some(own) {
                 store.extend(record_key, granted_ms)?;
             } else {
-                store.write_string(record_key, &own, Expiry::Px(granted_ms))?;
-                records.insert(record_key, Some(own.clone()));
+                store.write_string(record_key, own, Expiry::Px(granted_ms))?;
+                records.insert(record_key, Some(own.to_vec()));
             }
         }
         for (key, held) in taken.peeked.into_iter().rev() {
@@ -181,7 +189,7 @@ pub(crate) fn decide(call: &Call<'_>, store: &mut impl Store) -> Result<Vec<u8>,
     }
     for (key, held) in &strings {
         if held.put {
-            let (value, expiry) = held.write();
+            let (value, expiry) = held.write(&call.tag);
             store.write_string(key, &value, expiry)?;
         }
     }
@@ -196,11 +204,24 @@ type ByKey<'a, V> = HashMap<&'a [u8], V, RandomState>;
 /// Each record key's value (`None`: none).
 type Records<'a> = ByKey<'a, Option<Vec<u8>>>;
 
-/// Every string key of the call and every record, read with one `MGET`.
+/// The record at `key` (`None`: none), read on first use.
+fn read_record<'a, 'm>(
+    records: &'m mut Records<'a>,
+    store: &mut impl Store,
+    key: &'a [u8],
+) -> Result<&'m Option<Vec<u8>>, String> {
+    if !records.contains_key(key) {
+        let held = store.strings(&[key])?.pop().flatten();
+        records.insert(key, held);
+    }
+    Ok(&records[key])
+}
+
+/// Every string key of the call (records aside), read with one `MGET`.
 fn read_strings<'a>(
     call: &Call<'a>,
     store: &mut impl Store,
-) -> Result<(ByKey<'a, StringKey>, Records<'a>), String> {
+) -> Result<ByKey<'a, StringKey>, String> {
     let parts = call.policies.parts();
     let mut keys: Vec<(&'a [u8], &Policy)> = Vec::new();
     let requests = if call.step == 0 {
@@ -215,21 +236,15 @@ fn read_strings<'a>(
             }
         }
     }
-    let mut names: Vec<&[u8]> = keys.iter().map(|(key, _)| *key).collect();
-    names.extend((0..requests).map(|r| call.record_key(r)));
-    let mut values = store.strings(&names)?;
-    let record_values = values.split_off(keys.len());
+    let names: Vec<&[u8]> = keys.iter().map(|(key, _)| *key).collect();
+    let values = store.strings(&names)?;
     let mut strings = ByKey::with_capacity_and_hasher(keys.len(), RandomState::new());
     for ((key, policy), value) in keys.into_iter().zip(values) {
         strings
             .entry(key)
-            .or_insert_with(|| StringKey::read(policy, value.as_deref()));
+            .or_insert_with(|| StringKey::read(policy, value.as_deref(), &call.tag));
     }
-    let records = (0..requests)
-        .map(|r| call.record_key(r))
-        .zip(record_values)
-        .collect();
-    Ok((strings, records))
+    Ok(strings)
 }
 
 /// What a request's take-over leaves besides the string states it puts.
@@ -399,7 +414,7 @@ fn read_state(store: &mut impl Store, policy: &Policy, key: &[u8]) -> Result<Key
         });
     }
     let value = store.strings(&[key])?.pop().flatten();
-    Ok(StringKey::read(policy, value.as_deref()).state)
+    Ok(crate::string_state::state_of(policy, value.as_deref()))
 }
 
 /// Ticks until `state` is back to its initial state at `t_eff`.

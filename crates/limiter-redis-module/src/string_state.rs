@@ -10,7 +10,7 @@
 //! sliding log of a small limit is that deadline (`<d`, 0 when unknown),
 //! then one 14-byte record per tick with admissions (`<I7I7`: the tick and
 //! the running total), the first being the edge's when one was dropped
-//! before it.
+//! before it. Every value ends with the [`Tag`] of the set that made it.
 //!
 //! A value of another length, or with numbers the functions never write
 //! (not whole, beyond 2^53, beyond the policy's bounds, records out of
@@ -24,6 +24,15 @@ use limiter_core::{Algorithm, Policy, MAX_TIME_US};
 
 use crate::call::whole;
 use crate::log::keeps_packed_log;
+
+/// The last 8 bytes of every string state: limiter-core's
+/// `policy_record_tag` of the record of the set that made it. A state
+/// ending with the tag of the call's own set is that set's, with no read
+/// of the record beside it.
+pub(crate) type Tag = [u8; 8];
+
+/// Bytes of a [`Tag`].
+const TAG: usize = 8;
 
 /// One string key as a call holds it: its state, and what its next write
 /// is (the value written once, when the call ends).
@@ -40,6 +49,9 @@ pub(crate) struct StringKey {
     pub(crate) grant: Option<u64>,
     /// Whether the call admitted on it (and so writes it).
     pub(crate) put: bool,
+    /// Whether the state, as the call leaves it, is the call's set's: it
+    /// ended with the set's tag when read, or the call put it.
+    pub(crate) ours: bool,
 }
 
 /// How the write of a key sets its TTL.
@@ -54,8 +66,9 @@ pub(crate) enum Expiry {
 }
 
 impl StringKey {
-    /// The key holding `held` (`None`: no string) under `policy`.
-    pub(crate) fn read(policy: &Policy, held: Option<&[u8]>) -> Self {
+    /// The key holding `held` (`None`: no string) under `policy`, of the
+    /// set whose tag is `own`.
+    pub(crate) fn read(policy: &Policy, held: Option<&[u8]>, own: &Tag) -> Self {
         let (state, deadline) = held
             .and_then(|bytes| decode(policy, bytes))
             .unwrap_or_else(|| {
@@ -64,12 +77,15 @@ impl StringKey {
                     keeps_packed_log(policy).then_some(0.0),
                 )
             });
+        // By its last bytes alone, as the Lua functions tell it.
+        let ours = held.is_some_and(|bytes| bytes.ends_with(own));
         Self {
             held_len: held.map(<[u8]>::len),
             state,
             deadline,
             grant: None,
             put: false,
+            ours,
         }
     }
 
@@ -84,6 +100,7 @@ impl StringKey {
             deadline: keeps_packed_log(policy).then_some(0.0),
             grant: ms,
             put: ms.is_some(),
+            ours: true,
         }
     }
 
@@ -98,6 +115,7 @@ impl StringKey {
     pub(crate) fn save(&mut self, state: KeyState, ms: u64, server_ms: Option<u64>) -> Option<u64> {
         self.state = state;
         self.put = true;
+        self.ours = true;
         let packed_log = matches!(self.state, KeyState::SlidingLog(_));
         let Some(now) = server_ms else {
             self.grant = Some(ms);
@@ -115,9 +133,10 @@ impl StringKey {
         Some(grant)
     }
 
-    /// The value to write, and how its TTL is set.
-    pub(crate) fn write(&self) -> (Vec<u8>, Expiry) {
-        let value = encode(&self.state, self.deadline);
+    /// The value to write, ending with `tag` (the call's set's), and how
+    /// its TTL is set.
+    pub(crate) fn write(&self, tag: &Tag) -> (Vec<u8>, Expiry) {
+        let value = encode(&self.state, self.deadline, tag);
         let expiry = match self.grant {
             Some(ms) => Expiry::Px(ms),
             None if self.held_len == Some(value.len()) => Expiry::InPlace,
@@ -127,8 +146,17 @@ impl StringKey {
     }
 }
 
-/// The state and deadline `bytes` hold under `policy`, if they are ours.
+/// The state `held` (`None`: no string) keeps under `policy`, whichever
+/// set made it: fresh when it is none of ours.
+pub(crate) fn state_of(policy: &Policy, held: Option<&[u8]>) -> KeyState {
+    held.and_then(|bytes| decode(policy, bytes))
+        .map_or_else(|| KeyState::fresh(policy), |(state, _)| state)
+}
+
+/// The state and deadline `bytes` hold under `policy`, if they are ours,
+/// whichever set's tag ends them.
 fn decode(policy: &Policy, bytes: &[u8]) -> Option<(KeyState, Option<f64>)> {
+    let bytes = &bytes[..bytes.len().checked_sub(TAG)?];
     if keeps_packed_log(policy) {
         return decode_log(policy, bytes);
     }
@@ -196,34 +224,37 @@ fn seven(bytes: &[u8]) -> u64 {
     u64::from_le_bytes(word)
 }
 
-/// The bytes of `state`, with `deadline` after its fields when it has one.
-fn encode(state: &KeyState, deadline: Option<f64>) -> Vec<u8> {
-    let fields = match state {
-        KeyState::TokenBucket(s) => vec![s.scaled_tokens(), s.last()],
-        KeyState::LeakyBucket(s) => vec![s.scaled_queued(), s.last()],
-        KeyState::FixedWindow(s) => vec![s.window_start(), s.count()],
-        KeyState::SlidingCounter(s) => vec![s.window_start(), s.previous(), s.current()],
-        KeyState::SlidingLog(log) => return encode_log(log, deadline.unwrap_or(0.0)),
+/// The bytes of `state`, with `deadline` after its fields when it has one,
+/// then `tag`.
+fn encode(state: &KeyState, deadline: Option<f64>, tag: &Tag) -> Vec<u8> {
+    let (fields, count) = match state {
+        KeyState::TokenBucket(s) => ([s.scaled_tokens(), s.last(), 0], 2),
+        KeyState::LeakyBucket(s) => ([s.scaled_queued(), s.last(), 0], 2),
+        KeyState::FixedWindow(s) => ([s.window_start(), s.count(), 0], 2),
+        KeyState::SlidingCounter(s) => ([s.window_start(), s.previous(), s.current()], 3),
+        KeyState::SlidingLog(log) => return encode_log(log, deadline.unwrap_or(0.0), tag),
     };
-    let mut bytes = Vec::with_capacity(8 * (fields.len() + 1));
-    for field in fields {
+    let mut bytes = Vec::with_capacity(8 * (count + 1) + TAG);
+    for field in &fields[..count] {
         // Whole numbers below 2^53: exact as doubles.
-        bytes.extend_from_slice(&(field as f64).to_le_bytes());
+        bytes.extend_from_slice(&(*field as f64).to_le_bytes());
     }
     if let Some(deadline) = deadline {
         bytes.extend_from_slice(&deadline.to_le_bytes());
     }
+    bytes.extend_from_slice(tag);
     bytes
 }
 
-/// A packed log's bytes: its deadline, then its records.
-fn encode_log(log: &SlidingLog, deadline: f64) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(8 + RECORD * log.len());
+/// A packed log's bytes: its deadline, then its records, then `tag`.
+fn encode_log(log: &SlidingLog, deadline: f64, tag: &Tag) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(8 + RECORD * log.len() + TAG);
     bytes.extend_from_slice(&deadline.to_le_bytes());
     for (ts, total) in log.entries() {
         bytes.extend_from_slice(&ts.to_le_bytes()[..7]);
         bytes.extend_from_slice(&total.to_le_bytes()[..7]);
     }
+    bytes.extend_from_slice(tag);
     bytes
 }
 
@@ -251,7 +282,7 @@ mod tests {
             state.acquire(&policy, 1_234_567, 2).unwrap();
             for deadline in [None, Some(1_700_000_000_123.0)] {
                 let deadline = deadline.or(keeps_packed_log(&policy).then_some(0.0));
-                let bytes = encode(&state, deadline);
+                let bytes = encode(&state, deadline, b"set tag!");
                 assert_eq!(
                     decode(&policy, &bytes),
                     Some((state.clone(), deadline)),
@@ -268,11 +299,12 @@ mod tests {
         let doubles = |n: &[f64]| n.iter().flat_map(|d| d.to_le_bytes()).collect::<Vec<u8>>();
         for (policy, bytes) in [
             (&bucket, b"hello".to_vec()),
-            (&bucket, doubles(&[1.5, 2.0])),
-            (&bucket, doubles(&[6e6, 2.0])),
-            (&bucket, doubles(&[1.0, 2.0, 3.0, 4.0])),
-            (&log, vec![0; 7]),
-            (&log, vec![0; 8 + 13]),
+            (&bucket, doubles(&[1.5, 2.0, 0.0])),
+            (&bucket, doubles(&[6e6, 2.0, 0.0])),
+            (&bucket, doubles(&[1.0, 2.0, 3.0, 4.0, 0.0])),
+            (&bucket, doubles(&[1.0, 2.0])),
+            (&log, vec![0; 15]),
+            (&log, vec![0; 16 + 13]),
         ] {
             assert_eq!(decode(policy, &bytes), None, "{policy} {bytes:?}");
         }

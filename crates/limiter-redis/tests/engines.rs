@@ -173,7 +173,7 @@ async fn on_redis_time_both_engines_set_the_same_ttls() {
             let (kind, value) = contents(&url, &key).await;
             assert_eq!(
                 (kind.as_str(), value[0].len()),
-                ("string", 24),
+                ("string", 32),
                 "{engine:?}"
             );
             each.push(common::pttl_at(&url, key).await);

@@ -8,18 +8,22 @@ mod common;
 
 use std::time::Duration;
 
+use limiter_core::backend::{encode_policy_record, policy_record_tag};
 use limiter_core::{Limiter, ManualClock, Policies, Policy, Rate};
 use limiter_redis::RedisLimiter;
 
 const TWO_POW_53: u64 = 1 << 53;
 
-/// The string: the deadline, then `(tick, total)` records.
+/// The string: the deadline, then `(tick, total)` records, then the tag
+/// of the set that made it, [`ten_per_second`]'s.
 fn log(deadline: f64, records: &[(u64, u64)]) -> Vec<u8> {
     let mut bytes = deadline.to_le_bytes().to_vec();
     for (tick, total) in records {
         bytes.extend_from_slice(&tick.to_le_bytes()[..7]);
         bytes.extend_from_slice(&total.to_le_bytes()[..7]);
     }
+    let policy = Policy::sliding_log(Rate::per_second(10)).unwrap();
+    bytes.extend_from_slice(&policy_record_tag(&encode_policy_record(&[policy])));
     bytes
 }
 
@@ -29,7 +33,7 @@ fn records(bytes: &[u8]) -> Vec<(u64, u64)> {
         word[..7].copy_from_slice(at);
         u64::from_le_bytes(word)
     };
-    bytes[8..]
+    bytes[8..bytes.len() - 8]
         .chunks(14)
         .map(|record| (seven(&record[..7]), seven(&record[7..])))
         .collect()

@@ -328,10 +328,11 @@ async fn set_policies_on_redis_refuses_what_the_builder_refuses() {
     assert_eq!(limiter.acquire(b"k", 1).await.unwrap().limit, 100);
 }
 
-/// A record of another version of the state encodings (a later release's)
-/// says the state beside it is none of ours: a request takes the key as
-/// fresh, on each engine, and writes its own state and record, rather
-/// than reading bytes it does not know.
+/// A record of another version of the state encodings (a later release's,
+/// which also ends the state with a tag not ours) says the state beside it
+/// is none of ours: a request takes the key as fresh, on each engine, and
+/// writes its own state and record, rather than reading bytes it does not
+/// know.
 #[tokio::test]
 async fn a_record_of_another_encoding_on_redis_is_read_as_fresh() {
     for engine in ENGINES {
@@ -347,11 +348,23 @@ async fn a_record_of_another_encoding_on_redis_is_read_as_fresh() {
             .query_async(&mut conn)
             .await
             .unwrap();
-        assert_eq!(record[0], 1, "{engine:?}: the version first");
-        record[0] = 2;
-        let _: () = redis::cmd("SET")
+        assert_eq!(record[0], 2, "{engine:?}: the version first");
+        record[0] = 3;
+        let state_key = limiter.redis_key(b"k");
+        let mut state: Vec<u8> = redis::cmd("GET")
+            .arg(&state_key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let last = state.len() - 1;
+        state[last] ^= 1;
+        let _: () = redis::pipe()
+            .cmd("SET")
             .arg(&record_key)
             .arg(&record)
+            .cmd("SET")
+            .arg(&state_key)
+            .arg(&state)
             .query_async(&mut conn)
             .await
             .unwrap();
@@ -370,6 +383,6 @@ async fn a_record_of_another_encoding_on_redis_is_read_as_fresh() {
             .query_async(&mut conn)
             .await
             .unwrap();
-        assert_eq!(written[0], 1, "{engine:?}: the record written anew");
+        assert_eq!(written[0], 2, "{engine:?}: the record written anew");
     }
 }

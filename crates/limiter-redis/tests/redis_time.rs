@@ -6,6 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use limiter_core::backend::{encode_policy_record, policy_record_tag};
 use limiter_core::{Algorithm, Decision, Limiter, ManualClock, Policy, Rate};
 use limiter_redis::RedisLimiter;
 
@@ -122,11 +123,13 @@ async fn every_key_written_with_redis_time_outlives_its_reset_after() {
     }
 }
 
-/// A state written before keys carried their TTL's deadline (the fields
-/// alone, 16 bytes) is read as it was, and the write after it sets a TTL.
+/// A state without its TTL's deadline (the fields and the tag, 24 bytes,
+/// as a take-over writes it) is read as it is, and the write after it
+/// sets a TTL.
 #[tokio::test]
 async fn a_state_without_a_deadline_is_read_and_given_a_ttl() {
     let policy = Policy::token_bucket(Rate::new(10, Duration::from_secs(10))).unwrap();
+    let tag = policy_record_tag(&encode_policy_record(std::slice::from_ref(&policy)));
     let limiter = common::builder(policy).build().await.unwrap();
     let key = &limiter
         .redis_keys(b"user:1")
@@ -141,6 +144,7 @@ async fn a_state_without_a_deadline_is_read_and_given_a_ttl() {
         .as_micros() as f64;
     let mut state = (2.0f64 * 10_000_000.0).to_le_bytes().to_vec();
     state.extend_from_slice(&now_us.to_le_bytes());
+    state.extend_from_slice(&tag);
     let _: () = redis::cmd("SET")
         .arg(key)
         .arg(state)

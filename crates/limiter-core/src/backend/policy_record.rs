@@ -19,7 +19,7 @@ use crate::MAX_TIME_US;
 /// not read, so a request takes them as none (each part starts fresh) and
 /// writes its own. limiter-redis's `policy_change.lua` holds the same
 /// number (`RECORD_VERSION`).
-pub const POLICY_RECORD_VERSION: u8 = 1;
+pub const POLICY_RECORD_VERSION: u8 = 2;
 
 /// Bytes of one part in a record: the algorithm, then four doubles.
 const PART_BYTES: usize = 1 + 4 * 8;
@@ -57,6 +57,33 @@ pub fn encode_policy_record(parts: &[Policy]) -> Vec<u8> {
         }
     }
     record
+}
+
+/// The tag of a record: 64 bits of FNV-1a over its bytes, little-endian.
+/// Every string state a Redis backend writes ends with the tag of the
+/// record of the set it was made under (docs/backends.md, "Key layout"),
+/// so a request whose set's tag ends its first part's state needs not read
+/// the record beside it: that state is its own set's.
+///
+/// ```
+/// use limiter_core::backend::{encode_policy_record, policy_record_tag};
+/// use limiter_core::Policies;
+///
+/// let free: Policies = "token-bucket:10/1s".parse()?;
+/// let pro: Policies = "token-bucket:100/1s".parse()?;
+/// let tag = |set: &Policies| policy_record_tag(&encode_policy_record(set.parts()));
+/// assert_ne!(tag(&free), tag(&pro));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn policy_record_tag(record: &[u8]) -> [u8; 8] {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0100_0000_01b3;
+    record
+        .iter()
+        .fold(OFFSET, |hash, &byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(PRIME)
+        })
+        .to_le_bytes()
 }
 
 /// The policy set a record names, `None` when the record is of another
@@ -155,7 +182,7 @@ mod tests {
     /// by one release keeps meaning the same numbers to the next.
     #[test]
     fn the_record_is_the_version_then_each_parts_numbers() {
-        let mut expected = vec![1, 0];
+        let mut expected = vec![2, 0];
         expected.extend(doubles([1.0, 10_000_000.0, 5.0, 5.0]));
         expected.push(3);
         expected.extend(doubles([1.0, 60_000_000.0, 9.0, 20.0]));
@@ -163,7 +190,21 @@ mod tests {
             record_of("fixed-window:5/10s;token-bucket:9/1m,capacity=20"),
             expected
         );
-        assert_eq!(POLICY_RECORD_VERSION, 1);
+        assert_eq!(POLICY_RECORD_VERSION, 2);
+    }
+
+    /// Pinned: a tag stored by one release keeps naming the same record
+    /// to the next. FNV-1a's published 64-bit values.
+    #[test]
+    fn the_tag_is_fnv_1a_of_the_record() {
+        assert_eq!(
+            policy_record_tag(b""),
+            0xcbf2_9ce4_8422_2325u64.to_le_bytes()
+        );
+        assert_eq!(
+            policy_record_tag(b"a"),
+            0xaf63_dc4c_8601_ec8cu64.to_le_bytes()
+        );
     }
 
     #[test]
@@ -220,7 +261,7 @@ mod tests {
     fn a_record_of_another_version_is_refused() {
         let mut record = record_of("fixed-window:5/10s");
         assert!(decode_policy_record(&record).is_some());
-        for version in [0, 2, 0xff] {
+        for version in [0, 1, 3, 0xff] {
             record[0] = version;
             assert_eq!(decode_policy_record(&record), None, "version {version}");
         }

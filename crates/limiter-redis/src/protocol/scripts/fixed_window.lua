@@ -17,7 +17,7 @@ local function fixed_window(key, tick, W, L)
   if state == decoded then
     local r = repeated[key]
     start_s, count_s = r[1], r[2]
-  elseif state and (#state == 16 or #state == 24) then
+  elseif state and (#state == 24 or #state == 32) then
     -- (A string of another length is none of ours: read as none, and
     -- written over, as a key of another type is.)
     start_s, count_s = unpack('<dd', state)

@@ -7,7 +7,8 @@
 -- little before it does ('<d', 0 when unknown: see save in the prelude),
 -- then one 14-byte record per tick with admissions, oldest first, packed
 -- as '<I7I7': the tick and the running total of units admitted by the key
--- up to and including it (so counting a window is a subtraction). A log
+-- up to and including it (so counting a window is a subtraction), then
+-- TAG, as every string state (the prelude). A log
 -- holds at most L + 1 records (the window's and the edge's). The string
 -- is read with the call's one MGET and written with one SET (or SETRANGE
 -- in place when its length holds), at the call's end when it decides the
@@ -43,7 +44,7 @@ end
 -- does for the other string states.
 local function pl_write(key, e, newest_ts, newest_total, t_eff, ms)
   local old = states[key] or ''
-  local size = (#old - 8) / 14
+  local size = (#old - 16) / 14
   if size < 0 then size = 0 end
   local first, last = e, size
   if first < 1 then first = 1 end
@@ -83,7 +84,7 @@ local function pl_write(key, e, newest_ts, newest_total, t_eff, ms)
   end
   if grant then granted(grant) end
   -- One concatenation: one new string.
-  local value = pack('<d', deadline) .. kept .. pack('<I7I7', t_eff, total + n)
+  local value = pack('<d', deadline) .. kept .. pack('<I7I7c8', t_eff, total + n, TAG)
   states[key] = value
   local r = repeated and repeated[key]
   if r then
@@ -100,7 +101,7 @@ end
 local function packed_log(key, tick, W, L)
   local t = floor(time_us / tick)
   local log = states[key] or ''
-  local size = (#log - 8) / 14
+  local size = (#log - 16) / 14
   if size < 0 or size % 1 ~= 0 then
     -- None of ours (a string of another length): read as none, and
     -- written over, as a key of another type is.

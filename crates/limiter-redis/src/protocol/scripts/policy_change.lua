@@ -9,7 +9,9 @@
 --
 --   take_over(set, record_key), called when the record beside the
 --     request's state (record_key, `{prefix}:{{user_key}}:p`, see keys.rs)
---     holds another set than `set` (the library's own record, a literal):
+--     holds another set than `set` (the library's own record, a literal),
+--     and, when every part keeps a string, the first part's state is not
+--     the set's own (ours(key), below):
 --     reads the state of each part of the record's set, takes it over for
 --     each part of `set`, and puts it in states[key] for the algorithm
 --     functions to decide on. An acquire (or a charge) writes it at once,
@@ -35,7 +37,7 @@
 -- state lives at `{prefix}:{{user_key}}:{position}`, a repeated policy at
 -- its first occurrence's position.
 
-local RECORD_VERSION = 1
+local RECORD_VERSION = 2
 local PART_BYTES = 33
 local EXACT_LIMIT = 9007199254740992
 
@@ -96,7 +98,7 @@ local function read_state(p, key)
   end
   if not value then return fresh_state(p) end
   if p.code == 1 then
-    local size = (#value - 8) / 14
+    local size = (#value - 16) / 14
     if size < 0 or size % 1 ~= 0 then return fresh_state(p) end
     local entries = {}
     for i = 1, size do
@@ -106,11 +108,11 @@ local function read_state(p, key)
     return {entries = entries}
   end
   if p.code == 2 then
-    if #value ~= 24 and #value ~= 32 then return fresh_state(p) end
+    if #value ~= 32 and #value ~= 40 then return fresh_state(p) end
     local a, b, c = unpack('<ddd', value)
     return {a, b, c}
   end
-  if #value ~= 16 and #value ~= 24 then return fresh_state(p) end
+  if #value ~= 24 and #value ~= 32 then return fresh_state(p) end
   local a, b = unpack('<dd', value)
   return {a, b}
 end
@@ -304,10 +306,11 @@ local function encoded(p, st)
   if p.code == 1 then
     local records = {pack('<d', 0)}
     for _, entry in ipairs(st.entries) do records[#records + 1] = pack('<I7I7', entry[1], entry[2]) end
+    records[#records + 1] = TAG
     return concat(records)
   end
-  if p.code == 2 then return pack('<ddd', st[1], st[2], st[3]) end
-  return pack('<dd', st[1], st[2])
+  if p.code == 2 then return pack('<dddc8', st[1], st[2], st[3], TAG) end
+  return pack('<ddc8', st[1], st[2], TAG)
 end
 
 -- Writes state st of part p at key now, with a TTL of its reset (ms,
@@ -328,6 +331,15 @@ local function put_state(p, key, st)
     if repeated and repeated[key] then repeated[key] = {held = value} end
   end
   return ms
+end
+
+-- Whether the string state at key is the library's set's: put by this call,
+-- or ending with TAG (every string state ends with its set's tag, see the
+-- prelude). The generated function then takes nothing over, whatever the
+-- record says: limiter-redis-module decides so without reading the record.
+local function ours(key)
+  local value = states[key]
+  return value == decoded or (value and string.sub(value, -8) == TAG) or false
 end
 
 local function take_over(set, record_key)

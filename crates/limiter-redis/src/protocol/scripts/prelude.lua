@@ -56,7 +56,10 @@
 -- to redis.call as, below);
 -- pack and unpack (struct's: the string states are two or three
 -- little-endian doubles, '<dd' or '<ddd', exact for integers below 2^53 and
--- far cheaper for Redis's Lua than formatting and matching text); spread
+-- far cheaper for Redis's Lua than formatting and matching text, then, with
+-- Redis TIME, a deadline (see save), then TAG: the 8-byte tag of the
+-- record of the set that made them, limiter-core's policy_record_tag,
+-- which the library's first lines hold); spread
 -- (Lua's own unpack, of a table); ceil_div;
 -- ttl_ms(tick, t, t_eff, reset_after) (a key's TTL after an admission, in
 -- ms); save(key, ms, a, b[, c]) (a string state of two or three fields,
@@ -256,11 +259,11 @@ end
 local function encode(r)
   local d = r.deadline
   if r[3] then
-    if d then return pack('<dddd', r[1], r[2], r[3], d) end
-    return pack('<ddd', r[1], r[2], r[3])
+    if d then return pack('<ddddc8', r[1], r[2], r[3], d, TAG) end
+    return pack('<dddc8', r[1], r[2], r[3], TAG)
   end
-  if d then return pack('<ddd', r[1], r[2], d) end
-  return pack('<dd', r[1], r[2])
+  if d then return pack('<dddc8', r[1], r[2], d, TAG) end
+  return pack('<ddc8', r[1], r[2], TAG)
 end
 -- Every repeated key put, written once with its last value: with PX when
 -- a TTL was granted, else in place (SETRANGE, see save) when the value is
@@ -310,7 +313,7 @@ local function keep(key, r, ms, a, b, c)
     deadline = false
     local held, fields = r.held, 16
     if c then fields = 24 end
-    if held and #held == fields + 8 then deadline = unpack('<d', held, fields + 1) end
+    if held and #held == fields + 16 then deadline = unpack('<d', held, fields + 1) end
   end
   if not deadline or deadline < server_ms + ms then
     r.grant, deadline = renewal(ms)
@@ -325,7 +328,8 @@ end
 -- makes (docs/benchmarks.md, "Server time per decision").
 --
 -- With Redis TIME the state carries, after its own fields, the server
--- time (ms) its key's TTL runs out at, a little before it does. A write
+-- time (ms) its key's TTL runs out at, a little before it does (then
+-- TAG, as every state). A write
 -- whose TTL that deadline covers keeps it (overwriting the old state, of
 -- the same length, in place); one it does not cover sets ms plus a
 -- margin of max(ms, 1 s), so that a key written steadily sets its TTL
@@ -337,7 +341,7 @@ local function save(key, ms, a, b, c)
   if r then return keep(key, r, ms, a, b, c) end
   if not server_us then
     local value
-    if c then value = pack('<ddd', a, b, c) else value = pack('<dd', a, b) end
+    if c then value = pack('<dddc8', a, b, c, TAG) else value = pack('<ddc8', a, b, TAG) end
     states[key] = value
     redis.call('SET', key, value, 'PX', digits(ms))
     granted(ms)
@@ -346,14 +350,18 @@ local function save(key, ms, a, b, c)
   local fields = 16
   if c then fields = 24 end
   local old, deadline = states[key], nil
-  if old and #old == fields + 8 then
+  if old and #old == fields + 16 then
     deadline = unpack('<d', old, fields + 1)
     if deadline < server_ms + ms then deadline = nil end
   end
   local grant
   if not deadline then grant, deadline = renewal(ms) end
   local value
-  if c then value = pack('<dddd', a, b, c, deadline) else value = pack('<ddd', a, b, deadline) end
+  if c then
+    value = pack('<ddddc8', a, b, c, deadline, TAG)
+  else
+    value = pack('<dddc8', a, b, deadline, TAG)
+  end
   states[key] = value
   if grant then
     redis.call('SET', key, value, 'PX', digits(grant))

@@ -34,7 +34,7 @@ local function sliding_counter(key, tick, W, L)
   if state == decoded then
     local r = repeated[key]
     start_s, prev_s, curr_s = r[1], r[2], r[3]
-  elseif state and (#state == 24 or #state == 32) then
+  elseif state and (#state == 32 or #state == 40) then
     -- (A string of another length is none of ours: read as none, and
     -- written over, as a key of another type is.)
     start_s, prev_s, curr_s = unpack('<ddd', state)

@@ -22,7 +22,7 @@ local function token_bucket(key, tick, W, L, C, F)
   if state == decoded then
     local r = repeated[key]
     s, last = r[1], r[2]
-  elseif state and (#state == 16 or #state == 24) then
+  elseif state and (#state == 24 or #state == 32) then
     -- (A string of another length is none of ours: read as none, and
     -- written over, as a key of another type is.)
     s, last = unpack('<dd', state)
