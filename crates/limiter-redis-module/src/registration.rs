@@ -37,7 +37,10 @@ fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
     // is answered as an error.
     let writes = call.requests.iter().any(|r| r.acquire || r.charge);
     let reply = catch_unwind(AssertUnwindSafe(|| {
-        decide(&call, &mut Server::new(ctx, writes))
+        decide(
+            &call,
+            &mut Server::new(ctx, writes, &args[4.min(args.len())..]),
+        )
     }))
     .unwrap_or_else(|_| Err("ERR limiter: the module failed deciding this call".to_owned()))
     .map_err(RedisError::String)?;

@@ -12,6 +12,7 @@
 //! call), never the command that decided: a replica or an AOF replay holds
 //! the state the primary wrote, and decides nothing again.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -35,9 +36,31 @@ pub(crate) struct Server<'c> {
     write: OnceCell<CallOptions>,
     /// Whether the call writes: its string keys are opened for writing.
     writes: bool,
+    /// The command's key arguments by the address of their bytes, lowest
+    /// first: a key the call names is opened, replicated and notified as
+    /// its own argument, with no new string made for it.
+    args: Vec<(usize, &'c RedisString)>,
     /// The string keys opened for writing, by name, with the name as
     /// Redis takes it (for keyspace events), until the call ends.
-    open: HashMap<Vec<u8>, (RedisString, OpenKey), ahash::RandomState>,
+    open: HashMap<Cow<'c, [u8]>, (Name<'c>, OpenKey), ahash::RandomState>,
+    /// `0` as Redis takes it (`SETRANGE`'s offset), made once a call.
+    zero: OnceCell<RedisString>,
+}
+
+/// A key's name as Redis takes it: one of the command's arguments, or
+/// made for a key the call computed (a part another set keeps).
+enum Name<'c> {
+    Argument(&'c RedisString),
+    Made(RedisString),
+}
+
+impl Name<'_> {
+    fn string(&self) -> &RedisString {
+        match self {
+            Name::Argument(name) => name,
+            Name::Made(name) => name,
+        }
+    }
 }
 
 impl std::fmt::Debug for Server<'_> {
@@ -47,24 +70,47 @@ impl std::fmt::Debug for Server<'_> {
 }
 
 impl<'c> Server<'c> {
-    /// The server as a call sees it that `writes` (or only peeks).
-    pub(crate) fn new(ctx: &'c Context, writes: bool) -> Self {
+    /// The server as a call sees it that `writes` (or only peeks), whose
+    /// keys are the command's arguments `keys`.
+    pub(crate) fn new(ctx: &'c Context, writes: bool, keys: &'c [RedisString]) -> Self {
+        let mut args: Vec<(usize, &RedisString)> = keys
+            .iter()
+            .map(|key| (key.as_slice().as_ptr() as usize, key))
+            .collect();
+        args.sort_unstable_by_key(|&(address, _)| address);
         Self {
             ctx,
             read: OnceCell::new(),
             write: OnceCell::new(),
             writes,
+            args,
             open: HashMap::default(),
+            zero: OnceCell::new(),
         }
+    }
+
+    /// The command's argument whose bytes `name` is (`call::Call`'s keys
+    /// are), if it is one.
+    fn argument(&self, name: &[u8]) -> Option<&'c RedisString> {
+        let address = name.as_ptr() as usize;
+        let at = self
+            .args
+            .binary_search_by_key(&address, |&(address, _)| address)
+            .ok()?;
+        let argument = self.args[at].1;
+        (argument.as_slice().len() == name.len()).then_some(argument)
     }
 
     /// The key `name` opened for writing, opened now if it is not yet,
     /// and its name as Redis takes it.
-    fn opened(&mut self, name: &[u8]) -> &(RedisString, OpenKey) {
+    fn opened(&mut self, name: &[u8]) -> &(Name<'c>, OpenKey) {
         if !self.open.contains_key(name) {
-            let redis_name = self.name(name);
-            let key = OpenKey::open(self.ctx, &redis_name);
-            self.open.insert(name.to_vec(), (redis_name, key));
+            let (bytes, redis_name) = match self.argument(name) {
+                Some(argument) => (Cow::Borrowed(argument.as_slice()), Name::Argument(argument)),
+                None => (Cow::Owned(name.to_vec()), Name::Made(self.name(name))),
+            };
+            let key = OpenKey::open(self.ctx, redis_name.string());
+            self.open.insert(bytes, (redis_name, key));
         }
         &self.open[name]
     }
@@ -131,7 +177,15 @@ impl Store for Server<'_> {
                     // As MGET: a key of another type holds no string.
                     return Ok(self.opened(name).1.string());
                 }
-                let key = self.ctx.open_key(&self.name(name));
+                let made;
+                let redis_name = match self.argument(name) {
+                    Some(argument) => argument,
+                    None => {
+                        made = self.name(name);
+                        &made
+                    }
+                };
+                let key = self.ctx.open_key(redis_name);
                 if key.key_type() != KeyType::String {
                     return Ok(None);
                 }
@@ -174,24 +228,30 @@ impl Store for Server<'_> {
     fn write_string(&mut self, name: &[u8], value: &[u8], expiry: Expiry) -> Result<(), String> {
         // As SET: a key of another type is written over.
         let ctx = self.ctx;
-        let (notified, key) = self.opened(name);
+        self.opened(name);
+        let zero = self.zero.get_or_init(|| self.name(b"0"));
+        let (redis_name, key) = &self.open[name];
+        let notified = redis_name.string();
         key.write(value)?;
         let notify = |class, event| ctx.notify_keyspace_event(class, event, notified);
+        let value = RedisString::create_from_slice(ctx.get_raw(), value);
         // The commands' own keyspace events (SET … PX: set, then expire).
         match expiry {
             Expiry::Px(ms) => {
                 key.set_ttl_ms(ms)?;
-                let at = (now_us()? / 1000 + ms).to_string();
-                ctx.replicate("SET", &[name, value, b"PXAT", at.as_bytes()]);
+                let at = ctx.create_string((now_us()? / 1000 + ms).to_string());
+                let pxat = ctx.create_string("PXAT");
+                ctx.replicate("SET", &[notified, &value, &pxat, &at][..]);
                 notify(NotifyEvent::STRING, "set");
                 notify(NotifyEvent::GENERIC, "expire");
             }
             Expiry::InPlace => {
-                ctx.replicate("SETRANGE", &[name, b"0", value]);
+                ctx.replicate("SETRANGE", &[notified, zero, &value][..]);
                 notify(NotifyEvent::STRING, "setrange");
             }
             Expiry::Kept => {
-                ctx.replicate("SET", &[name, value, b"KEEPTTL"]);
+                let keepttl = ctx.create_string("KEEPTTL");
+                ctx.replicate("SET", &[notified, &value, &keepttl][..]);
                 notify(NotifyEvent::STRING, "set");
             }
         }
@@ -235,7 +295,8 @@ impl Store for Server<'_> {
     /// is, and so is one that lives longer already.
     fn extend(&mut self, name: &[u8], ms: u64) -> Result<(), String> {
         let ctx = self.ctx;
-        let (notified, key) = self.opened(name);
+        let (redis_name, key) = self.opened(name);
+        let notified = redis_name.string();
         if key.key_type() == KeyType::Empty || key.ttl_ms().is_none_or(|ttl| ttl >= ms) {
             return Ok(());
         }
