@@ -16,7 +16,7 @@
 //! against redis-cell's. The load average is printed before and after.
 //!
 //! `REDIS_CELL_MODULE=$(scripts/redis-cell) cargo bench -p limiter-benches --bench engines_cpu -- [ROUNDS] [SECONDS] [KEYS] [CONCURRENCY] [PATH]`
-//! (default 3 rounds of 2 s, both key sets, every concurrency, every path;
+//! (default 3 rounds of 2 s, both key sets, every concurrency (`all`), every path;
 //! `PATH` keeps the paths whose name contains it, or one of its `|`-separated parts). The module
 //! is built with `--release` from this checkout.
 #![allow(missing_docs)]
@@ -114,8 +114,13 @@ fn main() {
     let usage = "usage: engines_cpu [ROUNDS] [SECONDS] [KEYS] [CONCURRENCY] [PATH]";
     let rounds: usize = args.first().map_or(3, |n| n.parse().expect(usage));
     let seconds: u64 = args.get(1).map_or(2, |n| n.parse().expect(usage));
-    let only_keys: Option<u64> = args.get(2).map(|n| n.parse().expect(usage));
-    let only_concurrency: Option<u64> = args.get(3).map(|n| n.parse().expect(usage));
+    // `all` (or nothing) for every key set or concurrency.
+    let only = |n: Option<&String>| {
+        n.filter(|n| *n != "all")
+            .map(|n| n.parse::<u64>().expect(usage))
+    };
+    let only_keys = only(args.get(2));
+    let only_concurrency = only(args.get(3));
     let only_path = args.get(4).map_or("", String::as_str);
     let run = Duration::from_secs(seconds);
 
