@@ -83,8 +83,8 @@ impl<'c> Server<'c> {
             read: OnceCell::new(),
             write: OnceCell::new(),
             writes,
+            open: HashMap::with_capacity_and_hasher(args.len(), Default::default()),
             args,
-            open: HashMap::default(),
             zero: OnceCell::new(),
         }
     }
