@@ -12,3 +12,4 @@ pub(crate) mod commands;
 pub(crate) mod library;
 pub(crate) mod runtime;
 pub(crate) mod slot_map;
+pub(crate) mod watched;

@@ -17,8 +17,8 @@ use limiter_core::backend::{encode_policy_record, policy_record_tag, PerAlgorith
 use limiter_core::{Algorithm, Policy};
 use redis::Cmd;
 
-use crate::connection::backend::WatchedCommand;
 use crate::connection::library::Library;
+use crate::connection::watched::WatchedCommand;
 use crate::protocol::keys::KeyLayout;
 use crate::protocol::state::{keeps_packed_log, keeps_string};
 use crate::protocol::wire::{self, record_fields, Keys, Request, Target};

@@ -1,6 +1,8 @@
 //! limiter-redis-module on a cluster whose every node loaded it: the
 //! module's command goes to the node of its keys (no `MOVED`), and
-//! decides there as the functions do.
+//! decides there as the functions do; a cluster losing it and getting it
+//! back is decided on by the Lua functions meanwhile and by the module
+//! again once new node connections find it.
 
 use limiter_redis::Engine;
 
@@ -40,5 +42,71 @@ async fn on_a_redis_cluster_the_module_decides_on_each_keys_node() {
         );
         let errors = cluster.command(node, &["INFO", "errorstats"]).text();
         assert!(!errors.contains("MOVED"), "{}: {errors}", node.port);
+    }
+}
+
+/// Every primary loses the module (unloaded here; a rolling restart
+/// without it alike), then gets it back: a limiter that detected it
+/// decides with the Lua functions meanwhile, and with the module again
+/// once its new node connections find it, on the same state throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_redis_cluster_the_module_back_on_every_node_is_found_by_new_connections() {
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(RedisCluster::start_with_module)
+            .await
+            .unwrap(),
+    );
+    let backend = backend(&cluster);
+    let limiter =
+        RedisLimiter::builder(&backend, Policy::token_bucket(Rate::per_second(5)).unwrap())
+            .key_prefix(common::fresh_prefix("back"))
+            .clock(ManualClock::new(1_000_000))
+            .build()
+            .await
+            .unwrap();
+    let keys: Vec<String> = (0..30).map(|user| format!("user:{user}")).collect();
+    let remaining = |left: u64| {
+        let limiter = &limiter;
+        let keys = &keys;
+        async move {
+            for key in keys {
+                let decision = limiter.acquire(key.as_bytes(), 1).await.unwrap();
+                assert_eq!(decision.remaining, left, "{key}");
+            }
+        }
+    };
+    assert_eq!(limiter.engine(), Engine::Module);
+    remaining(4).await;
+    let primaries = cluster.primaries();
+    for node in &primaries {
+        let unloaded = cluster
+            .command(node, &["MODULE", "UNLOAD", "limiter"])
+            .text();
+        assert!(unloaded.contains("OK"), "{}: {unloaded}", node.port);
+    }
+    remaining(3).await;
+    assert_eq!(limiter.engine(), Engine::Lua);
+    let path = limiter_test::redis_server::module_path();
+    let path = path.to_str().expect("a UTF-8 path");
+    for node in &primaries {
+        let loaded = cluster.command(node, &["MODULE", "LOAD", path]).text();
+        assert!(loaded.contains("OK"), "{}: {loaded}", node.port);
+    }
+    // The connections in use were asked before the module came back.
+    remaining(2).await;
+    assert_eq!(limiter.engine(), Engine::Lua);
+    for node in &primaries {
+        cluster.command(node, &["CLIENT", "KILL", "TYPE", "normal"]);
+    }
+    remaining(1).await;
+    assert_eq!(limiter.engine(), Engine::Module);
+    remaining(0).await;
+    for node in &primaries {
+        let stats = cluster.command(node, &["INFO", "commandstats"]).text();
+        assert!(
+            stats.contains("cmdstat_limiter.decide:calls="),
+            "{}: the module decided nothing since it came back: {stats}",
+            node.port
+        );
     }
 }

@@ -96,7 +96,14 @@ pub(super) fn start_node(
     args.extend(tls_args.iter().map(String::as_str));
     let module = module.then(crate::redis_server::module_path);
     if let Some(path) = &module {
-        args.extend(["--loadmodule", path.to_str().expect("a UTF-8 path")]);
+        // `MODULE UNLOAD` and `MODULE LOAD` allowed: a test takes the
+        // module away from a live node and gives it back.
+        args.extend([
+            "--loadmodule",
+            path.to_str().expect("a UTF-8 path"),
+            "--enable-module-command",
+            "yes",
+        ]);
     }
     RedisServer::start_on_port(port, &args)
 }

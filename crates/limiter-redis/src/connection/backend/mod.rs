@@ -26,11 +26,11 @@ use std::time::Duration;
 use redis::{AsyncConnectionConfig, Client};
 
 use self::connection_slot::{Connection, ConnectionSlot};
-pub(crate) use self::watched_command::WatchedCommand;
 use crate::connection::circuit::Circuit;
 use crate::connection::cluster::{ClusterClient, Functions};
 use crate::connection::library::Library;
 use crate::connection::runtime::Runtime;
+use crate::connection::watched::{Watched, WatchedCommand};
 use crate::error::{BackendError, BackendErrorKind};
 
 /// A handle on one Redis server, shared by every [`RedisLimiter`](crate::RedisLimiter)
@@ -78,8 +78,9 @@ pub(crate) struct Shared {
     /// connection, since a new connection often means a restarted server
     /// (on a cluster: on each new node connection).
     functions: Functions,
-    /// The commands limiters watch for, asked on each new connection.
-    watched: Mutex<Vec<WatchedCommand>>,
+    /// The commands limiters watch for, asked on each new connection (on
+    /// a cluster: on each new node connection).
+    watched: Watched,
     /// Where calls from outside any Tokio runtime run.
     runtime: Runtime,
 }
@@ -129,7 +130,7 @@ impl RedisBackend {
                 circuit: Circuit::default(),
                 refusal: OnceLock::new(),
                 functions: Functions::default(),
-                watched: Mutex::default(),
+                watched: Watched::default(),
                 runtime: Runtime::new(),
             }),
         }

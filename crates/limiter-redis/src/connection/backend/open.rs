@@ -51,11 +51,13 @@ impl Shared {
                     self.ask_watched(&mut conn).await;
                     Ok::<_, RedisError>(Some(Connection::Server(conn)))
                 }
-                Connector::Cluster(client) => {
-                    ClusterConnection::connect(Arc::clone(client), Arc::clone(&self.functions))
-                        .await
-                        .map(|conn| Some(Connection::Cluster(conn)))
-                }
+                Connector::Cluster(client) => ClusterConnection::connect(
+                    Arc::clone(client),
+                    Arc::clone(&self.functions),
+                    Arc::clone(&self.watched),
+                )
+                .await
+                .map(|conn| Some(Connection::Cluster(conn))),
             }
         };
         match tokio::time::timeout(self.connection_timeout + self.command_timeout, connect).await {

@@ -38,6 +38,7 @@ use self::node::{is_connection_error, Node};
 use self::route::{route, Route};
 use crate::connection::library::Library;
 use crate::connection::slot_map::{Address, SlotMap};
+use crate::connection::watched::Watched;
 
 pub(crate) use self::client::ClusterClient;
 pub(crate) use self::out_of_time::is_cluster_down;
@@ -55,6 +56,9 @@ pub(crate) struct ClusterConnection {
 struct Inner {
     client: Arc<ClusterClient>,
     functions: Functions,
+    /// The commands the backend watches for, asked on each new node
+    /// connection.
+    watched: Watched,
     map: RwLock<SlotMap>,
     nodes: Mutex<HashMap<Address, Arc<Node>>>,
     /// When the slot map was last read: one read at a time.
@@ -74,11 +78,13 @@ pub(crate) enum Ask {
 
 impl ClusterConnection {
     /// Reads the slot map from a seed, then connects to every primary
-    /// (loading `functions` on each); a primary that cannot be reached now
-    /// is tried again by the first command for its slots.
+    /// (loading `functions` on each, and asking for every command in
+    /// `watched`); a primary that cannot be reached now is tried again by
+    /// the first command for its slots.
     pub(crate) async fn connect(
         client: Arc<ClusterClient>,
         functions: Functions,
+        watched: Watched,
     ) -> RedisResult<Self> {
         let mut last_error = None;
         let mut map = None;
@@ -101,6 +107,7 @@ impl ClusterConnection {
             inner: Arc::new(Inner {
                 client,
                 functions,
+                watched,
                 map: RwLock::new(map),
                 nodes: Mutex::new(HashMap::new()),
                 last_refresh: tokio::sync::Mutex::new(Some(Instant::now())),

@@ -12,6 +12,7 @@ use super::out_of_time::past_deadline;
 use super::Inner;
 use crate::connection::circuit::Circuit;
 use crate::connection::slot_map::Address;
+use crate::connection::watched::ask_watched;
 use crate::error::{is_out_of_memory, is_refused_credentials};
 
 /// One node's connection, made by one caller at a time.
@@ -179,6 +180,7 @@ impl Inner {
                     loaded => drop(loaded?),
                 }
             }
+            ask_watched(&self.watched, &mut conn).await;
             Ok::<_, RedisError>(conn)
         }
         .await;
