@@ -292,6 +292,27 @@ mod tests {
         }
     }
 
+    /// A state is the call's set's when it ends with the set's tag, or
+    /// once the call puts it; whatever the tag, its numbers read the same.
+    #[test]
+    fn a_state_is_the_sets_by_its_tag_or_once_put() {
+        let policy = Policy::token_bucket(Rate::per_second(5)).unwrap();
+        let mut state = KeyState::fresh(&policy);
+        state.acquire(&policy, 1_234_567, 2).unwrap();
+        let own = *b"own tag!";
+        let mine = encode(&state, None, &own);
+        let theirs = encode(&state, None, b"another!");
+        let read = StringKey::read(&policy, Some(&mine), &own);
+        assert!(read.ours);
+        let mut foreign = StringKey::read(&policy, Some(&theirs), &own);
+        assert!(!foreign.ours);
+        assert_eq!(foreign.state, read.state);
+        assert!(!StringKey::read(&policy, None, &own).ours);
+        foreign.save(state, 10, None);
+        assert!(foreign.ours);
+        assert_eq!(foreign.write(&own).0, mine);
+    }
+
     #[test]
     fn a_value_the_functions_never_write_is_none_of_ours() {
         let bucket = Policy::token_bucket(Rate::per_second(5)).unwrap();
