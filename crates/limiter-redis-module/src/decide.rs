@@ -12,7 +12,9 @@
 //! limiter-core's `SetState::change_policies`), as the Lua's `take_over`
 //! does. The record is read only when the request's first part's state
 //! does not end with the call's set's tag (or some part keeps a sorted
-//! set): a state that does is the set's own, as its record says. A charge
+//! set): a state that does is the set's own, as its record says; one of
+//! another set's tag beside no record (evicted) is none of ours, and each
+//! part starts fresh. A charge
 //! (section 10) is counted with `KeyState::charge` and answered as a peek
 //! of 1.
 //!
@@ -107,14 +109,19 @@ pub(crate) fn decide(call: &Call<'_>, store: &mut impl Store) -> Result<Vec<u8>,
         let record_key = call.record_key(r);
         let writes = request.acquire || request.charge;
         let mut taken = Taken::default();
-        let ours = !sorted_part && strings.get(call.key(r, 0)).is_some_and(|held| held.ours);
-        if !ours {
-            let held = read_record(&mut records, store, record_key)?;
-            if let Some(held) = held
-                .as_deref()
-                .filter(|&held| held != own)
-                .map(<[u8]>::to_vec)
-            {
+        let first = (!sorted_part)
+            .then(|| strings.get(call.key(r, 0)))
+            .flatten();
+        if !first.is_some_and(|held| held.ours) {
+            // A string of another set's tag beside no record (evicted):
+            // none of ours, each part fresh (a record of no version).
+            let orphan = first.is_some_and(|held| held.held_len.is_some());
+            let from = match read_record(&mut records, store, record_key)?.as_deref() {
+                Some(held) if held != own => Some(held.to_vec()),
+                Some(_) => None,
+                None => orphan.then(Vec::new),
+            };
+            if let Some(held) = from {
                 taken = take_over(call, store, r, time_us, &held, &mut strings)?;
                 if writes {
                     let ms = taken.longest_ttl_ms;

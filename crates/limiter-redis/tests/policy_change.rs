@@ -386,3 +386,46 @@ async fn a_record_of_another_encoding_on_redis_is_read_as_fresh() {
         assert_eq!(written[0], 2, "{engine:?}: the record written anew");
     }
 }
+
+/// A state whose record is gone (evicted, say) while it lives, made under
+/// another set: its first part's tag says it is none of the set in force's,
+/// so each part starts fresh on each engine, rather than another set's
+/// bytes being read as this set's (which would leave 0, and a take-over
+/// by the record 10).
+#[tokio::test]
+async fn a_state_beside_no_record_made_by_another_set_starts_fresh() {
+    for engine in ENGINES {
+        let clock = ManualClock::new(T0);
+        let prefix = common::fresh_prefix("orphan");
+        let small = per_minute(Algorithm::TokenBucket, 10);
+        let large = per_minute(Algorithm::TokenBucket, 20);
+        let made = limiter(small, engine, &prefix, &clock).await;
+        assert_eq!(made.acquire(b"k", 9).await.unwrap().remaining, 1);
+        let mut conn = common::connection_at(&common::module_server().url()).await;
+        let deleted: u64 = redis::cmd("DEL")
+            .arg(made.redis_record_key(b"k"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(deleted, 1, "{engine:?}");
+        let now = limiter(large, engine, &prefix, &clock).await;
+        assert_eq!(now.peek(b"k", 1).await.unwrap().remaining, 19, "{engine:?}");
+        assert_eq!(
+            now.acquire(b"k", 1).await.unwrap().remaining,
+            19,
+            "{engine:?}"
+        );
+        // Its own state now, with a record again.
+        assert_eq!(
+            now.acquire(b"k", 1).await.unwrap().remaining,
+            18,
+            "{engine:?}"
+        );
+        let record: Option<Vec<u8>> = redis::cmd("GET")
+            .arg(now.redis_record_key(b"k"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(record.is_some(), "{engine:?}: the record written anew");
+    }
+}

@@ -290,9 +290,10 @@ fn decide_function(parts: &[Policy]) -> String {
     // The record's key is each request's last (keys.rs), a string: read
     // up front with the others. Its checks are written out: a Lua call
     // per request costs Redis more than the comparison it makes. When
-    // every part keeps a string, a first part's state ending with the
-    // set's tag is the set's whatever the record says (policy_change.lua,
-    // `ours`), as limiter-redis-module decides without reading it.
+    // every part keeps a string, the first part's state decides, with the
+    // record, whether the request takes a state over (policy_change.lua,
+    // `foreign`): as limiter-redis-module decides without reading the
+    // record when that state ends with the set's tag.
     let mut code = format!(
         "local RECORD = '{record}'\n\
          local function decide(KEYS, ARGV)\n  \
@@ -303,13 +304,13 @@ fn decide_function(parts: &[Policy]) -> String {
          local k = base + step * (r - 1)\n    \
          local record = keys[k + {keys}]\n    \
          local undo, held = nil, states[record]\n    \
-         if held and held ~= RECORD{ours} then undo = take_over(RECORD, record) end\n    \
+         if {taken} then undo = take_over(RECORD, record) end\n    \
          if charging then charge(RECORD, record) end\n",
         keys = parts.len() + 1,
-        ours = if parts.iter().all(keeps_string) {
-            " and not ours(keys[k + 1])"
+        taken = if parts.iter().all(keeps_string) {
+            "held ~= RECORD and foreign(keys[k + 1], held)"
         } else {
-            ""
+            "held and held ~= RECORD"
         },
     );
     for (i, policy) in parts.iter().enumerate() {

@@ -10,8 +10,8 @@
 --   take_over(set, record_key), called when the record beside the
 --     request's state (record_key, `{prefix}:{{user_key}}:p`, see keys.rs)
 --     holds another set than `set` (the library's own record, a literal),
---     and, when every part keeps a string, the first part's state is not
---     the set's own (ours(key), below):
+--     or, when every part keeps a string, when foreign(key, held) says so
+--     of the first part's state (below):
 --     reads the state of each part of the record's set, takes it over for
 --     each part of `set`, and puts it in states[key] for the algorithm
 --     functions to decide on. An acquire (or a charge) writes it at once,
@@ -19,9 +19,11 @@
 --     admits, comes after), deletes the keys of parts `set` does not have,
 --     and writes the record; it returns nil. A peek writes nothing and
 --     returns what to put back (restore) once it is decided. A missing
---     record takes nothing over (the caller does not call): the state is
---     the set's own (a key first written). A record of another encoding
---     version says the states are none of ours: each part starts fresh.
+--     record beside no state, or beside a state of the set's own tag,
+--     takes nothing over (the caller does not call). A missing record
+--     beside a state of another set's tag (the record evicted), or a
+--     record of another encoding version, says the states are none of
+--     ours: each part starts fresh.
 --   charge(set, record_key): counts a charge's units on every part (after
 --     take_over, as a charge writes).
 --   note_record(record_key, set), called when the request granted a TTL
@@ -333,20 +335,27 @@ local function put_state(p, key, st)
   return ms
 end
 
--- Whether the string state at key is the library's set's: put by this call,
--- or ending with TAG (every string state ends with its set's tag, see the
--- prelude). The generated function then takes nothing over, whatever the
--- record says: limiter-redis-module decides so without reading the record.
-local function ours(key)
+-- Whether a request whose every part keeps a string, the first at key,
+-- beside the record held (false or nil: none), takes its state over: not
+-- when that state is the library's set's (put by this call, or ending with
+-- TAG: every string state ends with its set's tag, see the prelude),
+-- whatever the record says, as limiter-redis-module decides without
+-- reading the record; else when the record is another set's, or missing
+-- beside a string (another set's state, whose record was evicted: none
+-- of ours, each part fresh). Called only when held is not the library's
+-- own record.
+local function foreign(key, held)
   local value = states[key]
-  return value == decoded or (value and string.sub(value, -8) == TAG) or false
+  if value == decoded or (value and string.sub(value, -8) == TAG) then return false end
+  if held then return true end
+  return type(value) == 'string'
 end
 
 local function take_over(set, record_key)
   local held = states[record_key]
   local writes = acquire or charging
   local base = string.sub(record_key, 1, -2)
-  local from, to = parts_of(held), parts_of(set)
+  local from, to = held and parts_of(held), parts_of(set)
   local taken = {}
   for j, p in ipairs(to) do
     local st

@@ -14,7 +14,7 @@ local function decide(KEYS, ARGV)
     local k = base + step * (r - 1)
     local record = keys[k + 3]
     local undo, held = nil, states[record]
-    if held and held ~= RECORD and not ours(keys[k + 1]) then undo = take_over(RECORD, record) end
+    if held ~= RECORD and foreign(keys[k + 1], held) then undo = take_over(RECORD, record) end
     if charging then charge(RECORD, record) end
     local allowed_1, remaining_1, retry_after_1, reset_after_1, reset_now_1, wait_1, t_eff_1, write_1, write_a_1, write_b_1, write_c_1, write_d_1, write_e_1, write_f_1 =
       sliding_counter(keys[k + 1], 1, 1000000, 5, 5, 1000000)
