@@ -81,6 +81,7 @@ pub use crate::algorithms::{
 pub use crate::all_of::{all_of, check_policies, SetState};
 pub use crate::clock_source::ClockSource;
 pub use crate::decision::TickDecision;
+pub use crate::fnv::fnv1a_64;
 pub use crate::inline_key::InlineKey;
 pub use crate::policy_history::PolicyHistory;
 pub use crate::stored_key::{StoredKey, DIGEST_KEY_BYTES, DIGEST_MARK};

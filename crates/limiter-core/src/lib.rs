@@ -41,6 +41,7 @@ mod decision;
 mod divisor;
 mod error;
 mod failure;
+mod fnv;
 mod inline_key;
 mod key_limit;
 mod limiter;

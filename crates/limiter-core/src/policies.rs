@@ -96,11 +96,7 @@ impl Policies {
     /// # Ok::<(), limiter_core::PolicyError>(())
     /// ```
     pub fn fingerprint(&self) -> u64 {
-        const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-        const PRIME: u64 = 0x0100_0000_01b3;
-        self.to_string().bytes().fold(OFFSET, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(PRIME)
-        })
+        crate::fnv::fnv1a_64(self.to_string().as_bytes())
     }
 
     /// The most one request may cost: the smallest of the parts' max costs.

@@ -76,14 +76,7 @@ pub fn encode_policy_record(parts: &[Policy]) -> Vec<u8> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn policy_record_tag(record: &[u8]) -> [u8; 8] {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0100_0000_01b3;
-    record
-        .iter()
-        .fold(OFFSET, |hash, &byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(PRIME)
-        })
-        .to_le_bytes()
+    crate::fnv::fnv1a_64(record).to_le_bytes()
 }
 
 /// The policy set a record names, `None` when the record is of another

@@ -15,17 +15,11 @@
 //! section 9. A policy repeated in a set keeps one state, at the position
 //! of its first occurrence.
 
+use limiter_core::backend::fnv1a_64;
 use limiter_core::Policies;
 use redis::{RedisWrite, ToRedisArgs};
 
 use crate::connection::slot_map::slot_of_tag;
-
-/// The 64-bit FNV-1a digest: tiny, stable across versions and platforms.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
 
 /// Builds one Redis key of every user key under one prefix: a part's state
 /// or the record.
@@ -145,7 +139,7 @@ fn digest_tag(user_key: &[u8]) -> Option<[u8; DIGEST_TAG_LEN]> {
     if !(user_key.is_empty() || user_key.starts_with(b"}")) {
         return None;
     }
-    let digest = fnv1a(user_key) >> 16;
+    let digest = fnv1a_64(user_key) >> 16;
     let mut tag = [0; DIGEST_TAG_LEN];
     for (i, digit) in tag.iter_mut().enumerate() {
         let nibble = (digest >> (4 * (DIGEST_TAG_LEN - 1 - i))) & 0xf;
