@@ -6,9 +6,14 @@
 //! decision's own work. A call that decides k requests pays that once
 //! (docs/benchmarks.md, "Batches").
 //!
-//! Nothing waits to fill a batch: a decision is sent at once unless
-//! [`MAX_IN_FLIGHT`] calls of its limiter are already in flight; then it
-//! goes with the next call, sent as soon as one of them is answered. The
+//! Nothing waits to fill a batch by time: a decision goes with its lane's
+//! next call, which a task of its own sends at once unless
+//! [`MAX_IN_FLIGHT`] calls of the lane are already in flight, and then as
+//! soon as one of them is answered. The task lets the runtime run once
+//! before it takes the lane's queue, so callers woken together (by one
+//! call's answers) queue their next requests first and share one call:
+//! Redis spends most of a few concurrent callers' CPU on each call's
+//! round trip, not on its decisions (docs/benchmarks.md, "Batches"). The
 //! call is atomic and decides its requests in arrival order, so the
 //! decisions are those of the same requests sent one at a time.
 //!
@@ -185,17 +190,18 @@ impl Decider {
         self.keys[0].slot(&request.key)
     }
 
-    /// Decides `request`: at once in a call of its own, or, while
-    /// [`MAX_IN_FLIGHT`] calls of its lane are in flight, in the lane's
-    /// next batch.
+    /// Decides `request` in its lane's next call: one that a new task
+    /// sends, or, while [`MAX_IN_FLIGHT`] calls of the lane are in flight,
+    /// the one sent when the first of them is answered.
     ///
     /// Every call is sent by a task of its own, which holds the lane's
     /// turn ([`Turn::serve`]); the caller only waits for its answer. So a
     /// caller that stops polling its decision, or drops it (its own
     /// timeout), holds up and fails no one else's: the turn is passed on
-    /// when Redis answers. The request is sent once first polled: a
-    /// decision whose caller gave up is still decided, once, and counts,
-    /// unheard (which can only deny others, never over-admit).
+    /// when Redis answers. The request is queued once first polled: a
+    /// decision whose caller gives up after its call took it is still
+    /// decided, once, and counts, unheard (which can only deny others,
+    /// never over-admit); one whose caller is gone before is never sent.
     pub(crate) async fn decide(
         self: &Arc<Self>,
         request: Request,
@@ -203,25 +209,22 @@ impl Decider {
         let lane = self.lane(&request);
         let (answer, answered) = oneshot::channel();
         let waiting = Waiting { request, answer };
-        let alone = {
+        let deadline = Instant::now() + self.backend.command_timeout();
+        let starts_turn = {
             let mut lanes = self.lock();
             let queue = lanes.entry(lane).or_default();
-            if queue.in_flight < MAX_IN_FLIGHT {
-                queue.in_flight += 1;
-                Some(waiting)
-            } else {
-                let deadline = Instant::now() + self.backend.command_timeout();
-                queue.waiting.push_back(Queued { waiting, deadline });
-                None
-            }
+            queue.waiting.push_back(Queued { waiting, deadline });
+            let free = queue.in_flight < MAX_IN_FLIGHT;
+            queue.in_flight += usize::from(free);
+            free
         };
-        if let Some(alone) = alone {
+        if starts_turn {
             let turn = Turn {
                 decider: Arc::clone(self),
                 lane,
                 held: true,
             };
-            drop(self.backend.runtime().spawn(turn.serve(alone))?);
+            drop(self.backend.runtime().spawn(turn.serve())?);
         }
         answered.await.unwrap_or_else(|_| {
             // Outside any runtime the call ran on the first one, gone now.
@@ -516,15 +519,13 @@ struct Turn {
 }
 
 impl Turn {
-    /// Decides `first` alone, then the lane's waiting batches in turn.
-    async fn serve(mut self, first: Waiting) {
-        let decision = self.decider.call_alone(&first.request).await;
-        if let Err(error) = &decision {
-            self.decider.fail_waiting(self.lane, error);
-        }
-        let _ = first.answer.send(decision);
+    /// Decides the lane's waiting batches in turn, until none waits.
+    /// Before each it yields once, so that callers just answered (or
+    /// woken together) queue their next requests and go in the same call.
+    async fn serve(mut self) {
         while let Some(batch) = self.next() {
             self.decider.answer(self.lane, batch).await;
+            tokio::task::yield_now().await;
         }
     }
 
