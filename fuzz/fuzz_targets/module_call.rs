@@ -16,7 +16,10 @@ fuzz_target!(|data: &[u8]| {
         args.push(arg);
         rest = tail;
     }
-    if let Ok(call) = Call::parse(&args) {
+    for call in [Call::parse(&args), Call::parse_across_slots(&args)]
+        .into_iter()
+        .flatten()
+    {
         assert!(!call.requests.is_empty());
         for r in 0..call.requests.len() {
             for i in 0..call.policies.len() {

@@ -80,6 +80,7 @@ pub use crate::algorithms::{
 };
 pub use crate::all_of::{all_of, check_policies, SetState};
 pub use crate::clock_source::ClockSource;
+pub use crate::cluster_slot::{cluster_slot, cluster_slot_of_tag, CLUSTER_SLOTS};
 pub use crate::decision::TickDecision;
 pub use crate::fnv::fnv1a_64;
 pub use crate::inline_key::InlineKey;

@@ -37,6 +37,7 @@ mod backend_failure;
 mod charge;
 mod clock;
 mod clock_source;
+mod cluster_slot;
 mod decision;
 mod divisor;
 mod error;

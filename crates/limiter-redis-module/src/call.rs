@@ -11,6 +11,13 @@
 //! keys come last, so that a command declares them as "every argument from
 //! the fourth" and Redis Cluster routes it.
 //!
+//! `LIMITER.DECIDE_ACROSS …` (and `LIMITER.PEEK_ACROSS`) decide requests
+//! of several slots of one cluster node, as the library's function with
+//! `KEYS` and `ARGV[2..]` of a batch across slots: after the packed
+//! argument, the first request's keys (which route the call, the first of
+//! them its one declared key), then every request's keys
+//! ([`Call::parse_across_slots`]).
+//!
 //! Anything else is refused with an error reply before any key is read.
 
 use std::cell::RefCell;
@@ -70,6 +77,17 @@ impl<'a> Call<'a> {
     /// The call `args` (after the command's name) asks for, or the error
     /// to reply with.
     pub fn parse(args: &'a [&'a [u8]]) -> Result<Self, String> {
+        Self::parse_keys(args, false)
+    }
+
+    /// The call across slots `args` (after the command's name) asks for:
+    /// the keys that route it (the first request's) are left out of
+    /// [`keys`](Self::keys).
+    pub fn parse_across_slots(args: &'a [&'a [u8]]) -> Result<Self, String> {
+        Self::parse_keys(args, true)
+    }
+
+    fn parse_keys(args: &'a [&'a [u8]], across_slots: bool) -> Result<Self, String> {
         let [policies, floor, packed, keys @ ..] = args else {
             return Err(
                 "ERR wrong number of arguments: policies, ttl_floor_ms, packed \
@@ -97,6 +115,15 @@ impl<'a> Call<'a> {
                 parts - 1
             ));
         }
+        // A call across slots: the first request's keys route it, then
+        // come every request's.
+        let keys = match across_slots {
+            true => keys.get(parts..).filter(|rest| !rest.is_empty()).ok_or(
+                "ERR limiter: a call across slots names the keys that route it, then every \
+                 request's",
+            )?,
+            false => keys,
+        };
         let numbers = packed_numbers(packed)?;
         let (requests, step) = match numbers.len() {
             // A hot key's batch: the three once, then R, on one set of keys.
@@ -302,6 +329,28 @@ mod tests {
         assert_eq!(requests[0].cost, 1_000_000);
     }
 
+    /// A call across slots: the first request's keys route it and are
+    /// no request's; every request's keys follow.
+    #[test]
+    fn a_call_across_slots_leaves_out_the_keys_that_route_it() {
+        let one = packed(&[1.0, 1.0, -1.0]);
+        let policy = b"token-bucket:10/1s".as_slice();
+        let args: [&[u8]; 9] = [
+            policy, b"0", &one, b"{a}", b"{a}p", b"{a}", b"{a}p", b"{b}", b"{b}p",
+        ];
+        let call = Call::parse_across_slots(&args).unwrap();
+        assert_eq!((call.step, call.requests.len()), (2, 2));
+        assert_eq!(
+            (call.key(1, 0), call.record_key(1)),
+            (&b"{b}"[..], &b"{b}p"[..])
+        );
+        // Declared, the same arguments are three requests.
+        assert_eq!(Call::parse(&args).unwrap().requests.len(), 3);
+        // The routing keys alone are no call.
+        assert!(Call::parse_across_slots(&args[..5]).is_err());
+        assert!(Call::parse_across_slots(&args[..6]).is_err());
+    }
+
     #[test]
     fn refused_input_is_an_error() {
         let one = packed(&[1.0, 1.0, -1.0]);
@@ -347,7 +396,10 @@ mod tests {
             let packed = packed(&numbers);
             let mut with_policy: Vec<&[u8]> = vec![b"sliding-log:3/1s;token-bucket:2/1s", b"10", &packed];
             with_policy.extend(std::iter::repeat_n(b"k".as_slice(), keys));
-            if let Ok(call) = Call::parse(&with_policy) {
+            for call in [Call::parse(&with_policy), Call::parse_across_slots(&with_policy)]
+                .into_iter()
+                .flatten()
+            {
                 for r in 0..call.requests.len() {
                     for i in 0..call.policies.len() {
                         call.key(r, i);
@@ -357,6 +409,7 @@ mod tests {
             }
             let raw: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
             let _ = Call::parse(&raw);
+            let _ = Call::parse_across_slots(&raw);
         }
     }
 }

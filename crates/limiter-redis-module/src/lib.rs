@@ -2,7 +2,9 @@
 //! functions of limiter-redis, as limiter-core's own state machines.
 //!
 //! `redis-server --loadmodule …/liblimiter_redis_module.so` (or `MODULE
-//! LOAD`) registers `LIMITER.DECIDE` and `LIMITER.PEEK`. They take the Lua
+//! LOAD`) registers `LIMITER.DECIDE` and `LIMITER.PEEK`, and
+//! `LIMITER.DECIDE_ACROSS` and `LIMITER.PEEK_ACROSS` for a cluster's batches
+//! across slots. They take the Lua
 //! library's wire format (limiter-redis's `protocol/wire.rs`: its `KEYS`
 //! layout, packed `ARGV[1]` and packed reply), after the policies and the
 //! TTL floor the library has in its text ([`call`]), and read and write

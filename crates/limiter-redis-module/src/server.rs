@@ -18,8 +18,8 @@ use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis_module::{
-    CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, KeyType, NotifyEvent,
-    RedisString,
+    CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, ContextFlags, KeyType,
+    NotifyEvent, RedisString,
 };
 
 use crate::decide::{LogWrite, Store};
@@ -143,6 +143,21 @@ impl<'c> Server<'c> {
     /// A key's name as Redis takes it: any bytes, a 0 byte included.
     fn name(&self, key: &[u8]) -> RedisString {
         RedisString::create_from_slice(self.ctx.get_raw(), key)
+    }
+
+    /// Whether this node serves `keys` (of one slot) now, as a script's
+    /// own key check tells: `RedisModule_Call` refuses a command on keys of
+    /// a slot another node serves, or importing, or migrating with some of
+    /// them gone. A server that is no cluster's serves every key.
+    pub(crate) fn serves<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> bool {
+        if !self.ctx.get_flags().contains(ContextFlags::CLUSTER) {
+            return true;
+        }
+        let keys: Vec<&[u8]> = keys.collect();
+        matches!(
+            self.call("EXISTS", self.read_options(), &keys),
+            Ok(CallReply::I64(_))
+        )
     }
 
     fn write(&self, command: &str, args: &[&[u8]]) -> Result<(), String> {

@@ -1,12 +1,12 @@
-//! Where a Redis Cluster keeps each key: a key's slot, a node's address,
-//! and which primary serves each slot (`CLUSTER SLOTS`).
+//! Where a Redis Cluster keeps each key: a node's address, and which
+//! primary serves each slot (`CLUSTER SLOTS`); a key's slot is
+//! limiter-core's
+//! [`cluster_slot`](limiter_core::backend::cluster_slot).
 
 use std::sync::Arc;
 
+use limiter_core::backend::CLUSTER_SLOTS;
 use redis::Value;
-
-/// Slots of a Redis Cluster.
-const SLOTS: usize = 16_384;
 
 /// A node's `host:port`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -77,7 +77,7 @@ impl SlotMap {
             return None;
         };
         let mut map = Self {
-            owners: vec![u16::MAX; SLOTS].into_boxed_slice(),
+            owners: vec![u16::MAX; CLUSTER_SLOTS].into_boxed_slice(),
             primaries: Vec::new(),
         };
         for range in ranges {
@@ -102,7 +102,7 @@ impl SlotMap {
                 host
             };
             let (start, end) = (u16::try_from(*start).ok()?, u16::try_from(*end).ok()?);
-            if usize::from(end) >= SLOTS || start > end {
+            if usize::from(end) >= CLUSTER_SLOTS || start > end {
                 return None;
             }
             let node = Address::new(&host, u16::try_from(*port).ok()?);
@@ -114,73 +114,9 @@ impl SlotMap {
     }
 }
 
-/// A key's slot: CRC16 (XMODEM) of its hash tag (the text between its
-/// first `{` and the next `}`, when not empty) or of the whole key.
-pub(crate) fn slot_of(key: &[u8]) -> u16 {
-    let tag = key
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            let close = rest.iter().position(|&b| b == b'}')?;
-            (close > 0).then(|| &rest[..close])
-        })
-        .unwrap_or(key);
-    slot_of_tag(tag)
-}
-
-/// The slot of a key whose hash tag is `tag` (non-empty).
-pub(crate) fn slot_of_tag(tag: &[u8]) -> u16 {
-    crc16_xmodem(tag) % SLOTS as u16
-}
-
-/// CRC16-XMODEM (Redis Cluster's), a byte at a time from a table: several
-/// times cheaper than the bit-at-a-time loop, and a decision on a cluster
-/// computes its key's slot a few times.
-fn crc16_xmodem(bytes: &[u8]) -> u16 {
-    bytes.iter().fold(0u16, |crc, &byte| {
-        (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ byte)]
-    })
-}
-
-/// Each byte's CRC16-XMODEM (polynomial 0x1021).
-const CRC16_TABLE: [u16; 256] = {
-    let mut table = [0u16; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut crc = (i as u16) << 8;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-            bit += 1;
-        }
-        table[i] = crc;
-        i += 1;
-    }
-    table
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn slots_are_those_redis_computes() {
-        // `CLUSTER KEYSLOT` on Redis 7.0.
-        assert_eq!(slot_of(b"foo"), 12182);
-        assert_eq!(slot_of(b"{user1000}.following"), slot_of(b"user1000"));
-        // An empty tag is no tag: the whole key is hashed.
-        assert_eq!(slot_of(b"foo{}{bar}"), crc16_xmodem(b"foo{}{bar}") % 16384);
-        assert_ne!(slot_of(b"foo{}{bar}"), slot_of(b"bar"));
-        assert_eq!(slot_of(b"foo{hash_tag}"), 2515);
-        assert_eq!(slot_of(b"somekey"), 11058);
-        // The CRC-16/XMODEM check value.
-        assert_eq!(crc16_xmodem(b"123456789"), 0x31c3);
-    }
 
     #[test]
     fn redirects_name_their_node() {

@@ -345,12 +345,6 @@ impl Decider {
         if !self.spans_slots(requests) {
             return self.call_declared(requests).await;
         }
-        if !self.function.decides_across_slots() {
-            // The module, found on the cluster since the lanes were
-            // chosen, takes no call across slots.
-            let alone = requests.iter().map(|request| self.call_alone(request));
-            return Ok(futures_util::future::join_all(alone).await);
-        }
         let cmd = self
             .function
             .decide(&self.keys, requests.iter(), Keys::AcrossSlots);
@@ -360,8 +354,10 @@ impl Decider {
             .await
         {
             Ok(reply) if !wire::is_elsewhere(&reply) => self.answers(&reply, requests),
-            Err(error) if !error.is_ask() => Err(error),
-            // Some key is not the node's to serve now.
+            Err(error) if !error.is_ask() && !error.is_unknown_command() => Err(error),
+            // Some key is not the node's to serve now, or a server without
+            // the module's command answered (then each call alone finds
+            // the library).
             _ => {
                 let alone = requests.iter().map(|request| self.call_alone(request));
                 Ok(futures_util::future::join_all(alone).await)

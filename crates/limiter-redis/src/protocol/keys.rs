@@ -19,7 +19,7 @@ use limiter_core::backend::fnv1a_64;
 use limiter_core::Policies;
 use redis::{RedisWrite, ToRedisArgs};
 
-use crate::connection::slot_map::slot_of_tag;
+use limiter_core::backend::cluster_slot_of_tag;
 
 /// Builds one Redis key of every user key under one prefix: a part's state
 /// or the record.
@@ -98,13 +98,13 @@ impl KeyLayout {
     /// prefix has no braces), or the digest when that is empty.
     pub(crate) fn slot(&self, user_key: &[u8]) -> u16 {
         if let Some(tag) = digest_tag(user_key) {
-            return slot_of_tag(&tag);
+            return cluster_slot_of_tag(&tag);
         }
         let end = user_key
             .iter()
             .position(|&b| b == b'}')
             .unwrap_or(user_key.len());
-        slot_of_tag(&user_key[..end])
+        cluster_slot_of_tag(&user_key[..end])
     }
 
     /// The Redis key of `user_key`'s state, e.g. `limiter:{user:42}:0`.
@@ -169,7 +169,7 @@ mod tests {
     use std::collections::HashSet;
 
     use super::*;
-    use crate::connection::slot_map::slot_of;
+    use limiter_core::backend::cluster_slot;
 
     impl KeyLayout {
         /// The state key of a text key, as text.
@@ -204,7 +204,7 @@ mod tests {
             ] {
                 assert_eq!(
                     layout.slot(user_key.as_bytes()),
-                    slot_of(layout.state_text(user_key).as_bytes()),
+                    cluster_slot(layout.state_text(user_key).as_bytes()),
                     "{user_key:?}"
                 );
             }

@@ -185,10 +185,11 @@ impl LuaFunction {
 
     /// After a server answered that it has no module: whether the library
     /// decides until a new connection finds the module again (the module
-    /// was detected), so that the call may go again to it. A call the
-    /// module's command never reached decided nothing.
+    /// was detected, whether or not a concurrent call already found it
+    /// gone), so that the call may go again to it. A call the module's
+    /// command never reached decided nothing.
     pub(crate) fn leave_module(&self) -> bool {
-        match self.module().and_then(|head| head.detected.as_ref()) {
+        match self.module.as_ref().and_then(|head| head.detected.as_ref()) {
             Some(watched) => {
                 watched.gone();
                 true
@@ -200,7 +201,7 @@ impl LuaFunction {
     /// Whether one call may decide requests whose keys lie in different
     /// slots of one cluster node ([`Keys::AcrossSlots`]).
     pub(crate) fn decides_across_slots(&self) -> bool {
-        self.across_slots && self.module().is_none()
+        self.across_slots
     }
 
     /// The library, for the connection layer to load.

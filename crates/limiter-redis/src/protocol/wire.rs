@@ -6,7 +6,8 @@
 //! conversion of docs/spec.md section 5 lives. limiter-redis-module's
 //! `LIMITER.DECIDE` takes the same keys, packed argument and reply, after
 //! the policies and the TTL floor the library has in its text
-//! ([`Target::Module`]); it takes no batch across slots.
+//! ([`Target::Module`]), and a batch across slots as
+//! `LIMITER.DECIDE_ACROSS`.
 //!
 //! One `FCALL` decides R requests in order, each on P parts. Every number
 //! is an integer below 2^53, sent and answered as a little-endian double
@@ -119,7 +120,12 @@ pub(crate) fn call<'r>(
             policies,
             ttl_floor_ms,
         } => {
-            let name = if peeks { MODULE_PEEK } else { MODULE_DECIDE };
+            let name = match (peeks, keys) {
+                (false, Keys::Declared) => MODULE_DECIDE,
+                (true, Keys::Declared) => MODULE_PEEK,
+                (false, Keys::AcrossSlots) => MODULE_DECIDE_ACROSS,
+                (true, Keys::AcrossSlots) => MODULE_PEEK_ACROSS,
+            };
             cmd.arg(name).arg(policies).arg(ttl_floor_ms).arg(packed);
             declare(&mut cmd);
         }
@@ -138,6 +144,17 @@ pub(crate) fn call<'r>(
 pub(crate) const MODULE_DECIDE: &str = "LIMITER.DECIDE";
 /// The module's read-only command, for calls that only peek.
 const MODULE_PEEK: &str = "LIMITER.PEEK";
+/// The module's command deciding a batch across slots of one node.
+const MODULE_DECIDE_ACROSS: &str = "LIMITER.DECIDE_ACROSS";
+/// Its read-only twin.
+const MODULE_PEEK_ACROSS: &str = "LIMITER.PEEK_ACROSS";
+/// Every command of the module: each routed by its fourth argument.
+pub(crate) const MODULE_COMMANDS: [&str; 4] = [
+    MODULE_DECIDE,
+    MODULE_PEEK,
+    MODULE_DECIDE_ACROSS,
+    MODULE_PEEK_ACROSS,
+];
 
 /// What a call runs on the server, and the head of its command: the
 /// arguments before the packed arguments and the keys.
@@ -152,8 +169,10 @@ pub(crate) enum Target<'a> {
     },
     /// `LIMITER.DECIDE policies ttl_floor_ms ARGV[1] KEYS…` (`LIMITER.PEEK`
     /// when every request peeks) of limiter-redis-module: the policies
-    /// as their text, the keys last (the command declares them so). It
-    /// takes no batch across slots: a limiter on it decides by slot.
+    /// as their text, the keys last (the command declares them so). A
+    /// batch across slots goes to `LIMITER.DECIDE_ACROSS` (or
+    /// `LIMITER.PEEK_ACROSS`), whose one declared key is the first, and
+    /// which checks every other key's slot as the library's function does.
     Module {
         policies: &'a str,
         ttl_floor_ms: u64,
@@ -165,7 +184,7 @@ impl Target<'_> {
     fn head_bytes(&self) -> usize {
         match self {
             Self::Lua { function, .. } => function.len() + 5,
-            Self::Module { policies, .. } => policies.len() + MODULE_DECIDE.len() + 20,
+            Self::Module { policies, .. } => policies.len() + MODULE_DECIDE_ACROSS.len() + 20,
         }
     }
 }

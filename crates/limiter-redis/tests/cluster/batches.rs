@@ -4,7 +4,7 @@
 use super::*;
 
 /// What a test of a slot migration starts from: a cluster of its own
-/// ([`own_cluster`]), a limiter on it, and `keys` all on the first
+/// ([`own_cluster_on`]), a limiter on it, and `keys` all on the first
 /// primary (`source`), whose slots the test moves to the second
 /// (`target`).
 struct Migration {
@@ -15,9 +15,10 @@ struct Migration {
     keys: Vec<String>,
 }
 
-/// A [`Migration`] of `count` keys named after `name`, under `policy`.
-async fn migration(policy: Policy, name: &str, count: usize) -> Migration {
-    let (cluster, limiter) = own_cluster(policy, name).await;
+/// A [`Migration`] of `count` keys named after `name`, under `policy`, on
+/// `engine`.
+async fn migration(engine: Engine, policy: Policy, name: &str, count: usize) -> Migration {
+    let (cluster, limiter) = own_cluster_on(engine, policy, name).await;
     let primaries = cluster.primaries();
     let (source, target) = (primaries[0].clone(), primaries[1].clone());
     let keys = keys_on(
@@ -111,40 +112,50 @@ async fn acquire_over(limiter: &Arc<RedisLimiter>, keys: &[String]) -> BTreeMap<
     admitted
 }
 /// Decisions spread over many keys share calls on each primary (its lane,
-/// see `batch.rs`: one call decides keys of several slots), exactly: 64
-/// tasks over 96 keys (32 per primary, 16 acquires each, limit 10) admit
-/// 10 on every key, and every primary runs fewer `FCALL`s than it got
-/// decisions.
+/// see `batch.rs`: one call decides keys of several slots), exactly, on
+/// each engine: 64 tasks over 96 keys (32 per primary, 16 acquires each,
+/// limit 10) admit 10 on every key, every primary runs fewer calls than it
+/// got decisions, and the module's calls across slots are among them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_over_many_keys_share_calls_on_each_primary_and_stay_exact() {
     const LIMIT: u64 = 10;
-    let policy = Policy::fixed_window(Rate::per_hour(LIMIT)).unwrap();
-    let (cluster, limiter) = own_cluster(policy, "spread").await;
-    let primaries = cluster.primaries();
-    let keys = keys_on(&cluster, &limiter, "spread", &primaries, 32);
-    let before: Vec<u64> = primaries
-        .iter()
-        .map(|p| command_calls(&cluster, p, "fcall"))
-        .collect();
-    let admitted = acquire_over(&limiter, &keys).await;
-    for (primary, before) in primaries.iter().zip(before) {
-        let calls = command_calls(&cluster, primary, "fcall") - before;
-        let decisions = 32 * 16;
-        eprintln!(
-            "primary {}: {decisions} decisions in {calls} calls",
-            primary.port
-        );
+    for engine in ENGINES {
+        let policy = Policy::fixed_window(Rate::per_hour(LIMIT)).unwrap();
+        let (cluster, limiter) = own_cluster_on(engine, policy, "spread").await;
+        let primaries = cluster.primaries();
+        let keys = keys_on(&cluster, &limiter, "spread", &primaries, 32);
+        let before: Vec<u64> = primaries
+            .iter()
+            .map(|p| decide_calls(&cluster, p, engine))
+            .collect();
+        let admitted = acquire_over(&limiter, &keys).await;
+        for (primary, before) in primaries.iter().zip(before) {
+            let calls = decide_calls(&cluster, primary, engine) - before;
+            let decisions = 32 * 16;
+            eprintln!(
+                "{engine:?}, primary {}: {decisions} decisions in {calls} calls",
+                primary.port
+            );
+            assert!(
+                calls < decisions,
+                "{engine:?}, primary {}: {decisions} concurrent decisions took {calls} calls: \
+                 none shared",
+                primary.port
+            );
+            if engine == Engine::Module {
+                assert!(
+                    command_calls(&cluster, primary, "limiter.decide_across") > 0,
+                    "primary {}: no call of the module across slots",
+                    primary.port
+                );
+            }
+        }
+        let wrong: Vec<_> = admitted.iter().filter(|(_, &n)| n != LIMIT).collect();
         assert!(
-            calls < decisions,
-            "primary {}: {decisions} concurrent decisions took {calls} calls: none shared",
-            primary.port
+            wrong.is_empty(),
+            "{engine:?}: keys admitting other than {LIMIT}: {wrong:?}"
         );
     }
-    let wrong: Vec<_> = admitted.iter().filter(|(_, &n)| n != LIMIT).collect();
-    assert!(
-        wrong.is_empty(),
-        "keys admitting other than {LIMIT}: {wrong:?}"
-    );
 }
 /// A call across slots that meets a key its node does not serve now (a
 /// slot half-way through a migration, the key's state and record moved:
@@ -152,12 +163,18 @@ async fn decisions_over_many_keys_share_calls_on_each_primary_and_stay_exact() {
 /// following the redirect: no error, every key of the primary (the moving
 /// slot's among them) admits exactly its limit (the moving one's less the
 /// unit admitted before it moved), and the moving slot's key is decided on
-/// the importing node (`ASKING` there).
+/// the importing node (`ASKING` there). On each engine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
+    for engine in ENGINES {
+        a_batch_meeting_a_moving_slot_on(engine).await;
+    }
+}
+
+async fn a_batch_meeting_a_moving_slot_on(engine: Engine) {
     const LIMIT: u64 = 10;
     let policy = Policy::token_bucket(Rate::per_hour(LIMIT)).unwrap();
-    let m = migration(policy, "moving", 48).await;
+    let m = migration(engine, policy, "moving", 48).await;
     let moving = &m.keys[0];
     assert!(
         m.limiter
@@ -174,11 +191,11 @@ async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
     let wrong: Vec<_> = admitted.iter().filter(|(_, &n)| n != LIMIT).collect();
     assert!(
         wrong.is_empty(),
-        "keys admitting other than {LIMIT}: {wrong:?}"
+        "{engine:?}: keys admitting other than {LIMIT}: {wrong:?}"
     );
     assert!(
         command_calls(&m.cluster, &m.target, "asking") > asking,
-        "the moving slot's key was never sent to the importing node"
+        "{engine:?}: the moving slot's key was never sent to the importing node"
     );
     assert_eq!(
         m.cluster
@@ -194,12 +211,18 @@ async fn a_batch_meeting_a_moving_slot_is_decided_request_by_request() {
 /// migrate to another: one key moved (one unit admitted; its requests are
 /// `ASK`ed to the new node), one already at its limit and still on the old
 /// node. Under 64 tasks alternating the two, the full key admits nothing
-/// more, the moved one exactly the rest of its limit.
+/// more, the moved one exactly the rest of its limit. On each engine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_never_follows_an_ask_into_another_importing_slot() {
+    for engine in ENGINES {
+        a_batch_never_follows_an_ask_on(engine).await;
+    }
+}
+
+async fn a_batch_never_follows_an_ask_on(engine: Engine) {
     const LIMIT: u64 = 10;
     let policy = Policy::fixed_window(Rate::per_hour(LIMIT)).unwrap();
-    let m = migration(policy, "asking", 2).await;
+    let m = migration(engine, policy, "asking", 2).await;
     let (moved, full) = (&m.keys[0], &m.keys[1]);
     for _ in 0..LIMIT {
         assert!(m.limiter.acquire(full.as_bytes(), 1).await.unwrap().allowed);
@@ -216,8 +239,11 @@ async fn a_batch_never_follows_an_ask_into_another_importing_slot() {
     }
     m.move_keys(moved);
     let admitted = acquire_over(&m.limiter, &m.keys).await;
-    assert_eq!(admitted[full], 0, "the key at its limit admitted more");
-    assert_eq!(admitted[moved], LIMIT - 1, "the moved key");
+    assert_eq!(
+        admitted[full], 0,
+        "{engine:?}: the key at its limit admitted more"
+    );
+    assert_eq!(admitted[moved], LIMIT - 1, "{engine:?}: the moved key");
 }
 /// Decisions on one hot key of a cluster share calls (its slot's lane, see
 /// `batch.rs`), exactly: 64 tasks of 20 acquires each on one key with a

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use limiter_core::{Algorithm, Limiter, ManualClock, Policies, Policy, Rate};
-use limiter_redis::{BackendErrorKind, RedisBackend, RedisLimiter};
+use limiter_redis::{BackendErrorKind, Engine, RedisBackend, RedisLimiter};
 use limiter_test::redis_cluster::{ClusterNode, RedisCluster, Reply, NODE_TIMEOUT_MS};
 use limiter_test::Harness;
 
@@ -236,7 +236,40 @@ fn command_calls(cluster: &RedisCluster, node: &ClusterNode, command: &str) -> u
 /// commands, and it may change the topology), and a limiter of `policy`
 /// on it.
 async fn own_cluster(policy: Policy, name: &str) -> (Arc<RedisCluster>, Arc<RedisLimiter>) {
-    let cluster = cluster_of_its_own().await;
+    own_cluster_on(Engine::Lua, policy, name).await
+}
+
+/// [`own_cluster`] on `engine`: for the module, every node loads it and
+/// the limiter finds it.
+async fn own_cluster_on(
+    engine: Engine,
+    policy: Policy,
+    name: &str,
+) -> (Arc<RedisCluster>, Arc<RedisLimiter>) {
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(move || match engine {
+            Engine::Module => RedisCluster::start_with_module(),
+            _ => RedisCluster::start(),
+        })
+        .await
+        .unwrap(),
+    );
     let limiter = limiter(&backend(&cluster), policy, name).await;
+    assert_eq!(limiter.engine(), engine);
     (cluster, limiter)
+}
+
+/// Both engines, for a test that runs on each.
+const ENGINES: [Engine; 2] = [Engine::Lua, Engine::Module];
+
+/// How many calls deciding requests a node ran on `engine` (`FCALL`s, or
+/// the module's commands that decide).
+fn decide_calls(cluster: &RedisCluster, node: &ClusterNode, engine: Engine) -> u64 {
+    match engine {
+        Engine::Module => ["limiter.decide", "limiter.decide_across"]
+            .iter()
+            .map(|command| command_calls(cluster, node, command))
+            .sum(),
+        _ => command_calls(cluster, node, "fcall"),
+    }
 }

@@ -2,7 +2,9 @@
 
 use redis::Cmd;
 
-use crate::connection::slot_map::slot_of;
+use limiter_core::backend::cluster_slot;
+
+use crate::protocol::wire::MODULE_COMMANDS;
 
 /// Commands whose first argument is not a key: sent to every primary (the
 /// first reply is the answer), such as `FUNCTION LOAD`, which each
@@ -18,8 +20,8 @@ pub(super) enum Route {
 
 /// A command's route: `FCALL`, `EVALSHA` and `EVAL` by their first key
 /// (keyless ones to every primary, like [`KEYLESS`]), limiter-redis-module's
-/// `LIMITER.DECIDE` and `LIMITER.PEEK` by their fourth argument (their
-/// first key), any other command by its first argument.
+/// commands ([`MODULE_COMMANDS`]) by their fourth argument (their first
+/// key), any other command by its first argument.
 pub(super) fn route(cmd: &Cmd) -> Route {
     let mut args = cmd.args_iter().filter_map(|arg| match arg {
         redis::Arg::Simple(bytes) => Some(bytes),
@@ -45,13 +47,13 @@ pub(super) fn route(cmd: &Cmd) -> Route {
             Some(1..) => args.next(),
             _ => None,
         }
-    } else if is(&["LIMITER.DECIDE", "LIMITER.PEEK"]) {
+    } else if is(&MODULE_COMMANDS) {
         args.nth(3)
     } else {
         args.next()
     };
     match key {
-        Some(key) => Route::Slot(slot_of(key)),
+        Some(key) => Route::Slot(cluster_slot(key)),
         None => Route::Primaries,
     }
 }
@@ -69,10 +71,10 @@ mod tests {
             .arg("p:{u}:tb")
             .arg("p:{u}:fw")
             .arg("acquire");
-        assert_eq!(route(&fcall), Route::Slot(slot_of(b"u")));
+        assert_eq!(route(&fcall), Route::Slot(cluster_slot(b"u")));
         assert_eq!(
             route(redis::cmd("SET").arg("ban:{k}").arg(1)),
-            Route::Slot(slot_of(b"k"))
+            Route::Slot(cluster_slot(b"k"))
         );
         let mut module = redis::cmd("LIMITER.DECIDE");
         module
@@ -80,7 +82,19 @@ mod tests {
             .arg(0)
             .arg("packed")
             .arg("p:{u}:tb");
-        assert_eq!(route(&module), Route::Slot(slot_of(b"u")));
+        assert_eq!(route(&module), Route::Slot(cluster_slot(b"u")));
+        let mut across = redis::cmd("LIMITER.DECIDE_ACROSS");
+        across
+            .arg("token-bucket:1/1s")
+            .arg(0)
+            .arg("packed")
+            .arg("p:{u}:tb")
+            .arg("p:{u}:record")
+            .arg("p:{u}:tb")
+            .arg("p:{u}:record")
+            .arg("p:{v}:tb")
+            .arg("p:{v}:record");
+        assert_eq!(route(&across), Route::Slot(cluster_slot(b"u")));
         assert_eq!(route(redis::cmd("FCALL").arg("f").arg(0)), Route::Primaries);
         assert_eq!(route(redis::cmd("FUNCTION").arg("LOAD")), Route::Primaries);
         assert_eq!(route(&redis::cmd("PING")), Route::Primaries);
