@@ -148,8 +148,7 @@ fn main() {
             .into_iter()
             .filter(|c| only_concurrency.is_none_or(|o| o == *c))
         {
-            let mut paths =
-                runtime.block_on(paths(&backend, &server, with_cell, keys, concurrency));
+            let mut paths = runtime.block_on(paths(&backend, &server, with_cell));
             paths.retain(|(name, _)| only_path.split('|').any(|part| name.contains(part)));
             let rows = measure(&server, &runtime, &paths, keys, concurrency, rounds, run);
             report(&rows, keys, concurrency, rounds, seconds);
@@ -157,6 +156,9 @@ fn main() {
     }
     println!("load average after: {}", load_average());
 }
+
+/// Key prefixes given so far: each path of each block has its own keys.
+static PREFIXES: AtomicU64 = AtomicU64::new(0);
 
 /// A redis-server with limiter-redis-module (optimized) and, when
 /// `REDIS_CELL_MODULE` names it, redis-cell loaded; whether redis-cell is.
@@ -166,13 +168,14 @@ fn server() -> (RedisServer, bool) {
 }
 
 /// Every path of one block: each policy on each engine, under its own
-/// key prefix, then redis-cell.
+/// key prefix, then redis-cell. A prefix is as long as the default one
+/// (`limiter`), so that the keys Redis hashes and compares are as long as
+/// a user's: redis-cell's are the user keys alone.
+
 async fn paths(
     backend: &RedisBackend,
     server: &RedisServer,
     with_cell: bool,
-    keys: u64,
-    concurrency: u64,
 ) -> Vec<(String, Decider)> {
     let mut paths = Vec::new();
     for (engine, name) in [(Engine::Lua, "lua"), (Engine::Module, "module")] {
@@ -180,7 +183,7 @@ async fn paths(
             let set: Policies = policies.parse().expect("a policy set");
             let limiter = RedisLimiter::builder(backend, set)
                 .engine(engine)
-                .key_prefix(format!("{name}:{policies}:{keys}:{concurrency}"))
+                .key_prefix(format!("l{:06}", PREFIXES.fetch_add(1, Ordering::Relaxed)))
                 .build()
                 .await
                 .expect("a limiter");
