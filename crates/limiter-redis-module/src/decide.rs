@@ -41,8 +41,21 @@ use crate::string_state::{ttl_ms, Expiry, StringKey};
 
 /// The server's keys and clock, as one call reads and writes them.
 pub(crate) trait Store {
-    /// `MGET keys`: each key's string, `None` for none or another type.
-    fn strings(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, String>;
+    /// `MGET keys`: each key's string lent to `read`, with its place in
+    /// `keys`, `None` for none or another type.
+    fn read_strings(
+        &mut self,
+        keys: &[&[u8]],
+        read: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> Result<(), String>;
+    /// `MGET keys`: each key's string, copied.
+    fn strings(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, String> {
+        let mut values = Vec::with_capacity(keys.len());
+        self.read_strings(keys, &mut |_, value| {
+            values.push(value.map(<[u8]>::to_vec));
+        })?;
+        Ok(values)
+    }
     /// The sorted set at `key` as (tick, total) entries, lowest tick
     /// first; `Ok(None)` when the key holds another type.
     fn sorted_log(&mut self, key: &[u8]) -> Result<Option<Vec<(u64, u64)>>, String>;
@@ -139,7 +152,7 @@ pub(crate) fn decide(call: &Call<'_>, store: &mut impl Store) -> Result<Vec<u8>,
         let mut answers = Vec::with_capacity(parts.len());
         for (i, policy) in parts.iter().enumerate() {
             let key = call.key(r, i);
-            let part = if let Some(state) = taken.logs.get(key) {
+            let part = if let Some((_, state)) = taken.logs.iter().find(|(k, _)| *k == key) {
                 Part::decide(state, policy, time_us, cost)
             } else if keeps_sorted_set(policy) {
                 match store.sorted_log(key)? {
@@ -244,22 +257,22 @@ fn read_strings<'a>(
         }
     }
     let names: Vec<&[u8]> = keys.iter().map(|(key, _)| *key).collect();
-    let values = store.strings(&names)?;
     let mut strings = ByKey::with_capacity_and_hasher(keys.len(), RandomState::new());
-    for ((key, policy), value) in keys.into_iter().zip(values) {
+    store.read_strings(&names, &mut |at, value| {
+        let (key, policy) = keys[at];
         strings
             .entry(key)
-            .or_insert_with(|| StringKey::read(policy, value.as_deref(), &call.tag));
-    }
+            .or_insert_with(|| StringKey::read(policy, value, &call.tag));
+    })?;
     Ok(strings)
 }
 
 /// What a request's take-over leaves besides the string states it puts.
 #[derive(Default)]
 struct Taken<'a> {
-    /// The sorted-set logs a peek took over (it writes none): decided
-    /// from here.
-    logs: ByKey<'a, KeyState>,
+    /// The sorted-set logs a peek took over (it writes none), by key:
+    /// decided from here. One per part at most, so a list.
+    logs: Vec<(&'a [u8], KeyState)>,
     /// The string keys a peek took over, as they were before, to put back.
     peeked: Vec<(&'a [u8], StringKey)>,
     /// The longest TTL an acquire's take-over gave a state, in ms.
@@ -305,7 +318,7 @@ fn take_over<'a>(
         let key = call.key(r, i);
         if !writes {
             if keeps_sorted_set(policy) {
-                result.logs.insert(key, state.clone());
+                result.logs.push((key, state.clone()));
             } else if let Some(before) = strings.get(key).cloned() {
                 result.peeked.push((key, before.clone()));
                 strings.insert(key, StringKey::taken(policy, state.clone(), &before, None));

@@ -42,19 +42,24 @@ impl OpenKey {
         KeyType::from(key_type)
     }
 
-    /// The string the key holds, copied; `None` when it holds none.
-    pub(crate) fn string(&self) -> Option<Vec<u8>> {
+    /// `read` of the string the key holds (`None` when it holds none),
+    /// lent for the call: the bytes are Redis's own, valid until the key
+    /// is written.
+    pub(crate) fn with_string<R>(&self, read: impl FnOnce(Option<&[u8]>) -> R) -> R {
         if self.key_type() != KeyType::String {
-            return None;
+            return read(None);
         }
         let mut len = 0;
         let bytes = raw::string_dma(self.key, &mut len, KeyMode::READ);
         if bytes.is_null() {
-            return None;
+            return read(None);
         }
         // SAFETY: Redis gives `len` readable bytes at `bytes`, valid while
-        // the key is open and not written; they are copied at once.
-        Some(unsafe { std::slice::from_raw_parts(bytes.cast::<u8>(), len) }.to_vec())
+        // the key is open and not written; `&self` is borrowed while they
+        // are lent, and nothing here writes the key.
+        read(Some(unsafe {
+            std::slice::from_raw_parts(bytes.cast::<u8>(), len)
+        }))
     }
 
     /// Writes `value` as the key's string, in place when it holds one of

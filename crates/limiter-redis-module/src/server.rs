@@ -40,9 +40,12 @@ pub(crate) struct Server<'c> {
     /// first: a key the call names is opened, replicated and notified as
     /// its own argument, with no new string made for it.
     args: Vec<(usize, &'c RedisString)>,
-    /// The string keys opened for writing, by name, with the name as
-    /// Redis takes it (for keyspace events), until the call ends.
-    open: HashMap<Cow<'c, [u8]>, (Name<'c>, OpenKey), ahash::RandomState>,
+    /// The string keys opened for writing, by name: where in [`keys`]
+    /// (Self::keys) each is.
+    open: HashMap<Cow<'c, [u8]>, usize, ahash::RandomState>,
+    /// The keys opened for writing, with the name as Redis takes it (for
+    /// keyspace events), until the call ends (`None` once closed early).
+    keys: Vec<Option<(Name<'c>, OpenKey)>>,
     /// `0` as Redis takes it (`SETRANGE`'s offset), made once a call.
     zero: OnceCell<RedisString>,
 }
@@ -84,6 +87,7 @@ impl<'c> Server<'c> {
             write: OnceCell::new(),
             writes,
             open: HashMap::with_capacity_and_hasher(args.len(), Default::default()),
+            keys: Vec::with_capacity(args.len()),
             args,
             zero: OnceCell::new(),
         }
@@ -104,21 +108,39 @@ impl<'c> Server<'c> {
     /// The key `name` opened for writing, opened now if it is not yet,
     /// and its name as Redis takes it.
     fn opened(&mut self, name: &[u8]) -> &(Name<'c>, OpenKey) {
-        if !self.open.contains_key(name) {
-            let (bytes, redis_name) = match self.argument(name) {
-                Some(argument) => (Cow::Borrowed(argument.as_slice()), Name::Argument(argument)),
-                None => (Cow::Owned(name.to_vec()), Name::Made(self.name(name))),
-            };
-            let key = OpenKey::open(self.ctx, redis_name.string());
-            self.open.insert(bytes, (redis_name, key));
+        let at = self.open_at(name);
+        self.key_at(at)
+    }
+
+    /// Where in [`keys`](Self::keys) the key `name` opened for writing
+    /// is, opened now if it is not yet.
+    fn open_at(&mut self, name: &[u8]) -> usize {
+        if let Some(&at) = self.open.get(name) {
+            return at;
         }
-        &self.open[name]
+        let (bytes, redis_name) = match self.argument(name) {
+            Some(argument) => (Cow::Borrowed(argument.as_slice()), Name::Argument(argument)),
+            None => (Cow::Owned(name.to_vec()), Name::Made(self.name(name))),
+        };
+        let key = OpenKey::open(self.ctx, redis_name.string());
+        self.keys.push(Some((redis_name, key)));
+        self.open.insert(bytes, self.keys.len() - 1);
+        self.keys.len() - 1
+    }
+
+    /// The key opened at `at` ([`open_at`](Self::open_at)).
+    fn key_at(&self, at: usize) -> &(Name<'c>, OpenKey) {
+        self.keys[at]
+            .as_ref()
+            .expect("a key closed early is no longer in the map of open keys")
     }
 
     /// Closes `name` if it is open: a command run on it through
     /// `RedisModule_Call` may change or delete its value.
     fn close(&mut self, name: &[u8]) {
-        self.open.remove(name);
+        if let Some(at) = self.open.remove(name) {
+            self.keys[at] = None;
+        }
     }
 
     fn read_options(&self) -> &CallOptions {
@@ -185,30 +207,33 @@ fn number(reply: Option<CallResult<'_>>) -> Option<u64> {
 }
 
 impl Store for Server<'_> {
-    fn strings(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, String> {
-        keys.iter()
-            .map(|&name| {
-                if self.writes {
-                    // As MGET: a key of another type holds no string.
-                    return Ok(self.opened(name).1.string());
+    fn read_strings(
+        &mut self,
+        keys: &[&[u8]],
+        read: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> Result<(), String> {
+        for (at, &name) in keys.iter().enumerate() {
+            if self.writes {
+                // As MGET: a key of another type holds no string.
+                self.opened(name).1.with_string(|value| read(at, value));
+                continue;
+            }
+            let made;
+            let redis_name = match self.argument(name) {
+                Some(argument) => argument,
+                None => {
+                    made = self.name(name);
+                    &made
                 }
-                let made;
-                let redis_name = match self.argument(name) {
-                    Some(argument) => argument,
-                    None => {
-                        made = self.name(name);
-                        &made
-                    }
-                };
-                let key = self.ctx.open_key(redis_name);
-                if key.key_type() != KeyType::String {
-                    return Ok(None);
-                }
-                key.read()
-                    .map(|bytes| bytes.map(<[u8]>::to_vec))
-                    .map_err(|e| format!("ERR limiter: {e}"))
-            })
-            .collect()
+            };
+            let key = self.ctx.open_key(redis_name);
+            if key.key_type() != KeyType::String {
+                read(at, None);
+                continue;
+            }
+            read(at, key.read().map_err(|e| format!("ERR limiter: {e}"))?);
+        }
+        Ok(())
     }
 
     fn sorted_log(&mut self, key: &[u8]) -> Result<Option<Vec<(u64, u64)>>, String> {
@@ -243,9 +268,9 @@ impl Store for Server<'_> {
     fn write_string(&mut self, name: &[u8], value: &[u8], expiry: Expiry) -> Result<(), String> {
         // As SET: a key of another type is written over.
         let ctx = self.ctx;
-        self.opened(name);
+        let at = self.open_at(name);
         let zero = self.zero.get_or_init(|| self.name(b"0"));
-        let (redis_name, key) = &self.open[name];
+        let (redis_name, key) = self.key_at(at);
         let notified = redis_name.string();
         key.write(value)?;
         let notify = |class, event| ctx.notify_keyspace_event(class, event, notified);

@@ -164,20 +164,23 @@ fn decode(policy: &Policy, bytes: &[u8]) -> Option<(KeyState, Option<f64>)> {
         Algorithm::SlidingCounter => 3,
         _ => 2,
     };
-    let doubles: Vec<f64> = bytes
-        .chunks_exact(8)
-        .map(|b| f64::from_le_bytes(b.try_into().unwrap_or_default()))
-        .collect();
-    if !bytes.len().is_multiple_of(8) || !(fields..=fields + 1).contains(&doubles.len()) {
+    let count = bytes.len() / 8;
+    if !bytes.len().is_multiple_of(8) || !(fields..=fields + 1).contains(&count) {
         return None;
     }
-    let deadline = doubles.get(fields).copied();
-    let numbers = doubles[..fields]
-        .iter()
-        .map(|&d| whole(d))
-        .collect::<Option<Vec<u64>>>()?;
+    let double = |i: usize| {
+        let mut field = [0; 8];
+        field.copy_from_slice(&bytes[8 * i..8 * i + 8]);
+        f64::from_le_bytes(field)
+    };
+    let deadline = (count > fields).then(|| double(fields));
+    let mut whole_fields = [0u64; 3];
+    for (i, field) in whole_fields.iter_mut().take(fields).enumerate() {
+        *field = whole(double(i))?;
+    }
+    let numbers = &whole_fields[..fields];
     let full = policy.max_cost() * policy.window_ticks();
-    let state = match (policy.algorithm(), &numbers[..]) {
+    let state = match (policy.algorithm(), numbers) {
         (Algorithm::TokenBucket, &[s, last]) if s <= full => {
             KeyState::TokenBucket(TokenBucket::from_parts(s, last))
         }
