@@ -171,7 +171,6 @@ fn server() -> (RedisServer, bool) {
 /// key prefix, then redis-cell. A prefix is as long as the default one
 /// (`limiter`), so that the keys Redis hashes and compares are as long as
 /// a user's: redis-cell's are the user keys alone.
-
 async fn paths(
     backend: &RedisBackend,
     server: &RedisServer,
