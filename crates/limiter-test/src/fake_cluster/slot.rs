@@ -1,12 +1,13 @@
 //! Which slot a command is for, computed as a Redis Cluster node does:
-//! CRC16 (XMODEM) of its first key's hash tag, modulo 16384.
+//! CRC16 (XMODEM) of its first key's hash tag, modulo 16384
+//! (limiter-core's `cluster_slot`, pinned to Redis's own values below).
 
-use crate::redis_cluster::SLOTS;
+use limiter_core::backend::cluster_slot;
 
 /// The slot of `args`' first key: `FCALL`, `FCALL_RO`, `EVALSHA` and
-/// `EVAL` by their first declared key, limiter-redis-module's
-/// `LIMITER.DECIDE` and `LIMITER.PEEK` by their fourth argument; `None`
-/// for any other command, or one without keys.
+/// `EVAL` by their first declared key, limiter-redis-module's commands
+/// by their fourth argument; `None` for any other command, or one
+/// without keys.
 pub(super) fn slot_of_command(args: &[Vec<u8>]) -> Option<u16> {
     let name = String::from_utf8_lossy(args.first()?).to_ascii_uppercase();
     let key = match name.as_str() {
@@ -17,7 +18,9 @@ pub(super) fn slot_of_command(args: &[Vec<u8>]) -> Option<u16> {
             }
             args.get(3)?
         }
-        "LIMITER.DECIDE" | "LIMITER.PEEK" => args.get(4)?,
+        "LIMITER.DECIDE" | "LIMITER.PEEK" | "LIMITER.DECIDE_ACROSS" | "LIMITER.PEEK_ACROSS" => {
+            args.get(4)?
+        }
         _ => return None,
     };
     Some(slot_of(key))
@@ -26,33 +29,7 @@ pub(super) fn slot_of_command(args: &[Vec<u8>]) -> Option<u16> {
 /// A key's slot: of its hash tag (the text between its first `{` and the
 /// next `}`, when not empty), or of the whole key.
 pub fn slot_of(key: impl AsRef<[u8]>) -> u16 {
-    let key = key.as_ref();
-    let tag = key
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            let close = rest.iter().position(|&b| b == b'}')?;
-            (close > 0).then(|| &rest[..close])
-        })
-        .unwrap_or(key);
-    crc16_xmodem(tag) % SLOTS
-}
-
-/// CRC16-XMODEM, bit by bit (polynomial 0x1021).
-fn crc16_xmodem(bytes: &[u8]) -> u16 {
-    let mut crc = 0u16;
-    for &byte in bytes {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
+    cluster_slot(key.as_ref())
 }
 
 #[cfg(test)]
