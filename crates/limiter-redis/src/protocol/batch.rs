@@ -7,10 +7,9 @@
 //! (docs/benchmarks.md, "Batches").
 //!
 //! Nothing waits to fill a batch by time: a decision goes with its lane's
-//! next call, which a task of its own sends at once when no call of the
-//! lane is in flight, or when [`SECOND_CALL_AT`] decisions wait while one
-//! is, and otherwise as soon as a call in flight is answered
-//! ([`MAX_IN_FLIGHT`] at most). The task lets the runtime run once
+//! next call, which a task of its own sends at once unless
+//! [`MAX_IN_FLIGHT`] calls of the lane are already in flight, and then as
+//! soon as one of them is answered. The task lets the runtime run once
 //! before it takes the lane's queue, so callers woken together (by one
 //! call's answers) queue their next requests first and share one call:
 //! Redis spends most of a few concurrent callers' CPU on each call's
@@ -68,15 +67,6 @@ use crate::protocol::wire::{self, Keys, Mode, Request};
 /// (hot key and 10,000 keys, one server and a cluster; docs/benchmarks.md,
 /// "Batches").
 const MAX_IN_FLIGHT: usize = 2;
-
-/// Requests waiting before a lane's second call goes while its first is
-/// in flight; fewer wait for the first's answer and go together then. A
-/// call's round trip costs the server several decisions' worth (one pass
-/// of its event loop: a read, a write that wakes the client, a sleep), so
-/// a few concurrent callers are decided in one call rather than two of
-/// half as many (docs/benchmarks.md, "The Redis module beside the Lua
-/// functions and redis-cell").
-const SECOND_CALL_AT: usize = 8;
 
 /// Requests per call at most, so that one call holds Redis (which runs one
 /// function at a time) for a fraction of a millisecond.
@@ -201,9 +191,8 @@ impl Decider {
     }
 
     /// Decides `request` in its lane's next call: one that a new task
-    /// sends (none of the lane in flight, or [`SECOND_CALL_AT`] requests
-    /// waiting with one in flight), or the one sent when a call in flight
-    /// is answered.
+    /// sends, or, while [`MAX_IN_FLIGHT`] calls of the lane are in flight,
+    /// the one sent when the first of them is answered.
     ///
     /// Every call is sent by a task of its own, which holds the lane's
     /// turn ([`Turn::serve`]); the caller only waits for its answer. So a
@@ -225,8 +214,7 @@ impl Decider {
             let mut lanes = self.lock();
             let queue = lanes.entry(lane).or_default();
             queue.waiting.push_back(Queued { waiting, deadline });
-            let free = queue.in_flight == 0
-                || (queue.in_flight < MAX_IN_FLIGHT && queue.waiting.len() >= SECOND_CALL_AT);
+            let free = queue.in_flight < MAX_IN_FLIGHT;
             queue.in_flight += usize::from(free);
             free
         };
