@@ -98,10 +98,19 @@ async fn limiter(backend: &RedisBackend, policy: Policy, name: &str) -> Arc<Redi
 /// A cluster of the test's own, for a test that changes or breaks its
 /// topology: started off the runtime's worker.
 async fn cluster_of_its_own() -> Arc<RedisCluster> {
+    cluster_of_its_own_for(Engine::Lua).await
+}
+
+/// [`cluster_of_its_own`] for `engine`: for the module, every node loads
+/// it.
+async fn cluster_of_its_own_for(engine: Engine) -> Arc<RedisCluster> {
     Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start)
-            .await
-            .unwrap(),
+        tokio::task::spawn_blocking(move || match engine {
+            Engine::Module => RedisCluster::start_with_module(),
+            _ => RedisCluster::start(),
+        })
+        .await
+        .unwrap(),
     )
 }
 
@@ -246,14 +255,7 @@ async fn own_cluster_on(
     policy: Policy,
     name: &str,
 ) -> (Arc<RedisCluster>, Arc<RedisLimiter>) {
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(move || match engine {
-            Engine::Module => RedisCluster::start_with_module(),
-            _ => RedisCluster::start(),
-        })
-        .await
-        .unwrap(),
-    );
+    let cluster = cluster_of_its_own_for(engine).await;
     let limiter = limiter(&backend(&cluster), policy, name).await;
     assert_eq!(limiter.engine(), engine);
     (cluster, limiter)

@@ -10,11 +10,7 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_redis_cluster_the_module_decides_on_each_keys_node() {
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start_with_module)
-            .await
-            .unwrap(),
-    );
+    let cluster = cluster_of_its_own_for(Engine::Module).await;
     let backend = backend(&cluster);
     let policies: Policies = "token-bucket:2/10s;sliding-log:3/10s".parse().unwrap();
     let limiter = RedisLimiter::builder(&backend, policies)
@@ -36,7 +32,7 @@ async fn on_a_redis_cluster_the_module_decides_on_each_keys_node() {
     for node in &primaries {
         let stats = cluster.command(node, &["INFO", "commandstats"]).text();
         assert!(
-            stats.contains("cmdstat_limiter.decide:calls="),
+            stats.contains("cmdstat_limiter.decide"),
             "{}: {stats}",
             node.port
         );
@@ -51,11 +47,7 @@ async fn on_a_redis_cluster_the_module_decides_on_each_keys_node() {
 /// once its new node connections find it, on the same state throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_redis_cluster_the_module_back_on_every_node_is_found_by_new_connections() {
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start_with_module)
-            .await
-            .unwrap(),
-    );
+    let cluster = cluster_of_its_own_for(Engine::Module).await;
     let backend = backend(&cluster);
     let limiter =
         RedisLimiter::builder(&backend, Policy::token_bucket(Rate::per_second(5)).unwrap())
@@ -65,13 +57,16 @@ async fn on_a_redis_cluster_the_module_back_on_every_node_is_found_by_new_connec
             .await
             .unwrap();
     let keys: Vec<String> = (0..30).map(|user| format!("user:{user}")).collect();
+    // Every key at once: their calls span slots of each node, so the
+    // module's calls across slots meet its going and coming back too.
     let remaining = |left: u64| {
         let limiter = &limiter;
         let keys = &keys;
         async move {
-            for key in keys {
-                let decision = limiter.acquire(key.as_bytes(), 1).await.unwrap();
-                assert_eq!(decision.remaining, left, "{key}");
+            let decisions = keys.iter().map(|key| limiter.acquire(key.as_bytes(), 1));
+            let decisions = futures_util::future::join_all(decisions).await;
+            for (key, decision) in keys.iter().zip(decisions) {
+                assert_eq!(decision.unwrap().remaining, left, "{key}");
             }
         }
     };
@@ -104,7 +99,7 @@ async fn on_a_redis_cluster_the_module_back_on_every_node_is_found_by_new_connec
     for node in &primaries {
         let stats = cluster.command(node, &["INFO", "commandstats"]).text();
         assert!(
-            stats.contains("cmdstat_limiter.decide:calls="),
+            stats.contains("cmdstat_limiter.decide"),
             "{}: the module decided nothing since it came back: {stats}",
             node.port
         );

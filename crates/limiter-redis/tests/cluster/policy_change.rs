@@ -8,11 +8,7 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_change_vectors_replay_byte_for_byte_on_a_redis_cluster() {
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(RedisCluster::start_with_module)
-            .await
-            .unwrap(),
-    );
+    let cluster = cluster_of_its_own_for(Engine::Module).await;
     for engine in [Engine::Lua, Engine::Module] {
         let backend = backend(&cluster);
         limiter_test::cases::policy_change_vectors_replay_byte_for_byte(
