@@ -44,31 +44,32 @@ impl<'a> InFlight<'a> {
     /// answer, if the key is held.
     pub(crate) fn finish<R>(&mut self, f: impl FnOnce(&mut KeyLease) -> R) -> Option<R> {
         self.settled = true;
-        self.settle(|lease| (f(lease), lease.settled()))
+        self.settle(|lease, _| (f(lease), lease.settled()))
     }
 
     /// [`finish`](Self::finish), then runs `next` on the key's leases,
     /// under the same lock: with no lease in flight any more, `next` may
-    /// ask the next one. Answers both answers, if the key is held.
+    /// ask the next one. Both run at the time read under the lock.
+    /// Answers both answers, if the key is held.
     pub(crate) fn finish_then<R, S>(
         &mut self,
-        f: impl FnOnce(&mut KeyLease) -> R,
-        next: impl FnOnce(&mut KeyLease) -> S,
+        f: impl FnOnce(&mut KeyLease, u64) -> R,
+        next: impl FnOnce(&mut KeyLease, u64) -> S,
     ) -> Option<(R, S)> {
         self.settled = true;
-        self.settle(|lease| {
-            let answer = f(lease);
+        self.settle(|lease, now_us| {
+            let answer = f(lease, now_us);
             let waiting = lease.settled();
-            ((answer, next(lease)), waiting)
+            ((answer, next(lease, now_us)), waiting)
         })
     }
 
-    /// Runs `settle` on the key's leases, which settles the request and
-    /// answers the requests that waited for it; then wakes them. Answers
-    /// the rest of `settle`'s answer, if the key is held.
-    fn settle<R>(&self, settle: impl FnOnce(&mut KeyLease) -> (R, Vec<Waker>)) -> Option<R> {
-        let now_us = self.clock.now_us();
-        let (answer, waiting) = self.leases.with_at(self.key, now_us, settle)?;
+    /// Runs `settle` on the key's leases at the time read under the key's
+    /// lock, which settles the request and answers the requests that
+    /// waited for it; then wakes them. Answers the rest of `settle`'s
+    /// answer, if the key is held.
+    fn settle<R>(&self, settle: impl FnOnce(&mut KeyLease, u64) -> (R, Vec<Waker>)) -> Option<R> {
+        let (answer, waiting) = self.leases.with_at(self.key, self.clock, settle)?;
         waiting.into_iter().for_each(Waker::wake);
         Some(answer)
     }
@@ -77,7 +78,7 @@ impl<'a> InFlight<'a> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         if !self.settled {
-            self.settle(|lease| ((), lease.settled()));
+            self.settle(|lease, _| ((), lease.settled()));
         }
     }
 }

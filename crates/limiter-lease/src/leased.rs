@@ -8,11 +8,14 @@
 //!
 //! 1. `Limiter::acquire` (or `acquire_now`): the warm route first, inline,
 //!    so that its future stays small.
-//! 2. `Leased::decide_now`: reads the clock; checks the policies only for
-//!    a cost or a time out of their range.
+//! 2. `Leased::decide_now`: checks the policies only for a cost out of
+//!    their range.
 //! 3. `Leases::with_live`: hashes the key once (`Leases::shard`: the hash
-//!    picks the shard and the slot), locks the shard, finds the key's
-//!    `KeyLease` and drops its leases that lapsed (`KeyLease::expire`).
+//!    picks the shard and the slot), locks the shard, reads the clock
+//!    (under the lock, so that the decision's time follows every lease
+//!    that landed before it; a time out of range goes the cold route,
+//!    which names the error), finds the key's `KeyLease` and drops its
+//!    leases that lapsed (`KeyLease::expire`).
 //! 4. `KeyLease::serve`: takes the units (`peek`, `take_held`) unless
 //!    that leaves a lease to fetch (`wants_refill`), and counts the
 //!    arrival (`arrived`).
@@ -26,8 +29,9 @@
 //! 1. `Limiter::acquire`: the warm route answers nothing; the rest runs
 //!    in a boxed future of its own.
 //! 2. `Leased::decide`: reads the clock and checks the policies; under
-//!    the key's lock (`Leases::with_new`, which adds the key, or answers
-//!    nothing when the map is full: the request is then exact) it plans.
+//!    the key's lock (`Leases::with_new`, which reads the clock again, adds
+//!    the key, or answers nothing when the map is full: the request is
+//!    then exact) it plans.
 //! 3. `Leased::plan`: counts the arrival, then tries in turn the units in
 //!    hand (`KeyLease::take`), the lease in flight (`claim`: the request
 //!    waits for it, `Landing`, and plans once more), and a lease of its
@@ -246,9 +250,8 @@ impl<L: Limiter> Leased<L> {
 
     /// The units of `key` this instance holds now, unused and unexpired.
     pub fn held(&self, key: &[u8]) -> u64 {
-        let now_us = self.clock.now_us();
         self.leases
-            .with_live(key, now_us, |lease| lease.held())
+            .with_live(key, &self.clock, |lease, _| lease.held())
             .unwrap_or(0)
     }
 
@@ -274,8 +277,7 @@ impl<L: Limiter> Leased<L> {
     /// lease in flight, by fetching a lease, or by the wrapped limiter at
     /// the request's own cost.
     async fn decide(&self, key: &[u8], cost: u64) -> Result<Decision, Error> {
-        let mut now_us = self.clock.now_us();
-        check_policies(self.inner.policies(), now_us, cost)?;
+        check_policies(self.inner.policies(), self.clock.now_us(), cost)?;
         if self.sizing.lifetime_us == 0 {
             return self.exact(key, cost).await;
         }
@@ -283,7 +285,7 @@ impl<L: Limiter> Leased<L> {
         loop {
             let plan = self
                 .leases
-                .with_new(key, now_us, |lease| {
+                .with_new(key, &self.clock, |lease, now_us| {
                     self.plan(lease, cost, now_us, may_wait)
                 })
                 .unwrap_or(Plan::Exact);
@@ -305,7 +307,6 @@ impl<L: Limiter> Leased<L> {
                     }
                     .await;
                     may_wait = false;
-                    now_us = self.clock.now_us();
                     continue;
                 }
             };
@@ -422,22 +423,24 @@ impl<L: Limiter> Leased<L> {
         set: &Decision,
         ahead: bool,
     ) -> Option<u64> {
-        let now_us = self.clock.now_us();
         let decision = set.clone();
-        let batch = Batch {
-            units: packed(size - cost),
-            expires_us: self.expiry(sent_us, set),
-            taken: packed(cost),
-            depart_us: now_us.saturating_add(micros(decision.wait)),
-        };
+        let expires_us = self.expiry(sent_us, set);
         let grant = Grant {
             limit: decision.limit,
             bound_by: decision.bound_by,
             reset_at_us: sent_us.saturating_add(micros(decision.reset_after)),
         };
         let (lapsed, refill) = pending.finish_then(
-            |lease| lease.granted(batch, grant, decision.remaining, &self.part_limits),
-            |lease| {
+            |lease, now_us| {
+                let batch = Batch {
+                    units: packed(size - cost),
+                    expires_us,
+                    taken: packed(cost),
+                    depart_us: now_us.saturating_add(micros(decision.wait)),
+                };
+                lease.granted(batch, grant, decision.remaining, &self.part_limits)
+            },
+            |lease, now_us| {
                 self.leases.lapse(lease.expire(now_us));
                 match ahead && lease.wants_refill(lease.held(), now_us) {
                     true => lease.ask_ahead(now_us, &self.sizing),
@@ -509,22 +512,25 @@ impl<L: Limiter> Leased<L> {
         if self.sizing.lifetime_us == 0 {
             return None;
         }
-        let now_us = self.clock.now_us();
-        if cost.wrapping_sub(1) >= self.max_cost || now_us > MAX_TIME_US {
+        if cost.wrapping_sub(1) >= self.max_cost {
             // The policies' checks name the error.
-            if let Err(error) = check_policies(self.inner.policies(), now_us, cost) {
+            if let Err(error) = check_policies(self.inner.policies(), self.clock.now_us(), cost) {
                 return Some(Err(error));
             }
         }
-        let (taken, grant) = self
+        let (taken, grant, now_us) = self
             .leases
-            .with_live(key, now_us, |lease| {
+            .with_live(key, &self.clock, |lease, now_us| {
+                if now_us > MAX_TIME_US {
+                    // The wrapped limiter's route names the error.
+                    return None;
+                }
                 let queued = self.spacing.is_some();
                 let taken = match take {
                     true => lease.serve(cost, now_us, queued)?,
                     false => lease.peek(cost, queued)?,
                 };
-                Some((taken, lease.grant(&self.part_limits)))
+                Some((taken, lease.grant(&self.part_limits), now_us))
             })
             .flatten()?;
         Some(Ok(self.leased_decision(grant, taken, now_us)))
@@ -589,7 +595,7 @@ impl<L: Limiter> Limiter for Leased<L> {
     /// sent after it, which the global limiter counts on the fresh key.
     async fn reset(&self, key: &[u8]) -> Result<(), Error> {
         let reset = self.inner.reset(key).await;
-        self.leases.release_key(key, self.clock.now_us());
+        self.leases.release_key(key, &self.clock);
         reset
     }
 

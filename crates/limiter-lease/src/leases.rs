@@ -8,6 +8,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use ahash::RandomState;
 use hashbrown::HashTable;
 use limiter_core::backend::{InlineKey, StoredKey};
+use limiter_core::Clock;
 
 use crate::key_lease::KeyLease;
 
@@ -97,7 +98,7 @@ impl Leases {
 
     /// Drops the idle keys of the shards whose turn has come by `now_us`
     /// ([`IDLE_SWEEP_INTERVAL_US`]), one request doing it for all; called
-    /// with no shard locked. A sweep also shrinks a table left mostly
+    /// with no shard locked, after the request's own work. A sweep also shrinks a table left mostly
     /// empty, so that the memory of keys gone idle is returned.
     #[inline]
     fn sweep_due(&self, now_us: u64) {
@@ -145,37 +146,51 @@ impl Leases {
         shard.lease(hash, stored.as_bytes()).map(f)
     }
 
-    /// Runs `f` on `key`'s leases, if held, at `now_us`: if `f` leaves the
-    /// key idle, its shard may be swept from then.
+    /// Runs `f` on `key`'s leases, if held, with the time `clock` tells
+    /// once the key is locked: if `f` leaves the key idle, its shard may be
+    /// swept from then.
+    ///
+    /// The time is read under the lock so that a decision's time follows
+    /// every change to the key before it: a unit taken from a lease that
+    /// landed while the request was on its way is used after the lease was
+    /// counted, at the time the decision reports (docs/spec.md section
+    /// 8.1, `c <= u`).
     #[inline]
-    pub(crate) fn with_at<R>(
+    pub(crate) fn with_at<C: Clock + ?Sized, R>(
         &self,
         key: &[u8],
-        now_us: u64,
-        f: impl FnOnce(&mut KeyLease) -> R,
+        clock: &C,
+        f: impl FnOnce(&mut KeyLease, u64) -> R,
     ) -> Option<R> {
-        self.sweep_due(now_us);
         let (stored, hash, mut shard) = self.shard(key);
-        let lease = shard.lease(hash, stored.as_bytes())?;
-        let answer = f(lease);
-        if lease.is_idle(now_us) {
-            shard.went_idle(now_us);
-        }
-        Some(answer)
+        let now_us = clock.now_us();
+        let answer = match shard.lease(hash, stored.as_bytes()) {
+            Some(lease) => {
+                let answer = f(lease, now_us);
+                if lease.is_idle(now_us) {
+                    shard.went_idle(now_us);
+                }
+                Some(answer)
+            }
+            None => None,
+        };
+        drop(shard);
+        self.sweep_due(now_us);
+        answer
     }
 
     /// [`with_at`](Self::with_at), after dropping the leases that lapsed
-    /// by `now_us`.
+    /// by then.
     #[inline]
-    pub(crate) fn with_live<R>(
+    pub(crate) fn with_live<C: Clock + ?Sized, R>(
         &self,
         key: &[u8],
-        now_us: u64,
-        f: impl FnOnce(&mut KeyLease) -> R,
+        clock: &C,
+        f: impl FnOnce(&mut KeyLease, u64) -> R,
     ) -> Option<R> {
-        self.with_at(key, now_us, |lease| {
+        self.with_at(key, clock, |lease, now_us| {
             self.lapse(lease.expire(now_us));
-            f(lease)
+            f(lease, now_us)
         })
     }
 
@@ -195,24 +210,39 @@ impl Leases {
     /// when `max_keys` are held (or the key's shard is at its most), the
     /// key's shard drops its idle keys, then, if still needed, the other
     /// shards whose lock is free drop theirs. `None` when there is no room.
-    pub(crate) fn with_new<R>(
+    pub(crate) fn with_new<C: Clock + ?Sized, R>(
         &self,
         key: &[u8],
-        now_us: u64,
-        f: impl FnOnce(&mut KeyLease) -> R,
+        clock: &C,
+        f: impl FnOnce(&mut KeyLease, u64) -> R,
     ) -> Option<R> {
-        self.sweep_due(now_us);
         let (stored, hash, mut shard) = self.shard(key);
+        let now_us = clock.now_us();
+        let answer = self.with_new_locked(&mut shard, stored, hash, now_us, f);
+        drop(shard);
+        self.sweep_due(now_us);
+        answer
+    }
+
+    /// [`with_new`](Self::with_new) on the key's shard, locked.
+    fn with_new_locked<R>(
+        &self,
+        shard: &mut Shard,
+        stored: StoredKey<'_>,
+        hash: u64,
+        now_us: u64,
+        f: impl FnOnce(&mut KeyLease, u64) -> R,
+    ) -> Option<R> {
         if let Some(lease) = shard.lease(hash, stored.as_bytes()) {
             self.lapse(lease.expire(now_us));
-            let answer = f(lease);
+            let answer = f(lease, now_us);
             if lease.is_idle(now_us) {
                 shard.went_idle(now_us);
             }
             return Some(answer);
         }
         if !(shard.keys.len() < self.per_shard && self.reserve()) {
-            self.sweep(&mut shard, now_us);
+            self.sweep(shard, now_us);
             if shard.keys.len() >= self.per_shard {
                 return None;
             }
@@ -233,7 +263,7 @@ impl Leases {
             .insert_unique(hash, entry, rehash)
             .into_mut()
             .lease;
-        let answer = f(lease);
+        let answer = f(lease, now_us);
         let idle_at = lease.idle_at(now_us, self.lifetime_us);
         shard.went_idle(idle_at);
         Some(answer)
@@ -274,8 +304,10 @@ impl Leases {
     /// Gives up `key`'s units in hand, and those of its lease in flight
     /// when it arrives; returns the units in hand. The key stays, so that
     /// a lease in flight settles on it.
-    pub(crate) fn release_key(&self, key: &[u8], now_us: u64) -> u64 {
-        let released = self.with_live(key, now_us, KeyLease::release).unwrap_or(0);
+    pub(crate) fn release_key<C: Clock + ?Sized>(&self, key: &[u8], clock: &C) -> u64 {
+        let released = self
+            .with_live(key, clock, |lease, _| lease.release())
+            .unwrap_or(0);
         self.lapse(released);
         released
     }
@@ -392,6 +424,7 @@ impl Shard {
 mod tests {
     use super::*;
     use crate::key_lease::{Batch, Grant, Sizing};
+    use limiter_core::ManualClock;
 
     const SIZING: Sizing = Sizing {
         lifetime_us: 1_000,
@@ -399,6 +432,11 @@ mod tests {
         max_lease: 10,
         refill_percent: 0,
     };
+
+    /// A clock stopped at `now_us`.
+    fn at(now_us: u64) -> ManualClock {
+        ManualClock::new(now_us)
+    }
 
     fn hold(lease: &mut KeyLease, units: u32, expires_us: u64) {
         lease.ask(1, 0, &SIZING);
@@ -414,6 +452,50 @@ mod tests {
             depart_us: 0,
         };
         lease.granted(batch, grant, 0, &[10]);
+    }
+
+    /// A clock that notes, at each read, whether `key`'s shard of
+    /// `leases` was locked.
+    #[derive(Debug)]
+    struct LockWitness<'a> {
+        leases: &'a Leases,
+        key: &'a [u8],
+        locked: AtomicUsize,
+        unlocked: AtomicUsize,
+    }
+
+    impl Clock for LockWitness<'_> {
+        fn now_us(&self) -> u64 {
+            let stored = StoredKey::of(self.key, self.leases.max_key_bytes);
+            let shard = shard_of(self.leases.hasher.hash_one(stored.as_bytes()));
+            let reads = match self.leases.shards[shard].try_lock() {
+                Err(TryLockError::WouldBlock) => &self.locked,
+                _ => &self.unlocked,
+            };
+            reads.fetch_add(1, Ordering::Relaxed);
+            0
+        }
+    }
+
+    #[test]
+    fn a_decisions_time_is_read_under_its_keys_lock() {
+        // Read before the lock, a time may precede a lease that lands
+        // before the lock is taken: a unit would be reported used before
+        // the global limiter counted it.
+        let leases = Leases::new(64, 256, 1_000);
+        let clock = LockWitness {
+            leases: &leases,
+            key: b"key",
+            locked: AtomicUsize::new(0),
+            unlocked: AtomicUsize::new(0),
+        };
+        leases.with_new(b"key", &clock, |lease, _| hold(lease, 5, 500));
+        leases.with_new(b"key", &clock, |lease, _| lease.take(1, false));
+        leases.with_live(b"key", &clock, |lease, _| lease.take(1, false));
+        leases.with_at(b"key", &clock, |lease, _| lease.held());
+        leases.release_key(b"key", &clock);
+        assert_eq!(clock.locked.load(Ordering::Relaxed), 5);
+        assert_eq!(clock.unlocked.load(Ordering::Relaxed), 0);
     }
 
     #[test]
@@ -433,19 +515,23 @@ mod tests {
         let held = keys("held")
             .filter(|key| {
                 leases
-                    .with_new(key.as_bytes(), 0, |lease| hold(lease, 5, 500))
+                    .with_new(key.as_bytes(), &at(0), |lease, _| hold(lease, 5, 500))
                     .is_some()
             })
             .count();
         assert_eq!(held, SHARDS);
         assert!(
-            keys("early").all(|key| leases.with_new(key.as_bytes(), 499, |_| ()).is_none()),
+            keys("early").all(|key| leases
+                .with_new(key.as_bytes(), &at(499), |_, _| ())
+                .is_none()),
             "a live lease is never dropped to make room"
         );
         assert_eq!(leases.len(), SHARDS);
         // Once the leases lapse, their keys make room, in any shard, and so
         // do new keys that hold nothing.
-        assert!(keys("late").all(|key| leases.with_new(key.as_bytes(), 500, |_| ()).is_some()));
+        assert!(keys("late").all(|key| leases
+            .with_new(key.as_bytes(), &at(500), |_, _| ())
+            .is_some()));
         assert!(leases.len() <= SHARDS);
         assert_eq!(leases.release(500), 0);
         assert_eq!(
@@ -458,17 +544,20 @@ mod tests {
     #[test]
     fn a_key_left_idle_before_its_leases_lapse_makes_room_at_once() {
         let leases = Leases::new(1, 256, 1_000);
-        let room_for =
-            |key: &str, now_us| leases.with_new(key.as_bytes(), now_us, |_| ()).is_some();
-        leases.with_new(b"held", 0, |lease| hold(lease, 5, 500));
+        let room_for = |key: &str, now_us| {
+            leases
+                .with_new(key.as_bytes(), &at(now_us), |_, _| ())
+                .is_some()
+        };
+        leases.with_new(b"held", &at(0), |lease, _| hold(lease, 5, 500));
         assert!(!room_for("other", 0), "a live lease is never dropped");
         // Its units given up, long before they lapse.
-        leases.with_at(b"held", 10, KeyLease::release);
+        leases.with_at(b"held", &at(10), |lease, _| lease.release());
         assert!(room_for("other", 10));
         // A lease request in flight, then settled without units.
-        leases.with_new(b"asking", 20, |lease| lease.ask(1, 20, &SIZING));
+        leases.with_new(b"asking", &at(20), |lease, _| lease.ask(1, 20, &SIZING));
         assert!(!room_for("third", 20), "a lease in flight is never dropped");
-        leases.with_at(b"asking", 30, |lease| lease.settled());
+        leases.with_at(b"asking", &at(30), |lease, _| lease.settled());
         assert!(room_for("third", 30));
         assert_eq!(leases.len(), 1);
     }
@@ -478,7 +567,9 @@ mod tests {
         let leases = Leases::new(1, 256, 1_000);
         let room_for = |key: &str, now_us| {
             leases
-                .with_new(key.as_bytes(), now_us, |lease| hold(lease, 5, now_us + 500))
+                .with_new(key.as_bytes(), &at(now_us), |lease, _| {
+                    hold(lease, 5, now_us + 500)
+                })
                 .is_some()
         };
         assert!(room_for("first", 0));
@@ -493,7 +584,9 @@ mod tests {
         let leases = Leases::new(1_000, 256, 1_000);
         let hold_one = |i: usize| {
             leases
-                .with_new(format!("key{i}").as_bytes(), 0, |lease| hold(lease, 1, 500))
+                .with_new(format!("key{i}").as_bytes(), &at(0), |lease, _| {
+                    hold(lease, 1, 500)
+                })
                 .is_some()
         };
         assert!(

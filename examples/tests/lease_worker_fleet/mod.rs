@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test binary uses a part
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -226,8 +227,17 @@ impl FleetRun {
 
     /// Checks docs/spec.md section 8.2's bound, `U(I) <= min(B(d + tau),
     /// B(d) + N*M)` (fixed window: `L` per aligned window), on every key's
-    /// admitted units, the property tests' check.
+    /// admitted units, the property tests' check. A violation keeps the
+    /// fleet's log, for a look at the units around it, and names it.
     pub(crate) fn check_bound(&self, outcome: &Outcome) -> Result<(), String> {
+        self.check_bound_of(outcome)
+            .map_err(|violation| match outcome.keep(&self.prefix) {
+                Ok(path) => format!("{violation} (the fleet's log: {})", path.display()),
+                Err(e) => format!("{violation} (the fleet's log not kept: {e})"),
+            })
+    }
+
+    fn check_bound_of(&self, outcome: &Outcome) -> Result<(), String> {
         let mut per_key = BTreeMap::<u64, Vec<(u64, u64)>>::new();
         for logged in outcome.logged.iter().filter(|l| l.allowed) {
             per_key
@@ -251,6 +261,22 @@ impl FleetRun {
 }
 
 impl Outcome {
+    /// Writes every logged decision, as the workers wrote them, to a file
+    /// named after `name` in the build's temporary directory.
+    fn keep(&self, name: &str) -> std::io::Result<PathBuf> {
+        let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.log"));
+        let mut text = String::new();
+        for l in &self.logged {
+            let _ = writeln!(
+                text,
+                "{} {} {} {} {}",
+                l.time_us, l.key, l.cost, l.source, l.allowed
+            );
+        }
+        std::fs::write(&path, text)?;
+        Ok(path)
+    }
+
     /// Admitted units of `source`.
     pub(crate) fn admitted_from(&self, source: &str) -> u64 {
         self.logged
