@@ -8,8 +8,10 @@
 //! For 10,000 spread keys and one hot key, at 8, 64 and 256 concurrent
 //! callers: every algorithm of 100 a second (a sliding log of 100 kept in
 //! one string), a tiered set of two, and redis-cell at the token bucket's
-//! rate and burst. Per run: decisions per second, the share admitted, and
-//! the server's CPU (`INFO cpu`, user and system) over the decisions. The
+//! rate and burst. Per run: decisions per second, the share admitted,
+//! decisions per command and per read of a client's socket (how many
+//! decisions one wake-up of the server carries), and the server's CPU
+//! (`INFO cpu`, user and system) over the decisions. The
 //! paths of one block (keys and concurrency) alternate, the order rotating
 //! round by round, each a warm-up then a timed run, so all see the same
 //! machine; the table gives every run's range and each path's median
@@ -86,6 +88,9 @@ struct Measured {
     cpu: Duration,
     /// Commands the client sent: `FCALL`, `LIMITER.DECIDE`, `CL.THROTTLE`.
     calls: u64,
+    /// Reads of the server from its clients' sockets (`INFO stats`): one
+    /// each time the event loop found a client's commands to run.
+    reads: u64,
 }
 
 impl Measured {
@@ -99,6 +104,10 @@ impl Measured {
 
     fn decisions_per_call(&self) -> f64 {
         self.decisions as f64 / self.calls as f64
+    }
+
+    fn decisions_per_read(&self) -> f64 {
+        self.decisions as f64 / self.reads as f64
     }
 
     fn admitted_percent(&self) -> f64 {
@@ -229,6 +238,7 @@ fn measure(
                 elapsed,
                 cpu: server_cpu::redis_cpu(server).saturating_sub(cpu_before),
                 calls: client_calls(server),
+                reads: reads(server),
             });
         }
     }
@@ -246,8 +256,8 @@ fn report(
 ) {
     println!("{keys} keys, {concurrency} callers, {rounds} rounds of {seconds} s");
     println!(
-        "{:<44} {:>20} {:>9} {:>9} {:>18} {:>8}",
-        "path", "decisions/s", "admitted", "dec/call", "server CPU µs/dec", "÷ cell"
+        "{:<44} {:>20} {:>9} {:>9} {:>9} {:>18} {:>8}",
+        "path", "decisions/s", "admitted", "dec/call", "dec/read", "server CPU µs/dec", "÷ cell"
     );
     let cell_cpu = rows
         .iter()
@@ -258,12 +268,13 @@ fn report(
         let (cpu_low, cpu_high) = range(runs, Measured::cpu_us_per_decision);
         let admitted = median(runs, Measured::admitted_percent);
         let per_call = median(runs, Measured::decisions_per_call);
+        let per_read = median(runs, Measured::decisions_per_read);
         let against_cell = cell_cpu.map_or_else(
             || "-".to_owned(),
             |cell| format!("{:.2}x", median(runs, Measured::cpu_us_per_decision) / cell),
         );
         println!(
-            "{name:<44} {:>9.0}–{:<10.0} {admitted:>8.1}% {per_call:>9.1} {cpu_low:>8.2}–{cpu_high:<9.2} {against_cell:>8}",
+            "{name:<44} {:>9.0}–{:<10.0} {admitted:>8.1}% {per_call:>9.1} {per_read:>9.1} {cpu_low:>8.2}–{cpu_high:<9.2} {against_cell:>8}",
             rate_low, rate_high
         );
     }
@@ -351,6 +362,17 @@ fn client_calls(server: &RedisServer) -> u64 {
         })
         .map(|calls| calls.parse::<u64>().expect("a count of calls"))
         .sum()
+}
+
+/// The server's reads of its clients' sockets since the last `CONFIG
+/// RESETSTAT` (`total_reads_processed`).
+fn reads(server: &RedisServer) -> u64 {
+    server
+        .query("INFO stats")
+        .lines()
+        .find_map(|line| line.strip_prefix("total_reads_processed:"))
+        .map(|n| n.trim().parse::<u64>().expect("a count of reads"))
+        .expect("INFO stats names total_reads_processed")
 }
 
 /// The machine's load averages over 1, 5 and 15 minutes.
