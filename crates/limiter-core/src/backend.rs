@@ -86,6 +86,7 @@ pub use crate::fnv::fnv1a_64;
 pub use crate::inline_key::InlineKey;
 pub use crate::policy_history::PolicyHistory;
 pub use crate::stored_key::{StoredKey, DIGEST_KEY_BYTES, DIGEST_MARK};
+pub use crate::whole_double::whole_double;
 
 use crate::algorithm::Algorithm;
 use crate::policy::Policy;

@@ -56,6 +56,7 @@ mod rate;
 mod stored_key;
 #[cfg(feature = "trace")]
 pub mod trace;
+mod whole_double;
 
 pub use self::{
     algorithm::Algorithm,

@@ -24,7 +24,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use limiter_core::backend::{encode_policy_record, policy_record_tag};
+use limiter_core::backend::{encode_policy_record, policy_record_tag, whole_double};
 use limiter_core::{Policies, MAX_TIME_US};
 
 /// Requests one call decides at most: limiter-redis sends far fewer (its
@@ -217,14 +217,14 @@ fn request(policies: &Policies, fields: &[f64]) -> Result<Request, String> {
         true => MAX_TIME_US,
         false => policies.iter().map(|p| p.max_cost()).min().unwrap_or(0),
     };
-    let cost = whole(*cost)
+    let cost = whole_double(*cost)
         .filter(|cost| (1..=max_cost).contains(cost))
         .ok_or_else(|| {
             format!("ERR limiter: cost {cost} is not a whole number in 1..={max_cost}")
         })?;
     let time_us = match *time {
         -1.0 => None,
-        time => Some(whole(time).filter(|&t| t <= MAX_TIME_US).ok_or_else(|| {
+        time => Some(whole_double(time).filter(|&t| t <= MAX_TIME_US).ok_or_else(|| {
             format!("ERR limiter: time {time} is neither -1 nor a whole number of µs up to 2^53")
         })?),
     };
@@ -234,12 +234,6 @@ fn request(policies: &Policies, fields: &[f64]) -> Result<Request, String> {
         cost,
         time_us,
     })
-}
-
-/// A double holding a whole number in [0, 2^53], as that number.
-pub(crate) fn whole(value: f64) -> Option<u64> {
-    ((0.0..=MAX_TIME_US as f64).contains(&value) && value as u64 as f64 == value)
-        .then_some(value as u64)
 }
 
 /// A policy set as calls use it: parsed, with its record and tag.

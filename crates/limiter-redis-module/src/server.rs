@@ -17,6 +17,7 @@ use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use limiter_core::backend::whole_double;
 use redis_module::{
     CallOptions, CallOptionsBuilder, CallReply, CallResult, Context, ContextFlags, KeyType,
     NotifyEvent, RedisString,
@@ -203,7 +204,7 @@ fn number(reply: Option<CallResult<'_>>) -> Option<u64> {
     let text = String::from_utf8(bytes(&reply)?).ok()?;
     text.parse::<u64>()
         .ok()
-        .or_else(|| text.parse::<f64>().ok().and_then(crate::call::whole))
+        .or_else(|| text.parse::<f64>().ok().and_then(whole_double))
 }
 
 impl Store for Server<'_> {

@@ -18,11 +18,10 @@
 //! functions do with a value of another length.
 
 use limiter_core::backend::{
-    FixedWindow, KeyState, LeakyBucket, SlidingCounter, SlidingLog, TokenBucket,
+    whole_double, FixedWindow, KeyState, LeakyBucket, SlidingCounter, SlidingLog, TokenBucket,
 };
 use limiter_core::{Algorithm, Policy, MAX_TIME_US};
 
-use crate::call::whole;
 use crate::log::keeps_packed_log;
 
 /// The last 8 bytes of every string state: limiter-core's
@@ -176,7 +175,7 @@ fn decode(policy: &Policy, bytes: &[u8]) -> Option<(KeyState, Option<f64>)> {
     let deadline = (count > fields).then(|| double(fields));
     let mut whole_fields = [0u64; 3];
     for (i, field) in whole_fields.iter_mut().take(fields).enumerate() {
-        *field = whole(double(i))?;
+        *field = whole_double(double(i))?;
     }
     let numbers = &whole_fields[..fields];
     let full = policy.max_cost() * policy.window_ticks();

@@ -11,7 +11,7 @@ use crate::algorithm::Algorithm;
 use crate::policies::Policies;
 use crate::policy::Policy;
 use crate::rate::Rate;
-use crate::MAX_TIME_US;
+use crate::whole_double::whole_double;
 
 /// The version first in every record: the version of the encodings of the
 /// states stored beside it (docs/backends.md, "Key layout"). A record of
@@ -114,7 +114,7 @@ fn decode_part(part: &[u8]) -> Option<Policy> {
     let algorithm = algorithm_of(part[0])?;
     let number = |i: usize| {
         let bytes: [u8; 8] = part[1 + 8 * i..9 + 8 * i].try_into().ok()?;
-        whole(f64::from_le_bytes(bytes))
+        whole_double(f64::from_le_bytes(bytes))
     };
     let (tick, window, limit, max_cost) = (number(0)?, number(1)?, number(2)?, number(3)?);
     let rate = Rate::new(limit, Duration::from_micros(tick.checked_mul(window)?));
@@ -149,12 +149,6 @@ fn algorithm_of(code: u8) -> Option<Algorithm> {
         4 => Algorithm::LeakyBucket,
         _ => return None,
     })
-}
-
-/// A double holding a whole number in [0, 2^53], as that number.
-fn whole(value: f64) -> Option<u64> {
-    ((0.0..=MAX_TIME_US as f64).contains(&value) && value as u64 as f64 == value)
-        .then_some(value as u64)
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@
 //! | record, a key of another type | some part's t_eff is -1: its sorted set's key holds another type (`WRONGTYPE`); the request is not decided and nothing of it is written ([`holds_another_type`]) |
 //! | reply, a cross-slot batch one of whose keys the node does not serve now | the integer 0, nothing written ([`is_elsewhere`]) |
 
-use limiter_core::backend::TickDecision;
+use limiter_core::backend::{whole_double, TickDecision};
 use limiter_core::{Algorithm, Decision, Policy};
 use redis::Cmd;
 
@@ -280,11 +280,7 @@ pub(crate) fn split_reply<'a>(
 
 /// An 8-byte little-endian double holding an integer in [0, 2^53].
 fn whole(field: &[u8]) -> Option<u64> {
-    let value = f64::from_le_bytes(field.try_into().ok()?);
-    // Non-negative, at most 2^53, and integral: the cast is exact, and
-    // casting back is the integral test (`fract` calls libm's `trunc`).
-    ((0.0..=9_007_199_254_740_992.0).contains(&value) && value as u64 as f64 == value)
-        .then_some(value as u64)
+    whole_double(f64::from_le_bytes(field.try_into().ok()?))
 }
 
 /// Whether a request's record says some part's key holds another type than

@@ -58,8 +58,9 @@ pub const CLI_INSTALL_HINT: &str =
 /// How long the cluster has to form, or to settle after a change.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Every slot of a Redis Cluster.
-pub const SLOTS: u16 = 16384;
+/// Every slot of a Redis Cluster, as the slot numbers the harness takes
+/// (`u16`): limiter-core's count.
+pub const SLOTS: u16 = limiter_core::backend::CLUSTER_SLOTS as u16;
 
 /// How many primaries (each with one replica) a cluster has.
 pub const PRIMARIES: usize = 3;
