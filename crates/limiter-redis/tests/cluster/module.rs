@@ -28,17 +28,22 @@ async fn on_a_redis_cluster_the_module_decides_on_each_keys_node() {
         }
         assert_eq!(admitted, [true, true, false], "{key}");
     }
-    let primaries = cluster.primaries();
-    for node in &primaries {
-        let stats = cluster.command(node, &["INFO", "commandstats"]).text();
-        assert!(
-            stats.contains("cmdstat_limiter.decide"),
-            "{}: {stats}",
-            node.port
-        );
+    for node in &cluster.primaries() {
+        assert_the_module_decided(&cluster, node);
         let errors = cluster.command(node, &["INFO", "errorstats"]).text();
         assert!(!errors.contains("MOVED"), "{}: {errors}", node.port);
     }
+}
+
+/// Asserts that `node` ran the module's decisions since it started (or
+/// loaded the module: `MODULE LOAD` starts its command's count anew).
+fn assert_the_module_decided(cluster: &RedisCluster, node: &ClusterNode) {
+    let stats = cluster.command(node, &["INFO", "commandstats"]).text();
+    assert!(
+        stats.contains("cmdstat_limiter.decide"),
+        "{}: the module decided nothing: {stats}",
+        node.port
+    );
 }
 
 /// Every primary loses the module (unloaded here; a rolling restart
@@ -97,11 +102,6 @@ async fn on_a_redis_cluster_the_module_back_on_every_node_is_found_by_new_connec
     assert_eq!(limiter.engine(), Engine::Module);
     remaining(0).await;
     for node in &primaries {
-        let stats = cluster.command(node, &["INFO", "commandstats"]).text();
-        assert!(
-            stats.contains("cmdstat_limiter.decide"),
-            "{}: the module decided nothing since it came back: {stats}",
-            node.port
-        );
+        assert_the_module_decided(&cluster, node);
     }
 }
