@@ -140,6 +140,17 @@ impl ConnectionSlot {
         live
     }
 
+    /// Whether connection `id` is still the current one: a failure on it
+    /// says something of the server now, one on a connection already
+    /// replaced does not.
+    pub(super) fn is_current(&self, id: u64) -> bool {
+        self.current
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .as_ref()
+            .is_some_and(|live| live.id == id)
+    }
+
     /// Drops connection `id` if it is still the current one; returns
     /// whether it was.
     pub(super) fn retire(&self, id: u64) -> bool {

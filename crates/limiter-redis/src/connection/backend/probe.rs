@@ -36,12 +36,16 @@ impl Shared {
     }
 
     /// Opens the circuit and retires every connection, and makes sure a
-    /// probe runs.
+    /// probe runs. The circuit opens first: a caller that finds its
+    /// connection retired, and so does not trip it again, answers its own
+    /// failure with the circuit already open, and the calls after it are
+    /// answered at once.
     pub(super) fn trip(self: &Arc<Self>, cause: &str) {
+        let opened = self.circuit.trip(cause);
         for connection_slot in self.connection_slots.iter() {
             connection_slot.clear();
         }
-        if self.circuit.trip(cause) {
+        if opened {
             tracing::warn!(
                 url = %self.url,
                 cause,
@@ -57,10 +61,11 @@ impl Shared {
     /// takes them (a password set back, or rotated on both sides). Logged
     /// at `error`, with the fix, when it starts.
     pub(super) fn trip_misconfigured(self: &Arc<Self>, error: &BackendError) {
+        let opened = self.circuit.trip_misconfigured(cause(error));
         for connection_slot in self.connection_slots.iter() {
             connection_slot.clear();
         }
-        if self.circuit.trip_misconfigured(cause(error)) {
+        if opened {
             tracing::error!(
                 url = %self.url,
                 error = %limiter_core::ErrorChain(error),

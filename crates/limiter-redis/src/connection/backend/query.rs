@@ -150,7 +150,10 @@ impl RedisBackend {
             // A replica (a demoted primary) or a server loading its data
             // answers every decision so: an outage, which the probe's new
             // connection ends once the address serves a writable primary.
-            if connection_slot.retire(live.id) {
+            // The trip retires the connection after opening the circuit,
+            // so a caller that finds it retired answers with the circuit
+            // open.
+            if connection_slot.is_current(live.id) {
                 shared.trip(&error.to_string());
             }
             return Attempt::Done(Err(BackendError::new(
@@ -165,7 +168,7 @@ impl RedisBackend {
         if is_timeout(&error) {
             // A connection already replaced (the probe's, after an earlier
             // timeout) says nothing of the server now.
-            if connection_slot.retire(live.id) {
+            if connection_slot.is_current(live.id) {
                 shared.trip(&format!("no answer within {:?}", shared.command_timeout));
             }
             return Attempt::Done(Err(BackendError::new(
@@ -308,7 +311,7 @@ impl Shared {
         result.map_err(|e| {
             if !conn.outlives_failures()
                 && (is_timeout(&e) || is_broken_connection(&e) || is_not_serving(&e))
-                && connection_slot.retire(id)
+                && connection_slot.is_current(id)
             {
                 self.trip(&e.to_string());
             }

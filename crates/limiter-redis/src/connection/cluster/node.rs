@@ -93,8 +93,10 @@ impl Inner {
 
     /// After `error` on `node`'s connection `id`: a lost or hung connection
     /// is dropped if it is still the current one, and a hung one marks the
-    /// node down. A connection already replaced says nothing of the node
-    /// now (a late timeout after the probe's new connection).
+    /// node down first, so that a caller that finds the connection dropped
+    /// answers with the node's circuit open. A connection already replaced
+    /// says nothing of the node now (a late timeout after the probe's new
+    /// connection).
     pub(super) fn failed_on(
         self: &Arc<Self>,
         node: &Address,
@@ -102,11 +104,13 @@ impl Inner {
         id: u64,
         error: &RedisError,
     ) {
-        if (error.is_timeout() || is_connection_error(error))
-            && self.forget_if(node, id)
-            && error.is_timeout()
-        {
-            self.mark_down(node, state, error);
+        if error.is_timeout() {
+            if self.is_current(node, id) {
+                self.mark_down(node, state, error);
+                self.forget_if(node, id);
+            }
+        } else if is_connection_error(error) {
+            self.forget_if(node, id);
         }
     }
 
@@ -204,19 +208,28 @@ impl Inner {
         }
     }
 
-    /// Drops `node`'s connection `id` if it is still the current one;
-    /// returns whether it was.
-    fn forget_if(&self, node: &Address, id: u64) -> bool {
+    /// Whether `node`'s connection `id` is still the current one.
+    fn is_current(&self, node: &Address, id: u64) -> bool {
+        let nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
+        nodes.get(node).is_some_and(|slot| {
+            slot.current
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .is_some_and(|(held, _)| *held == id)
+        })
+    }
+
+    /// Drops `node`'s connection `id` if it is still the current one.
+    fn forget_if(&self, node: &Address, id: u64) {
         let nodes = self.nodes.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(slot) = nodes.get(node) else {
-            return false;
+            return;
         };
         let mut current = slot.current.lock().unwrap_or_else(PoisonError::into_inner);
-        let is_current = current.as_ref().is_some_and(|(held, _)| *held == id);
-        if is_current {
+        if current.as_ref().is_some_and(|(held, _)| *held == id) {
             *current = None;
         }
-        is_current
     }
 
     pub(super) fn forget(&self, node: &Address) {
