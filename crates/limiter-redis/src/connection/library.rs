@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use redis::Cmd;
+use redis::{Cmd, RedisError};
 
 /// A Redis Functions library: loaded once per connection (`FUNCTION
 /// LOAD`), and again on a connection that answers "function not found"
@@ -38,4 +38,13 @@ impl Library {
         cmd.arg("LOAD").arg("REPLACE").arg(self.source());
         cmd
     }
+}
+
+/// `FCALL` of a function the server does not have (flushed, or lost in a
+/// restart without persistence): load it and call again.
+pub(crate) fn is_function_missing(error: &RedisError) -> bool {
+    error.code() == Some("ERR")
+        && error
+            .detail()
+            .is_some_and(|detail| detail.starts_with("Function not found"))
 }

@@ -1,5 +1,5 @@
-//! Decisions sharing calls: many keys per primary, a hot key, and a batch
-//! that meets a slot moving between primaries.
+//! Decisions sharing calls: many keys per primary, a hot key, and calls
+//! that meet a slot moving between primaries.
 
 use super::*;
 
@@ -245,6 +245,55 @@ async fn a_batch_never_follows_an_ask_on(engine: Engine) {
     );
     assert_eq!(admitted[moved], LIMIT - 1, "{engine:?}: the moved key");
 }
+
+/// A call `ASK`ed to the node a slot migrates to, which lost its library
+/// (`FUNCTION FLUSH` there) while the limiter's connection to it stayed:
+/// the library is loaded on that node, not on the slot's owner, and the
+/// call decides there. With the Lua functions (the module's command has
+/// no library to lose).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_asked_to_a_node_that_lost_its_library_loads_it_there() {
+    const LIMIT: u64 = 10;
+    let policy = Policy::token_bucket(Rate::per_hour(LIMIT)).unwrap();
+    let m = migration(Engine::Lua, policy, "flushed", 1).await;
+    let moving = &m.keys[0];
+    // A connection to the target, its library loaded, then lost there.
+    let on_target = keys_on(
+        &m.cluster,
+        &m.limiter,
+        "flushed-target",
+        std::slice::from_ref(&m.target),
+        1,
+    );
+    assert!(
+        m.limiter
+            .acquire(on_target[0].as_bytes(), 1)
+            .await
+            .unwrap()
+            .allowed
+    );
+    assert!(
+        m.limiter
+            .acquire(moving.as_bytes(), 1)
+            .await
+            .unwrap()
+            .allowed
+    );
+    let flushed = m.cluster.command(&m.target, &["FUNCTION", "FLUSH"]);
+    assert_eq!(flushed, Reply::Status("OK".into()));
+    m.start(moving);
+    m.move_keys(moving);
+    let decision = m
+        .limiter
+        .acquire(moving.as_bytes(), 1)
+        .await
+        .unwrap_or_else(|e| panic!("the call asked to the flushed node failed: {e:#}"));
+    assert!(
+        decision.allowed && decision.remaining == LIMIT - 2,
+        "{decision:?}"
+    );
+}
+
 /// Decisions on one hot key of a cluster share calls (its slot's lane, see
 /// `batch.rs`), exactly: 64 tasks of 20 acquires each on one key with a
 /// limit of 500 admit 500, in fewer `FCALL`s on its primary than

@@ -11,7 +11,7 @@ use super::connection_slot::{Connection, ConnectionSlot, Live};
 use super::open::CREDENTIALS_FIX;
 use super::{Connector, RedisBackend, Shared};
 use crate::connection::cluster::Ask;
-use crate::connection::library::Library;
+use crate::connection::library::{is_function_missing, Library};
 use crate::connection::runtime::{within, Runtime};
 use crate::error::{is_not_serving, is_refused_credentials, BackendError, BackendErrorKind};
 
@@ -339,15 +339,6 @@ fn is_redirect(error: &RedisError) -> bool {
 /// connection, which is the command timeout).
 fn is_timeout(error: &RedisError) -> bool {
     error.is_timeout()
-}
-
-/// `FCALL` of a function the server does not have (flushed, or lost in a
-/// restart without persistence): load it and call again.
-fn is_function_missing(error: &RedisError) -> bool {
-    error.code() == Some("ERR")
-        && error
-            .detail()
-            .is_some_and(|detail| detail.starts_with("Function not found"))
 }
 
 /// The connection is dead: the command can be retried on a new one.

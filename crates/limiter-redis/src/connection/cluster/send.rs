@@ -10,6 +10,7 @@ use redis::{Cmd, RedisResult, RetryMethod, Value};
 use super::node::is_connection_error;
 use super::out_of_time::{out_of_time, past_deadline};
 use super::{Ask, Inner};
+use crate::connection::library::is_function_missing;
 use crate::connection::runtime::within;
 use crate::connection::slot_map::Address;
 use crate::error::is_refused_credentials;
@@ -44,6 +45,7 @@ impl Inner {
         let mut backoff = Backoff::until(deadline);
         let mut target = Target::Owner;
         let mut reconnected = false;
+        let mut reloaded = false;
         // The nodes this command went to: one it goes back to waits first.
         let mut tried: Vec<Address> = Vec::new();
         loop {
@@ -74,6 +76,16 @@ impl Inner {
                 Ok(reply) => return Ok(reply),
                 Err(error) => error,
             };
+            if asking && !reloaded && is_function_missing(&error) {
+                // The node a migration sends the key to lost its libraries
+                // (a `FUNCTION FLUSH` there) while its connection stayed:
+                // a reload by the command's slot would go to the slot's
+                // owner. Load them on this node, and ask it again.
+                reloaded = true;
+                if self.load_functions_on(&node, deadline).await.is_ok() {
+                    continue;
+                }
+            }
             if !tried.contains(&node) {
                 tried.push(node.clone());
             }
@@ -157,6 +169,24 @@ impl Inner {
                 _ => return Err(error),
             };
         }
+    }
+
+    /// Loads every registered library on `node`, by the command's deadline.
+    async fn load_functions_on(
+        self: &Arc<Self>,
+        node: &Address,
+        deadline: Instant,
+    ) -> RedisResult<()> {
+        let functions = self
+            .functions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for function in &functions {
+            self.send_to(node, &function.load_command(), false, Some(deadline))
+                .await?;
+        }
+        Ok(())
     }
 
     /// Whether a command's first attempt on `node` needs no connection made
