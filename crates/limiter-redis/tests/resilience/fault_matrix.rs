@@ -286,11 +286,15 @@ fn check_calls(
         .filter(|c| c.start > known && c.start < down_until)
         .filter(|c| c.outcome != Outcome::Failed(BackendErrorKind::Unavailable))
         .collect();
-    assert!(
-        not_by_the_circuit.is_empty(),
-        "{fault:?}: once the outage was known, calls were not answered by the circuit: \
-         {not_by_the_circuit:?}"
-    );
+    if !not_by_the_circuit.is_empty() {
+        let mut first_failures = failures.clone();
+        first_failures.sort_by_key(|c| c.end);
+        first_failures.truncate(5);
+        panic!(
+            "{fault:?}: once the outage was known (at {known:?}; the first failures \
+             {first_failures:?}), calls were not answered by the circuit: {not_by_the_circuit:?}"
+        );
+    }
     let slowest_after_detection = slowest(&mut calls.iter().filter(|c| {
         c.start > known
             && (c.start < down_until || c.outcome == Outcome::Failed(BackendErrorKind::Unavailable))
