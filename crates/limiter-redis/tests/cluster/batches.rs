@@ -265,20 +265,10 @@ async fn a_call_asked_to_a_node_that_lost_its_library_loads_it_there() {
         std::slice::from_ref(&m.target),
         1,
     );
-    assert!(
-        m.limiter
-            .acquire(on_target[0].as_bytes(), 1)
-            .await
-            .unwrap()
-            .allowed
-    );
-    assert!(
-        m.limiter
-            .acquire(moving.as_bytes(), 1)
-            .await
-            .unwrap()
-            .allowed
-    );
+    for key in [&on_target[0], moving] {
+        let decision = m.limiter.acquire(key.as_bytes(), 1).await.unwrap();
+        assert!(decision.allowed, "{key}: {decision:?}");
+    }
     let flushed = m.cluster.command(&m.target, &["FUNCTION", "FLUSH"]);
     assert_eq!(flushed, Reply::Status("OK".into()));
     m.start(moving);

@@ -11,6 +11,7 @@ use redis::{Cmd, RedisError, RedisResult, Value};
 use super::out_of_time::past_deadline;
 use super::Inner;
 use crate::connection::circuit::Circuit;
+use crate::connection::library::Library;
 use crate::connection::slot_map::Address;
 use crate::connection::watched::ask_watched;
 use crate::error::{is_out_of_memory, is_refused_credentials};
@@ -167,12 +168,7 @@ impl Inner {
             let mut conn = client
                 .get_multiplexed_async_connection_with_config(&self.client.config)
                 .await?;
-            let functions = self
-                .functions
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            for function in &functions {
+            for function in &self.registered_functions() {
                 let loaded = conn
                     .req_packed_command(&function.load_command())
                     .await?
@@ -218,6 +214,14 @@ impl Inner {
                 .as_ref()
                 .is_some_and(|(held, _)| *held == id)
         })
+    }
+
+    /// The libraries a node connection loads, as registered now.
+    pub(super) fn registered_functions(&self) -> Vec<Library> {
+        self.functions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Drops `node`'s connection `id` if it is still the current one.

@@ -177,12 +177,7 @@ impl Inner {
         node: &Address,
         deadline: Instant,
     ) -> RedisResult<()> {
-        let functions = self
-            .functions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        for function in &functions {
+        for function in &self.registered_functions() {
             self.send_to(node, &function.load_command(), false, Some(deadline))
                 .await?;
         }
