@@ -303,7 +303,9 @@ impl Decider {
                 }
             }
             Err(error) => {
-                self.fail_waiting(lane, &error);
+                if let Some(request) = requests.first() {
+                    self.fail_waiting(lane, request, &error);
+                }
                 for answer in answers {
                     let _ = answer.send(Err(error.clone()));
                 }
@@ -311,14 +313,17 @@ impl Decider {
         }
     }
 
-    /// After a call of `lane` met an outage (no answer in time, no
-    /// connection, the server or node known down): its waiting requests
-    /// are answered at once and never sent. Sent, they would go to the
-    /// server or node that just failed, and a request queued behind a call
-    /// that hung would wait out a second command timeout (its queue's,
-    /// then its own call's) before hearing what the first call already
-    /// told.
-    fn fail_waiting(&self, lane: u16, error: &BackendError) {
+    /// After a call of `lane` (with `request`) met an outage (no answer in
+    /// time, no connection, the server or node known down or serving no
+    /// decisions): its waiting requests are answered at once and never
+    /// sent. Sent, they would go to the server or node that just failed,
+    /// and a request queued behind a call that hung would wait out a
+    /// second command timeout (its queue's, then its own call's) before
+    /// hearing what the first call already told. They are answered as the
+    /// open circuit answers when the outage opened one (so a decision
+    /// asked once the outage is known never hears of a round trip), else
+    /// with the call's failure (a cluster answering `CLUSTERDOWN`).
+    fn fail_waiting(&self, lane: u16, request: &Request, error: &BackendError) {
         if !error.is_outage() {
             return;
         }
@@ -326,7 +331,11 @@ impl Decider {
             Some(queue) => std::mem::take(&mut queue.waiting),
             None => return,
         };
-        answer_unsent(waiting, error);
+        if waiting.is_empty() {
+            return;
+        }
+        let known_down = self.backend.known_down(self.slot(request));
+        answer_unsent(waiting, &not_sent(error, known_down));
     }
 
     /// One call deciding `requests` in order: each one's decision, or the
@@ -481,14 +490,25 @@ impl Decider {
     }
 }
 
-/// Answers every request of `waiting` with `error`'s kind, none sent (the
-/// lane's call before them failed with `error`).
+/// Answers every request of `waiting` with `error`, none sent.
 fn answer_unsent(waiting: VecDeque<Queued>, error: &BackendError) {
     for queued in waiting {
-        let not_sent = error.clone().with_message(format!(
+        let _ = queued.waiting.answer.send(Err(error.clone()));
+    }
+}
+
+/// The answer to the requests waiting behind a call that failed with
+/// `error`, an outage: the open circuit's answer (`known_down`), if the
+/// outage opened one, else the call's failure.
+fn not_sent(error: &BackendError, known_down: Option<BackendError>) -> BackendError {
+    match known_down {
+        Some(down) => {
+            let message = format!("not sent, nothing counted: {down}");
+            down.with_message(message)
+        }
+        None => error.clone().with_message(format!(
             "not sent, nothing counted: the call before it in its lane failed ({error})"
-        ));
-        let _ = queued.waiting.answer.send(Err(not_sent));
+        )),
     }
 }
 
@@ -611,24 +631,31 @@ mod tests {
         assert_eq!(queue.waiting.len(), 1);
     }
 
-    /// A request queued for the command timeout is answered with a timeout
-    /// and not sent; one whose caller has gone is not sent either; the
-    /// rest go, in order.
+    /// The requests behind a call that met an outage are answered unsent:
+    /// as the open circuit answers when the outage opened it, else with
+    /// the call's failure.
     #[test]
     fn requests_behind_a_failed_call_are_answered_unsent() {
         use Mode::Acquire;
-        let start = Instant::now();
-        let (first, mut first_caller) = queued(Acquire, start);
-        let (second, mut second_caller) = queued(Acquire, start);
         let timeout = BackendError::new(BackendErrorKind::Timeout, "no answer within 300ms");
-        answer_unsent(VecDeque::from([first, second]), &timeout);
-        for caller in [&mut first_caller, &mut second_caller] {
-            let error = caller.try_recv().unwrap().unwrap_err();
-            assert_eq!(error.kind(), BackendErrorKind::Timeout);
-            assert!(
-                error.to_string().starts_with("not sent, nothing counted"),
-                "{error}"
-            );
+        let open = BackendError::new(BackendErrorKind::Unavailable, "Redis unavailable for 1ms");
+        for (known_down, kind) in [
+            (Some(open), BackendErrorKind::Unavailable),
+            (None, BackendErrorKind::Timeout),
+        ] {
+            let start = Instant::now();
+            let (first, mut first_caller) = queued(Acquire, start);
+            let (second, mut second_caller) = queued(Acquire, start);
+            let answer = not_sent(&timeout, known_down);
+            answer_unsent(VecDeque::from([first, second]), &answer);
+            for caller in [&mut first_caller, &mut second_caller] {
+                let error = caller.try_recv().unwrap().unwrap_err();
+                assert_eq!(error.kind(), kind);
+                assert!(
+                    error.to_string().starts_with("not sent, nothing counted"),
+                    "{error}"
+                );
+            }
         }
     }
 

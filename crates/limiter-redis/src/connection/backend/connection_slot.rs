@@ -104,12 +104,8 @@ impl ConnectionSlot {
         if let Some(live) = self.current() {
             return Ok(live);
         }
-        if let Some(refusal) = shared.refusal.get() {
-            return Err(refusal.clone());
-        }
-        if shared.circuit.is_open() {
-            shared.ensure_probe();
-            return Err(shared.unavailable());
+        if let Some(answer) = shared.answer_at_once() {
+            return Err(answer);
         }
         match shared.open_connection().await {
             Ok(conn) => Ok(self.install(shared, conn)),

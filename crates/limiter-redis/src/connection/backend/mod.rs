@@ -157,6 +157,20 @@ impl RedisBackend {
         }
     }
 
+    /// The answer a decision on `slot` gets at once, with no round trip,
+    /// while its server is known to be down (the circuit is open; on a
+    /// cluster, the circuit of the node that serves `slot`) or the backend
+    /// refuses to serve; `None` while it may be sent.
+    pub(crate) fn known_down(&self, slot: u16) -> Option<BackendError> {
+        if let Some(answer) = self.shared.answer_at_once() {
+            return Some(answer);
+        }
+        match self.shared.connection_slots.first()?.current()?.conn {
+            Connection::Cluster(conn) => conn.node_down(slot).map(|e| self.shared.failed(e)),
+            Connection::Server(_) => None,
+        }
+    }
+
     /// Whether the backend is serving decisions: `false` while Redis is
     /// known to be down (every decision then fails at once, and a probe
     /// checks the server every [`probe_interval`](crate::RedisBackendBuilder::probe_interval)).

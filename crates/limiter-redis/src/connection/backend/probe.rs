@@ -9,6 +9,21 @@ use crate::connection::circuit::ProbeTurn;
 use crate::error::{BackendError, BackendErrorKind};
 
 impl Shared {
+    /// The answer every call gets at once, with no round trip, while the
+    /// backend refuses to serve (a configuration error) or the circuit is
+    /// open (then with its probe made sure of); `None` otherwise.
+    #[inline]
+    pub(super) fn answer_at_once(self: &Arc<Self>) -> Option<BackendError> {
+        if let Some(refusal) = self.refusal.get() {
+            return Some(refusal.clone());
+        }
+        if self.circuit.is_open() {
+            self.ensure_probe();
+            return Some(self.unavailable());
+        }
+        None
+    }
+
     /// The answer while the circuit is open: at once, no round trip. While
     /// the server refuses the credentials, a configuration error.
     pub(super) fn unavailable(&self) -> BackendError {

@@ -114,12 +114,8 @@ impl RedisBackend {
         reconnected: bool,
     ) -> Attempt {
         let shared = &self.shared;
-        if let Some(refusal) = shared.refusal.get() {
-            return Attempt::Done(Err(refusal.clone()));
-        }
-        if shared.circuit.is_open() {
-            shared.ensure_probe();
-            return Attempt::Done(Err(shared.unavailable()));
+        if let Some(answer) = shared.answer_at_once() {
+            return Attempt::Done(Err(answer));
         }
         let mut live = match shared.connection_slots[connection_slot]
             .live(shared, Some(deadline))
@@ -256,7 +252,7 @@ impl Shared {
     /// one node's failure), unless the cluster refuses every key
     /// (`CLUSTERDOWN`); a node that refuses the credentials is a
     /// configuration error.
-    fn failed(&self, error: RedisError) -> BackendError {
+    pub(super) fn failed(&self, error: RedisError) -> BackendError {
         if is_refused_credentials(&error) {
             return BackendError::config(format!(
                 "Redis at {}: a node refuses the backend's credentials: {CREDENTIALS_FIX}",

@@ -124,6 +124,17 @@ impl ClusterConnection {
         self.inner.read_map().owner_index(slot)
     }
 
+    /// The error of a command on `slot` while the node that serves it is
+    /// known to be down (its circuit is open); `None` otherwise.
+    pub(crate) fn node_down(&self, slot: u16) -> Option<RedisError> {
+        let node = self.inner.read_map().owner(slot).cloned()?;
+        let state = self.inner.known_node(&node)?;
+        state
+            .circuit
+            .is_open()
+            .then(|| self.inner.down(&node, &state))
+    }
+
     /// Sends `cmd` to the node of its first key (`FCALL`: of its first
     /// key argument), following redirects (an `ASK` as `ask` says); a
     /// keyless command in [`KEYLESS`](route::KEYLESS) goes to every primary.

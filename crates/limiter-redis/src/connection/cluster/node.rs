@@ -126,6 +126,15 @@ impl Inner {
         )
     }
 
+    /// `node`'s state, if a command has gone to it.
+    pub(super) fn known_node(&self, node: &Address) -> Option<Arc<Node>> {
+        self.nodes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(node)
+            .cloned()
+    }
+
     /// `node`'s connection, made now if there is none: connected, and
     /// every registered library loaded, within the client's timeouts. A
     /// node that cannot be reached is marked down.
