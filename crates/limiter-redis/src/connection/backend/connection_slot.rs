@@ -42,28 +42,6 @@ impl Connection {
             Self::Cluster(conn) => conn.send(cmd, ask).await,
         }
     }
-
-    /// Sends `cmd` (a library's load) where `beside` runs: the server, or
-    /// the cluster node of `beside`'s key.
-    pub(super) async fn send_beside(
-        &mut self,
-        cmd: &Cmd,
-        beside: &Cmd,
-    ) -> Result<Value, RedisError> {
-        match self {
-            Self::Server(conn) => conn.send_packed_command(cmd).await?.extract_error(),
-            Self::Cluster(conn) => conn.send_beside(cmd, beside).await,
-        }
-    }
-
-    /// Whether a failed command says the connection (not one node of a
-    /// cluster) is gone. A cluster connection holds one connection per node
-    /// and replaces a node's by itself, reading the slot map anew after a
-    /// node failed: it is never retired, and a failure of one node does not
-    /// mark the whole cluster down.
-    pub(super) fn outlives_failures(&self) -> bool {
-        matches!(self, Self::Cluster(_))
-    }
 }
 
 impl ConnectionSlot {

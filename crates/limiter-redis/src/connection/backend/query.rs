@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use redis::aio::MultiplexedConnection;
 use redis::{Cmd, RedisError, RetryMethod, Value};
 
-use super::connection_slot::{Connection, ConnectionSlot, Live};
+use super::connection_slot::{Connection, ConnectionSlot};
 use super::open::CREDENTIALS_FIX;
 use super::{Connector, RedisBackend, Shared};
 use crate::connection::cluster::Ask;
@@ -128,13 +129,21 @@ impl RedisBackend {
             Ok(reply) => return Attempt::Done(Ok(reply)),
             Err(e) => e,
         };
+        let server = match &live.conn {
+            // A cluster connection loads a node's lost libraries again and
+            // replaces a node's connection by itself: it is never retired,
+            // and a failure of one node does not mark the cluster down.
+            Connection::Cluster(_) => return Attempt::Done(Err(shared.failed(error))),
+            Connection::Server(server) => server,
+        };
         if is_function_missing(&error) {
             if let Some(function) = function {
-                return Attempt::Reload(live, function.clone());
+                return Attempt::Reload {
+                    conn: server.clone(),
+                    id: live.id,
+                    function: function.clone(),
+                };
             }
-        }
-        if live.conn.outlives_failures() {
-            return Attempt::Done(Err(shared.failed(error)));
         }
         if is_redirect(&error) {
             // Only a Redis Cluster node redirects: the wrong backend for it.
@@ -208,18 +217,15 @@ impl RedisBackend {
         loop {
             next = match next {
                 Attempt::Done(result) => return result,
-                Attempt::Reload(mut live, function) => {
+                Attempt::Reload {
+                    mut conn,
+                    id,
+                    function,
+                } => {
                     let connection_slot = &self.shared.connection_slots[connection_slot];
                     return self
                         .shared
-                        .reload_and_retry(
-                            &mut live.conn,
-                            live.id,
-                            connection_slot,
-                            cmd,
-                            &function,
-                            ask,
-                        )
+                        .reload_and_retry(&mut conn, id, connection_slot, cmd, &function)
                         .await;
                 }
                 // The new connection is this step's own: made within its
@@ -241,9 +247,13 @@ enum Attempt {
     Done(Result<Value, BackendError>),
     /// The connection was lost (and retired): once more on a new one.
     Reconnect,
-    /// The function library is missing on this connection: load it there,
-    /// and run the command once more.
-    Reload(Live, Library),
+    /// The function library is missing on the server of connection `id`:
+    /// load it there, and run the command once more.
+    Reload {
+        conn: MultiplexedConnection,
+        id: u64,
+        function: Library,
+    },
 }
 
 impl Shared {
@@ -277,25 +287,26 @@ impl Shared {
         }
     }
 
-    /// After "function not found": loads the library on the same connection
-    /// (on a cluster, on the node that answered) and runs the command once
-    /// more.
+    /// After "function not found": loads the library on the same
+    /// connection and runs the command once more (a cluster connection
+    /// does so on the node that answered, by itself).
     async fn reload_and_retry(
         self: &Arc<Self>,
-        conn: &mut Connection,
+        conn: &mut MultiplexedConnection,
         id: u64,
         connection_slot: &ConnectionSlot,
         cmd: &Cmd,
         function: &Library,
-        ask: Ask,
     ) -> Result<Value, BackendError> {
         // A flush can land between the load and the run (a test flushes in
         // a loop): load again, a few times.
         let result = async {
             let mut tries = 0;
             loop {
-                conn.send_beside(&function.load_command(), cmd).await?;
-                match conn.send(cmd, ask).await {
+                conn.send_packed_command(&function.load_command())
+                    .await?
+                    .extract_error()?;
+                match conn.send_packed_command(cmd).await?.extract_error() {
                     Err(e) if is_function_missing(&e) && tries < FUNCTION_RELOADS => {
                         tries += 1;
                     }
@@ -305,8 +316,7 @@ impl Shared {
         }
         .await;
         result.map_err(|e| {
-            if !conn.outlives_failures()
-                && (is_timeout(&e) || is_broken_connection(&e) || is_not_serving(&e))
+            if (is_timeout(&e) || is_broken_connection(&e) || is_not_serving(&e))
                 && connection_slot.is_current(id)
             {
                 self.trip(&e.to_string());

@@ -136,22 +136,12 @@ impl ClusterConnection {
     }
 
     /// Sends `cmd` to the node of its first key (`FCALL`: of its first
-    /// key argument), following redirects (an `ASK` as `ask` says); a
+    /// key argument), following redirects (an `ASK` as `ask` says) and
+    /// loading the registered libraries again on a node that lost them; a
     /// keyless command in [`KEYLESS`](route::KEYLESS) goes to every primary.
     pub(crate) async fn send(&self, cmd: &Cmd, ask: Ask) -> RedisResult<Value> {
         match route(cmd) {
             Route::Slot(slot) => self.inner.send_to_slot(slot, cmd, ask).await,
-            Route::Primaries => self.inner.send_to_primaries(cmd).await,
-        }
-    }
-
-    /// Sends `cmd` (a library's load) to the node `beside` goes to: the one
-    /// that answered `beside` "function not found". Another primary, hung
-    /// or slow, neither delays it nor fails it; each primary that lost its
-    /// library loads it again on its own keys' first call.
-    pub(crate) async fn send_beside(&self, cmd: &Cmd, beside: &Cmd) -> RedisResult<Value> {
-        match route(beside) {
-            Route::Slot(slot) => self.inner.send_to_slot(slot, cmd, Ask::Follow).await,
             Route::Primaries => self.inner.send_to_primaries(cmd).await,
         }
     }

@@ -21,6 +21,10 @@ use crate::error::is_refused_credentials;
 /// times this, until the command's deadline.
 const RETRY_WAIT: Duration = Duration::from_millis(10);
 
+/// How many times one command loads the libraries again on a node that
+/// answers "function not found".
+const FUNCTION_RELOADS: u32 = 3;
+
 /// Where the next attempt of a command goes.
 enum Target {
     /// The slot's primary in the map.
@@ -45,7 +49,7 @@ impl Inner {
         let mut backoff = Backoff::until(deadline);
         let mut target = Target::Owner;
         let mut reconnected = false;
-        let mut reloaded = false;
+        let mut reloads = 0;
         // The nodes this command went to: one it goes back to waits first.
         let mut tried: Vec<Address> = Vec::new();
         loop {
@@ -76,15 +80,16 @@ impl Inner {
                 Ok(reply) => return Ok(reply),
                 Err(error) => error,
             };
-            if asking && !reloaded && is_function_missing(&error) {
-                // The node a migration sends the key to lost its libraries
-                // (a `FUNCTION FLUSH` there) while its connection stayed:
-                // a reload by the command's slot would go to the slot's
-                // owner. Load them on this node, and ask it again.
-                reloaded = true;
-                if self.load_functions_on(&node, deadline).await.is_ok() {
-                    continue;
-                }
+            if is_function_missing(&error) && reloads < FUNCTION_RELOADS {
+                // The node that answered, the slot's owner or the node a
+                // migration sends the key to, lost its libraries (a
+                // `FUNCTION FLUSH`, a restart without persistence) while
+                // its connection stayed: load them on it, and send there
+                // again. A flush can land between the load and the
+                // command (a test flushes in a loop): a few times.
+                reloads += 1;
+                self.load_functions_on(&node, deadline).await?;
+                continue;
             }
             if !tried.contains(&node) {
                 tried.push(node.clone());
