@@ -245,8 +245,15 @@ async fn a_password_the_cluster_refuses_is_a_configuration_error() {
         assert_eq!(open.acquire(key.as_bytes(), 1).await.unwrap().remaining, 9);
     }
     for primary in &primaries {
+        // Every client but this one: the backend's connection, and on a
+        // busy machine a refused build's that the node has not yet seen
+        // closed.
         let kill = ["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"];
-        assert_eq!(cluster.command(primary, &kill), Reply::Integer(1));
+        let killed = cluster.command(primary, &kill);
+        assert!(
+            killed.integer() >= 1,
+            "the backend's connection is killed: {killed:?}"
+        );
         let rotate = ["CONFIG", "SET", "requirepass", ROTATED];
         assert_eq!(
             cluster.command(primary, &rotate),
