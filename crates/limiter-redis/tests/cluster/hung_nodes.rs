@@ -67,8 +67,8 @@ async fn a_backend_built_while_its_first_seed_hangs_serves_the_other_primaries()
 }
 /// A hung primary (`SIGSTOP` for two command timeouts; no failover starts,
 /// see [`hold_off_failover`]) while 64 tasks decide on keys of every
-/// primary: about one decision per caller waits out a command timeout
-/// (those in flight when it hung), and none waits longer than one; then
+/// primary: at most one decision per caller waits out a command timeout
+/// (those sent before it was known down), and none waits longer than one; then
 /// its keys fail at once while a background probe checks it; the other
 /// primaries' keys never fail; once it resumes its keys are served again
 /// within a bound; and every state counts what was admitted (plus, at

@@ -8,12 +8,13 @@ use super::*;
 /// `FUNCTION FLUSH` on one primary, then on every primary, while 16 tasks
 /// decide on keys of every primary (20 decisions between two flushes): no
 /// error reaches a caller, and each key's state is exact afterwards (the
-/// reloaded function decided as the first did).
+/// reloaded function decided as the first did). On a cluster of its own:
+/// the flushes would reach the other tests' decisions too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn function_flush_on_a_node_recovers_without_an_error() {
     const LIMIT: u64 = 5_000;
-    let cluster = cluster();
-    let backend = backend(cluster);
+    let cluster = cluster_of_its_own().await;
+    let backend = backend(&cluster);
     let limiter = limiter(
         &backend,
         Policy::sliding_log(Rate::per_hour(LIMIT)).unwrap(),
@@ -21,7 +22,7 @@ async fn function_flush_on_a_node_recovers_without_an_error() {
     )
     .await;
     let primaries = cluster.primaries();
-    let keys = keys_on(cluster, &limiter, "flush", &primaries, 3);
+    let keys = keys_on(&cluster, &limiter, "flush", &primaries, 3);
 
     // Quiet: a flushed node's first decision reloads the library.
     let first = &keys[0];
@@ -42,9 +43,10 @@ async fn function_flush_on_a_node_recovers_without_an_error() {
         .collect();
     let load = Load::start(targets.clone(), 16);
     let decided = Arc::clone(&load.decisions);
+    let flusher = Arc::clone(&cluster);
     let flushes = tokio::task::spawn_blocking(move || {
         let flush = |node: &ClusterNode| {
-            let reply = cluster.command(node, &["FUNCTION", "FLUSH"]);
+            let reply = flusher.command(node, &["FUNCTION", "FLUSH"]);
             assert_eq!(reply, Reply::Status("OK".into()), "node {}", node.port);
         };
         let mut flushes = 0;
