@@ -2,7 +2,8 @@
 //! calls, and decide exactly as the same requests one at a time, on one
 //! server and on a cluster (where one call decides keys of several slots
 //! of its node); a caller that gives up on its decision fails no one
-//! else's. Each test runs its own server or cluster, so that its
+//! else's; and requests queued behind a call to a hung server are
+//! answered by the circuit that call opens, never sent. Each test runs its own server or cluster, so that its
 //! `INFO commandstats` counts only its calls.
 
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use limiter_core::{Algorithm, Decision, Limiter, ManualClock, Policies, Policy, Rate};
 use limiter_memory::MemoryLimiter;
-use limiter_redis::{RedisBackend, RedisLimiter};
+use limiter_redis::{BackendError, BackendErrorKind, RedisBackend, RedisLimiter};
 use limiter_test::redis_cluster::RedisCluster;
 use limiter_test::redis_server::{fresh_prefix, RedisServer};
 
@@ -312,4 +313,90 @@ async fn a_caller_that_gives_up_fails_no_one_else() {
         .expect("a decision after the dropped ones is answered")
         .unwrap();
     assert!(decision.allowed);
+}
+
+/// Requests queued in a lane behind calls to a hung server are answered,
+/// once the first call's timeout opens the circuit, as the open circuit
+/// answers (`Unavailable`, "not sent"), at once and never sent; the calls
+/// in flight fail with their own timeout, and only their requests count
+/// once the server resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_behind_a_hung_call_hear_the_open_circuit_and_count_nothing() {
+    const COMMAND: Duration = Duration::from_secs(1);
+    /// Long enough, however loaded the machine, for a call's task to send
+    /// its one request before the next request arrives.
+    const APART: Duration = Duration::from_millis(200);
+    const LIMIT: u64 = 100;
+    let server = RedisServer::start();
+    let backend = RedisBackend::builder(server.url())
+        .command_timeout(COMMAND)
+        .probe_interval(Duration::from_millis(50))
+        .build()
+        .await
+        .unwrap();
+    let limiter = Arc::new(
+        RedisLimiter::builder(
+            &backend,
+            Policy::fixed_window(Rate::per_hour(LIMIT)).unwrap(),
+        )
+        .key_prefix(fresh_prefix("behind"))
+        .build()
+        .await
+        .unwrap(),
+    );
+    assert_eq!(limiter.acquire(b"k", 1).await.unwrap().remaining, LIMIT - 1);
+
+    server.pause();
+    let decide = || {
+        let limiter = Arc::clone(&limiter);
+        tokio::spawn(async move { limiter.acquire(b"k", 1).await })
+    };
+    // Two calls in flight (the lane's most), a request each, then eight
+    // requests that queue behind them.
+    let first = decide();
+    tokio::time::sleep(APART).await;
+    let second = decide();
+    tokio::time::sleep(APART).await;
+    let queued: Vec<_> = (0..8).map(|_| decide()).collect();
+    let mut sent = 0;
+    for call in [first, second] {
+        let error = call.await.unwrap().expect_err("the server hangs");
+        assert_eq!(kind(&error), BackendErrorKind::Timeout, "{error}");
+        sent += 1;
+    }
+    for request in queued {
+        let error = request.await.unwrap().expect_err("the server hangs");
+        let told = limiter_core::ErrorChain(&error).to_string();
+        assert_eq!(kind(&error), BackendErrorKind::Unavailable, "{told}");
+        assert!(told.contains("not sent, nothing counted"), "{told}");
+    }
+    assert!(
+        !backend.is_available(),
+        "the first timeout opened the circuit"
+    );
+
+    // Back: the two requests sent count, the queued ones do not.
+    server.resume();
+    let started = std::time::Instant::now();
+    while !backend.is_available() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the probe closes the circuit"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A peek tells what one more would leave.
+    let peek = limiter.peek(b"k", 1).await.unwrap();
+    assert_eq!(peek.remaining, LIMIT - 1 - sent - 1, "{peek:?}");
+}
+
+/// The kind of a backend error (panics on any other error).
+fn kind(error: &limiter_core::Error) -> BackendErrorKind {
+    match error {
+        limiter_core::Error::Backend(e) => e
+            .downcast_ref::<BackendError>()
+            .expect("backend errors are BackendError")
+            .kind(),
+        other => panic!("expected a backend error, got {other:?}"),
+    }
 }
