@@ -1,6 +1,7 @@
 //! Nodes that hang: the first seed while a backend is built, a primary
-//! under load, and a node a late redirect points to. Each costs its
-//! callers one command timeout at most.
+//! under load (and the requests queued behind its calls), and a node a
+//! late redirect points to. Each costs its callers one command timeout at
+//! most.
 
 use limiter_core::{DecisionSource, FailurePolicy, LimiterExt};
 
@@ -65,6 +66,98 @@ async fn a_backend_built_while_its_first_seed_hangs_serves_the_other_primaries()
     assert!(decisions.iter().all(|d| d.allowed), "{decisions:?}");
     assert_eq!(decisions.len(), 4);
 }
+/// Requests queued in a lane behind calls to a hung primary (`SIGSTOP`; no
+/// failover starts) are answered, once the first call's timeout marks the
+/// node down, as the node's open circuit answers, at once and never sent;
+/// the calls in flight fail with their own timeout, and only their
+/// requests count once the node resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_behind_a_call_to_a_hung_primary_hear_its_circuit() {
+    const COMMAND: Duration = Duration::from_secs(1);
+    /// Long enough, however loaded the machine, for a call's task to send
+    /// its one request before the next request arrives.
+    const APART: Duration = Duration::from_millis(200);
+    const LIMIT: u64 = 100;
+    let cluster = cluster_of_its_own().await;
+    hold_off_failover(&cluster);
+    let backend = RedisBackend::cluster(cluster.seed_urls())
+        .command_timeout(COMMAND)
+        .probe_interval(Duration::from_millis(100))
+        .build()
+        .await
+        .unwrap();
+    let policy = Policy::fixed_window(Rate::per_hour(LIMIT)).unwrap();
+    let limiter = limiter(&backend, policy, "behind-hung").await;
+    let hung = cluster.primaries()[0].clone();
+    let key = keys_on(
+        &cluster,
+        &limiter,
+        "behind-hung",
+        std::slice::from_ref(&hung),
+        1,
+    )
+    .remove(0);
+    assert_eq!(
+        limiter.acquire(key.as_bytes(), 1).await.unwrap().remaining,
+        LIMIT - 1
+    );
+
+    cluster.pause(&hung);
+    let decide = || {
+        let (limiter, key) = (Arc::clone(&limiter), key.clone());
+        tokio::spawn(async move { limiter.acquire(key.as_bytes(), 1).await })
+    };
+    // Two calls in flight (the lane's most), a request each, then eight
+    // requests that queue behind them.
+    let first = decide();
+    tokio::time::sleep(APART).await;
+    let second = decide();
+    tokio::time::sleep(APART).await;
+    let queued: Vec<_> = (0..8).map(|_| decide()).collect();
+    let mut sent = 0;
+    for call in [first, second] {
+        let error = call.await.unwrap().expect_err("the node hangs");
+        assert_eq!(
+            common::backend_kind(&error),
+            BackendErrorKind::Timeout,
+            "{}",
+            chain(&error)
+        );
+        sent += 1;
+    }
+    for request in queued {
+        let error = request.await.unwrap().expect_err("the node hangs");
+        let told = chain(&error);
+        assert_eq!(
+            common::backend_kind(&error),
+            BackendErrorKind::Connect,
+            "{told}"
+        );
+        assert!(told.contains("not sent, nothing counted"), "{told}");
+        assert!(
+            told.contains("down for"),
+            "the node's circuit answered: {told}"
+        );
+    }
+
+    // Back: the two requests sent count, the queued ones do not.
+    cluster.resume(&hung);
+    let started = Instant::now();
+    let peek = loop {
+        match limiter.peek(key.as_bytes(), 1).await {
+            Ok(peek) => break peek,
+            Err(e) => assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the node serves again: {}",
+                chain(&e)
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // A peek tells what one more would leave.
+    assert_eq!(peek.remaining, LIMIT - 1 - sent - 1, "{peek:?}");
+}
+
 /// A hung primary (`SIGSTOP` for two command timeouts; no failover starts,
 /// see [`hold_off_failover`]) while 64 tasks decide on keys of every
 /// primary: at most one decision per caller waits out a command timeout
